@@ -1,0 +1,131 @@
+//! Reading topics back with a real Kafka consumer (rdkafka, bundled librdkafka).
+
+use anyhow::{bail, Context, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
+
+/// One record as a consumer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp_millis: Option<i64>,
+}
+
+impl ConsumedRecord {
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+    pub fn key_str(&self) -> Option<&str> {
+        self.key
+            .as_deref()
+            .map(|k| std::str::from_utf8(k).expect("utf-8 key"))
+    }
+    pub fn value_str(&self) -> Option<&str> {
+        self.value
+            .as_deref()
+            .map(|v| std::str::from_utf8(v).expect("utf-8 value"))
+    }
+}
+
+fn base_config(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("socket.timeout.ms", "30000")
+        .set("log_level", "3");
+    c
+}
+
+pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let res = admin.create_topics(&[new], &AdminOptions::new()).await?;
+    for r in res {
+        match r {
+            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => bail!("creating topic {t}: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Topic names the broker knows.
+pub fn list_topics(bootstrap: &str) -> Result<Vec<String>> {
+    let consumer: BaseConsumer = base_config(bootstrap).create()?;
+    let md = consumer.fetch_metadata(None, Duration::from_secs(30))?;
+    Ok(md.topics().iter().map(|t| t.name().to_owned()).collect())
+}
+
+/// Every record of `topic`, partition after partition, in offset order. Blocking: call
+/// from `spawn_blocking` inside async tests. Reads one partition at a time from the low to
+/// the high watermark (kafka-broker.md: multi-partition assignment stalls on tansu).
+pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
+    let consumer: BaseConsumer = base_config(bootstrap)
+        .set("group.id", "outbox-relay-tests")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "10")
+        .create()?;
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .with_context(|| format!("metadata for {topic}"))?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+        bail!("topic {topic} not in metadata");
+    };
+    if t.error().is_some() {
+        bail!("topic {topic}: {:?}", t.error());
+    }
+    let partitions: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    let mut out = Vec::new();
+    for p in partitions {
+        let (low, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(30))?;
+        if high <= low {
+            continue;
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, p, Offset::Offset(low))?;
+        consumer.assign(&tpl)?;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut next = low;
+        while next < high {
+            if Instant::now() > deadline {
+                bail!("reading {topic}[{p}]: stuck at offset {next} of {high}");
+            }
+            match consumer.poll(Duration::from_millis(500)) {
+                None => continue,
+                Some(Err(e)) => bail!("reading {topic}[{p}]: {e}"),
+                Some(Ok(m)) => {
+                    next = m.offset() + 1;
+                    let headers = m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| (h.key.to_owned(), h.value.map(|v| v.to_vec())))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.push(ConsumedRecord {
+                        topic: topic.to_owned(),
+                        partition: p,
+                        offset: m.offset(),
+                        key: m.key().map(|k| k.to_vec()),
+                        value: m.payload().map(|v| v.to_vec()),
+                        headers,
+                        timestamp_millis: m.timestamp().to_millis(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,15 @@
+//! Real components for outbox-relay's tests, benchmarks and demo: a throwaway PostgreSQL 15
+//! cluster, a tansu Kafka-protocol broker, a Kafka read-back helper and the relay process.
+//!
+//! Nothing here is a mock. When a component cannot be started the error says how to install it.
+
+pub mod broker;
+pub mod kafka;
+pub mod net;
+pub mod postgres;
+pub mod relay;
+
+pub use broker::{Broker, Storage};
+pub use kafka::{read_topic, ConsumedRecord};
+pub use postgres::PgCluster;
+pub use relay::RelayProcess;

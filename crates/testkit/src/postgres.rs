@@ -1,0 +1,206 @@
+//! A throwaway PostgreSQL 15 cluster with `wal_level=logical` on a free loopback port.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+const INSTALL_HINT: &str = "install PostgreSQL 15 with `scripts/install-deps.sh` \
+     (or `apt-get install -y postgresql-15`), or point OUTBOX_RELAY_PG_BIN at its bin directory";
+
+pub struct PgCluster {
+    bin_dir: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    run_as_postgres: bool,
+}
+
+impl PgCluster {
+    /// Creates and starts a new cluster. Stopped and deleted on drop.
+    pub fn start() -> Result<Self> {
+        let bin_dir = std::env::var_os("OUTBOX_RELAY_PG_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_BIN_DIR));
+        if !bin_dir.join("initdb").exists() {
+            bail!(
+                "PostgreSQL not found: {} has no initdb; {INSTALL_HINT}",
+                bin_dir.display()
+            );
+        }
+        // initdb refuses to run as root: run the server as the `postgres` user then.
+        let run_as_postgres = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-relay-pg-")
+            .tempdir()?;
+        if run_as_postgres {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()?;
+            if !status.success() {
+                bail!(
+                    "chown of {} to postgres failed; is there a `postgres` user? {INSTALL_HINT}",
+                    dir.path().display()
+                );
+            }
+        }
+        let port = crate::net::free_port();
+        let cluster = Self {
+            bin_dir,
+            dir,
+            port,
+            run_as_postgres,
+        };
+        let data = cluster.data_dir();
+        cluster.run(
+            "initdb",
+            &[
+                "-D",
+                path_str(&data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )?;
+        let conf = format!(
+            "\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\n\
+             wal_level = logical\nmax_replication_slots = 20\nmax_wal_senders = 20\n\
+             fsync = off\nfull_page_writes = off\nshared_buffers = 128MB\nmax_connections = 100\n\
+             wal_sender_timeout = 60s\nlog_min_messages = warning\n",
+            path_str(&cluster.dir.path().to_path_buf())
+        );
+        let conf_path = data.join("postgresql.conf");
+        let mut existing = std::fs::read_to_string(&conf_path)?;
+        existing.push_str(&conf);
+        std::fs::write(&conf_path, existing)?;
+        cluster.pg_ctl_start()?;
+        Ok(cluster)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Connection URL for database `postgres` as superuser `postgres` (trust authentication).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    pub fn url_for(&self, user: &str, password: &str, db: &str) -> String {
+        format!("postgres://{user}:{password}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin_dir.join(program);
+        if self.run_as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Result<()> {
+        let out = self
+            .command(program)
+            .args(args)
+            .output()
+            .with_context(|| format!("running {program}; {INSTALL_HINT}"))?;
+        if !out.status.success() {
+            bail!(
+                "{program} {args:?} failed: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    fn pg_ctl_start(&self) -> Result<()> {
+        let data = self.data_dir();
+        let log = self.dir.path().join("postgres.log");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data),
+                "-l",
+                path_str(&log),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )
+        .with_context(|| format!("starting PostgreSQL; its log: {}", self.log()))
+    }
+
+    /// The server log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+
+    pub fn stop(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data), "-m", "fast", "-w", "stop"],
+        )
+    }
+
+    pub fn restart(&self) -> Result<()> {
+        self.stop()?;
+        std::thread::sleep(Duration::from_millis(200));
+        self.pg_ctl_start()
+    }
+
+    /// A new client connection as superuser (driver task spawned on the current runtime).
+    pub async fn connect(&self) -> Result<tokio_postgres::Client> {
+        connect(&self.url()).await
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let _ = self
+            .command("pg_ctl")
+            .args(["-D", path_str(&data), "-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
