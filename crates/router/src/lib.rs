@@ -1,1 +1,18 @@
+//! Turns decoded outbox rows into Kafka records, the way Debezium's Outbox EventRouter
+//! does: topic from a template over the routing column (`${routedByValue}.events`),
+//! key = the aggregate id, value = the payload text, the event id in header `id`, other
+//! columns as headers. Pure: no I/O, no clock, unit-tested on decoded pgoutput messages.
+//!
+//! A row that cannot be routed (NULL routing value, invalid topic name, missing column)
+//! is not an error of the stream: it becomes [`RouteOutcome::Invalid`], which the relay
+//! sends to the dead-letter topic so that nothing is dropped silently.
 
+mod config;
+mod record;
+mod router;
+mod topic;
+
+pub use config::{AdditionalField, ConfigError, Placement, RouterConfig, TableName};
+pub use record::{InvalidRow, OutboxRecord, RouteOutcome};
+pub use router::Router;
+pub use topic::{validate_topic_name, TopicTemplate};

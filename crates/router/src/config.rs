@@ -1,0 +1,133 @@
+use crate::topic::TopicTemplate;
+use std::fmt;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// A schema-qualified table name, e.g. `public.outbox`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName {
+    pub schema: String,
+    pub name: String,
+}
+
+impl TableName {
+    /// Parses `schema.table` or `table` (schema `public`). Quotes are not interpreted:
+    /// names are matched exactly as PostgreSQL reports them in Relation messages.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let text = text.trim();
+        let (schema, name) = match text.split_once('.') {
+            Some((s, n)) => (s, n),
+            None => ("public", text),
+        };
+        if schema.is_empty() || name.is_empty() || name.contains('.') {
+            return Err(ConfigError::InvalidTable(text.to_owned()));
+        }
+        Ok(Self {
+            schema: schema.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.schema, self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A Kafka header named by the alias (or the column name).
+    Header,
+}
+
+/// One entry of `table.fields.additional.placement` (`column:placement[:alias]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdditionalField {
+    pub column: String,
+    pub placement: Placement,
+    pub alias: Arc<str>,
+}
+
+impl AdditionalField {
+    /// Parses Debezium's comma-separated `col:placement[:alias]` list.
+    pub fn parse_list(text: &str) -> Result<Vec<Self>, ConfigError> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|entry| {
+                let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
+                let (column, placement, alias) = match parts.as_slice() {
+                    [c, p] => (*c, *p, *c),
+                    [c, p, a] => (*c, *p, *a),
+                    _ => return Err(ConfigError::InvalidPlacement(entry.to_owned())),
+                };
+                let placement = match placement {
+                    "header" => Placement::Header,
+                    _ => return Err(ConfigError::InvalidPlacement(entry.to_owned())),
+                };
+                if column.is_empty() || alias.is_empty() {
+                    return Err(ConfigError::InvalidPlacement(entry.to_owned()));
+                }
+                Ok(Self {
+                    column: column.to_owned(),
+                    placement,
+                    alias: alias.into(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// What the router needs to know; every default is the one the seeds' schema uses.
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// The outbox tables; changes to any other table are ignored.
+    pub tables: Vec<TableName>,
+    /// Column whose value goes into header `id` (Debezium `table.field.event.id`).
+    pub id_column: String,
+    /// Column whose value is the record key (`table.field.event.key`).
+    pub key_column: String,
+    /// Column whose value is the record value (`table.field.event.payload`).
+    pub payload_column: String,
+    /// Column whose value builds the topic (`route.by.field`).
+    pub route_by_column: String,
+    /// `route.topic.replacement`, e.g. `${routedByValue}.events`.
+    pub topic_template: TopicTemplate,
+    /// Extra columns placed in headers (`table.fields.additional.placement`).
+    pub additional: Vec<AdditionalField>,
+    /// A NULL payload becomes a tombstone (null value, same key).
+    pub tombstone_on_null_payload: bool,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            tables: vec![TableName {
+                schema: "public".into(),
+                name: "outbox".into(),
+            }],
+            id_column: "id".into(),
+            key_column: "aggregate_id".into(),
+            payload_column: "payload".into(),
+            route_by_column: "aggregate_type".into(),
+            topic_template: TopicTemplate::parse("${routedByValue}.events").expect("valid default"),
+            additional: vec![AdditionalField {
+                column: "event_type".into(),
+                placement: Placement::Header,
+                alias: "eventType".into(),
+            }],
+            tombstone_on_null_payload: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    #[error("invalid table name {0:?}: expected schema.table, e.g. public.outbox")]
+    InvalidTable(String),
+    #[error("invalid additional field placement {0:?}: expected column:header[:alias], e.g. event_type:header:eventType")]
+    InvalidPlacement(String),
+    #[error("invalid topic template {0:?}: it must produce a topic name, e.g. ${{routedByValue}}.events")]
+    InvalidTemplate(String),
+}

@@ -1,0 +1,240 @@
+use crate::config::{RouterConfig, TableName};
+use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use crate::topic::validate_topic_name;
+use bytes::Bytes;
+use pgoutput::{ColumnValue, Insert, LogicalMessage, Relation};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Column positions of one outbox table, computed from its latest Relation message.
+#[derive(Debug, Clone)]
+struct TablePlan {
+    table: String,
+    id: Result<usize, String>,
+    key: Result<usize, String>,
+    payload: Result<usize, String>,
+    route_by: Result<usize, String>,
+    /// (position or missing column name, header name)
+    headers: Vec<(Result<usize, String>, Arc<str>)>,
+}
+
+/// Routes the decoded pgoutput stream. Keep one per replication session: PostgreSQL
+/// sends a Relation before the first row of each table in a session.
+#[derive(Debug)]
+pub struct Router {
+    config: RouterConfig,
+    id_header: Arc<str>,
+    /// relation id -> plan, `None` for tables that are not outbox tables.
+    relations: HashMap<u32, Option<TablePlan>>,
+    topics: TopicCache,
+}
+
+/// routing value -> topic name (or why it is invalid), so that the template is rendered
+/// and validated once per aggregate type, not once per event. Cleared when it grows large.
+#[derive(Debug, Default)]
+struct TopicCache(HashMap<Bytes, Result<Arc<str>, String>>);
+
+const TOPIC_CACHE_LIMIT: usize = 10_000;
+
+impl Router {
+    pub fn new(config: RouterConfig) -> Self {
+        Self {
+            config,
+            id_header: "id".into(),
+            relations: HashMap::new(),
+            topics: TopicCache::default(),
+        }
+    }
+
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    /// Whether `table` is one of the outbox tables.
+    pub fn is_outbox_table(&self, schema: &str, name: &str) -> bool {
+        self.config
+            .tables
+            .iter()
+            .any(|t| t.schema == schema && t.name == name)
+    }
+
+    /// Feeds one decoded message; returns what, if anything, to produce.
+    pub fn route(&mut self, message: &LogicalMessage) -> RouteOutcome {
+        match message {
+            LogicalMessage::Relation(relation) => {
+                self.on_relation(relation);
+                RouteOutcome::Ignored
+            }
+            LogicalMessage::Insert(insert) => self.route_insert(insert),
+            // UPDATE, DELETE and TRUNCATE of the outbox are not events: cleanup jobs
+            // delete relayed rows. Begin/Commit are handled by the relay's tracker.
+            _ => RouteOutcome::Ignored,
+        }
+    }
+
+    pub fn on_relation(&mut self, relation: &Relation) {
+        let plan = self
+            .is_outbox_table(&relation.namespace, &relation.name)
+            .then(|| {
+                let find = |column: &str| {
+                    relation
+                        .column_index(column)
+                        .ok_or_else(|| column.to_owned())
+                };
+                TablePlan {
+                    table: TableName {
+                        schema: relation.namespace.clone(),
+                        name: relation.name.clone(),
+                    }
+                    .to_string(),
+                    id: find(&self.config.id_column),
+                    key: find(&self.config.key_column),
+                    payload: find(&self.config.payload_column),
+                    route_by: find(&self.config.route_by_column),
+                    headers: self
+                        .config
+                        .additional
+                        .iter()
+                        .map(|f| (find(&f.column), f.alias.clone()))
+                        .collect(),
+                }
+            });
+        self.relations.insert(relation.relation_id, plan);
+    }
+
+    pub fn route_insert(&mut self, insert: &Insert) -> RouteOutcome {
+        let plan = match self.relations.get(&insert.relation_id) {
+            Some(Some(plan)) => plan,
+            Some(None) => return RouteOutcome::Ignored,
+            // pgoutput always sends a Relation first; a row of an unknown relation means
+            // the stream is out of step. Dead-letter it rather than guess.
+            None => {
+                return RouteOutcome::Invalid(InvalidRow {
+                    reason: format!(
+                        "row of relation {} arrived before its Relation message",
+                        insert.relation_id
+                    ),
+                    table: format!("relation-{}", insert.relation_id),
+                    original_topic: None,
+                    key: None,
+                    value: None,
+                    event_id: None,
+                })
+            }
+        };
+        let columns = &insert.new_tuple.columns;
+        let value_at = |position: &Result<usize, String>| -> Result<Option<Bytes>, String> {
+            let position = position
+                .as_ref()
+                .map_err(|missing| format!("column {missing:?} is missing from the table"))?;
+            match columns.get(*position) {
+                Some(ColumnValue::Null) => Ok(None),
+                Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Ok(Some(b.clone())),
+                Some(ColumnValue::UnchangedToast) => {
+                    Err("unchanged TOAST value in an INSERT".into())
+                }
+                None => Err(format!(
+                    "row has {} columns, expected at least {}",
+                    columns.len(),
+                    position + 1
+                )),
+            }
+        };
+        let key = value_at(&plan.key);
+        let payload = value_at(&plan.payload);
+        let event_id = value_at(&plan.id);
+        let routing = value_at(&plan.route_by);
+        let context = InvalidRow {
+            reason: String::new(),
+            table: plan.table.clone(),
+            original_topic: None,
+            key: key.clone().ok().flatten(),
+            value: payload.clone().ok().flatten(),
+            event_id: event_id.clone().ok().flatten(),
+        };
+        let invalid = |reason: String, original_topic: Option<String>| {
+            RouteOutcome::Invalid(InvalidRow {
+                reason,
+                original_topic,
+                ..context.clone()
+            })
+        };
+        let routing = match routing {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                return invalid(
+                    format!("routing column {:?} is NULL", self.config.route_by_column),
+                    None,
+                )
+            }
+            Err(e) => return invalid(e, None),
+        };
+        let mut headers = Vec::with_capacity(1 + plan.headers.len());
+        match &event_id {
+            Ok(Some(id)) => headers.push((self.id_header.clone(), id.clone())),
+            // Debezium writes no header for a NULL id; neither do we.
+            Ok(None) => {}
+            Err(e) => return invalid(e.clone(), None),
+        }
+        for (position, name) in &plan.headers {
+            match value_at(position) {
+                Ok(Some(v)) => headers.push((name.clone(), v)),
+                Ok(None) => {}
+                Err(e) => return invalid(e, None),
+            }
+        }
+        let (key, value) = match (key, payload) {
+            (Ok(k), Ok(v)) => (k, v),
+            (Err(e), _) | (_, Err(e)) => return invalid(e, None),
+        };
+        if value.is_none() && !self.config.tombstone_on_null_payload {
+            return invalid("payload is NULL and tombstones are disabled".into(), None);
+        }
+        let topic = match self.topics.topic_for(&routing, &self.config) {
+            Ok(topic) => topic,
+            Err((reason, topic)) => return invalid(reason, topic),
+        };
+        RouteOutcome::Record(OutboxRecord {
+            topic,
+            key,
+            value,
+            headers,
+        })
+    }
+}
+
+impl TopicCache {
+    fn topic_for(
+        &mut self,
+        routing: &Bytes,
+        config: &RouterConfig,
+    ) -> Result<Arc<str>, (String, Option<String>)> {
+        if let Some(cached) = self.0.get(routing) {
+            return cached.clone().map_err(|reason| (reason, None));
+        }
+        let computed = match std::str::from_utf8(routing) {
+            Err(_) => Err("routing value is not valid UTF-8".to_owned()),
+            Ok(text) if text.trim().is_empty() => Err(format!(
+                "routing column {:?} is empty",
+                config.route_by_column
+            )),
+            Ok(text) => {
+                let topic = config.topic_template.render(text);
+                validate_topic_name(&topic).map(|_| Arc::<str>::from(topic))
+            }
+        };
+        if self.0.len() >= TOPIC_CACHE_LIMIT {
+            self.0.clear();
+        }
+        self.0.insert(routing.clone(), computed.clone());
+        computed.map_err(|reason| {
+            let topic = std::str::from_utf8(routing)
+                .ok()
+                .map(|t| config.topic_template.render(t));
+            (reason, topic)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
