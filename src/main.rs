@@ -1,1 +1,5 @@
-fn main() {}
+//! The `outbox-relay` binary. Everything lives in `crates/relay` (outbox-relay-core).
+
+fn main() -> std::process::ExitCode {
+    outbox_relay_core::main()
+}

@@ -1,1 +1,18 @@
+//! The outbox-relay runtime. Data flows one way, one module per step:
+//!
+//! `pgwire-replication` stream -> [`pgoutput`] decoder -> [`outbox_router`] ->
+//! [`sink`] (Kafka) -> [`ack`] tracker -> confirmed LSN back to the stream.
+//!
+//! [`pipeline`] wires them together; [`cli`] is the command line.
 
+pub mod ack;
+pub mod cli;
+pub mod config;
+pub mod dead_letter;
+pub mod error;
+pub mod pipeline;
+pub mod postgres;
+pub mod secret;
+pub mod sink;
+
+pub use cli::main;

@@ -209,8 +209,14 @@ impl TopicCache {
         routing: &Bytes,
         config: &RouterConfig,
     ) -> Result<Arc<str>, (String, Option<String>)> {
+        let with_topic = |reason: String| {
+            let topic = std::str::from_utf8(routing)
+                .ok()
+                .map(|t| config.topic_template.render(t));
+            (reason, topic)
+        };
         if let Some(cached) = self.0.get(routing) {
-            return cached.clone().map_err(|reason| (reason, None));
+            return cached.clone().map_err(with_topic);
         }
         let computed = match std::str::from_utf8(routing) {
             Err(_) => Err("routing value is not valid UTF-8".to_owned()),

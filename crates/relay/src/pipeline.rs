@@ -1,0 +1,352 @@
+//! The relay loop: replication stream -> pgoutput decoder -> outbox router -> Kafka sink ->
+//! acknowledgement tracker -> confirmed LSN back to the stream.
+//!
+//! One *session* is one replication connection plus one producer. Any transient failure
+//! (connection lost, delivery failed, slot held by another instance) ends the session; the
+//! supervisor in [`run`] starts a new one after a backoff, from the highest position
+//! confirmed so far — everything after it is sent again, so nothing is lost (a few events
+//! may be duplicated: at-least-once, as with Debezium).
+
+use crate::ack::{AckTracker, EventSeq, Lsn};
+use crate::config::Settings;
+use crate::dead_letter::dead_letter_headers;
+use crate::error::RelayError;
+use crate::postgres::{self, format_lsn, ConnectionInfo};
+use crate::sink::{Delivery, KafkaSink, SendOutcome, SinkSettings};
+use anyhow::anyhow;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use outbox_router::{InvalidRow, OutboxRecord, RouteOutcome, Router};
+use pgwire_replication::{
+    Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig,
+};
+use rand::Rng;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long a graceful shutdown waits for in-flight deliveries before giving up on them
+/// (they are then re-sent by the next run: nothing is confirmed for them).
+const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs until `shutdown` turns true (returns Ok) or a fatal error.
+pub async fn run(
+    settings: Settings,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    let conn = ConnectionInfo::parse(settings.postgres_url.expose()).map_err(RelayError::Fatal)?;
+    let mut confirmed: Option<Lsn> = None;
+    let mut backoff = Backoff::default();
+    loop {
+        let started = Instant::now();
+        let result = session(&settings, &conn, &mut confirmed, &mut shutdown).await;
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() && !*shutdown.borrow() => {
+                if started.elapsed() > Duration::from_secs(30) {
+                    backoff = Backoff::default();
+                }
+                let delay = backoff.next_delay();
+                tracing::warn!(
+                    slot = %settings.slot,
+                    confirmed_lsn = %confirmed.map(format_lsn).unwrap_or_else(|| "slot".into()),
+                    retry_in_ms = delay.as_millis() as u64,
+                    "{e}; reconnecting and resuming from the last confirmed position"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return Ok(()),
+                }
+            }
+            Err(e) if e.is_transient() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Exponential backoff with jitter: 200 ms doubling to 30 s, ±25 %.
+#[derive(Default)]
+struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    fn next_delay(&mut self) -> Duration {
+        let base = 200u64.saturating_mul(1 << self.attempt.min(8)).min(30_000);
+        self.attempt += 1;
+        let jitter = rand::thread_rng().gen_range(0.75..1.25);
+        Duration::from_millis((base as f64 * jitter) as u64)
+    }
+}
+
+enum Step {
+    Shutdown,
+    Delivered(EventSeq, Result<(), String>),
+    Replication(Result<Option<ReplicationEvent>, pgwire_replication::PgWireError>),
+}
+
+struct Session<'a> {
+    settings: &'a Settings,
+    display: &'a str,
+    sink: KafkaSink,
+    router: Router,
+    tracker: AckTracker,
+    in_flight: FuturesUnordered<BoxFuture<'static, (EventSeq, Result<(), String>)>>,
+    client: ReplicationClient,
+    confirmed: &'a mut Option<Lsn>,
+    dead_letter_topic: Arc<str>,
+    events: u64,
+    dead_letters: u64,
+}
+
+async fn session(
+    settings: &Settings,
+    conn: &ConnectionInfo,
+    confirmed: &mut Option<Lsn>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    let sql = postgres::connect(settings.postgres_url.expose()).await?;
+    let slot_lsn = postgres::ensure_publication_and_slot(
+        &sql,
+        settings.table(),
+        &settings.publication,
+        &settings.slot,
+        &conn.database,
+    )
+    .await?;
+    drop(sql);
+    // Resume from what we confirmed ourselves if the slot has not recorded it yet:
+    // PostgreSQL skips transactions that committed before the start position.
+    let start = confirmed.map_or(slot_lsn, |c| c.max(slot_lsn));
+    let sink = KafkaSink::new(&SinkSettings {
+        bootstrap_servers: &settings.bootstrap_servers,
+        max_in_flight: settings.max_in_flight,
+        topic_partitions: settings.topic_partitions,
+        topic_replication_factor: settings.topic_replication_factor,
+        producer_properties: &settings.producer_properties,
+    })?;
+    let config = ReplicationConfig::new(
+        conn.host.clone(),
+        conn.user.clone(),
+        conn.password.clone(),
+        conn.database.clone(),
+        settings.slot.clone(),
+        settings.publication.as_str(),
+    )
+    .with_port(conn.port)
+    .with_tls(TlsConfig::disabled())
+    .with_start_lsn(PgLsn::from_u64(start))
+    .with_status_interval(settings.status_interval)
+    .with_application_name("outbox-relay");
+    let client = ReplicationClient::connect(config)
+        .await
+        .map_err(|e| RelayError::classify_replication(e, &conn.display))?;
+    tracing::info!(slot = %settings.slot, publication = %settings.publication, table = %settings.table(),
+        start_lsn = %format_lsn(start), postgres = %conn.display, "streaming");
+    let mut s = Session {
+        settings,
+        display: &conn.display,
+        sink,
+        router: Router::new(settings.router.clone()),
+        tracker: AckTracker::new(start),
+        in_flight: FuturesUnordered::new(),
+        client,
+        confirmed,
+        dead_letter_topic: settings.dead_letter_topic.as_str().into(),
+        events: 0,
+        dead_letters: 0,
+    };
+    if s.confirmed.is_none() {
+        *s.confirmed = Some(start);
+    }
+    let result = s.stream(shutdown).await;
+    if result.is_ok() {
+        s.finish().await?;
+    } else {
+        s.client.abort();
+    }
+    result
+}
+
+impl Session<'_> {
+    async fn stream(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
+        loop {
+            if *shutdown.borrow() {
+                return Ok(());
+            }
+            let room = self.in_flight.len() < self.settings.max_in_flight;
+            let step = tokio::select! {
+                biased;
+                _ = shutdown.changed() => Step::Shutdown,
+                Some((seq, result)) = self.in_flight.next(), if !self.in_flight.is_empty() => Step::Delivered(seq, result),
+                event = self.client.recv(), if room => Step::Replication(event),
+            };
+            match step {
+                Step::Shutdown => return Ok(()),
+                Step::Delivered(seq, result) => self.on_delivered(seq, result)?,
+                Step::Replication(Ok(Some(event))) => self.on_event(event).await?,
+                Step::Replication(Ok(None)) => {
+                    return Err(RelayError::Transient(anyhow!(
+                        "the replication stream from {} ended",
+                        self.display
+                    )))
+                }
+                Step::Replication(Err(e)) => {
+                    return Err(RelayError::classify_replication(e, self.display))
+                }
+            }
+        }
+    }
+
+    fn on_delivered(
+        &mut self,
+        seq: EventSeq,
+        result: Result<(), String>,
+    ) -> Result<(), RelayError> {
+        if let Err(e) = result {
+            // Never skip: the slot stays where it is and the next session re-sends.
+            return Err(RelayError::Transient(anyhow!(
+                "Kafka did not acknowledge an event: {e}"
+            )));
+        }
+        if let Some(lsn) = self.tracker.delivered(seq) {
+            self.confirm(lsn);
+        }
+        Ok(())
+    }
+
+    fn confirm(&mut self, lsn: Lsn) {
+        self.client.update_applied_lsn(PgLsn::from_u64(lsn));
+        *self.confirmed = Some(lsn);
+        tracing::debug!(lsn = %format_lsn(lsn), "confirmed");
+    }
+
+    async fn on_event(&mut self, event: ReplicationEvent) -> Result<(), RelayError> {
+        match event {
+            ReplicationEvent::Begin { .. } => self.tracker.begin(),
+            ReplicationEvent::Commit { end_lsn, .. } => {
+                if let Some(lsn) = self.tracker.commit(end_lsn.as_u64()) {
+                    self.confirm(lsn);
+                }
+            }
+            ReplicationEvent::KeepAlive { wal_end, .. } => {
+                if let Some(lsn) = self.tracker.keepalive(wal_end.as_u64()) {
+                    self.confirm(lsn);
+                }
+            }
+            ReplicationEvent::XLogData {
+                wal_start, data, ..
+            } => {
+                let message = pgoutput::decode(data).map_err(|e| {
+                    RelayError::Fatal(anyhow!(
+                        "undecodable pgoutput message at LSN {}: {e}; nothing after the last confirmed position was confirmed",
+                        format_lsn(wal_start.as_u64())
+                    ))
+                })?;
+                match self.router.route(&message) {
+                    RouteOutcome::Ignored => {}
+                    RouteOutcome::Record(record) => self.produce(&record).await?,
+                    RouteOutcome::Invalid(row) => self.dead_letter(row, wal_start.as_u64()).await?,
+                }
+            }
+            // Logical decoding messages are not outbox rows.
+            ReplicationEvent::Message { .. } => {}
+            ReplicationEvent::StoppedAt { .. } => {}
+        }
+        Ok(())
+    }
+
+    async fn produce(&mut self, record: &OutboxRecord) -> Result<(), RelayError> {
+        self.sink.ensure_topic(&record.topic).await?;
+        loop {
+            match self.sink.send(record)? {
+                SendOutcome::Accepted(delivery) => {
+                    self.track(delivery);
+                    self.events += 1;
+                    return Ok(());
+                }
+                SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
+            }
+        }
+    }
+
+    async fn dead_letter(&mut self, row: InvalidRow, lsn: Lsn) -> Result<(), RelayError> {
+        tracing::warn!(table = %row.table, lsn = %format_lsn(lsn), reason = %row.reason,
+            dead_letter_topic = &*self.dead_letter_topic, "outbox row cannot be routed; sending it to the dead-letter topic");
+        let topic = self.dead_letter_topic.clone();
+        self.sink.ensure_topic(&topic).await?;
+        loop {
+            let headers = dead_letter_headers(&row, lsn);
+            match self
+                .sink
+                .send_raw(&topic, row.key.as_ref(), row.value.as_ref(), headers)?
+            {
+                SendOutcome::Accepted(delivery) => {
+                    self.track(delivery);
+                    self.dead_letters += 1;
+                    return Ok(());
+                }
+                SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
+            }
+        }
+    }
+
+    /// Dead letters are tracked like events: if their write fails, nothing is confirmed.
+    fn track(&mut self, delivery: Delivery) {
+        let seq = self.tracker.produced();
+        self.in_flight.push(delivery.map(move |r| (seq, r)).boxed());
+    }
+
+    async fn wait_for_one_delivery(&mut self) -> Result<(), RelayError> {
+        match self.in_flight.next().await {
+            Some((seq, result)) => self.on_delivered(seq, result),
+            // Queue full with nothing of ours in flight: give librdkafka a moment.
+            None => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// Graceful end: stop reading, wait for in-flight deliveries, confirm, record the
+    /// final position on the slot.
+    async fn finish(&mut self) -> Result<(), RelayError> {
+        let pending = self.in_flight.len();
+        tracing::info!(
+            in_flight = pending,
+            "stopping: waiting for in-flight deliveries"
+        );
+        let drain = async {
+            while let Some((seq, result)) = self.in_flight.next().await {
+                if let Err(e) = result {
+                    return Err(e);
+                }
+                if let Some(lsn) = self.tracker.delivered(seq) {
+                    self.client.update_applied_lsn(PgLsn::from_u64(lsn));
+                    *self.confirmed = Some(lsn);
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(SHUTDOWN_DRAIN_TIMEOUT, drain).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("a delivery failed during shutdown ({e}); it will be re-sent on the next start"),
+            Err(_) => tracing::warn!(
+                in_flight = self.in_flight.len(),
+                "deliveries still pending after {SHUTDOWN_DRAIN_TIMEOUT:?}; they will be re-sent on the next start"
+            ),
+        }
+        let _ = self.client.shutdown().await;
+        let lsn = self.tracker.confirmed();
+        postgres::advance_slot(
+            self.settings.postgres_url.expose(),
+            &self.settings.slot,
+            lsn,
+        )
+        .await?;
+        tracing::info!(slot = %self.settings.slot, confirmed_lsn = %format_lsn(lsn), events = self.events,
+            dead_letters = self.dead_letters, "stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! Ordinary SQL against PostgreSQL: the publication and slot the relay needs, created
+//! when missing, and the slot's state. Names are validated in config and quoted here.
+
+use crate::error::RelayError;
+use anyhow::Context;
+use outbox_router::TableName;
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+use tokio_postgres::config::Host;
+
+/// What the replication client needs, parsed from the URL once.
+#[derive(Clone)]
+pub struct ConnectionInfo {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    pub database: String,
+    /// The URL without its password, for logs.
+    pub display: String,
+}
+
+impl ConnectionInfo {
+    pub fn parse(url: &str) -> Result<Self, anyhow::Error> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            anyhow::anyhow!(
+                "not a PostgreSQL URL ({e}); expected postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+            )
+        })?;
+        let host = match config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let user = config.get_user().map(str::to_owned).ok_or_else(|| {
+            anyhow::anyhow!("the URL names no user; expected postgres://USER@HOST/DATABASE")
+        })?;
+        let password = config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default();
+        let database = config.get_dbname().unwrap_or(&user).to_owned();
+        let display = format!("postgres://{user}@{host}:{port}/{database}");
+        Ok(Self {
+            host,
+            port,
+            user,
+            password,
+            database,
+            display,
+        })
+    }
+}
+
+pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
+    let display = ConnectionInfo::parse(url)
+        .map(|c| c.display)
+        .unwrap_or_default();
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| RelayError::classify_postgres(e, &display))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "postgres connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// State of the replication slot, as `pg_replication_slots` reports it.
+#[derive(Debug, Clone)]
+pub struct SlotState {
+    pub plugin: Option<String>,
+    pub database: Option<String>,
+    pub active_pid: Option<i32>,
+    pub confirmed_flush_lsn: Option<u64>,
+}
+
+pub async fn slot_state(
+    client: &tokio_postgres::Client,
+    slot: &str,
+) -> Result<Option<SlotState>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text \
+             FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await?;
+    Ok(row.map(|r| SlotState {
+        plugin: r.get(0),
+        database: r.get(1),
+        active_pid: r.get(2),
+        confirmed_flush_lsn: r.get::<_, Option<String>>(3).and_then(|l| parse_lsn(&l)),
+    }))
+}
+
+pub fn parse_lsn(text: &str) -> Option<u64> {
+    let (hi, lo) = text.split_once('/')?;
+    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
+}
+
+pub fn format_lsn(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// Creates the publication and the slot when missing; checks what exists. Returns the
+/// slot's confirmed position (where streaming resumes).
+pub async fn ensure_publication_and_slot(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+    publication: &str,
+    slot: &str,
+    database: &str,
+) -> Result<u64, RelayError> {
+    let wal_level: String = client
+        .query_one("SHOW wal_level", &[])
+        .await
+        .context("reading wal_level")
+        .map_err(RelayError::Transient)?
+        .get(0);
+    if wal_level != "logical" {
+        return Err(RelayError::Fatal(anyhow::anyhow!(
+            "PostgreSQL has wal_level = {wal_level}; logical replication needs `ALTER SYSTEM SET wal_level = logical;` and a server restart"
+        )));
+    }
+    ensure_table_exists(client, table).await?;
+    ensure_publication(client, publication, table).await?;
+    ensure_slot(client, slot, database).await
+}
+
+async fn ensure_table_exists(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
+            &[&table.schema, &table.name],
+        )
+        .await
+        .map_err(|e| RelayError::Transient(e.into()))?
+        .is_some();
+    if !exists {
+        return Err(RelayError::Fatal(anyhow::anyhow!(
+            "the outbox table {table} does not exist; create it (sql/outbox.sql has the DDL) or pass --table SCHEMA.TABLE"
+        )));
+    }
+    Ok(())
+}
+
+async fn ensure_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(|e| RelayError::Transient(e.into()))?
+        .is_some();
+    if exists {
+        let published = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                &[&publication, &table.schema, &table.name],
+            )
+            .await
+            .map_err(|e| RelayError::Transient(e.into()))?
+            .is_some();
+        if !published {
+            return Err(RelayError::Fatal(anyhow::anyhow!(
+                "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
+                escape_identifier(publication),
+                escape_identifier(&table.schema),
+                escape_identifier(&table.name)
+            )));
+        }
+        return Ok(());
+    }
+    // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
+    // even sent, which saves the walsender the work.
+    let sql = format!(
+        "CREATE PUBLICATION {} FOR TABLE {}.{} WITH (publish = 'insert')",
+        escape_identifier(publication),
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name)
+    );
+    match client.batch_execute(&sql).await {
+        Ok(()) => {
+            tracing::info!(publication, %table, "created publication");
+            Ok(())
+        }
+        // Another instance created it at the same moment.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) => Err(RelayError::Fatal(anyhow::anyhow!(
+            "could not create publication {publication}: {e}; a DBA can run `{sql};` (the table's owner or a superuser may)"
+        ))),
+    }
+}
+
+async fn ensure_slot(
+    client: &tokio_postgres::Client,
+    slot: &str,
+    database: &str,
+) -> Result<u64, RelayError> {
+    let state = slot_state(client, slot)
+        .await
+        .map_err(|e| RelayError::Transient(e.into()))?;
+    let state = match state {
+        Some(state) => state,
+        None => {
+            let sql = format!(
+                "SELECT pg_create_logical_replication_slot({}, 'pgoutput')",
+                escape_literal(slot)
+            );
+            match client.batch_execute(&sql).await {
+                Ok(()) => tracing::info!(slot, "created replication slot"),
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {}
+                Err(e) => {
+                    return Err(RelayError::Fatal(anyhow::anyhow!(
+                        "could not create replication slot {slot}: {e}; the user needs the REPLICATION attribute \
+                         (`ALTER ROLE ... REPLICATION;`) and a free slot (max_replication_slots)"
+                    )))
+                }
+            }
+            slot_state(client, slot)
+                .await
+                .map_err(|e| RelayError::Transient(e.into()))?
+                .ok_or_else(|| {
+                    RelayError::Transient(anyhow::anyhow!(
+                        "slot {slot} vanished right after creation"
+                    ))
+                })?
+        }
+    };
+    if state.plugin.as_deref() != Some("pgoutput") {
+        return Err(RelayError::Fatal(anyhow::anyhow!(
+            "replication slot {slot} uses plugin {:?}, outbox-relay needs pgoutput; drop it (`SELECT pg_drop_replication_slot('{slot}');`) or choose another --slot",
+            state.plugin.unwrap_or_default()
+        )));
+    }
+    if state.database.as_deref() != Some(database) {
+        return Err(RelayError::Fatal(anyhow::anyhow!(
+            "replication slot {slot} belongs to database {:?}, not {database:?}; choose another --slot",
+            state.database.unwrap_or_default()
+        )));
+    }
+    Ok(state.confirmed_flush_lsn.unwrap_or(0))
+}
+
+/// Moves the slot's confirmed position to `lsn` after streaming stopped. The replication
+/// protocol has no "final status" on close, so a graceful shutdown records its last
+/// acknowledged position this way. Retries while the walsender is still exiting.
+pub async fn advance_slot(url: &str, slot: &str, lsn: u64) -> Result<(), RelayError> {
+    let client = connect(url).await?;
+    let mut last_error = None;
+    for _ in 0..50 {
+        let current = slot_state(&client, slot)
+            .await
+            .map_err(|e| RelayError::Transient(e.into()))?;
+        match current {
+            Some(s) if s.confirmed_flush_lsn.unwrap_or(0) >= lsn => return Ok(()),
+            Some(s) if s.active_pid.is_some() => {}
+            Some(_) => {
+                let sql = format!(
+                    "SELECT pg_replication_slot_advance({}, '{}')",
+                    escape_literal(slot),
+                    format_lsn(lsn)
+                );
+                match client.batch_execute(&sql).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last_error = Some(e.to_string()),
+                }
+            }
+            None => {
+                return Err(RelayError::Fatal(anyhow::anyhow!(
+                    "replication slot {slot} was dropped"
+                )))
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(RelayError::Transient(anyhow::anyhow!(
+        "could not record the final position {} on slot {slot}: {}",
+        format_lsn(lsn),
+        last_error.unwrap_or_else(|| "the slot stayed active".into())
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsn_text_round_trips() {
+        assert_eq!(parse_lsn("0/15313A8"), Some(0x15313A8));
+        assert_eq!(parse_lsn("1A/0"), Some(0x1A_0000_0000));
+        assert_eq!(format_lsn(0x1A_0153_13A8), "1A/15313A8");
+        assert_eq!(parse_lsn("nope"), None);
+    }
+
+    #[test]
+    fn url_parsing_keeps_the_password_out_of_display() {
+        let c = ConnectionInfo::parse("postgres://relay:s3cret@db:6543/app").unwrap();
+        assert_eq!(
+            (
+                c.host.as_str(),
+                c.port,
+                c.user.as_str(),
+                c.password.as_str(),
+                c.database.as_str()
+            ),
+            ("db", 6543, "relay", "s3cret", "app")
+        );
+        assert!(!c.display.contains("s3cret"));
+        assert!(ConnectionInfo::parse("postgres://db/app").is_err());
+    }
+}

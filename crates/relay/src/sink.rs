@@ -1,0 +1,187 @@
+//! The Kafka side: an idempotent `acks=all` producer and the topics it writes to.
+//!
+//! Durability contract: [`KafkaSink::send`] only *accepts* a record; it is durable when
+//! its [`Delivery`] future resolves `Ok`. Only then may the acknowledgement tracker count
+//! it (see `ack.rs`).
+
+use crate::error::RelayError;
+use anyhow::anyhow;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use outbox_router::OutboxRecord;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::ClientConfig;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Resolves when Kafka acknowledged (Ok) or definitively failed (Err) one record.
+pub type Delivery = BoxFuture<'static, Result<(), String>>;
+
+/// A record waiting for room in the producer queue.
+pub enum SendOutcome {
+    Accepted(Delivery),
+    /// The producer's queue is full: wait for a delivery, then send the same record again.
+    QueueFull,
+}
+
+pub struct KafkaSink {
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    known_topics: HashSet<Arc<str>>,
+    partitions: i32,
+    replication_factor: i32,
+}
+
+pub struct SinkSettings<'a> {
+    pub bootstrap_servers: &'a str,
+    pub max_in_flight: usize,
+    pub topic_partitions: i32,
+    pub topic_replication_factor: i32,
+    pub producer_properties: &'a [(String, String)],
+}
+
+impl KafkaSink {
+    pub fn new(s: &SinkSettings<'_>) -> Result<Self, RelayError> {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", s.bootstrap_servers)
+            .set("client.id", "outbox-relay")
+            // Idempotence implies acks=all, in-order retries and no duplicates from retries.
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            // Same partitions as Java clients (Kafka Connect / Debezium) for the same key.
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "5")
+            .set(
+                "queue.buffering.max.messages",
+                s.max_in_flight.clamp(1, 10_000_000).to_string(),
+            )
+            .set("queue.buffering.max.kbytes", "1048576")
+            .set("log_level", "4");
+        for (k, v) in s.producer_properties {
+            config.set(k, v);
+        }
+        let producer: FutureProducer = config
+            .create()
+            .map_err(|e| RelayError::Fatal(anyhow!("Kafka producer settings rejected: {e}")))?;
+        let mut admin_config = ClientConfig::new();
+        admin_config.set("bootstrap.servers", s.bootstrap_servers);
+        for (k, v) in s.producer_properties {
+            if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
+                admin_config.set(k, v);
+            }
+        }
+        let admin = admin_config
+            .create()
+            .map_err(|e| RelayError::Fatal(anyhow!("Kafka admin client settings rejected: {e}")))?;
+        Ok(Self {
+            producer,
+            admin,
+            known_topics: HashSet::new(),
+            partitions: s.topic_partitions,
+            replication_factor: s.topic_replication_factor,
+        })
+    }
+
+    /// Creates `topic` unless this sink already saw it: many brokers do not auto-create
+    /// topics (Kafka Connect's `topic.creation.*` does the same job).
+    pub async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), RelayError> {
+        if self.known_topics.contains(topic) {
+            return Ok(());
+        }
+        let replication = TopicReplication::Fixed(self.replication_factor);
+        let new_topic = NewTopic::new(topic, self.partitions, replication);
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self
+            .admin
+            .create_topics(&[new_topic], &options)
+            .await
+            .map_err(|e| RelayError::Transient(anyhow!("creating topic {topic}: {e}")))?;
+        for result in results {
+            match result {
+                Ok(_) => tracing::info!(topic = &**topic, partitions = self.partitions, "created topic"),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((_, code @ (RDKafkaErrorCode::TopicAuthorizationFailed | RDKafkaErrorCode::ClusterAuthorizationFailed))) => {
+                    return Err(RelayError::Fatal(anyhow!(
+                        "not allowed to create topic {topic} ({code}); create it beforehand or grant CREATE on the cluster"
+                    )))
+                }
+                Err((_, code)) => return Err(RelayError::Transient(anyhow!("creating topic {topic}: {code}"))),
+            }
+        }
+        self.known_topics.insert(topic.clone());
+        Ok(())
+    }
+
+    pub fn send(&self, record: &OutboxRecord) -> Result<SendOutcome, RelayError> {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (name, value) in &record.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(&value[..]),
+            });
+        }
+        self.send_raw(
+            &record.topic,
+            record.key.as_ref(),
+            record.value.as_ref(),
+            headers,
+        )
+    }
+
+    pub fn send_raw(
+        &self,
+        topic: &str,
+        key: Option<&Bytes>,
+        value: Option<&Bytes>,
+        headers: OwnedHeaders,
+    ) -> Result<SendOutcome, RelayError> {
+        let mut future_record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(topic).headers(headers);
+        if let Some(k) = key {
+            future_record = future_record.key(&k[..]);
+        }
+        if let Some(v) = value {
+            future_record = future_record.payload(&v[..]);
+        }
+        match self.producer.send_result(future_record) {
+            Ok(delivery) => Ok(SendOutcome::Accepted(
+                delivery
+                    .map(|r| match r {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err((e, _))) => Err(e.to_string()),
+                        Err(_) => Err("the producer was dropped before delivery".to_owned()),
+                    })
+                    .boxed(),
+            )),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                Ok(SendOutcome::QueueFull)
+            }
+            Err((e @ KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                Err(RelayError::Transient(anyhow!(
+                    "record for {topic} rejected: {e}"
+                )))
+            }
+            Err((e, _)) => Err(RelayError::Transient(anyhow!("producing to {topic}: {e}"))),
+        }
+    }
+
+    /// A fatal idempotent-producer error (e.g. fenced or out-of-sequence): rebuild needed.
+    pub fn fatal_error(&self) -> Option<String> {
+        self.producer
+            .client()
+            .fatal_error()
+            .map(|(code, text)| format!("{code}: {text}"))
+    }
+
+    /// Waits for queued records to be delivered, up to `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.producer.flush(timeout).is_ok()
+    }
+}
