@@ -1,0 +1,156 @@
+//! Shared set-up for the end-to-end tests: a real PostgreSQL 15, a real tansu broker and
+//! the real `outbox-relay` binary.
+#![allow(dead_code)]
+
+use anyhow::{bail, Result};
+use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
+use std::time::{Duration, Instant};
+
+pub const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
+pub const OUTBOX_DDL: &str = include_str!("../../sql/outbox.sql");
+
+pub struct Stack {
+    pub pg: PgCluster,
+    pub broker: Broker,
+    pub db: tokio_postgres::Client,
+}
+
+impl Stack {
+    /// PostgreSQL with the outbox table, and a durable (sqlite) broker.
+    pub async fn start() -> Stack {
+        let pg = PgCluster::start().unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
+        let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
+        let db = pg.connect().await.expect("connect to the test cluster");
+        db.batch_execute(OUTBOX_DDL).await.expect("create the outbox table");
+        Stack { pg, broker, db }
+    }
+
+    pub fn relay_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--postgres-url".into(),
+            self.pg.url(),
+            "--bootstrap-servers".into(),
+            self.broker.bootstrap_servers(),
+            "--topic-replication-factor".into(),
+            "1".into(),
+            "--status-interval-ms".into(),
+            "100".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    pub fn spawn_relay(&self, extra: &[&str]) -> RelayProcess {
+        RelayProcess::spawn(std::path::Path::new(RELAY), &self.relay_args(extra), &[]).expect("start outbox-relay")
+    }
+
+    pub async fn current_wal_lsn(&self) -> u64 {
+        let row = self.db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap();
+        parse_lsn(row.get(0))
+    }
+
+    pub async fn confirmed_flush_lsn(&self, slot: &str) -> Option<u64> {
+        let row = self
+            .db
+            .query_opt("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+            .await
+            .unwrap()?;
+        row.get::<_, Option<String>>(0).map(|s| parse_lsn(&s))
+    }
+
+    /// Waits until the slot's confirmed position reaches `target`: the relay's promise that
+    /// everything committed before it is in Kafka.
+    pub async fn wait_confirmed(&self, slot: &str, target: u64, timeout: Duration, relay: Option<&RelayProcess>) -> Duration {
+        let start = Instant::now();
+        loop {
+            if self.confirmed_flush_lsn(slot).await.is_some_and(|c| c >= target) {
+                return start.elapsed();
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "slot {slot} did not confirm {} within {timeout:?} (at {:?}); relay log:\n{}",
+                    format_lsn(target),
+                    self.confirmed_flush_lsn(slot).await.map(format_lsn),
+                    relay.map(|r| r.log()).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn read_topic(&self, topic: &str) -> Vec<outbox_relay_testkit::ConsumedRecord> {
+        let bootstrap = self.broker.bootstrap_servers();
+        let topic = topic.to_owned();
+        tokio::task::spawn_blocking(move || outbox_relay_testkit::read_topic(&bootstrap, &topic))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("reading back: {e:#}"))
+    }
+
+    pub async fn topics(&self) -> Vec<String> {
+        let bootstrap = self.broker.bootstrap_servers();
+        tokio::task::spawn_blocking(move || outbox_relay_testkit::kafka::list_topics(&bootstrap))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+pub fn parse_lsn(text: &str) -> u64 {
+    let (hi, lo) = text.split_once('/').expect("lsn");
+    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+}
+
+pub fn format_lsn(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// Inserts `count` events in transactions of `per_tx` rows through one statement per
+/// transaction. Event number n: aggregate type `TYPES[n % 4]`, aggregate id
+/// `agg-<n % aggregates>`, payload `{"n": n}`; ids are deterministic uuids.
+pub async fn insert_events(db: &tokio_postgres::Client, first: u64, count: u64, per_tx: u64, aggregates: u64) -> Result<()> {
+    let mut n = first;
+    let end = first + count;
+    while n < end {
+        let batch_end = (n + per_tx).min(end);
+        let sql = format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
+             SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(g), 12, '0'))::uuid, \
+                    (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], \
+                    'agg-' || (g % {aggregates}), 'Event' || g, jsonb_build_object('n', g) \
+             FROM generate_series({n}, {}) g",
+            batch_end - 1
+        );
+        db.batch_execute(&sql).await?;
+        n = batch_end;
+    }
+    Ok(())
+}
+
+pub const TYPES: [&str; 4] = ["Order", "Customer", "Invoice", "Shipment"];
+
+pub fn event_uuid(n: u64) -> String {
+    format!("00000000-0000-0000-0000-{n:012x}")
+}
+
+/// Reads every `<type>.events` topic and returns event numbers per record (from the `id`
+/// header), checking each record's routing on the way.
+pub async fn read_all_events(stack: &Stack) -> Result<Vec<(outbox_relay_testkit::ConsumedRecord, u64)>> {
+    let mut out = Vec::new();
+    for t in TYPES {
+        let topic = format!("{t}.events");
+        if !stack.topics().await.contains(&topic) {
+            continue;
+        }
+        for r in stack.read_topic(&topic).await {
+            let id = std::str::from_utf8(r.header("id").expect("id header")).unwrap().to_owned();
+            let n = u64::from_str_radix(id.rsplit('-').next().unwrap(), 16).unwrap();
+            if TYPES[(n % 4) as usize] != t {
+                bail!("event {n} on topic {topic}");
+            }
+            out.push((r, n));
+        }
+    }
+    Ok(out)
+}
