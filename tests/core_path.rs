@@ -15,16 +15,36 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
     // Writes before the relay's slot exists are not events it can see: create the slot
     // first by starting the relay, then write while it streams.
     let mut relay = stack.spawn_relay(&["--topic-partitions", "3"]);
-    stack.wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay)).await;
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
 
     // Noise that must not become events: another table, and UPDATE/DELETE/TRUNCATE of the outbox.
-    stack.db.batch_execute("CREATE TABLE orders (id int PRIMARY KEY, aggregate_type text)").await.unwrap();
-    stack.db.batch_execute("INSERT INTO orders SELECT g, 'Order' FROM generate_series(1, 500) g").await.unwrap();
+    stack
+        .db
+        .batch_execute("CREATE TABLE orders (id int PRIMARY KEY, aggregate_type text)")
+        .await
+        .unwrap();
+    stack
+        .db
+        .batch_execute("INSERT INTO orders SELECT g, 'Order' FROM generate_series(1, 500) g")
+        .await
+        .unwrap();
 
     const EVENTS: u64 = 10_000;
-    insert_events(&stack.db, 0, EVENTS / 2, 50, 97).await.unwrap();
-    stack.db.batch_execute("UPDATE outbox SET event_type = 'Changed'; DELETE FROM outbox; TRUNCATE outbox;").await.unwrap();
-    insert_events(&stack.db, EVENTS / 2, EVENTS / 2, 7, 97).await.unwrap();
+    insert_events(&stack.db, 0, EVENTS / 2, 50, 97)
+        .await
+        .unwrap();
+    stack
+        .db
+        .batch_execute(
+            "UPDATE outbox SET event_type = 'Changed'; DELETE FROM outbox; TRUNCATE outbox;",
+        )
+        .await
+        .unwrap();
+    insert_events(&stack.db, EVENTS / 2, EVENTS / 2, 7, 97)
+        .await
+        .unwrap();
     // One event per transaction too, with the business row in the same transaction.
     for i in 0..20u64 {
         let n = EVENTS + i;
@@ -44,7 +64,9 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
     }
     let total = EVENTS + 20;
     let last_write = stack.current_wal_lsn().await;
-    let confirm_time = stack.wait_confirmed(SLOT, last_write, Duration::from_secs(120), Some(&relay)).await;
+    let confirm_time = stack
+        .wait_confirmed(SLOT, last_write, Duration::from_secs(120), Some(&relay))
+        .await;
     eprintln!("confirmed {total} events {confirm_time:?} after the last commit");
 
     let records = read_all_events(&stack).await.unwrap();
@@ -57,11 +79,21 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
         let key = format!("agg-{}", n % 97);
         assert_eq!(r.key_str(), Some(key.as_str()), "key of event {n}");
         // jsonb text as PostgreSQL prints it, not double-encoded.
-        assert_eq!(r.value_str(), Some(format!("{{\"n\": {n}}}").as_str()), "value of event {n}");
+        assert_eq!(
+            r.value_str(),
+            Some(format!("{{\"n\": {n}}}").as_str()),
+            "value of event {n}"
+        );
         assert_eq!(r.header("eventType"), Some(format!("Event{n}").as_bytes()));
         assert_eq!(r.headers[0].0, "id", "the id header comes first");
-        assert_eq!(r.header("id"), Some(event_uuid(*n).as_bytes()), "id header is the uuid as plain text");
-        let p = *partition_of_key.entry(format!("{}/{key}", r.topic)).or_insert(r.partition);
+        assert_eq!(
+            r.header("id"),
+            Some(event_uuid(*n).as_bytes()),
+            "id header is the uuid as plain text"
+        );
+        let p = *partition_of_key
+            .entry(format!("{}/{key}", r.topic))
+            .or_insert(r.partition);
         assert_eq!(p, r.partition, "one key, one partition");
     }
     assert!(seen.iter().all(|c| *c == 1), "no event lost or duplicated");
@@ -74,13 +106,257 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
             assert!(prev < *n, "key {k}: event {n} after {prev}");
         }
     }
-    let partitions_used: std::collections::HashSet<i32> = records.iter().map(|(r, _)| r.partition).collect();
-    assert_eq!(partitions_used.len(), 3, "keys spread over the 3 partitions");
+    let partitions_used: std::collections::HashSet<i32> =
+        records.iter().map(|(r, _)| r.partition).collect();
+    assert_eq!(
+        partitions_used.len(),
+        3,
+        "keys spread over the 3 partitions"
+    );
     // Only outbox topics exist (no topic for the orders table, no dead letters).
-    let mut topics: Vec<String> = stack.topics().await.into_iter().filter(|t| !t.starts_with("__")).collect();
+    let mut topics: Vec<String> = stack
+        .topics()
+        .await
+        .into_iter()
+        .filter(|t| !t.starts_with("__"))
+        .collect();
     topics.sort();
-    assert_eq!(topics, ["Customer.events", "Invoice.events", "Order.events", "Shipment.events"]);
+    assert_eq!(
+        topics,
+        [
+            "Customer.events",
+            "Invoice.events",
+            "Order.events",
+            "Shipment.events"
+        ]
+    );
 
     let status = relay.terminate(Duration::from_secs(30)).unwrap();
-    assert_eq!(status.map(|s| s.code()), Some(Some(0)), "SIGTERM exits 0; log:\n{}", relay.log());
+    assert_eq!(
+        status.map(|s| s.code()),
+        Some(Some(0)),
+        "SIGTERM exits 0; log:\n{}",
+        relay.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_topic() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'OrderCreated', '{\"total\": 1}'),
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'OrderDeleted', NULL),
+               ('00000000-0000-0000-0000-000000000003', 'Order Lines', 'o-1', 'LineAdded', '{\"line\": 1}'),
+               ('00000000-0000-0000-0000-000000000004', '', 'o-2', 'Nothing', '[]'),
+               ('00000000-0000-0000-0000-000000000005', 'Order', 'o-2', 'OrderCreated', '\"text\"');",
+        )
+        .await
+        .unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    let orders = stack.read_topic("Order.events").await;
+    let summary: Vec<(Option<&str>, Option<&str>)> = orders
+        .iter()
+        .map(|r| (r.key_str(), r.value_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Some("o-1"), Some(r#"{"total": 1}"#)),
+            (Some("o-1"), None),
+            (Some("o-2"), Some(r#""text""#))
+        ],
+        "the NULL payload is a tombstone (null value) with the same key"
+    );
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(
+        dead.len(),
+        2,
+        "both unroutable rows are dead-lettered, none dropped"
+    );
+    let first = &dead[0];
+    assert_eq!(
+        first.header("id"),
+        Some(&b"00000000-0000-0000-0000-000000000003"[..])
+    );
+    assert_eq!(first.key_str(), Some("o-1"));
+    assert_eq!(
+        first.value_str(),
+        Some(r#"{"line": 1}"#),
+        "the original payload is kept"
+    );
+    let reason = std::str::from_utf8(first.header("outbox-relay.error.reason").unwrap()).unwrap();
+    assert!(reason.contains("[a-zA-Z0-9._-]"), "{reason}");
+    assert_eq!(
+        first.header("outbox-relay.source.table"),
+        Some(&b"public.outbox"[..])
+    );
+    assert_eq!(
+        first.header("outbox-relay.original.topic"),
+        Some(&b"Order Lines.events"[..])
+    );
+    assert!(first
+        .header("outbox-relay.source.lsn")
+        .is_some_and(|l| l.contains(&b'/')));
+    let reason = std::str::from_utf8(dead[1].header("outbox-relay.error.reason").unwrap()).unwrap();
+    assert!(reason.contains("empty"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_resumes_from_the_slot_without_loss_or_duplicates() {
+    let stack = Stack::start().await;
+    let mut relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_events(&stack.db, 0, 2000, 20, 10).await.unwrap();
+    let status = relay.terminate(Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "log:\n{}",
+        relay.log()
+    );
+    let confirmed_at_stop = stack.confirmed_flush_lsn(SLOT).await.unwrap();
+
+    // Written while no relay runs: the slot keeps them.
+    insert_events(&stack.db, 2000, 2000, 20, 10).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    assert!(confirmed_at_stop < last);
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    let records = read_all_events(&stack).await.unwrap();
+    let mut counts = vec![0u32; 4000];
+    for (_, n) in &records {
+        counts[*n as usize] += 1;
+    }
+    let lost = counts.iter().filter(|c| **c == 0).count();
+    let duplicated: u32 = counts.iter().map(|c| c.saturating_sub(1)).sum();
+    assert_eq!(
+        (lost, duplicated),
+        (0, 0),
+        "a graceful stop confirms everything it delivered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slot_does_not_move_while_the_broker_is_down_and_nothing_is_lost() {
+    let mut stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_events(&stack.db, 0, 400, 10, 10).await.unwrap();
+    let first = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, first, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    stack.broker.stop();
+    insert_events(&stack.db, 400, 400, 10, 10).await.unwrap();
+    let second = stack.current_wal_lsn().await;
+    let before = stack.confirmed_flush_lsn(SLOT).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let during = stack.confirmed_flush_lsn(SLOT).await.unwrap();
+    assert!(
+        during < second,
+        "the slot passed events Kafka never acknowledged"
+    );
+    assert_eq!(before, during, "the slot moved while the broker was down");
+
+    stack
+        .broker
+        .restart()
+        .expect("restart the broker with its data");
+    stack
+        .wait_confirmed(SLOT, second, Duration::from_secs(120), Some(&relay))
+        .await;
+    let records = read_all_events(&stack).await.unwrap();
+    let mut seen: Vec<u64> = records.iter().map(|(_, n)| *n).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 800, "lost {} events", 800 - seen.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_replication_connection_reconnects_and_loses_nothing() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_events(&stack.db, 0, 300, 10, 10).await.unwrap();
+    for _ in 0..2 {
+        stack
+            .db
+            .batch_execute(&format!(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{SLOT}' AND active_pid IS NOT NULL"
+            ))
+            .await
+            .unwrap();
+        insert_events(&stack.db, 300, 0, 10, 10).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    insert_events(&stack.db, 300, 300, 10, 10).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let mut seen: Vec<u64> = read_all_events(&stack)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 600);
+    assert!(
+        relay.log().contains("reconnecting"),
+        "the reconnect is logged:\n{}",
+        relay.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_outbox_in_a_busy_database_does_not_hold_wal() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    stack
+        .db
+        .batch_execute("CREATE TABLE busy (id serial PRIMARY KEY, note text)")
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        stack
+            .db
+            .batch_execute(
+                "INSERT INTO busy (note) SELECT md5(g::text) FROM generate_series(1, 500) g",
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = stack.current_wal_lsn().await;
+    // No heartbeat table: keepalives with nothing in flight are confirmed.
+    let lag = stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(30), Some(&relay))
+        .await;
+    eprintln!("an idle outbox's slot caught up with the server {lag:?} after the last write");
 }

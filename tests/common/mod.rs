@@ -18,10 +18,14 @@ pub struct Stack {
 impl Stack {
     /// PostgreSQL with the outbox table, and a durable (sqlite) broker.
     pub async fn start() -> Stack {
-        let pg = PgCluster::start().unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
-        let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
+        let pg = PgCluster::start()
+            .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
+        let broker = Broker::start(Storage::Sqlite)
+            .unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
         let db = pg.connect().await.expect("connect to the test cluster");
-        db.batch_execute(OUTBOX_DDL).await.expect("create the outbox table");
+        db.batch_execute(OUTBOX_DDL)
+            .await
+            .expect("create the outbox table");
         Stack { pg, broker, db }
     }
 
@@ -42,18 +46,26 @@ impl Stack {
     }
 
     pub fn spawn_relay(&self, extra: &[&str]) -> RelayProcess {
-        RelayProcess::spawn(std::path::Path::new(RELAY), &self.relay_args(extra), &[]).expect("start outbox-relay")
+        RelayProcess::spawn(std::path::Path::new(RELAY), &self.relay_args(extra), &[])
+            .expect("start outbox-relay")
     }
 
     pub async fn current_wal_lsn(&self) -> u64 {
-        let row = self.db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap();
+        let row = self
+            .db
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap();
         parse_lsn(row.get(0))
     }
 
     pub async fn confirmed_flush_lsn(&self, slot: &str) -> Option<u64> {
         let row = self
             .db
-            .query_opt("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
             .await
             .unwrap()?;
         row.get::<_, Option<String>>(0).map(|s| parse_lsn(&s))
@@ -61,10 +73,20 @@ impl Stack {
 
     /// Waits until the slot's confirmed position reaches `target`: the relay's promise that
     /// everything committed before it is in Kafka.
-    pub async fn wait_confirmed(&self, slot: &str, target: u64, timeout: Duration, relay: Option<&RelayProcess>) -> Duration {
+    pub async fn wait_confirmed(
+        &self,
+        slot: &str,
+        target: u64,
+        timeout: Duration,
+        relay: Option<&RelayProcess>,
+    ) -> Duration {
         let start = Instant::now();
         loop {
-            if self.confirmed_flush_lsn(slot).await.is_some_and(|c| c >= target) {
+            if self
+                .confirmed_flush_lsn(slot)
+                .await
+                .is_some_and(|c| c >= target)
+            {
                 return start.elapsed();
             }
             if start.elapsed() > timeout {
@@ -109,7 +131,13 @@ pub fn format_lsn(lsn: u64) -> String {
 /// Inserts `count` events in transactions of `per_tx` rows through one statement per
 /// transaction. Event number n: aggregate type `TYPES[n % 4]`, aggregate id
 /// `agg-<n % aggregates>`, payload `{"n": n}`; ids are deterministic uuids.
-pub async fn insert_events(db: &tokio_postgres::Client, first: u64, count: u64, per_tx: u64, aggregates: u64) -> Result<()> {
+pub async fn insert_events(
+    db: &tokio_postgres::Client,
+    first: u64,
+    count: u64,
+    per_tx: u64,
+    aggregates: u64,
+) -> Result<()> {
     let mut n = first;
     let end = first + count;
     while n < end {
@@ -136,7 +164,9 @@ pub fn event_uuid(n: u64) -> String {
 
 /// Reads every `<type>.events` topic and returns event numbers per record (from the `id`
 /// header), checking each record's routing on the way.
-pub async fn read_all_events(stack: &Stack) -> Result<Vec<(outbox_relay_testkit::ConsumedRecord, u64)>> {
+pub async fn read_all_events(
+    stack: &Stack,
+) -> Result<Vec<(outbox_relay_testkit::ConsumedRecord, u64)>> {
     let mut out = Vec::new();
     for t in TYPES {
         let topic = format!("{t}.events");
@@ -144,7 +174,9 @@ pub async fn read_all_events(stack: &Stack) -> Result<Vec<(outbox_relay_testkit:
             continue;
         }
         for r in stack.read_topic(&topic).await {
-            let id = std::str::from_utf8(r.header("id").expect("id header")).unwrap().to_owned();
+            let id = std::str::from_utf8(r.header("id").expect("id header"))
+                .unwrap()
+                .to_owned();
             let n = u64::from_str_radix(id.rsplit('-').next().unwrap(), 16).unwrap();
             if TYPES[(n % 4) as usize] != t {
                 bail!("event {n} on topic {topic}");

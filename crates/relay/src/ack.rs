@@ -60,6 +60,11 @@ impl AckTracker {
         self.delivered.iter().filter(|d| !**d).count()
     }
 
+    /// A Begin was seen and its Commit not yet.
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
     pub fn begin(&mut self) {
         self.in_transaction = true;
     }

@@ -31,7 +31,7 @@ impl RelayError {
             ]
             .contains(c)
         });
-        let error = anyhow::anyhow!("PostgreSQL at {display}: {e}");
+        let error = anyhow::Error::new(e).context(format!("PostgreSQL at {display}"));
         if fatal {
             RelayError::Fatal(error)
         } else {

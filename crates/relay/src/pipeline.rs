@@ -30,6 +30,9 @@ use tokio::sync::watch;
 /// (they are then re-sent by the next run: nothing is confirmed for them).
 const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a graceful shutdown keeps reading to reach the end of an open transaction.
+const TRANSACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs until `shutdown` turns true (returns Ok) or a fatal error.
 pub async fn run(
     settings: Settings,
@@ -171,19 +174,28 @@ async fn session(
 
 impl Session<'_> {
     async fn stream(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
+        // On shutdown, read on to the end of the open transaction (bounded in time): its
+        // events are then confirmed rather than sent again by the next run.
+        let mut stop_by: Option<Instant> = None;
         loop {
-            if *shutdown.borrow() {
-                return Ok(());
+            if stop_by.is_none() && *shutdown.borrow() {
+                stop_by = Some(Instant::now() + TRANSACTION_FINISH_TIMEOUT);
+            }
+            if let Some(deadline) = stop_by {
+                if !self.tracker.in_transaction() || Instant::now() > deadline {
+                    return Ok(());
+                }
             }
             let room = self.in_flight.len() < self.settings.max_in_flight;
             let step = tokio::select! {
                 biased;
-                _ = shutdown.changed() => Step::Shutdown,
+                _ = shutdown.changed(), if stop_by.is_none() => Step::Shutdown,
+                _ = tokio::time::sleep(Duration::from_millis(100)), if stop_by.is_some() => continue,
                 Some((seq, result)) = self.in_flight.next(), if !self.in_flight.is_empty() => Step::Delivered(seq, result),
                 event = self.client.recv(), if room => Step::Replication(event),
             };
             match step {
-                Step::Shutdown => return Ok(()),
+                Step::Shutdown => continue,
                 Step::Delivered(seq, result) => self.on_delivered(seq, result)?,
                 Step::Replication(Ok(Some(event))) => self.on_event(event).await?,
                 Step::Replication(Ok(None)) => {
