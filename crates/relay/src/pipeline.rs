@@ -331,15 +331,13 @@ impl Session<'_> {
         );
         let drain = async {
             while let Some((seq, result)) = self.in_flight.next().await {
-                if let Err(e) = result {
-                    return Err(e);
-                }
+                result?;
                 if let Some(lsn) = self.tracker.delivered(seq) {
                     self.client.update_applied_lsn(PgLsn::from_u64(lsn));
                     *self.confirmed = Some(lsn);
                 }
             }
-            Ok(())
+            Ok::<(), String>(())
         };
         match tokio::time::timeout(SHUTDOWN_DRAIN_TIMEOUT, drain).await {
             Ok(Ok(())) => {}

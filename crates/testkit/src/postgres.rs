@@ -71,7 +71,7 @@ impl PgCluster {
              wal_level = logical\nmax_replication_slots = 20\nmax_wal_senders = 20\n\
              fsync = off\nfull_page_writes = off\nshared_buffers = 128MB\nmax_connections = 100\n\
              wal_sender_timeout = 60s\nlog_min_messages = warning\n",
-            path_str(&cluster.dir.path().to_path_buf())
+            path_str(cluster.dir.path())
         );
         let conf_path = data.join("postgresql.conf");
         let mut existing = std::fs::read_to_string(&conf_path)?;

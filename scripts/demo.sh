@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The demo: throwaway PostgreSQL + local broker + outbox-relay; a sample order service
+# commits orders with their outbox events, and a consumer prints the events as they arrive.
+# ORDERS=0 runs until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo build --locked -p outbox-relay -p outbox-relay-testkit --bins
+exec target/debug/outbox-relay-demo target/debug/outbox-relay --orders "${ORDERS:-5}"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
+# PostgreSQL 15 server binaries, a C toolchain for the bundled librdkafka, and the tansu
+# Kafka-protocol broker (built from crates.io once, ~20 minutes, then reused).
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+apt_updated=""
+apt_install() {
+    if [ -z "$apt_updated" ]; then $SUDO apt-get update -qq; apt_updated=1; fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+PG_BIN=${OUTBOX_RELAY_PG_BIN:-/usr/lib/postgresql/15/bin}
+if [ ! -x "$PG_BIN/initdb" ]; then
+    echo "install-deps: installing PostgreSQL 15"
+    apt_install postgresql-15 || apt_install postgresql
+fi
+need=()
+for tool in cc c++ make pkg-config runuser; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps: installing a C toolchain (missing: ${need[*]})"
+    apt_install build-essential pkg-config util-linux
+fi
+if ! command -v cargo >/dev/null; then
+    echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2
+    exit 1
+fi
+
+TANSU=${OUTBOX_RELAY_TANSU:-$(command -v tansu || echo "$HOME/.cargo/bin/tansu")}
+if [ -x "$TANSU" ] && "$TANSU" --version 2>/dev/null | grep -q "0.6.0" \
+    && "$TANSU" --help 2>/dev/null | grep -q "dynostore, libsql"; then
+    :
+else
+    echo "install-deps: building the tansu broker (cargo install, about 20 minutes the first time)"
+    cargo install tansu --version 0.6.0 --locked --features dynostore,libsql
+fi
