@@ -360,3 +360,36 @@ async fn an_idle_outbox_in_a_busy_database_does_not_hold_wal() {
         .await;
     eprintln!("an idle outbox's slot caught up with the server {lag:?} after the last write");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_restart_is_survived_without_loss() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_events(&stack.db, 0, 200, 10, 10).await.unwrap();
+    stack.pg.restart().expect("restart PostgreSQL");
+    // The test's own connection died with the server.
+    let db = stack.pg.connect().await.unwrap();
+    insert_events(&db, 200, 200, 10, 10).await.unwrap();
+    let last = parse_lsn(
+        db.query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0),
+    );
+    let stack = Stack { db, ..stack };
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(90), Some(&relay))
+        .await;
+    let mut seen: Vec<u64> = read_all_events(&stack)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 400, "events lost across a PostgreSQL restart");
+}
