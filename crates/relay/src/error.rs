@@ -20,6 +20,13 @@ impl RelayError {
         matches!(self, RelayError::Transient(_))
     }
 
+    /// The slot is streaming to another process (an active instance of which this one is
+    /// the standby): retry often, to take over within seconds once it is gone.
+    pub fn is_slot_busy(&self) -> bool {
+        // SQLSTATE 55006 (object_in_use): "replication slot ... is active for PID ...".
+        matches!(self, RelayError::Transient(e) if format!("{e:#}").contains("is active for PID"))
+    }
+
     pub fn classify_postgres(e: tokio_postgres::Error, display: &str) -> Self {
         use tokio_postgres::error::SqlState;
         let fatal = e.code().is_some_and(|c| {

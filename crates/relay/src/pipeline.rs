@@ -46,6 +46,14 @@ pub async fn run(
         let result = session(&settings, &conn, &mut confirmed, &mut shutdown).await;
         match result {
             Ok(()) => return Ok(()),
+            Err(e) if e.is_slot_busy() && !*shutdown.borrow() => {
+                tracing::info!(slot = %settings.slot, "{e}; standing by until the slot is free");
+                let delay = Duration::from_millis(rand::thread_rng().gen_range(800..1200));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return Ok(()),
+                }
+            }
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
                 if started.elapsed() > Duration::from_secs(30) {
                     backoff = Backoff::default();
@@ -218,8 +226,13 @@ impl Session<'_> {
     ) -> Result<(), RelayError> {
         if let Err(e) = result {
             // Never skip: the slot stays where it is and the next session re-sends.
+            let fatal = self
+                .sink
+                .fatal_error()
+                .map(|f| format!(" (producer fatal error: {f})"))
+                .unwrap_or_default();
             return Err(RelayError::Transient(anyhow!(
-                "Kafka did not acknowledge an event: {e}"
+                "Kafka did not acknowledge an event: {e}{fatal}"
             )));
         }
         if let Some(lsn) = self.tracker.delivered(seq) {

@@ -1,0 +1,52 @@
+//! Active/standby: a second instance on the same slot waits, and takes over within seconds
+//! when the first dies, losing nothing.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+const SLOT: &str = "outbox_relay";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
+    let stack = Stack::start().await;
+    let mut active = stack.spawn_relay(&[]);
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&active))
+        .await;
+    let standby = stack.spawn_relay(&[]);
+    insert_events(&stack.db, 0, 500, 10, 10).await.unwrap();
+    let first = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, first, Duration::from_secs(60), Some(&active))
+        .await;
+    assert!(
+        standby.log().contains("standing by"),
+        "the second instance waits:\n{}",
+        standby.log()
+    );
+
+    active.kill9();
+    let killed_at = Instant::now();
+    insert_events(&stack.db, 500, 500, 10, 10).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(30), Some(&standby))
+        .await;
+    let takeover = killed_at.elapsed();
+    eprintln!("standby took over and confirmed everything {takeover:?} after the active instance was killed");
+    assert!(
+        takeover < Duration::from_secs(15),
+        "takeover took {takeover:?}"
+    );
+    let mut seen: Vec<u64> = read_all_events(&stack)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 1000, "events lost in the takeover");
+}
