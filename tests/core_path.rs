@@ -14,9 +14,8 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
     let stack = Stack::start().await;
     // Writes before the relay's slot exists are not events it can see: create the slot
     // first by starting the relay, then write while it streams.
-    let mut relay = stack.spawn_relay(&["--topic-partitions", "3"]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot(SLOT, &["--topic-partitions", "3"])
         .await;
 
     // Noise that must not become events: another table, and UPDATE/DELETE/TRUNCATE of the outbox.
@@ -143,10 +142,7 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_topic() {
     let stack = Stack::start().await;
-    let relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     stack
         .db
         .batch_execute(
@@ -215,10 +211,7 @@ async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_restart_resumes_from_the_slot_without_loss_or_duplicates() {
     let stack = Stack::start().await;
-    let mut relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     insert_events(&stack.db, 0, 2000, 20, 10).await.unwrap();
     let status = relay.terminate(Duration::from_secs(60)).unwrap();
     assert_eq!(
@@ -238,13 +231,7 @@ async fn a_graceful_restart_resumes_from_the_slot_without_loss_or_duplicates() {
         .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
         .await;
 
-    let records = read_all_events(&stack).await.unwrap();
-    let mut counts = vec![0u32; 4000];
-    for (_, n) in &records {
-        counts[*n as usize] += 1;
-    }
-    let lost = counts.iter().filter(|c| **c == 0).count();
-    let duplicated: u32 = counts.iter().map(|c| c.saturating_sub(1)).sum();
+    let (lost, duplicated) = lost_and_duplicated(&stack, 4000).await;
     assert_eq!(
         (lost, duplicated),
         (0, 0),
@@ -255,10 +242,7 @@ async fn a_graceful_restart_resumes_from_the_slot_without_loss_or_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_slot_does_not_move_while_the_broker_is_down_and_nothing_is_lost() {
     let mut stack = Stack::start().await;
-    let relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     insert_events(&stack.db, 0, 400, 10, 10).await.unwrap();
     let first = stack.current_wal_lsn().await;
     stack
@@ -284,20 +268,14 @@ async fn the_slot_does_not_move_while_the_broker_is_down_and_nothing_is_lost() {
     stack
         .wait_confirmed(SLOT, second, Duration::from_secs(120), Some(&relay))
         .await;
-    let records = read_all_events(&stack).await.unwrap();
-    let mut seen: Vec<u64> = records.iter().map(|(_, n)| *n).collect();
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), 800, "lost {} events", 800 - seen.len());
+    let (lost, _) = lost_and_duplicated(&stack, 800).await;
+    assert_eq!(lost, 0, "events lost while the broker was down");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_replication_connection_reconnects_and_loses_nothing() {
     let stack = Stack::start().await;
-    let relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     insert_events(&stack.db, 0, 300, 10, 10).await.unwrap();
     for _ in 0..2 {
         stack
@@ -315,15 +293,8 @@ async fn a_terminated_replication_connection_reconnects_and_loses_nothing() {
     stack
         .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
         .await;
-    let mut seen: Vec<u64> = read_all_events(&stack)
-        .await
-        .unwrap()
-        .iter()
-        .map(|(_, n)| *n)
-        .collect();
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), 600);
+    let (lost, _) = lost_and_duplicated(&stack, 600).await;
+    assert_eq!(lost, 0, "events lost");
     assert!(
         relay.log().contains("reconnecting"),
         "the reconnect is logged:\n{}",
@@ -334,10 +305,7 @@ async fn a_terminated_replication_connection_reconnects_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_outbox_in_a_busy_database_does_not_hold_wal() {
     let stack = Stack::start().await;
-    let relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     stack
         .db
         .batch_execute("CREATE TABLE busy (id serial PRIMARY KEY, note text)")
@@ -364,10 +332,7 @@ async fn an_idle_outbox_in_a_busy_database_does_not_hold_wal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_restart_is_survived_without_loss() {
     let stack = Stack::start().await;
-    let relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     insert_events(&stack.db, 0, 200, 10, 10).await.unwrap();
     stack.pg.restart().expect("restart PostgreSQL");
     // The test's own connection died with the server.
@@ -383,13 +348,6 @@ async fn a_postgres_restart_is_survived_without_loss() {
     stack
         .wait_confirmed(SLOT, last, Duration::from_secs(90), Some(&relay))
         .await;
-    let mut seen: Vec<u64> = read_all_events(&stack)
-        .await
-        .unwrap()
-        .iter()
-        .map(|(_, n)| *n)
-        .collect();
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), 400, "events lost across a PostgreSQL restart");
+    let (lost, _) = lost_and_duplicated(&stack, 400).await;
+    assert_eq!(lost, 0, "events lost across a PostgreSQL restart");
 }

@@ -11,10 +11,7 @@ const SLOT: &str = "outbox_relay";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_stream_loses_nothing() {
     let stack = Stack::start().await;
-    let mut relay = stack.spawn_relay(&[]);
-    stack
-        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
 
     const EVENTS: u64 = 6000;
     const KILLS: usize = 5;
@@ -39,13 +36,7 @@ async fn kill_9_mid_stream_loses_nothing() {
         .wait_confirmed(SLOT, last, Duration::from_secs(120), Some(&relay))
         .await;
 
-    let records = read_all_events(&stack).await.unwrap();
-    let mut counts = vec![0u32; EVENTS as usize];
-    for (_, n) in &records {
-        counts[*n as usize] += 1;
-    }
-    let lost = counts.iter().filter(|c| **c == 0).count();
-    let duplicated: u32 = counts.iter().map(|c| c.saturating_sub(1)).sum();
+    let (lost, duplicated) = lost_and_duplicated(&stack, EVENTS).await;
     eprintln!("kill -9 x{KILLS} during {EVENTS} events: lost {lost}, duplicated {duplicated}");
     assert_eq!(lost, 0, "events lost after kill -9");
 }

@@ -186,3 +186,24 @@ pub async fn read_all_events(
     }
     Ok(out)
 }
+
+impl Stack {
+    /// Starts the relay and waits until its slot exists: writes from then on are events.
+    pub async fn spawn_relay_and_wait_for_slot(&self, slot: &str, extra: &[&str]) -> RelayProcess {
+        let relay = self.spawn_relay(extra);
+        self.wait_confirmed(slot, 1, Duration::from_secs(30), Some(&relay))
+            .await;
+        relay
+    }
+}
+
+/// (lost, duplicated) among events `0..total` on the `<type>.events` topics.
+pub async fn lost_and_duplicated(stack: &Stack, total: u64) -> (usize, u32) {
+    let mut counts = vec![0u32; total as usize];
+    for (_, n) in read_all_events(stack).await.unwrap() {
+        counts[n as usize] += 1;
+    }
+    let lost = counts.iter().filter(|c| **c == 0).count();
+    let duplicated = counts.iter().map(|c| c.saturating_sub(1)).sum();
+    (lost, duplicated)
+}

@@ -88,12 +88,20 @@ async fn wait_for_signal() {
 }
 
 fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,pgwire_replication=off"));
+    let requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info,rdkafka=warn".into());
+    let mut filter = EnvFilter::try_new(&requested).unwrap_or_else(|_| EnvFilter::new("info"));
+    // pgwire-replication logs each session's end at ERROR; the relay reports every such
+    // error itself, with what it does about it, so the library's copy is left out unless
+    // asked for by name.
+    if !requested.contains("pgwire_replication") {
+        filter = filter.add_directive("pgwire_replication=off".parse().expect("static directive"));
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
