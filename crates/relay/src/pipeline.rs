@@ -9,19 +9,20 @@
 
 use crate::ack::{AckTracker, EventSeq, Lsn};
 use crate::config::Settings;
-use crate::dead_letter::dead_letter_headers;
+use crate::dead_letter::DeadLetter;
 use crate::error::RelayError;
 use crate::postgres::{self, format_lsn, ConnectionInfo};
-use crate::sink::{Delivery, KafkaSink, SendOutcome, SinkSettings};
+use crate::sink::{Delivery, DeliveryFailure, KafkaSink, SendOutcome, SinkSettings};
 use anyhow::anyhow;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use outbox_router::{InvalidRow, OutboxRecord, RouteOutcome, Router};
+use outbox_router::{OutboxRecord, RouteOutcome, Router};
 use pgwire_replication::{
     Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig,
 };
 use rand::Rng;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -93,9 +94,12 @@ impl Backoff {
 
 enum Step {
     Shutdown,
-    Delivered(EventSeq, Result<(), String>),
+    Delivered(InFlightResult),
     Replication(Result<Option<ReplicationEvent>, pgwire_replication::PgWireError>),
 }
+
+/// One record's delivery outcome, with what the relay needs to act on it.
+type InFlightResult = (EventSeq, Lsn, Result<(), DeliveryFailure>);
 
 struct Session<'a> {
     settings: &'a Settings,
@@ -103,7 +107,10 @@ struct Session<'a> {
     sink: KafkaSink,
     router: Router,
     tracker: AckTracker,
-    in_flight: FuturesUnordered<BoxFuture<'static, (EventSeq, Result<(), String>)>>,
+    in_flight: FuturesUnordered<BoxFuture<'static, InFlightResult>>,
+    /// Events whose own delivery was refused for what they are: each is confirmed only
+    /// once its dead letter is delivered (it keeps the event's sequence number).
+    pending_dead_letters: VecDeque<(EventSeq, DeadLetter)>,
     client: ReplicationClient,
     confirmed: &'a mut Option<Lsn>,
     dead_letter_topic: Arc<str>,
@@ -162,6 +169,7 @@ async fn session(
         router: Router::new(settings.router.clone()),
         tracker: AckTracker::new(start),
         in_flight: FuturesUnordered::new(),
+        pending_dead_letters: VecDeque::new(),
         client,
         confirmed,
         dead_letter_topic: settings.dead_letter_topic.as_str().into(),
@@ -199,12 +207,15 @@ impl Session<'_> {
                 biased;
                 _ = shutdown.changed(), if stop_by.is_none() => Step::Shutdown,
                 _ = tokio::time::sleep(Duration::from_millis(100)), if stop_by.is_some() => continue,
-                Some((seq, result)) = self.in_flight.next(), if !self.in_flight.is_empty() => Step::Delivered(seq, result),
+                Some(delivered) = self.in_flight.next(), if !self.in_flight.is_empty() => Step::Delivered(delivered),
                 event = self.client.recv(), if room => Step::Replication(event),
             };
             match step {
                 Step::Shutdown => continue,
-                Step::Delivered(seq, result) => self.on_delivered(seq, result)?,
+                Step::Delivered(delivered) => {
+                    self.on_delivered(delivered)?;
+                    self.send_pending_dead_letters().await?;
+                }
                 Step::Replication(Ok(Some(event))) => self.on_event(event).await?,
                 Step::Replication(Ok(None)) => {
                     return Err(RelayError::Transient(anyhow!(
@@ -219,26 +230,47 @@ impl Session<'_> {
         }
     }
 
-    fn on_delivered(
-        &mut self,
-        seq: EventSeq,
-        result: Result<(), String>,
-    ) -> Result<(), RelayError> {
-        if let Err(e) = result {
+    fn on_delivered(&mut self, (seq, lsn, result): InFlightResult) -> Result<(), RelayError> {
+        match result {
+            Ok(()) => {
+                if let Some(lsn) = self.tracker.delivered(seq) {
+                    self.confirm(lsn);
+                }
+                Ok(())
+            }
+            // The broker refused the record itself: retrying cannot help, dead-letter it.
+            Err(DeliveryFailure {
+                error,
+                rejected: Some(r),
+            }) => {
+                let letter = DeadLetter {
+                    reason: format!("the broker refused the event: {error}"),
+                    table: self.settings.table().to_string(),
+                    original_topic: Some(r.topic),
+                    key: r.key,
+                    value: None,
+                    event_id: r.event_id,
+                    original_size: Some(r.value_len),
+                    lsn,
+                };
+                self.pending_dead_letters.push_back((seq, letter));
+                Ok(())
+            }
             // Never skip: the slot stays where it is and the next session re-sends.
-            let fatal = self
-                .sink
-                .fatal_error()
-                .map(|f| format!(" (producer fatal error: {f})"))
-                .unwrap_or_default();
-            return Err(RelayError::Transient(anyhow!(
-                "Kafka did not acknowledge an event: {e}{fatal}"
-            )));
+            Err(DeliveryFailure {
+                error,
+                rejected: None,
+            }) => {
+                let fatal = self
+                    .sink
+                    .fatal_error()
+                    .map(|f| format!(" (producer fatal error: {f})"))
+                    .unwrap_or_default();
+                Err(RelayError::Transient(anyhow!(
+                    "Kafka did not acknowledge an event: {error}{fatal}"
+                )))
+            }
         }
-        if let Some(lsn) = self.tracker.delivered(seq) {
-            self.confirm(lsn);
-        }
-        Ok(())
     }
 
     fn confirm(&mut self, lsn: Lsn) {
@@ -271,8 +303,17 @@ impl Session<'_> {
                 })?;
                 match self.router.route(&message) {
                     RouteOutcome::Ignored => {}
-                    RouteOutcome::Record(record) => self.produce(&record).await?,
-                    RouteOutcome::Invalid(row) => self.dead_letter(row, wal_start.as_u64()).await?,
+                    RouteOutcome::Record(record) => {
+                        self.produce(&record, wal_start.as_u64()).await?
+                    }
+                    RouteOutcome::Invalid(row) => {
+                        let seq = self.tracker.produced();
+                        self.pending_dead_letters.push_back((
+                            seq,
+                            DeadLetter::from_invalid_row(row, wal_start.as_u64()),
+                        ));
+                        self.send_pending_dead_letters().await?;
+                    }
                 }
             }
             // Logical decoding messages are not outbox rows.
@@ -282,50 +323,81 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn produce(&mut self, record: &OutboxRecord) -> Result<(), RelayError> {
+    async fn produce(&mut self, record: &OutboxRecord, lsn: Lsn) -> Result<(), RelayError> {
         self.sink.ensure_topic(&record.topic).await?;
         loop {
             match self.sink.send(record)? {
                 SendOutcome::Accepted(delivery) => {
-                    self.track(delivery);
+                    let seq = self.tracker.produced();
+                    self.track(seq, lsn, delivery);
                     self.events += 1;
                     return Ok(());
                 }
                 SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
-            }
-        }
-    }
-
-    async fn dead_letter(&mut self, row: InvalidRow, lsn: Lsn) -> Result<(), RelayError> {
-        tracing::warn!(table = %row.table, lsn = %format_lsn(lsn), reason = %row.reason,
-            dead_letter_topic = &*self.dead_letter_topic, "outbox row cannot be routed; sending it to the dead-letter topic");
-        let topic = self.dead_letter_topic.clone();
-        self.sink.ensure_topic(&topic).await?;
-        loop {
-            let headers = dead_letter_headers(&row, lsn);
-            match self
-                .sink
-                .send_raw(&topic, row.key.as_ref(), row.value.as_ref(), headers)?
-            {
-                SendOutcome::Accepted(delivery) => {
-                    self.track(delivery);
-                    self.dead_letters += 1;
-                    return Ok(());
+                SendOutcome::Rejected(reason) => {
+                    let seq = self.tracker.produced();
+                    let letter = DeadLetter {
+                        reason,
+                        table: self.settings.table().to_string(),
+                        original_topic: Some(record.topic.to_string()),
+                        key: record.key.clone(),
+                        value: None,
+                        event_id: record
+                            .headers
+                            .iter()
+                            .find(|(k, _)| &**k == "id")
+                            .map(|(_, v)| v.clone()),
+                        original_size: Some(record.value.as_ref().map_or(0, |v| v.len())),
+                        lsn,
+                    };
+                    self.pending_dead_letters.push_back((seq, letter));
+                    return self.send_pending_dead_letters().await;
                 }
-                SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
             }
         }
     }
 
-    /// Dead letters are tracked like events: if their write fails, nothing is confirmed.
-    fn track(&mut self, delivery: Delivery) {
-        let seq = self.tracker.produced();
-        self.in_flight.push(delivery.map(move |r| (seq, r)).boxed());
+    /// Sends the queued dead letters. A dead letter the producer refuses too is not
+    /// dropped: the session fails and nothing after it is confirmed.
+    async fn send_pending_dead_letters(&mut self) -> Result<(), RelayError> {
+        while let Some((seq, letter)) = self.pending_dead_letters.pop_front() {
+            tracing::warn!(table = %letter.table, lsn = %format_lsn(letter.lsn), reason = %letter.reason,
+                dead_letter_topic = &*self.dead_letter_topic, "sending an outbox event to the dead-letter topic");
+            let topic = self.dead_letter_topic.clone();
+            self.sink.ensure_topic(&topic).await?;
+            loop {
+                match self.sink.send_raw(&topic, letter.key.as_ref(), letter.value.as_ref(), letter.headers())? {
+                    SendOutcome::Accepted(delivery) => {
+                        // A refused dead letter must not be dead-lettered again: any failure is fatal to the session.
+                        let delivery = delivery
+                            .map(|r| r.map_err(|f| DeliveryFailure { error: format!("dead-letter write failed: {}", f.error), rejected: None }))
+                            .boxed();
+                        self.track(seq, letter.lsn, delivery);
+                        self.dead_letters += 1;
+                        break;
+                    }
+                    SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
+                    SendOutcome::Rejected(reason) => {
+                        return Err(RelayError::Transient(anyhow!(
+                            "the dead letter for the event at {} was refused too ({reason}); nothing after it is confirmed",
+                            format_lsn(letter.lsn)
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn track(&mut self, seq: EventSeq, lsn: Lsn, delivery: Delivery) {
+        self.in_flight
+            .push(delivery.map(move |r| (seq, lsn, r)).boxed());
     }
 
     async fn wait_for_one_delivery(&mut self) -> Result<(), RelayError> {
         match self.in_flight.next().await {
-            Some((seq, result)) => self.on_delivered(seq, result),
+            // Dead letters this queues are sent by the caller's loop.
+            Some(delivered) => self.on_delivered(delivered),
             // Queue full with nothing of ours in flight: give librdkafka a moment.
             None => {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -343,14 +415,11 @@ impl Session<'_> {
             "stopping: waiting for in-flight deliveries"
         );
         let drain = async {
-            while let Some((seq, result)) = self.in_flight.next().await {
-                result?;
-                if let Some(lsn) = self.tracker.delivered(seq) {
-                    self.client.update_applied_lsn(PgLsn::from_u64(lsn));
-                    *self.confirmed = Some(lsn);
-                }
+            while let Some(delivered) = self.in_flight.next().await {
+                self.on_delivered(delivered)?;
+                self.send_pending_dead_letters().await?;
             }
-            Ok::<(), String>(())
+            Ok::<(), RelayError>(())
         };
         match tokio::time::timeout(SHUTDOWN_DRAIN_TIMEOUT, drain).await {
             Ok(Ok(())) => {}

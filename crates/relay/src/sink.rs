@@ -13,7 +13,7 @@ use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::ClientConfig;
 use std::collections::HashSet;
@@ -21,13 +21,63 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Resolves when Kafka acknowledged (Ok) or definitively failed (Err) one record.
-pub type Delivery = BoxFuture<'static, Result<(), String>>;
+pub type Delivery = BoxFuture<'static, Result<(), DeliveryFailure>>;
 
-/// A record waiting for room in the producer queue.
 pub enum SendOutcome {
     Accepted(Delivery),
     /// The producer's queue is full: wait for a delivery, then send the same record again.
     QueueFull,
+    /// The record itself can never be produced (larger than `message.max.bytes`): a data
+    /// error, for the dead-letter topic. The reason says why.
+    Rejected(String),
+}
+
+#[derive(Debug)]
+pub struct DeliveryFailure {
+    pub error: String,
+    /// Set when the broker refused the record for what it is (too large, invalid):
+    /// retrying cannot help, so it is dead-lettered. `None`: a transient failure.
+    pub rejected: Option<RejectedRecord>,
+}
+
+/// What is kept of a record the broker refused, for its dead letter.
+#[derive(Debug)]
+pub struct RejectedRecord {
+    pub topic: String,
+    pub key: Option<Bytes>,
+    pub event_id: Option<Bytes>,
+    pub value_len: usize,
+}
+
+/// Errors about the record itself, not the path to the broker.
+fn is_data_error(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::InvalidMessage
+    )
+}
+
+fn delivery_failure(error: KafkaError, message: OwnedMessage) -> DeliveryFailure {
+    let rejected = error
+        .rdkafka_error_code()
+        .filter(|c| is_data_error(*c))
+        .map(|_| RejectedRecord {
+            topic: message.topic().to_owned(),
+            key: message.key().map(Bytes::copy_from_slice),
+            event_id: message.headers().and_then(|h| {
+                h.iter()
+                    .find(|h| h.key == "id")
+                    .and_then(|h| h.value.map(Bytes::copy_from_slice))
+            }),
+            value_len: message.payload().map_or(0, |p| p.len()),
+        });
+    DeliveryFailure {
+        error: error.to_string(),
+        rejected,
+    }
 }
 
 pub struct KafkaSink {
@@ -57,6 +107,8 @@ impl KafkaSink {
             .set("acks", "all")
             // Same partitions as Java clients (Kafka Connect / Debezium) for the same key.
             .set("partitioner", "murmur2_random")
+            // The relay creates topics itself, with the configured partitions.
+            .set("allow.auto.create.topics", "false")
             .set("linger.ms", "5")
             .set(
                 "queue.buffering.max.messages",
@@ -95,6 +147,12 @@ impl KafkaSink {
         if self.known_topics.contains(topic) {
             return Ok(());
         }
+        // Topics that exist need no CreateTopics permission (and some brokers, like
+        // librdkafka's mock cluster, do not implement that API at all).
+        if self.topic_exists(topic).await {
+            self.known_topics.insert(topic.clone());
+            return Ok(());
+        }
         let replication = TopicReplication::Fixed(self.replication_factor);
         let new_topic = NewTopic::new(topic, self.partitions, replication);
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
@@ -117,6 +175,24 @@ impl KafkaSink {
         }
         self.known_topics.insert(topic.clone());
         Ok(())
+    }
+
+    async fn topic_exists(&self, topic: &str) -> bool {
+        let producer = self.producer.clone();
+        let name = topic.to_owned();
+        tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&name), Duration::from_secs(10))
+                .map(|md| {
+                    md.topics().iter().any(|t| {
+                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
+                    })
+                })
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     pub fn send(&self, record: &OutboxRecord) -> Result<SendOutcome, RelayError> {
@@ -155,19 +231,21 @@ impl KafkaSink {
                 delivery
                     .map(|r| match r {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err((e, _))) => Err(e.to_string()),
-                        Err(_) => Err("the producer was dropped before delivery".to_owned()),
+                        Ok(Err((e, message))) => Err(delivery_failure(e, message)),
+                        Err(_) => Err(DeliveryFailure {
+                            error: "the producer was dropped before delivery".to_owned(),
+                            rejected: None,
+                        }),
                     })
                     .boxed(),
             )),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 Ok(SendOutcome::QueueFull)
             }
-            Err((e @ KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                Err(RelayError::Transient(anyhow!(
-                    "record for {topic} rejected: {e}"
-                )))
-            }
+            Err((KafkaError::MessageProduction(code), _)) if is_data_error(code) => Ok(SendOutcome::Rejected(format!(
+                "the record is larger than the producer's message.max.bytes ({code}); raise it with --producer-property \
+                 message.max.bytes=N (and the topic's max.message.bytes) to relay such events"
+            ))),
             Err((e, _)) => Err(RelayError::Transient(anyhow!("producing to {topic}: {e}"))),
         }
     }

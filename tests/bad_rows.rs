@@ -1,0 +1,114 @@
+//! Bad rows never stop the stream and are never dropped silently: they go to the
+//! dead-letter topic with headers that say why, and the slot moves on past them only
+//! once that write is acknowledged.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+const SLOT: &str = "outbox_relay";
+const DLQ: &str = "outbox-relay.dlq";
+
+fn header(r: &outbox_relay_testkit::ConsumedRecord, name: &str) -> String {
+    String::from_utf8(
+        r.header(name)
+            .unwrap_or_else(|| panic!("header {name} missing: {r:?}"))
+            .to_vec(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_larger_than_the_producer_accepts_is_dead_lettered_and_the_stream_goes_on() {
+    let stack = Stack::start().await;
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(SLOT, &["--producer-property", "message.max.bytes=4096"])
+        .await;
+    stack
+        .db
+        .batch_execute(&format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Big', jsonb_build_object('blob', repeat('x', 20000))),
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Small', '{{}}');"
+        ))
+        .await
+        .unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    let orders = stack.read_topic("Order.events").await;
+    assert_eq!(orders.len(), 1, "the small event still arrives");
+    assert_eq!(header(&orders[0], "eventType"), "Small");
+    let dead = stack.read_topic(DLQ).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        header(&dead[0], "id"),
+        "00000000-0000-0000-0000-000000000001"
+    );
+    assert!(header(&dead[0], "outbox-relay.error.reason").contains("message.max.bytes"));
+    assert_eq!(
+        header(&dead[0], "outbox-relay.original.topic"),
+        "Order.events"
+    );
+    assert_eq!(header(&dead[0], "outbox-relay.original.size"), "20012");
+    assert_eq!(dead[0].key_str(), Some("o-1"));
+    assert_eq!(
+        dead[0].value, None,
+        "the oversized payload is left out of the dead letter"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_routing_column_dead_letters_rows_until_it_is_back_and_added_columns_are_harmless(
+) {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    let insert = |n: u64| {
+        format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-{n}', 'E{n}', '{{}}');",
+            event_uuid(n)
+        )
+    };
+    let renamed = |n: u64| {
+        format!("INSERT INTO outbox (id, kind, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-{n}', 'E{n}', '{{}}');", event_uuid(n))
+    };
+    stack.db.batch_execute(&insert(1)).await.unwrap();
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox RENAME COLUMN aggregate_type TO kind")
+        .await
+        .unwrap();
+    stack.db.batch_execute(&renamed(2)).await.unwrap();
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox RENAME COLUMN kind TO aggregate_type")
+        .await
+        .unwrap();
+    stack.db.batch_execute(&insert(3)).await.unwrap();
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox ADD COLUMN tracingspancontext text")
+        .await
+        .unwrap();
+    stack.db.batch_execute(&insert(4)).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    let orders: Vec<String> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| header(r, "eventType"))
+        .collect();
+    assert_eq!(orders, ["E1", "E3", "E4"]);
+    let dead = stack.read_topic(DLQ).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(header(&dead[0], "id"), event_uuid(2));
+    assert!(header(&dead[0], "outbox-relay.error.reason").contains("\"aggregate_type\" is missing"));
+    assert_eq!(dead[0].value_str(), Some("{}"), "the payload is kept");
+}

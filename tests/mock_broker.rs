@@ -1,0 +1,163 @@
+//! Produce errors the real broker cannot show on demand, injected with librdkafka's mock
+//! cluster (the relay binary talks to it over loopback TCP like to any broker). The same
+//! behaviours are proven on the real broker elsewhere: the dead-letter path in
+//! tests/bad_rows.rs, retries across an outage in tests/core_path.rs.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::PgCluster;
+use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SLOT: &str = "outbox_relay";
+
+type Command =
+    Box<dyn FnOnce(&MockCluster<'static, rdkafka::producer::DefaultProducerContext>) + Send>;
+
+/// The mock cluster is !Send: it lives on its own thread, driven by commands.
+struct Mock {
+    bootstrap: String,
+    commands: mpsc::Sender<Command>,
+}
+
+impl Mock {
+    fn start() -> Mock {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let (boot_tx, boot_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let cluster = MockCluster::new(1).expect("librdkafka mock cluster");
+            for topic in ["Order.events", "outbox-relay.dlq"] {
+                cluster.create_topic(topic, 1, 1).unwrap();
+            }
+            boot_tx.send(cluster.bootstrap_servers()).unwrap();
+            while let Ok(command) = rx.recv() {
+                command(&cluster);
+            }
+        });
+        Mock {
+            bootstrap: boot_rx.recv().unwrap(),
+            commands: tx,
+        }
+    }
+
+    fn produce_errors(&self, errors: Vec<RDKafkaRespErr>) {
+        self.commands
+            .send(Box::new(move |c| {
+                c.request_errors(RDKafkaApiKey::Produce, &errors)
+            }))
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_refusals_are_dead_lettered_and_transient_errors_are_retried() {
+    let mock = Mock::start();
+    let pg = PgCluster::start()
+        .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
+    let db = pg.connect().await.unwrap();
+    db.batch_execute(OUTBOX_DDL).await.unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--postgres-url",
+        &pg.url(),
+        "--bootstrap-servers",
+        &mock.bootstrap,
+        "--status-interval-ms",
+        "100",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay =
+        outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap();
+    let wait = |target: u64| wait_confirmed(&db, &relay, target);
+    wait(1).await;
+    let insert = |n: u64| {
+        format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-1', 'E{n}', '{{\"n\": {n}}}')",
+            event_uuid(n)
+        )
+    };
+    // The broker refuses the record itself: a data error, dead-lettered, the stream goes on.
+    mock.produce_errors(vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE]);
+    db.batch_execute(&insert(1)).await.unwrap();
+    wait(current_wal_lsn(&db).await).await;
+
+    // Transient errors: retried by the idempotent producer, delivered once, not dead-lettered.
+    mock.produce_errors(vec![
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+    ]);
+    db.batch_execute(&insert(2)).await.unwrap();
+    wait(current_wal_lsn(&db).await).await;
+
+    let bootstrap = mock.bootstrap.clone();
+    let (events, dead) = tokio::task::spawn_blocking(move || {
+        (
+            outbox_relay_testkit::read_topic(&bootstrap, "Order.events").unwrap(),
+            outbox_relay_testkit::read_topic(&bootstrap, "outbox-relay.dlq").unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    let names: Vec<&[u8]> = events
+        .iter()
+        .map(|r| r.header("eventType").unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [&b"E2"[..]],
+        "the retried event arrives once; relay log:\n{}",
+        relay.log()
+    );
+    assert_eq!(dead.len(), 1, "relay log:\n{}", relay.log());
+    assert_eq!(dead[0].header("id"), Some(event_uuid(1).as_bytes()));
+    let reason = String::from_utf8(
+        dead[0]
+            .header("outbox-relay.error.reason")
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        reason.contains("refused") && reason.contains("too large"),
+        "{reason}"
+    );
+}
+
+async fn current_wal_lsn(db: &tokio_postgres::Client) -> u64 {
+    parse_lsn(
+        db.query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0),
+    )
+}
+
+async fn wait_confirmed(
+    db: &tokio_postgres::Client,
+    relay: &outbox_relay_testkit::RelayProcess,
+    target: u64,
+) {
+    for _ in 0..600 {
+        let row = db
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&SLOT],
+            )
+            .await
+            .unwrap();
+        if row
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .is_some_and(|s| parse_lsn(&s) >= target)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not confirmed; relay log:\n{}", relay.log());
+}
