@@ -27,11 +27,11 @@ async fn a_payload_larger_than_the_producer_accepts_is_dead_lettered_and_the_str
         .await;
     stack
         .db
-        .batch_execute(&format!(
+        .batch_execute(
             "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
                ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Big', jsonb_build_object('blob', repeat('x', 20000))),
-               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Small', '{{}}');"
-        ))
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Small', '{}');",
+        )
         .await
         .unwrap();
     let last = stack.current_wal_lsn().await;
