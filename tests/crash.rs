@@ -1,42 +1,66 @@
-//! kill -9 of the relay mid-stream loses nothing; duplicates are counted and reported.
+//! kill -9 of the relay at random moments while events are written: nothing is lost;
+//! duplicates (at-least-once) are counted and reported. OUTBOX_RELAY_LONG_TESTS=1 runs the
+//! long variant (50 kills).
 
 mod common;
 
 use common::*;
 use rand::Rng;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SLOT: &str = "outbox_relay";
+/// Bounds what one kill can make the next run send again: events produced but not yet
+/// confirmed to PostgreSQL (in flight, plus those acknowledged within one status interval).
+const MAX_IN_FLIGHT: &str = "2000";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_mid_stream_loses_nothing() {
-    let stack = Stack::start().await;
-    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+async fn kill_9_at_20_random_moments_during_a_stream_loses_nothing() {
+    let long = std::env::var_os("OUTBOX_RELAY_LONG_TESTS").is_some();
+    let kills: usize = if long { 50 } else { 20 };
+    // 20k, not the 100k the issue asks for: with ~100k records in one tansu 0.6 sqlite store
+    // the read-back consumer receives nothing from offset 0 (whatever the partition count,
+    // batch size or fetch wait); the relay's side of the test ran to completion each time.
+    const EVENTS: u64 = 20_000;
+    const CHUNK: u64 = 1000;
 
-    const EVENTS: u64 = 6000;
-    const KILLS: usize = 5;
+    let stack = Stack::start().await;
+    let args = ["--max-in-flight", MAX_IN_FLIGHT];
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &args).await;
+
+    // Writes spread over the whole run, so that kills land mid-stream.
     let writer_db = stack.pg.connect().await.unwrap();
+    let pause = Duration::from_millis(if long { 1200 } else { 450 });
     let writer = tokio::spawn(async move {
-        for chunk in 0..60 {
-            insert_events(&writer_db, chunk * 100, 100, 10, 50)
+        for chunk in 0..EVENTS / CHUNK {
+            insert_events(&writer_db, chunk * CHUNK, CHUNK, 100, 500)
                 .await
                 .unwrap();
-            tokio::time::sleep(Duration::from_millis(40)).await;
+            tokio::time::sleep(pause).await;
         }
     });
+    let started = Instant::now();
     let mut rng = rand::thread_rng();
-    for _ in 0..KILLS {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(200..700))).await;
+    for _ in 0..kills {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..800))).await;
         relay.kill9();
-        relay = stack.spawn_relay(&[]);
+        relay = stack.spawn_relay(&args);
     }
     writer.await.unwrap();
     let last = stack.current_wal_lsn().await;
     stack
-        .wait_confirmed(SLOT, last, Duration::from_secs(120), Some(&relay))
+        .wait_confirmed(SLOT, last, Duration::from_secs(300), Some(&relay))
         .await;
+    let elapsed = started.elapsed();
 
     let (lost, duplicated) = lost_and_duplicated(&stack, EVENTS).await;
-    eprintln!("kill -9 x{KILLS} during {EVENTS} events: lost {lost}, duplicated {duplicated}");
+    eprintln!(
+        "kill -9 x{kills} during {EVENTS} events ({elapsed:.1?}): lost {lost}, duplicated {duplicated} \
+         ({:.1} per kill)",
+        duplicated as f64 / kills as f64
+    );
     assert_eq!(lost, 0, "events lost after kill -9");
+    assert!(
+        (duplicated as usize) <= kills * 10_000,
+        "{duplicated} duplicates is more than the in-flight window ({MAX_IN_FLIGHT}) plus one status interval per kill explains"
+    );
 }

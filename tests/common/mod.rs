@@ -107,7 +107,19 @@ impl Stack {
         tokio::task::spawn_blocking(move || outbox_relay_testkit::read_topic(&bootstrap, &topic))
             .await
             .unwrap()
-            .unwrap_or_else(|e| panic!("reading back: {e:#}"))
+            .unwrap_or_else(|e| {
+                let log = self.broker.log();
+                let tail: String = log
+                    .lines()
+                    .rev()
+                    .take(40)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                panic!("reading back: {e:#}\nbroker log (last 40 lines):\n{tail}")
+            })
     }
 
     pub async fn topics(&self) -> Vec<String> {

@@ -74,7 +74,12 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
     let consumer: BaseConsumer = base_config(bootstrap)
         .set("group.id", "outbox-relay-tests")
         .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "error")
         .set("fetch.wait.max.ms", "10")
+        // Whole batches, however large the relay made them during a catch-up.
+        .set("max.partition.fetch.bytes", "67108864")
+        .set("fetch.max.bytes", "134217728")
+        .set("receive.message.max.bytes", "200000000")
         .create()?;
     let md = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
@@ -95,7 +100,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, p, Offset::Offset(low))?;
         consumer.assign(&tpl)?;
-        let deadline = Instant::now() + Duration::from_secs(300);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut next = low;
         while next < high {
             if Instant::now() > deadline {
@@ -103,7 +108,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
             }
             match consumer.poll(Duration::from_millis(500)) {
                 None => continue,
-                Some(Err(e)) => bail!("reading {topic}[{p}]: {e}"),
+                Some(Err(e)) => bail!("reading {topic}[{p}] at offset {next}: {e}"),
                 Some(Ok(m)) => {
                     next = m.offset() + 1;
                     let headers = m

@@ -161,6 +161,11 @@ impl PgCluster {
         )
     }
 
+    /// Starts a stopped cluster again.
+    pub fn start_again(&self) -> Result<()> {
+        self.pg_ctl_start()
+    }
+
     pub fn restart(&self) -> Result<()> {
         self.stop()?;
         std::thread::sleep(Duration::from_millis(200));
