@@ -146,12 +146,14 @@ async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_t
     stack
         .db
         .batch_execute(
-            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+            "ALTER TABLE outbox ALTER COLUMN aggregate_type DROP NOT NULL;
+             INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
                ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'OrderCreated', '{\"total\": 1}'),
                ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'OrderDeleted', NULL),
                ('00000000-0000-0000-0000-000000000003', 'Order Lines', 'o-1', 'LineAdded', '{\"line\": 1}'),
                ('00000000-0000-0000-0000-000000000004', '', 'o-2', 'Nothing', '[]'),
-               ('00000000-0000-0000-0000-000000000005', 'Order', 'o-2', 'OrderCreated', '\"text\"');",
+               ('00000000-0000-0000-0000-000000000005', 'Order', 'o-2', 'OrderCreated', '\"text\"'),
+               ('00000000-0000-0000-0000-000000000006', NULL, 'o-3', 'Orphan', '{}');",
         )
         .await
         .unwrap();
@@ -177,8 +179,8 @@ async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_t
     let dead = stack.read_topic("outbox-relay.dlq").await;
     assert_eq!(
         dead.len(),
-        2,
-        "both unroutable rows are dead-lettered, none dropped"
+        3,
+        "every unroutable row is dead-lettered, none dropped"
     );
     let first = &dead[0];
     assert_eq!(
@@ -206,6 +208,10 @@ async fn null_payload_is_a_tombstone_and_unroutable_rows_go_to_the_dead_letter_t
         .is_some_and(|l| l.contains(&b'/')));
     let reason = std::str::from_utf8(dead[1].header("outbox-relay.error.reason").unwrap()).unwrap();
     assert!(reason.contains("empty"), "{reason}");
+    // Debezium's EventRouter crashes the task on a NULL routing value; we dead-letter it.
+    let reason = std::str::from_utf8(dead[2].header("outbox-relay.error.reason").unwrap()).unwrap();
+    assert!(reason.contains("NULL"), "{reason}");
+    assert_eq!(dead[2].key_str(), Some("o-3"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,16 +14,17 @@ const SLOT: &str = "outbox_relay";
 const MAX_IN_FLIGHT: &str = "2000";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_at_20_random_moments_during_a_stream_loses_nothing() {
+async fn kill_9_at_20_random_moments_during_100k_events_loses_nothing() {
     let long = std::env::var_os("OUTBOX_RELAY_LONG_TESTS").is_some();
     let kills: usize = if long { 50 } else { 20 };
-    // 20k, not the 100k the issue asks for: with ~100k records in one tansu 0.6 sqlite store
-    // the read-back consumer receives nothing from offset 0 (whatever the partition count,
-    // batch size or fetch wait); the relay's side of the test ran to completion each time.
-    const EVENTS: u64 = 20_000;
-    const CHUNK: u64 = 1000;
+    const EVENTS: u64 = 100_000;
+    const CHUNK: u64 = 5000;
 
-    let stack = Stack::start().await;
+    // memory:// storage: with ~100k records in one tansu 0.6 sqlite store the read-back
+    // consumer received nothing from offset 0 (whatever the partition count, batch size or
+    // fetch wait). The broker is not restarted here, so its durability is not needed; the
+    // sqlite store is what the broker-outage test uses.
+    let stack = Stack::start_with(outbox_relay_testkit::Storage::Memory).await;
     let args = ["--max-in-flight", MAX_IN_FLIGHT];
     let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &args).await;
 

@@ -13,20 +13,32 @@ pub struct Stack {
     pub pg: PgCluster,
     pub broker: Broker,
     pub db: tokio_postgres::Client,
+    pub storage: Storage,
 }
 
 impl Stack {
     /// PostgreSQL with the outbox table, and a durable (sqlite) broker.
     pub async fn start() -> Stack {
+        Self::start_with(Storage::Sqlite).await
+    }
+
+    /// With `Storage::Memory`: faster and holds more, but lost on a broker restart and
+    /// read back until idle (its watermarks are wrong).
+    pub async fn start_with(storage: Storage) -> Stack {
         let pg = PgCluster::start()
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
-        let broker = Broker::start(Storage::Sqlite)
+        let broker = Broker::start(storage)
             .unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
         let db = pg.connect().await.expect("connect to the test cluster");
         db.batch_execute(OUTBOX_DDL)
             .await
             .expect("create the outbox table");
-        Stack { pg, broker, db }
+        Stack {
+            pg,
+            broker,
+            db,
+            storage,
+        }
     }
 
     pub fn relay_args(&self, extra: &[&str]) -> Vec<String> {
@@ -104,22 +116,30 @@ impl Stack {
     pub async fn read_topic(&self, topic: &str) -> Vec<outbox_relay_testkit::ConsumedRecord> {
         let bootstrap = self.broker.bootstrap_servers();
         let topic = topic.to_owned();
-        tokio::task::spawn_blocking(move || outbox_relay_testkit::read_topic(&bootstrap, &topic))
-            .await
-            .unwrap()
-            .unwrap_or_else(|e| {
-                let log = self.broker.log();
-                let tail: String = log
-                    .lines()
-                    .rev()
-                    .take(40)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                panic!("reading back: {e:#}\nbroker log (last 40 lines):\n{tail}")
-            })
+        let storage = self.storage;
+        tokio::task::spawn_blocking(move || match storage {
+            Storage::Sqlite => outbox_relay_testkit::read_topic(&bootstrap, &topic),
+            Storage::Memory => outbox_relay_testkit::kafka::read_topic_until_idle(
+                &bootstrap,
+                &topic,
+                Duration::from_secs(3),
+            ),
+        })
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| {
+            let log = self.broker.log();
+            let tail: String = log
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            panic!("reading back: {e:#}\nbroker log (last 40 lines):\n{tail}")
+        })
     }
 
     pub async fn topics(&self) -> Vec<String> {
