@@ -42,7 +42,7 @@ fn main() {
         db.batch_execute(include_str!("../sql/outbox.sql")).await.unwrap();
         let args: Vec<String> = [
             "run", "--postgres-url", &pg.url(), "--bootstrap-servers", &broker.bootstrap_servers(),
-            "--topic-replication-factor", "1", "--topic-partitions", "3",
+            "--topic-replication-factor", "1", "--topic-partitions", "3", "--metrics-address", "127.0.0.1:0",
         ]
         .iter()
         .map(|s| s.to_string())

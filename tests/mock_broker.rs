@@ -67,6 +67,8 @@ async fn broker_refusals_are_dead_lettered_and_transient_errors_are_retried() {
         &mock.bootstrap,
         "--status-interval-ms",
         "100",
+        "--metrics-address",
+        "127.0.0.1:0",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -52,6 +52,8 @@ impl Stack {
             "1".into(),
             "--status-interval-ms".into(),
             "100".into(),
+            "--metrics-address".into(),
+            "127.0.0.1:0".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args

@@ -67,7 +67,15 @@ async fn run(settings: Settings) -> ExitCode {
         tracing::info!("signal received: finishing in-flight deliveries");
         let _ = stop_tx.send(true);
     });
-    match crate::pipeline::run(settings, stop_rx).await {
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    match crate::http::serve(&settings.metrics_address, metrics.clone()).await {
+        Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match crate::pipeline::run(settings, metrics, stop_rx).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

@@ -120,6 +120,11 @@ pub struct RunOptions {
     #[arg(long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS")]
     pub status_interval_ms: Option<u64>,
 
+    /// Where /metrics (Prometheus), /health and /ready are served, HOST:PORT
+    /// [default: 127.0.0.1:9187]. Port 0 picks a free port (logged at start-up).
+    #[arg(long, env = "OUTBOX_RELAY_METRICS_ADDRESS", value_name = "HOST:PORT")]
+    pub metrics_address: Option<String>,
+
     /// librdkafka producer property KEY=VALUE (repeatable), e.g. security.protocol=SASL_SSL,
     /// compression.codec=lz4. Applied after the relay's own settings; the relay refuses
     /// values that would break its guarantees (enable.idempotence=false, acks other than all).
@@ -147,6 +152,7 @@ pub struct Settings {
     pub max_in_flight: usize,
     pub status_interval: Duration,
     pub producer_properties: Vec<(String, String)>,
+    pub metrics_address: String,
 }
 
 impl RunOptions {
@@ -182,7 +188,8 @@ impl RunOptions {
             topic_partitions,
             topic_replication_factor,
             max_in_flight,
-            status_interval_ms
+            status_interval_ms,
+            metrics_address
         );
         if self.producer_property.is_empty() {
             self.producer_property = file.producer_property;
@@ -298,6 +305,7 @@ impl Settings {
             max_in_flight,
             status_interval,
             producer_properties,
+            metrics_address: o.metrics_address.unwrap_or_else(|| "127.0.0.1:9187".into()),
         })
     }
 

@@ -10,6 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod dead_letter;
 pub mod error;
+pub mod http;
+pub mod metrics;
 pub mod pipeline;
 pub mod postgres;
 pub mod secret;

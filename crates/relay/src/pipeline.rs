@@ -11,6 +11,7 @@ use crate::ack::{AckTracker, EventSeq, Lsn};
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
 use crate::error::RelayError;
+use crate::metrics::Metrics;
 use crate::postgres::{self, format_lsn, ConnectionInfo};
 use crate::sink::{Delivery, DeliveryFailure, KafkaSink, SendOutcome, SinkSettings};
 use anyhow::anyhow;
@@ -21,7 +22,9 @@ use outbox_router::{OutboxRecord, RouteOutcome, Router};
 use pgwire_replication::{
     Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig,
 };
+use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +40,7 @@ const TRANSACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs until `shutdown` turns true (returns Ok) or a fatal error.
 pub async fn run(
     settings: Settings,
+    metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
     let conn = ConnectionInfo::parse(settings.postgres_url.expose()).map_err(RelayError::Fatal)?;
@@ -44,7 +48,11 @@ pub async fn run(
     let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
-        let result = session(&settings, &conn, &mut confirmed, &mut shutdown).await;
+        let result = session(&settings, &conn, &metrics, &mut confirmed, &mut shutdown).await;
+        metrics.streaming.set(0);
+        if result.as_ref().is_err_and(|e| e.is_transient()) {
+            metrics.reconnects.inc();
+        }
         match result {
             Ok(()) => return Ok(()),
             Err(e) if e.is_slot_busy() && !*shutdown.borrow() => {
@@ -113,6 +121,11 @@ struct Session<'a> {
     pending_dead_letters: VecDeque<(EventSeq, DeadLetter)>,
     client: ReplicationClient,
     confirmed: &'a mut Option<Lsn>,
+    metrics: Arc<Metrics>,
+    /// Acknowledged-events counter per topic, looked up once per topic.
+    topic_counters: HashMap<Arc<str>, Counter>,
+    /// (end LSN, commit time in PostgreSQL micros) of commits not yet confirmed.
+    commit_times: VecDeque<(Lsn, i64)>,
     dead_letter_topic: Arc<str>,
     events: u64,
     dead_letters: u64,
@@ -121,6 +134,7 @@ struct Session<'a> {
 async fn session(
     settings: &Settings,
     conn: &ConnectionInfo,
+    metrics: &Arc<Metrics>,
     confirmed: &mut Option<Lsn>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
@@ -162,6 +176,8 @@ async fn session(
         .map_err(|e| RelayError::classify_replication(e, &conn.display))?;
     tracing::info!(slot = %settings.slot, publication = %settings.publication, table = %settings.table(),
         start_lsn = %format_lsn(start), postgres = %conn.display, "streaming");
+    metrics.streaming.set(1);
+    let probe = spawn_broker_probe(&sink, metrics.clone());
     let mut s = Session {
         settings,
         display: &conn.display,
@@ -172,6 +188,9 @@ async fn session(
         pending_dead_letters: VecDeque::new(),
         client,
         confirmed,
+        metrics: metrics.clone(),
+        topic_counters: HashMap::new(),
+        commit_times: VecDeque::new(),
         dead_letter_topic: settings.dead_letter_topic.as_str().into(),
         events: 0,
         dead_letters: 0,
@@ -180,6 +199,7 @@ async fn session(
         *s.confirmed = Some(start);
     }
     let result = s.stream(shutdown).await;
+    probe.abort();
     if result.is_ok() {
         s.finish().await?;
     } else {
@@ -210,6 +230,7 @@ impl Session<'_> {
                 Some(delivered) = self.in_flight.next(), if !self.in_flight.is_empty() => Step::Delivered(delivered),
                 event = self.client.recv(), if room => Step::Replication(event),
             };
+            self.metrics.in_flight.set(self.in_flight.len() as i64);
             match step {
                 Step::Shutdown => continue,
                 Step::Delivered(delivered) => {
@@ -276,25 +297,47 @@ impl Session<'_> {
     fn confirm(&mut self, lsn: Lsn) {
         self.client.update_applied_lsn(PgLsn::from_u64(lsn));
         *self.confirmed = Some(lsn);
+        self.metrics.set_confirmed(lsn);
+        let now = pg_now_micros();
+        while let Some(&(end_lsn, committed_at)) = self.commit_times.front() {
+            if end_lsn > lsn {
+                break;
+            }
+            self.commit_times.pop_front();
+            self.metrics
+                .commit_to_ack_seconds
+                .observe((now - committed_at).max(0) as f64 / 1e6);
+        }
         tracing::debug!(lsn = %format_lsn(lsn), "confirmed");
     }
 
     async fn on_event(&mut self, event: ReplicationEvent) -> Result<(), RelayError> {
         match event {
             ReplicationEvent::Begin { .. } => self.tracker.begin(),
-            ReplicationEvent::Commit { end_lsn, .. } => {
+            ReplicationEvent::Commit {
+                end_lsn,
+                commit_time_micros,
+                ..
+            } => {
+                self.commit_times
+                    .push_back((end_lsn.as_u64(), commit_time_micros));
                 if let Some(lsn) = self.tracker.commit(end_lsn.as_u64()) {
                     self.confirm(lsn);
                 }
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
+                self.metrics.set_server_wal(wal_end.as_u64());
                 if let Some(lsn) = self.tracker.keepalive(wal_end.as_u64()) {
                     self.confirm(lsn);
                 }
             }
             ReplicationEvent::XLogData {
-                wal_start, data, ..
+                wal_start,
+                wal_end,
+                data,
+                ..
             } => {
+                self.metrics.set_server_wal(wal_end.as_u64());
                 let message = pgoutput::decode(data).map_err(|e| {
                     RelayError::Fatal(anyhow!(
                         "undecodable pgoutput message at LSN {}: {e}; nothing after the last confirmed position was confirmed",
@@ -329,7 +372,8 @@ impl Session<'_> {
             match self.sink.send(record)? {
                 SendOutcome::Accepted(delivery) => {
                     let seq = self.tracker.produced();
-                    self.track(seq, lsn, delivery);
+                    let counter = self.topic_counter(&record.topic);
+                    self.track(seq, lsn, delivery, counter);
                     self.events += 1;
                     return Ok(());
                 }
@@ -372,7 +416,8 @@ impl Session<'_> {
                         let delivery = delivery
                             .map(|r| r.map_err(|f| DeliveryFailure { error: format!("dead-letter write failed: {}", f.error), rejected: None }))
                             .boxed();
-                        self.track(seq, letter.lsn, delivery);
+                        let counter = self.metrics.dead_letters.clone();
+                        self.track(seq, letter.lsn, delivery, counter);
                         self.dead_letters += 1;
                         break;
                     }
@@ -389,9 +434,33 @@ impl Session<'_> {
         Ok(())
     }
 
-    fn track(&mut self, seq: EventSeq, lsn: Lsn, delivery: Delivery) {
-        self.in_flight
-            .push(delivery.map(move |r| (seq, lsn, r)).boxed());
+    /// `acked` counts the record once Kafka acknowledged it.
+    fn track(&mut self, seq: EventSeq, lsn: Lsn, delivery: Delivery, acked: Counter) {
+        self.in_flight.push(
+            delivery
+                .map(move |r| {
+                    if r.is_ok() {
+                        acked.inc();
+                    }
+                    (seq, lsn, r)
+                })
+                .boxed(),
+        );
+    }
+
+    fn topic_counter(&mut self, topic: &Arc<str>) -> Counter {
+        if let Some(c) = self.topic_counters.get(topic) {
+            return c.clone();
+        }
+        let c = self
+            .metrics
+            .events
+            .get_or_create(&crate::metrics::TopicLabels {
+                topic: topic.to_string(),
+            })
+            .clone();
+        self.topic_counters.insert(topic.clone(), c.clone());
+        c
     }
 
     async fn wait_for_one_delivery(&mut self) -> Result<(), RelayError> {
@@ -441,4 +510,34 @@ impl Session<'_> {
             dead_letters = self.dead_letters, "stopped");
         Ok(())
     }
+}
+
+/// Microseconds since 2000-01-01 UTC, PostgreSQL's epoch, to compare with commit times.
+fn pg_now_micros() -> i64 {
+    const PG_EPOCH_UNIX_SECS: i64 = 946_684_800;
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0);
+    unix - PG_EPOCH_UNIX_SECS * 1_000_000
+}
+
+/// Checks every few seconds that the broker answers, for `/ready`.
+fn spawn_broker_probe(sink: &KafkaSink, metrics: Arc<Metrics>) -> tokio::task::JoinHandle<()> {
+    let producer = sink.producer_handle();
+    tokio::spawn(async move {
+        loop {
+            let p = producer.clone();
+            let ok = tokio::task::spawn_blocking(move || {
+                use rdkafka::producer::Producer;
+                p.client()
+                    .fetch_metadata(None, Duration::from_secs(3))
+                    .is_ok()
+            })
+            .await
+            .unwrap_or(false);
+            metrics.set_broker_reachable(ok);
+            tokio::time::sleep(Duration::from_secs(if ok { 5 } else { 1 })).await;
+        }
+    })
 }

@@ -250,6 +250,11 @@ impl KafkaSink {
         }
     }
 
+    /// A handle on the producer for health probes (cheap clone of a shared client).
+    pub fn producer_handle(&self) -> FutureProducer {
+        self.producer.clone()
+    }
+
     /// A fatal idempotent-producer error (e.g. fenced or out-of-sequence): rebuild needed.
     pub fn fatal_error(&self) -> Option<String> {
         self.producer

@@ -50,6 +50,8 @@ async fn main() -> Result<()> {
         "1",
         "--status-interval-ms",
         "200",
+        "--metrics-address",
+        "127.0.0.1:0",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -1,0 +1,143 @@
+//! Prometheus metrics and the relay's health, shared by the pipeline and the HTTP endpoint.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabels {
+    pub topic: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    /// Events acknowledged by Kafka, per destination topic.
+    pub events: Family<TopicLabels, Counter>,
+    pub dead_letters: Counter,
+    pub confirmed_lsn: Gauge,
+    /// Latest WAL position the server reported (keepalive or data).
+    pub server_wal_lsn: Gauge,
+    /// server_wal_lsn − confirmed_lsn: WAL the slot holds back because of us.
+    pub replication_lag_bytes: Gauge,
+    pub in_flight: Gauge,
+    /// From a transaction's commit in PostgreSQL to its LSN being confirmable (all acked).
+    pub commit_to_ack_seconds: Histogram,
+    pub reconnects: Counter,
+    /// 1 while a replication session streams.
+    pub streaming: Gauge,
+    broker_reachable: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("outbox_relay");
+        let m = Self {
+            events: Family::default(),
+            dead_letters: Counter::default(),
+            confirmed_lsn: Gauge::default(),
+            server_wal_lsn: Gauge::default(),
+            replication_lag_bytes: Gauge::default(),
+            in_flight: Gauge::default(),
+            commit_to_ack_seconds: Histogram::new(
+                [
+                    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+                    30.0, 60.0,
+                ]
+                .into_iter(),
+            ),
+            reconnects: Counter::default(),
+            streaming: Gauge::default(),
+            broker_reachable: AtomicBool::new(false),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "events",
+            "Events acknowledged by Kafka, per topic",
+            m.events.clone(),
+        );
+        registry.register(
+            "dead_letters",
+            "Events sent to the dead-letter topic",
+            m.dead_letters.clone(),
+        );
+        registry.register(
+            "confirmed_lsn",
+            "LSN confirmed to PostgreSQL (as a number)",
+            m.confirmed_lsn.clone(),
+        );
+        registry.register(
+            "server_wal_lsn",
+            "Latest WAL position reported by the server",
+            m.server_wal_lsn.clone(),
+        );
+        registry.register(
+            "replication_lag_bytes",
+            "Server WAL position minus the confirmed LSN",
+            m.replication_lag_bytes.clone(),
+        );
+        registry.register(
+            "in_flight",
+            "Events produced and not yet acknowledged",
+            m.in_flight.clone(),
+        );
+        registry.register(
+            "commit_to_ack_seconds",
+            "Time from a transaction's commit to Kafka's acknowledgement of all its events",
+            m.commit_to_ack_seconds.clone(),
+        );
+        registry.register(
+            "reconnects",
+            "Replication sessions restarted after a transient error",
+            m.reconnects.clone(),
+        );
+        registry.register(
+            "streaming",
+            "1 while the replication stream is open",
+            m.streaming.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    pub fn set_confirmed(&self, lsn: u64) {
+        self.confirmed_lsn.set(lsn as i64);
+        self.update_lag();
+    }
+
+    pub fn set_server_wal(&self, lsn: u64) {
+        if lsn as i64 > self.server_wal_lsn.get() {
+            self.server_wal_lsn.set(lsn as i64);
+        }
+        self.update_lag();
+    }
+
+    fn update_lag(&self) {
+        self.replication_lag_bytes
+            .set((self.server_wal_lsn.get() - self.confirmed_lsn.get()).max(0));
+    }
+
+    pub fn set_broker_reachable(&self, ok: bool) {
+        self.broker_reachable.store(ok, Ordering::Relaxed);
+    }
+
+    /// Ready: streaming, and the broker answered recently.
+    pub fn is_ready(&self) -> bool {
+        self.streaming.get() == 1 && self.broker_reachable.load(Ordering::Relaxed)
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
+        out
+    }
+}

@@ -1,0 +1,110 @@
+//! What an operator scrapes and probes: /metrics, /health, /ready.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+const SLOT: &str = "outbox_relay";
+
+fn http_get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: relay\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn metrics_address(relay: &outbox_relay_testkit::RelayProcess) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = relay.log();
+        if let Some(line) = log.lines().find(|l| l.contains("serving /metrics")) {
+            return line
+                .split("address=")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no metrics address in the log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn metric(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("{name} not in:\n{body}"))
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+async fn wait_status(address: &str, path: &str, want: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(address, path).0 != want {
+        assert!(Instant::now() < deadline, "{path} never answered {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_health_and_readiness_tell_an_operator_what_the_relay_does() {
+    let mut stack = Stack::start().await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    let address = metrics_address(&relay);
+    assert_eq!(http_get(&address, "/health").0, 200);
+    wait_status(&address, "/ready", 200).await;
+
+    insert_events(&stack.db, 0, 400, 20, 10).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (status, body) = http_get(&address, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        metric(&body, "outbox_relay_events_total{topic=\"Order.events\"}"),
+        100.0
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "outbox_relay_events_total{topic=\"Shipment.events\"}"
+        ),
+        100.0
+    );
+    assert_eq!(metric(&body, "outbox_relay_dead_letters_total"), 0.0);
+    assert_eq!(metric(&body, "outbox_relay_streaming"), 1.0);
+    assert_eq!(metric(&body, "outbox_relay_in_flight"), 0.0);
+    assert!(metric(&body, "outbox_relay_confirmed_lsn") >= last as f64);
+    assert!(metric(&body, "outbox_relay_replication_lag_bytes") >= 0.0);
+    assert!(
+        metric(&body, "outbox_relay_commit_to_ack_seconds_count") >= 20.0,
+        "one observation per transaction"
+    );
+    assert_eq!(metric(&body, "outbox_relay_reconnects_total"), 0.0);
+
+    // The broker goes away: not ready (alive all the same); back: ready again.
+    stack.broker.stop();
+    wait_status(&address, "/ready", 503).await;
+    assert_eq!(http_get(&address, "/health").0, 200);
+    stack.broker.restart().unwrap();
+    wait_status(&address, "/ready", 200).await;
+}
