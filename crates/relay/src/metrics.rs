@@ -48,13 +48,10 @@ impl Metrics {
             server_wal_lsn: Gauge::default(),
             replication_lag_bytes: Gauge::default(),
             in_flight: Gauge::default(),
-            commit_to_ack_seconds: Histogram::new(
-                [
-                    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
-                    30.0, 60.0,
-                ]
-                .into_iter(),
-            ),
+            commit_to_ack_seconds: Histogram::new([
+                0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+                60.0,
+            ]),
             reconnects: Counter::default(),
             streaming: Gauge::default(),
             broker_reachable: AtomicBool::new(false),
