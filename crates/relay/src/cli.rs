@@ -35,13 +35,127 @@ pub enum Command {
     /// key = aggregate_id, value = payload text (NULL payload: tombstone), headers `id` and
     /// `eventType`. Rows that cannot be routed go to the dead-letter topic.
     Run(RunOptions),
+
+    /// Check that `run` can work with these settings: configuration, PostgreSQL (wal_level,
+    /// REPLICATION, table and privileges, publication, slot, free slots) and Kafka (reachable,
+    /// topics creatable). Prints what is wrong with the SQL or setting that fixes it; exits 1
+    /// when anything blocks `run`.
+    Check(RunOptions),
+
+    /// Show the replication slot: active process, confirmed LSN, lag in bytes.
+    Status(StatusArgs),
+
+    /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
+    /// outbox only), the outbox table, the publication and the slot.
+    SetupSql(SetupSqlArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// PostgreSQL connection URL.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_POSTGRES_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub postgres_url: crate::secret::Secret,
+    /// Replication slot to show.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_SLOT",
+        value_name = "NAME",
+        default_value = "outbox_relay"
+    )]
+    pub slot: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SetupSqlArgs {
+    /// Outbox table, SCHEMA.TABLE.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_TABLE",
+        value_name = "SCHEMA.TABLE",
+        default_value = "public.outbox"
+    )]
+    pub table: String,
+    /// Replication slot to create.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_SLOT",
+        value_name = "NAME",
+        default_value = "outbox_relay"
+    )]
+    pub slot: String,
+    /// Publication to create.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_PUBLICATION",
+        value_name = "NAME",
+        default_value = "outbox_relay"
+    )]
+    pub publication: String,
+    /// Login role to create for the relay.
+    #[arg(long, value_name = "NAME", default_value = "outbox_relay")]
+    pub role: String,
 }
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+    };
     match cli.command {
+        Command::Check(options) => {
+            let settings = match Settings::resolve(options) {
+                Ok(s) => s,
+                Err(e) => {
+                    println!("FAIL configuration: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if runtime().block_on(crate::ops::check(&settings)) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Status(args) => {
+            match runtime().block_on(crate::ops::status(args.postgres_url.expose(), &args.slot)) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::SetupSql(args) => {
+            let table = match outbox_router::TableName::parse(&args.table) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: table: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match crate::ops::setup_sql(&table, &args.publication, &args.slot, &args.role) {
+                Ok(sql) => {
+                    print!("{sql}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Run(options) => {
             let settings = match Settings::resolve(options) {
                 Ok(s) => s,
@@ -50,12 +164,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("tokio runtime");
-            runtime.block_on(run(settings))
+            runtime().block_on(run(settings))
         }
     }
 }

@@ -18,3 +18,7 @@ pub mod secret;
 pub mod sink;
 
 pub use cli::main;
+pub mod ops;
+
+/// The outbox table of the seeds' schema (sql/outbox.sql), for `setup-sql`.
+pub const OUTBOX_DDL: &str = include_str!("../../../sql/outbox.sql");

@@ -1,0 +1,396 @@
+//! Operator commands: `check` (can `run` work here, and if not, what fixes it),
+//! `status` (where the slot is) and `setup-sql` (the DDL a DBA runs by hand).
+
+use crate::config::{validate_identifier, validate_slot_name, Settings};
+use crate::postgres::{self, format_lsn, ConnectionInfo};
+use outbox_router::TableName;
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::ClientConfig;
+use std::time::Duration;
+
+/// One line of `check` output.
+struct Finding {
+    ok: bool,
+    what: String,
+    fix: Option<String>,
+}
+
+fn ok(what: impl Into<String>) -> Finding {
+    Finding {
+        ok: true,
+        what: what.into(),
+        fix: None,
+    }
+}
+
+fn fail(what: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding {
+        ok: false,
+        what: what.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+/// Runs every check, prints them, returns whether `run` can work.
+pub async fn check(settings: &Settings) -> bool {
+    let mut findings = vec![ok("configuration is valid")];
+    findings.extend(check_postgres(settings).await);
+    findings.extend(check_kafka(settings).await);
+    let mut all_ok = true;
+    for f in &findings {
+        println!("{} {}", if f.ok { "ok  " } else { "FAIL" }, f.what);
+        if let Some(fix) = &f.fix {
+            for line in fix.lines() {
+                println!("       fix: {line}");
+            }
+        }
+        all_ok &= f.ok;
+    }
+    println!(
+        "{}",
+        if all_ok {
+            "outbox-relay run can start with these settings."
+        } else {
+            "outbox-relay run cannot work until the failures above are fixed."
+        }
+    );
+    all_ok
+}
+
+async fn check_postgres(s: &Settings) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let conn = match ConnectionInfo::parse(s.postgres_url.expose()) {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![fail(
+                format!("postgres-url: {e}"),
+                "pass --postgres-url postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+            )]
+        }
+    };
+    let client = match postgres::connect(s.postgres_url.expose()).await {
+        Ok(c) => {
+            out.push(ok(format!("connected to {}", conn.display)));
+            c
+        }
+        Err(e) => {
+            out.push(fail(
+                format!("cannot connect to PostgreSQL: {e}"),
+                "check host, port, user, password and pg_hba.conf",
+            ));
+            return out;
+        }
+    };
+    let table = s.table();
+    let qualified = format!(
+        "{}.{}",
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name)
+    );
+    let one = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await }
+    };
+    match one("SELECT current_setting('wal_level')").await {
+        Ok(row) if row.get::<_, String>(0) == "logical" => out.push(ok("wal_level = logical")),
+        Ok(row) => out.push(fail(
+            format!(
+                "wal_level = {}, logical replication needs logical",
+                row.get::<_, String>(0)
+            ),
+            "ALTER SYSTEM SET wal_level = logical;  -- then restart PostgreSQL",
+        )),
+        Err(e) => out.push(fail(
+            format!("cannot read wal_level: {e}"),
+            "check the user's privileges",
+        )),
+    }
+    match one("SELECT rolreplication OR rolsuper, current_user::text FROM pg_roles WHERE rolname = current_user").await {
+        Ok(row) if row.get::<_, bool>(0) => out.push(ok(format!("role {} may replicate", row.get::<_, String>(1)))),
+        Ok(row) => {
+            let role: String = row.get(1);
+            out.push(fail(
+                format!("role {role} lacks the REPLICATION attribute"),
+                format!("ALTER ROLE {} REPLICATION;", escape_identifier(&role)),
+            ))
+        }
+        Err(e) => out.push(fail(format!("cannot read the role: {e}"), "check the user's privileges")),
+    }
+    let table_exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
+            &[&table.schema, &table.name],
+        )
+        .await
+        .map(|r| r.is_some())
+        .unwrap_or(false);
+    if !table_exists {
+        out.push(fail(
+            format!("table {table} does not exist"),
+            "create it: psql -f sql/outbox.sql (or `outbox-relay setup-sql`), or pass --table SCHEMA.TABLE",
+        ));
+    } else {
+        let readable = client
+            .query_one(
+                "SELECT has_table_privilege(current_user, $1::text::regclass, 'SELECT')",
+                &[&qualified],
+            )
+            .await
+            .map(|r| r.get::<_, bool>(0))
+            .unwrap_or(false);
+        if readable {
+            out.push(ok(format!("table {table} exists and is readable")));
+        } else {
+            out.push(fail(
+                format!("no SELECT privilege on {table}"),
+                format!("GRANT SELECT ON {qualified} TO CURRENT_USER;  -- as the owner"),
+            ));
+        }
+    }
+    let publication = client
+        .query_opt(
+            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3) \
+             FROM pg_publication WHERE pubname = $1",
+            &[&s.publication, &table.schema, &table.name],
+        )
+        .await;
+    let create_publication = format!(
+        "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');",
+        escape_identifier(&s.publication)
+    );
+    match publication {
+        Ok(Some(row)) if row.get::<_, bool>(0) => out.push(ok(format!(
+            "publication {} includes {table}",
+            s.publication
+        ))),
+        Ok(Some(_)) => out.push(fail(
+            format!("publication {} exists without {table}", s.publication),
+            format!(
+                "ALTER PUBLICATION {} ADD TABLE {qualified};",
+                escape_identifier(&s.publication)
+            ),
+        )),
+        Ok(None) if table_exists => {
+            let can_create = client
+                .query_one(
+                    "SELECT r.rolsuper OR pg_has_role(current_user, c.relowner, 'USAGE') \
+                     FROM pg_class c, pg_roles r WHERE c.oid = $1::text::regclass AND r.rolname = current_user",
+                    &[&qualified],
+                )
+                .await
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false);
+            if can_create {
+                out.push(ok(format!(
+                    "publication {} is missing; run will create it",
+                    s.publication
+                )));
+            } else {
+                out.push(fail(
+                    format!(
+                        "publication {} is missing and this role may not create it",
+                        s.publication
+                    ),
+                    format!("as the table owner: {create_publication}"),
+                ));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => out.push(fail(
+            format!("cannot read publications: {e}"),
+            "check the user's privileges",
+        )),
+    }
+    match postgres::slot_state(&client, &s.slot).await {
+        Ok(Some(state)) if state.plugin.as_deref() != Some("pgoutput") => out.push(fail(
+            format!("slot {} uses plugin {:?}, not pgoutput", s.slot, state.plugin.unwrap_or_default()),
+            format!("SELECT pg_drop_replication_slot({});  -- or choose another --slot", escape_literal(&s.slot)),
+        )),
+        Ok(Some(state)) if state.database.as_deref() != Some(conn.database.as_str()) => out.push(fail(
+            format!("slot {} belongs to database {:?}", s.slot, state.database.unwrap_or_default()),
+            "choose another --slot",
+        )),
+        Ok(Some(state)) => out.push(ok(format!(
+            "slot {} (pgoutput) resumes at {}{}",
+            s.slot,
+            state.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
+            state.active_pid.map(|p| format!("; held by pid {p}: run will wait for it (standby)")).unwrap_or_default()
+        ))),
+        Ok(None) => match one("SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)::int").await {
+            Ok(row) if row.get::<_, i32>(0) > 0 => out.push(ok(format!("slot {} is missing; run will create it ({} free)", s.slot, row.get::<_, i32>(0)))),
+            Ok(_) => out.push(fail(
+                "no free replication slot (max_replication_slots reached)",
+                "ALTER SYSTEM SET max_replication_slots = <more>;  -- then restart, or drop an unused slot",
+            )),
+            Err(e) => out.push(fail(format!("cannot count replication slots: {e}"), "check the user's privileges")),
+        },
+        Err(e) => out.push(fail(format!("cannot read replication slots: {e}"), "check the user's privileges")),
+    }
+    out
+}
+
+async fn check_kafka(s: &Settings) -> Vec<Finding> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &s.bootstrap_servers)
+        .set("log_level", "0");
+    for (k, v) in &s.producer_properties {
+        if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
+            config.set(k, v);
+        }
+    }
+    let admin: AdminClient<DefaultClientContext> = match config.create() {
+        Ok(a) => a,
+        Err(e) => {
+            return vec![fail(
+                format!("Kafka client settings rejected: {e}"),
+                "fix the --producer-property values",
+            )]
+        }
+    };
+    let bootstrap = s.bootstrap_servers.clone();
+    let metadata = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            let consumer: rdkafka::consumer::BaseConsumer = config.create()?;
+            use rdkafka::consumer::Consumer;
+            consumer
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map(|m| m.brokers().len())
+        })
+        .await
+    };
+    let mut out = Vec::new();
+    match metadata {
+        Ok(Ok(brokers)) => out.push(ok(format!(
+            "Kafka at {bootstrap} answers ({brokers} broker(s))"
+        ))),
+        Ok(Err(e)) => {
+            out.push(fail(
+                format!("Kafka at {bootstrap} does not answer: {e}"),
+                "check --bootstrap-servers and the security.* / sasl.* / ssl.* producer properties",
+            ));
+            return out;
+        }
+        Err(e) => {
+            out.push(fail(format!("Kafka metadata request failed: {e}"), "retry"));
+            return out;
+        }
+    }
+    // validate_only: the broker checks the request (authorisation, settings) without creating anything.
+    let probe = NewTopic::new(
+        "outbox-relay-check-probe",
+        s.topic_partitions,
+        TopicReplication::Fixed(s.topic_replication_factor),
+    );
+    let options = AdminOptions::new()
+        .validate_only(true)
+        .operation_timeout(Some(Duration::from_secs(10)));
+    match admin.create_topics(&[probe], &options).await {
+        Ok(results) => match results.into_iter().next() {
+            Some(Err((_, code))) if matches!(code, rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed | rdkafka::types::RDKafkaErrorCode::ClusterAuthorizationFailed) => {
+                out.push(fail(format!("not allowed to create topics ({code})"), "grant CREATE on the cluster, or create the <type>.events topics and the dead-letter topic beforehand"))
+            }
+            Some(Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists))) => out.push(ok("topics can be created")),
+            Some(Err((_, code))) => out.push(fail(
+                format!("a topic with {} partition(s) and replication factor {} would be refused: {code}", s.topic_partitions, s.topic_replication_factor),
+                "adjust --topic-partitions / --topic-replication-factor to what the cluster allows",
+            )),
+            _ => out.push(ok(format!("topics can be created ({} partition(s), replication factor {})", s.topic_partitions, s.topic_replication_factor))),
+        },
+        Err(e) => out.push(fail(format!("cannot ask Kafka to create topics: {e}"), "check the broker's version and permissions")),
+    }
+    out
+}
+
+/// `status`: where the slot is and how far behind the server it is.
+pub async fn status(url: &str, slot: &str) -> Result<bool, crate::error::RelayError> {
+    validate_slot_name(slot)
+        .map_err(|m| crate::error::RelayError::Fatal(anyhow::anyhow!("slot: {m}")))?;
+    let client = postgres::connect(url).await?;
+    let row = client
+        .query_opt(
+            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, \
+                    (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status \
+             FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| crate::error::RelayError::Transient(e.into()))?;
+    let Some(r) = row else {
+        println!("slot {slot} does not exist; `outbox-relay run` creates it (or see `outbox-relay setup-sql`)");
+        return Ok(false);
+    };
+    let active: Option<i32> = r.get(2);
+    println!("slot            {slot}");
+    println!(
+        "plugin          {}",
+        r.get::<_, Option<String>>(0).unwrap_or_default()
+    );
+    println!(
+        "database        {}",
+        r.get::<_, Option<String>>(1).unwrap_or_default()
+    );
+    println!(
+        "active          {}",
+        active
+            .map(|p| format!("yes (pid {p})"))
+            .unwrap_or_else(|| "no".into())
+    );
+    println!(
+        "confirmed LSN   {}",
+        r.get::<_, Option<String>>(3).unwrap_or_default()
+    );
+    println!("server WAL LSN  {}", r.get::<_, String>(4));
+    println!(
+        "lag             {} bytes",
+        r.get::<_, Option<i64>>(5).unwrap_or(0)
+    );
+    println!(
+        "WAL status      {}",
+        r.get::<_, Option<String>>(6).unwrap_or_default()
+    );
+    Ok(true)
+}
+
+/// `setup-sql`: least-privilege role, outbox table, publication and slot, for a DBA.
+pub fn setup_sql(
+    table: &TableName,
+    publication: &str,
+    slot: &str,
+    role: &str,
+) -> Result<String, String> {
+    validate_slot_name(slot).map_err(|m| format!("slot: {m}"))?;
+    validate_identifier(publication).map_err(|m| format!("publication: {m}"))?;
+    let schema = escape_identifier(&table.schema);
+    let qualified = format!("{schema}.{}", escape_identifier(&table.name));
+    let role_ident = escape_identifier(role);
+    let ddl = crate::OUTBOX_DDL
+        .replace("public.outbox", &qualified)
+        .replace(
+            "idx_outbox_created_at",
+            &format!("idx_{}_created_at", table.name),
+        );
+    Ok(format!(
+        "-- outbox-relay: run as a superuser (or the table owner) once; then start
+--   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...
+-- The role needs REPLICATION (logical decoding) and SELECT on the outbox table, nothing else.
+
+CREATE ROLE {role_ident} WITH LOGIN REPLICATION PASSWORD 'change-me';
+GRANT USAGE ON SCHEMA {schema} TO {role_ident};
+
+{ddl}
+GRANT SELECT ON {qualified} TO {role_ident};
+
+-- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
+CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
+
+-- The slot holds WAL from now on: events written after this line are relayed.
+SELECT pg_create_logical_replication_slot({}, 'pgoutput');
+",
+        escape_identifier(publication),
+        escape_literal(slot),
+    ))
+}

@@ -1,0 +1,208 @@
+//! `setup-sql`, `check` and `status` as an operator uses them.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
+use std::process::Command;
+use std::time::Duration;
+
+const SLOT: &str = "outbox_relay";
+const SECRET: &str = "s3cret-pw-do-not-print";
+
+fn relay(args: &[&str]) -> (i32, String) {
+    let out = Command::new(RELAY).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains(SECRET), "a password was printed:\n{text}");
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works_with() {
+    let pg = PgCluster::start()
+        .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
+    let broker = Broker::start(Storage::Sqlite)
+        .unwrap_or_else(|e| panic!("cannot start the tansu broker: {e:#}"));
+    let (code, sql) = relay(&["setup-sql"]);
+    assert_eq!(code, 0);
+    // As a DBA would: through psql, one statement at a time.
+    let mut psql = Command::new(pg.bin("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-p",
+        ])
+        .arg(pg.port().to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    psql.stdin
+        .take()
+        .unwrap()
+        .write_all(sql.replace("change-me", SECRET).as_bytes())
+        .unwrap();
+    let psql = psql.wait_with_output().unwrap();
+    assert!(
+        psql.status.success(),
+        "the printed SQL fails in psql: {}",
+        String::from_utf8_lossy(&psql.stderr)
+    );
+    let admin = pg.connect().await.unwrap();
+
+    let url = pg.url_for("outbox_relay", SECRET, "postgres");
+    let bootstrap = broker.bootstrap_servers();
+    let common = [
+        "--postgres-url",
+        &url,
+        "--bootstrap-servers",
+        &bootstrap,
+        "--topic-replication-factor",
+        "1",
+    ];
+    let (code, out) = relay(&[&["check"][..], &common[..]].concat());
+    assert_eq!(code, 0, "check with the setup-sql role:\n{out}");
+    assert!(
+        out.contains("ok   role outbox_relay may replicate"),
+        "{out}"
+    );
+    assert!(out.contains("run can start"), "{out}");
+
+    let args: Vec<String> = [
+        &["run"][..],
+        &common[..],
+        &[
+            "--metrics-address",
+            "127.0.0.1:0",
+            "--status-interval-ms",
+            "100",
+        ][..],
+    ]
+    .concat()
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay_process = RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap();
+    admin
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
+             VALUES (gen_random_uuid(), 'Order', 'o-1', 'OrderCreated', '{}')",
+        )
+        .await
+        .unwrap();
+    let target = parse_lsn(
+        admin
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0),
+    );
+    for _ in 0..300 {
+        let row = admin
+            .query_one(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&SLOT],
+            )
+            .await
+            .unwrap();
+        if parse_lsn(row.get(0)) >= target {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let records = tokio::task::spawn_blocking(move || {
+        outbox_relay_testkit::read_topic(&bootstrap, "Order.events")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(records.len(), 1, "relay log:\n{}", relay_process.log());
+
+    let (code, out) = relay(&["status", "--postgres-url", &url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("plugin          pgoutput") && out.contains("active          yes (pid"),
+        "{out}"
+    );
+    assert!(out.contains("lag "), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_what_blocks_run_and_the_sql_that_fixes_it() {
+    let stack = Stack::start().await;
+    stack
+        .db
+        .batch_execute(&format!(
+            "CREATE ROLE plain LOGIN PASSWORD '{SECRET}'; GRANT SELECT ON outbox TO plain;"
+        ))
+        .await
+        .unwrap();
+    let url = stack.pg.url_for("plain", SECRET, "postgres");
+    let bootstrap = stack.broker.bootstrap_servers();
+    let (code, out) = relay(&[
+        "check",
+        "--postgres-url",
+        &url,
+        "--bootstrap-servers",
+        &bootstrap,
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL role plain lacks the REPLICATION attribute"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: ALTER ROLE \"plain\" REPLICATION;"),
+        "{out}"
+    );
+    assert!(
+        out.contains("this role may not create it") && out.contains("CREATE PUBLICATION"),
+        "{out}"
+    );
+
+    let (code, out) = relay(&[
+        "check",
+        "--postgres-url",
+        &stack.pg.url(),
+        "--bootstrap-servers",
+        &bootstrap,
+        "--table",
+        "public.events",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("FAIL table public.events does not exist") && out.contains("sql/outbox.sql"),
+        "{out}"
+    );
+
+    let (code, out) = relay(&[
+        "check",
+        "--postgres-url",
+        &stack.pg.url(),
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("FAIL Kafka at 127.0.0.1:1 does not answer"),
+        "{out}"
+    );
+
+    let (code, out) = relay(&["status", "--postgres-url", &stack.pg.url()]);
+    assert_eq!(code, 1, "no slot yet: {out}");
+    assert!(out.contains("does not exist"), "{out}");
+}
