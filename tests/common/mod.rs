@@ -25,12 +25,17 @@ impl Stack {
     /// With `Storage::Memory`: faster and holds more, but lost on a broker restart and
     /// read back until idle (its watermarks are wrong).
     pub async fn start_with(storage: Storage) -> Stack {
+        Self::start_with_schema(storage, OUTBOX_DDL).await
+    }
+
+    /// PostgreSQL with `ddl` applied (another outbox shape), and a broker.
+    pub async fn start_with_schema(storage: Storage, ddl: &str) -> Stack {
         let pg = PgCluster::start()
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
         let broker = Broker::start(storage)
             .unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
         let db = pg.connect().await.expect("connect to the test cluster");
-        db.batch_execute(OUTBOX_DDL)
+        db.batch_execute(ddl)
             .await
             .expect("create the outbox table");
         Stack {

@@ -150,11 +150,33 @@ async fn ensure_table_exists(
     Ok(())
 }
 
+/// Whether `table` is partitioned: its rows then reach the relay only through a
+/// publication with `publish_via_partition_root` (otherwise they carry the partitions' names).
+async fn is_partitioned(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<bool, RelayError> {
+    let qualified = format!(
+        "{}.{}",
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name)
+    );
+    let row = client
+        .query_one(
+            "SELECT relkind = 'p' FROM pg_class WHERE oid = $1::text::regclass",
+            &[&qualified],
+        )
+        .await
+        .map_err(|e| RelayError::Transient(e.into()))?;
+    Ok(row.get(0))
+}
+
 async fn ensure_publication(
     client: &tokio_postgres::Client,
     publication: &str,
     table: &TableName,
 ) -> Result<(), RelayError> {
+    let partitioned = is_partitioned(client, table).await?;
     let exists = client
         .query_opt(
             "SELECT 1 FROM pg_publication WHERE pubname = $1",
@@ -172,6 +194,21 @@ async fn ensure_publication(
             .await
             .map_err(|e| RelayError::Transient(e.into()))?
             .is_some();
+        let via_root: bool = client
+            .query_one(
+                "SELECT pubviaroot FROM pg_publication WHERE pubname = $1",
+                &[&publication],
+            )
+            .await
+            .map_err(|e| RelayError::Transient(e.into()))?
+            .get(0);
+        if partitioned && !via_root {
+            return Err(RelayError::Fatal(anyhow::anyhow!(
+                "{table} is partitioned but publication {publication} publishes its partitions under their own names, \
+                 which the relay would not recognise; run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
+                escape_identifier(publication)
+            )));
+        }
         if !published {
             return Err(RelayError::Fatal(anyhow::anyhow!(
                 "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
@@ -185,10 +222,15 @@ async fn ensure_publication(
     // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
     // even sent, which saves the walsender the work.
     let sql = format!(
-        "CREATE PUBLICATION {} FOR TABLE {}.{} WITH (publish = 'insert')",
+        "CREATE PUBLICATION {} FOR TABLE {}.{} WITH (publish = 'insert'{})",
         escape_identifier(publication),
         escape_identifier(&table.schema),
-        escape_identifier(&table.name)
+        escape_identifier(&table.name),
+        if partitioned {
+            ", publish_via_partition_root = true"
+        } else {
+            ""
+        }
     );
     match client.batch_execute(&sql).await {
         Ok(()) => {
