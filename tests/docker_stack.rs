@@ -116,10 +116,21 @@ fn services_ports_and_files_line_up() {
     );
     let dockerfile = std::fs::read_to_string(format!("{ROOT}/docker/Dockerfile")).unwrap();
     assert!(dockerfile.contains(&format!("EXPOSE {metrics_port}")));
-    assert_eq!(
-        dockerfile.matches("\nFROM ").count() + usize::from(dockerfile.starts_with("FROM ")),
-        2,
-        "multi-stage"
+    // A build stage, the example consumer's stage, and the relay's as the default (last) one.
+    let stages: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
+    assert_eq!(stages.len(), 3, "multi-stage: {stages:?}");
+    assert!(
+        stages[0].ends_with("AS build") && stages[2] == "FROM debian:bookworm-slim",
+        "{stages:?}"
+    );
+    let consumer = &c["services"]["idempotent-consumer"]["build"];
+    let target = consumer["target"].as_str().unwrap();
+    assert!(
+        stages.iter().any(|s| s.ends_with(&format!("AS {target}"))),
+        "compose builds stage {target}"
     );
     assert!(dockerfile.contains("USER 10001"), "runs as a non-root user");
     let build = &relay["build"];
