@@ -53,6 +53,11 @@ pub struct RunOptions {
     )]
     pub postgres_url: Option<Secret>,
 
+    /// File holding the PostgreSQL password (e.g. a mounted secret); overrides a password in
+    /// the URL. OUTBOX_RELAY_POSTGRES_PASSWORD does the same from the environment.
+    #[arg(long, env = "OUTBOX_RELAY_POSTGRES_PASSWORD_FILE", value_name = "FILE")]
+    pub postgres_password_file: Option<PathBuf>,
+
     /// Kafka bootstrap servers, comma-separated HOST:PORT.
     #[arg(long, env = "OUTBOX_RELAY_BOOTSTRAP_SERVERS", value_name = "HOSTS")]
     pub bootstrap_servers: Option<String>,
@@ -136,6 +141,15 @@ pub struct RunOptions {
     )]
     #[serde(default)]
     pub producer_property: Vec<String>,
+
+    /// File of librdkafka producer properties, one KEY=VALUE per line (# comments), for
+    /// secrets such as sasl.password or ssl.key.password. --producer-property wins over it.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_PRODUCER_PROPERTIES_FILE",
+        value_name = "FILE"
+    )]
+    pub producer_properties_file: Option<PathBuf>,
 }
 
 /// Validated settings with defaults applied.
@@ -189,7 +203,9 @@ impl RunOptions {
             topic_replication_factor,
             max_in_flight,
             status_interval_ms,
-            metrics_address
+            metrics_address,
+            postgres_password_file,
+            producer_properties_file
         );
         if self.producer_property.is_empty() {
             self.producer_property = file.producer_property;
@@ -206,6 +222,26 @@ impl Settings {
             flag: "--postgres-url",
             env: "OUTBOX_RELAY_POSTGRES_URL",
         })?;
+        let password = match (
+            &o.postgres_password_file,
+            std::env::var("OUTBOX_RELAY_POSTGRES_PASSWORD").ok(),
+        ) {
+            (Some(path), _) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| {
+                        invalid("postgres-password-file", format!("{}: {e}", path.display()))
+                    })?
+                    .trim_end_matches(['\r', '\n'])
+                    .to_owned(),
+            ),
+            (None, password) => password,
+        };
+        let postgres_url = match password {
+            Some(p) => Secret::new(
+                with_password(postgres_url.expose(), &p).map_err(|m| invalid("postgres-url", m))?,
+            ),
+            None => postgres_url,
+        };
         crate::postgres::ConnectionInfo::parse(postgres_url.expose())
             .map_err(|e| invalid("postgres-url", e.to_string()))?;
         let bootstrap_servers = o.bootstrap_servers.ok_or(ConfigError::Missing {
@@ -287,10 +323,29 @@ impl Settings {
             return Err(invalid("max-in-flight", "must be at least 1"));
         }
         let status_interval = Duration::from_millis(o.status_interval_ms.unwrap_or(1000).max(10));
-        let producer_properties = o
-            .producer_property
+        let mut lines = Vec::new();
+        if let Some(path) = &o.producer_properties_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                invalid(
+                    "producer-properties-file",
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+            lines.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_owned),
+            );
+        }
+        lines.extend(
+            o.producer_property
+                .iter()
+                .filter(|p| !p.trim().is_empty())
+                .cloned(),
+        );
+        let producer_properties = lines
             .iter()
-            .filter(|p| !p.trim().is_empty())
             .map(|p| parse_producer_property(p))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
@@ -312,6 +367,25 @@ impl Settings {
     pub fn table(&self) -> &TableName {
         &self.router.tables[0]
     }
+}
+
+/// `url` with its password replaced by `password` (URL or key=value connection strings).
+fn with_password(url: &str, password: &str) -> Result<String, String> {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    for scheme in ["postgres://", "postgresql://"] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(authority_end);
+            let Some((userinfo, host)) = authority.rsplit_once('@') else {
+                return Err("the URL names no user; expected postgres://USER@HOST/DATABASE".into());
+            };
+            let user = userinfo.split(':').next().unwrap_or_default();
+            let encoded = utf8_percent_encode(password, NON_ALPHANUMERIC);
+            return Ok(format!("{scheme}{user}:{encoded}@{host}{tail}"));
+        }
+    }
+    let escaped = password.replace('\\', "\\\\").replace('\'', "\\'");
+    Ok(format!("{url} password='{escaped}'"))
 }
 
 fn parse_producer_property(text: &str) -> Result<(String, String), ConfigError> {
@@ -414,6 +488,27 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().starts_with("topic-template:"), "{err}");
+    }
+
+    #[test]
+    fn a_password_from_a_file_replaces_the_urls() {
+        assert_eq!(
+            with_password("postgres://u:old@h:5/db?sslmode=disable", "n@w/pw").unwrap(),
+            "postgres://u:n%40w%2Fpw@h:5/db?sslmode=disable"
+        );
+        assert_eq!(
+            with_password("postgresql://u@h/db", "x").unwrap(),
+            "postgresql://u:x@h/db"
+        );
+        assert_eq!(
+            with_password("host=h user=u", "it's").unwrap(),
+            "host=h user=u password='it\\'s'"
+        );
+        let c = crate::postgres::ConnectionInfo::parse(
+            &with_password("postgres://u@h/db", "p:w@d").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c.password, "p:w@d");
     }
 
     #[test]

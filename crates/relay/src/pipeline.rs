@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 /// How long a graceful shutdown waits for in-flight deliveries before giving up on them
 /// (they are then re-sent by the next run: nothing is confirmed for them).
@@ -48,7 +49,11 @@ pub async fn run(
     let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
-        let result = session(&settings, &conn, &metrics, &mut confirmed, &mut shutdown).await;
+        // Every line a session logs names its slot (and publication).
+        let span = tracing::info_span!("session", slot = %settings.slot, publication = %settings.publication);
+        let result = session(&settings, &conn, &metrics, &mut confirmed, &mut shutdown)
+            .instrument(span)
+            .await;
         metrics.streaming.set(0);
         if result.as_ref().is_err_and(|e| e.is_transient()) {
             metrics.reconnects.inc();

@@ -161,6 +161,22 @@ impl PgCluster {
         )
     }
 
+    /// Makes `user` authenticate with SCRAM (for ordinary and replication connections);
+    /// everyone else keeps trust. Reloads the configuration.
+    pub async fn require_password_for(&self, user: &str) -> Result<()> {
+        let hba = self.data_dir().join("pg_hba.conf");
+        let existing = std::fs::read_to_string(&hba)?;
+        let lines = format!(
+            "host all {user} 127.0.0.1/32 scram-sha-256\nhost replication {user} 127.0.0.1/32 scram-sha-256\n{existing}"
+        );
+        std::fs::write(&hba, lines)?;
+        self.connect()
+            .await?
+            .batch_execute("SELECT pg_reload_conf()")
+            .await?;
+        Ok(())
+    }
+
     /// Starts a stopped cluster again.
     pub fn start_again(&self) -> Result<()> {
         self.pg_ctl_start()
