@@ -112,3 +112,49 @@ async fn a_renamed_routing_column_dead_letters_rows_until_it_is_back_and_added_c
     assert!(header(&dead[0], "outbox-relay.error.reason").contains("\"aggregate_type\" is missing"));
     assert_eq!(dead[0].value_str(), Some("{}"), "the payload is kept");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_json_expansion_a_payload_that_is_not_json_is_dead_lettered() {
+    let stack = Stack::start().await;
+    // A text payload column can hold anything.
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox ALTER COLUMN payload TYPE text")
+        .await
+        .unwrap();
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(SLOT, &["--expand-json-payload"])
+        .await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Good', '{ \"total\" : 1, \"note\": null, \"lines\": [] }'),
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Bad', 'total=1');",
+        )
+        .await
+        .unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let orders = stack.read_topic("Order.events").await;
+    assert_eq!(orders.len(), 1);
+    assert_eq!(
+        orders[0].value_str(),
+        Some(r#"{"total":1}"#),
+        "compact, without null fields and empty arrays"
+    );
+    let dead = stack.read_topic(DLQ).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        header(&dead[0], "id"),
+        "00000000-0000-0000-0000-000000000002"
+    );
+    assert!(header(&dead[0], "outbox-relay.error.reason").contains("not JSON"));
+    assert_eq!(
+        dead[0].value_str(),
+        Some("total=1"),
+        "the original payload is kept"
+    );
+}

@@ -94,6 +94,11 @@ pub struct RunOptions {
     #[arg(long, env = "OUTBOX_RELAY_TOPIC_TEMPLATE", value_name = "TEMPLATE")]
     pub topic_template: Option<String>,
 
+    /// Produce the payload as compact JSON without null fields and empty arrays (Debezium's
+    /// table.expand.json.payload); a payload that is not JSON goes to the dead-letter topic.
+    #[arg(long, env = "OUTBOX_RELAY_EXPAND_JSON_PAYLOAD", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub expand_json_payload: Option<bool>,
+
     /// Extra columns as headers, Debezium's table.fields.additional.placement syntax:
     /// COLUMN:header[:ALIAS],... [default: event_type:header:eventType]. Pass "" for none.
     #[arg(long, env = "OUTBOX_RELAY_ADDITIONAL_PLACEMENT", value_name = "LIST")]
@@ -205,7 +210,8 @@ impl RunOptions {
             status_interval_ms,
             metrics_address,
             postgres_password_file,
-            producer_properties_file
+            producer_properties_file,
+            expand_json_payload
         );
         if self.producer_property.is_empty() {
             self.producer_property = file.producer_property;
@@ -298,6 +304,7 @@ impl Settings {
             topic_template,
             additional,
             tombstone_on_null_payload: true,
+            expand_json_payload: o.expand_json_payload.unwrap_or(false),
         };
         let dead_letter_topic = o
             .dead_letter_topic

@@ -98,6 +98,10 @@ pub struct RouterConfig {
     pub additional: Vec<AdditionalField>,
     /// A NULL payload becomes a tombstone (null value, same key).
     pub tombstone_on_null_payload: bool,
+    /// Parse the payload and produce it as compact JSON, dropping null fields and empty
+    /// arrays like Debezium's `table.expand.json.payload` with its default behaviours.
+    /// A payload that is not JSON is dead-lettered (Debezium logs and keeps the string).
+    pub expand_json_payload: bool,
 }
 
 impl Default for RouterConfig {
@@ -118,6 +122,7 @@ impl Default for RouterConfig {
                 alias: "eventType".into(),
             }],
             tombstone_on_null_payload: true,
+            expand_json_payload: false,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! sends to the dead-letter topic so that nothing is dropped silently.
 
 mod config;
+mod expand;
 mod record;
 mod router;
 mod topic;

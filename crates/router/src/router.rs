@@ -190,6 +190,18 @@ impl Router {
         if value.is_none() && !self.config.tombstone_on_null_payload {
             return invalid("payload is NULL and tombstones are disabled".into(), None);
         }
+        let value = match value {
+            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(&v) {
+                Ok(expanded) => Some(expanded),
+                Err(e) => {
+                    return invalid(
+                        format!("payload is not JSON and JSON expansion is on: {e}"),
+                        None,
+                    )
+                }
+            },
+            other => other,
+        };
         let topic = match self.topics.topic_for(&routing, &self.config) {
             Ok(topic) => topic,
             Err((reason, topic)) => return invalid(reason, topic),

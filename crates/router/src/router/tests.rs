@@ -207,6 +207,7 @@ fn column_names_and_template_are_configurable() {
         additional: AdditionalField::parse_list("type:header, trace : header : traceparent")
             .unwrap(),
         tombstone_on_null_payload: true,
+        expand_json_payload: false,
     };
     let mut router = Router::new(config);
     router.route(&relation(
