@@ -18,10 +18,10 @@ if [ ! -x "$PG_BIN/initdb" ]; then
     apt_install postgresql-15 || apt_install postgresql
 fi
 need=()
-for tool in cc c++ make pkg-config runuser; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in cc c++ make pkg-config runuser openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing a C toolchain (missing: ${need[*]})"
-    apt_install build-essential pkg-config util-linux
+    apt_install build-essential pkg-config util-linux openssl
 fi
 if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2

@@ -103,6 +103,9 @@ pub struct SetupSqlArgs {
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> ExitCode {
+    // One TLS crypto provider for every rustls user in the process (both the SQL and the
+    // replication connection), whichever rustls features the dependency graph enables.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let runtime = || {

@@ -39,6 +39,8 @@ impl RelayError {
             .contains(c)
         });
         let error = anyhow::Error::new(e).context(format!("PostgreSQL at {display}"));
+        // A certificate the client refuses will not change by retrying.
+        let fatal = fatal || format!("{error:#}").contains("certificate");
         if fatal {
             RelayError::Fatal(error)
         } else {

@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod postgres;
 pub mod secret;
 pub mod sink;
+pub mod tls;
 
 pub use cli::main;
 pub mod ops;

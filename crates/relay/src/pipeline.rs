@@ -19,9 +19,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use outbox_router::{OutboxRecord, RouteOutcome, Router};
-use pgwire_replication::{
-    Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig,
-};
+use pgwire_replication::{Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent};
 use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
 use std::collections::HashMap;
@@ -172,7 +170,7 @@ async fn session(
         settings.publication.as_str(),
     )
     .with_port(conn.port)
-    .with_tls(TlsConfig::disabled())
+    .with_tls(conn.tls.clone())
     .with_start_lsn(PgLsn::from_u64(start))
     .with_status_interval(settings.status_interval)
     .with_application_name("outbox-relay");

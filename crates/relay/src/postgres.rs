@@ -17,11 +17,74 @@ pub struct ConnectionInfo {
     pub database: String,
     /// The URL without its password, for logs.
     pub display: String,
+    /// sslmode, sslrootcert, sslcert, sslkey from the URL.
+    pub tls: pgwire_replication::TlsConfig,
+    /// The URL as tokio-postgres understands it (sslmode mapped, ssl files removed).
+    sql_url: String,
+}
+
+/// Takes libpq's TLS parameters out of a connection string (tokio-postgres knows only
+/// disable/prefer/require and no certificate files) and returns what remains.
+fn split_tls(url: &str) -> Result<(String, pgwire_replication::TlsConfig), anyhow::Error> {
+    use pgwire_replication::SslMode;
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let (base, params, separator): (&str, Vec<&str>, &str) = if is_url {
+        match url.split_once('?') {
+            Some((b, q)) => (b, q.split('&').collect(), "&"),
+            None => (url, Vec::new(), "&"),
+        }
+    } else {
+        ("", url.split_whitespace().collect(), " ")
+    };
+    let mut tls = pgwire_replication::TlsConfig {
+        mode: SslMode::Prefer,
+        ..Default::default()
+    };
+    let mut kept = Vec::new();
+    for param in params {
+        let Some((key, value)) = param.split_once('=') else {
+            kept.push(param.to_owned());
+            continue;
+        };
+        let value = percent_encoding::percent_decode_str(value.trim_matches('\''))
+            .decode_utf8_lossy()
+            .into_owned();
+        match key {
+            "sslmode" => {
+                tls.mode = match value.as_str() {
+                    "disable" => SslMode::Disable,
+                    "allow" | "prefer" => SslMode::Prefer,
+                    "require" => SslMode::Require,
+                    "verify-ca" => SslMode::VerifyCa,
+                    "verify-full" => SslMode::VerifyFull,
+                    other => anyhow::bail!("sslmode={other}: expected disable, prefer, require, verify-ca or verify-full"),
+                };
+                let mapped = match tls.mode {
+                    SslMode::Disable => "disable",
+                    SslMode::Prefer => "prefer",
+                    _ => "require",
+                };
+                kept.push(format!("sslmode={mapped}"));
+            }
+            "sslrootcert" => tls.ca_pem_path = Some(value.into()),
+            "sslcert" => tls.client_cert_pem_path = Some(value.into()),
+            "sslkey" => tls.client_key_pem_path = Some(value.into()),
+            _ => kept.push(param.to_owned()),
+        }
+    }
+    let rest = kept.join(separator);
+    let sql_url = match (base.is_empty(), rest.is_empty()) {
+        (true, _) => rest,
+        (false, true) => base.to_owned(),
+        (false, false) => format!("{base}?{rest}"),
+    };
+    Ok((sql_url, tls))
 }
 
 impl ConnectionInfo {
     pub fn parse(url: &str) -> Result<Self, anyhow::Error> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+        let (sql_url, mut tls) = split_tls(url)?;
+        let config: tokio_postgres::Config = sql_url.parse().map_err(|e| {
             anyhow::anyhow!(
                 "not a PostgreSQL URL ({e}); expected postgres://USER:PASSWORD@HOST:PORT/DATABASE"
             )
@@ -42,6 +105,9 @@ impl ConnectionInfo {
             .unwrap_or_default();
         let database = config.get_dbname().unwrap_or(&user).to_owned();
         let display = format!("postgres://{user}@{host}:{port}/{database}");
+        if tls.mode == pgwire_replication::SslMode::VerifyFull {
+            tls.sni_hostname = Some(host.clone());
+        }
         Ok(Self {
             host,
             port,
@@ -49,23 +115,45 @@ impl ConnectionInfo {
             password,
             database,
             display,
+            tls,
+            sql_url,
         })
     }
 }
 
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
-    let display = ConnectionInfo::parse(url)
-        .map(|c| c.display)
-        .unwrap_or_default();
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| RelayError::classify_postgres(e, &display))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "postgres connection closed");
+    let info = ConnectionInfo::parse(url).map_err(RelayError::Fatal)?;
+    let tls = crate::tls::client_config(&info.tls)
+        .map_err(|e| RelayError::Fatal(anyhow::anyhow!("TLS to PostgreSQL: {e}")))?;
+    let client = match tls {
+        None => {
+            let (client, connection) =
+                tokio_postgres::connect(&info.sql_url, tokio_postgres::NoTls)
+                    .await
+                    .map_err(|e| RelayError::classify_postgres(e, &info.display))?;
+            tokio::spawn(drive(connection));
+            client
         }
-    });
+        Some(config) => {
+            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(config);
+            let (client, connection) = tokio_postgres::connect(&info.sql_url, connector)
+                .await
+                .map_err(|e| RelayError::classify_postgres(e, &info.display))?;
+            tokio::spawn(drive(connection));
+            client
+        }
+    };
     Ok(client)
+}
+
+async fn drive<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    if let Err(e) = connection.await {
+        tracing::debug!(error = %e, "postgres connection closed");
+    }
 }
 
 /// State of the replication slot, as `pg_replication_slots` reports it.

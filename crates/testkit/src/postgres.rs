@@ -161,6 +161,130 @@ impl PgCluster {
         )
     }
 
+    /// Turns TLS on with a fresh CA and a server certificate for 127.0.0.1 and localhost
+    /// (made with the openssl command), and makes `user` connect only over TLS. Returns the
+    /// CA certificate's path (for sslrootcert).
+    pub async fn enable_tls_for(&self, user: &str) -> Result<PathBuf> {
+        let dir = self.dir.path().join("tls");
+        std::fs::create_dir_all(&dir)?;
+        let openssl = |args: &[&str]| -> Result<()> {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .context("running openssl (apt-get install openssl)")?;
+            if !out.status.success() {
+                bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(())
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=outbox-relay test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ])?;
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ])?;
+        std::fs::write(
+            dir.join("san.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.crt",
+        ])?;
+        let data = self.data_dir();
+        for f in ["server.crt", "server.key"] {
+            std::fs::copy(dir.join(f), data.join(f))?;
+        }
+        if self.run_as_postgres {
+            Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(data.join("server.crt"))
+                .arg(data.join("server.key"))
+                .status()?;
+        }
+        Command::new("chmod")
+            .arg("600")
+            .arg(data.join("server.key"))
+            .status()?;
+        let hba = data.join("pg_hba.conf");
+        let existing = std::fs::read_to_string(&hba)?;
+        std::fs::write(
+            &hba,
+            format!(
+                "hostssl all {user} 127.0.0.1/32 trust\nhostssl replication {user} 127.0.0.1/32 trust\n\
+                 hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n{existing}"
+            ),
+        )?;
+        let db = self.connect().await?;
+        db.batch_execute("ALTER SYSTEM SET ssl = on").await?;
+        db.batch_execute("SELECT pg_reload_conf()").await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(dir.join("ca.crt"))
+    }
+
+    /// A second, unrelated CA (for a verification that must fail).
+    pub fn other_ca(&self) -> Result<PathBuf> {
+        let dir = self.dir.path().join("tls");
+        std::fs::create_dir_all(&dir)?;
+        let out = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=another CA",
+                "-keyout",
+                "other.key",
+                "-out",
+                "other.crt",
+            ])
+            .current_dir(&dir)
+            .output()?;
+        if !out.status.success() {
+            bail!("openssl: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(dir.join("other.crt"))
+    }
+
     /// Makes `user` authenticate with SCRAM (for ordinary and replication connections);
     /// everyone else keeps trust. Reloads the configuration.
     pub async fn require_password_for(&self, user: &str) -> Result<()> {
