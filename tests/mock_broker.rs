@@ -53,7 +53,8 @@ impl Mock {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broker_refusals_are_dead_lettered_and_transient_errors_are_retried() {
+async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed_dead_letter_confirms_nothing(
+) {
     let mock = Mock::start();
     let pg = PgCluster::start()
         .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
@@ -97,6 +98,20 @@ async fn broker_refusals_are_dead_lettered_and_transient_errors_are_retried() {
     db.batch_execute(&insert(2)).await.unwrap();
     wait(current_wal_lsn(&db).await).await;
 
+    // The event is refused and so is its dead letter: nothing may be confirmed past it. The
+    // session fails, restarts from the slot, and the event is sent again (accepted now).
+    mock.produce_errors(vec![
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+    ]);
+    db.batch_execute(&insert(3)).await.unwrap();
+    wait(current_wal_lsn(&db).await).await;
+    assert!(
+        relay.log().contains("dead-letter write failed"),
+        "{}",
+        relay.log()
+    );
+
     let bootstrap = mock.bootstrap.clone();
     let (events, dead) = tokio::task::spawn_blocking(move || {
         (
@@ -112,8 +127,8 @@ async fn broker_refusals_are_dead_lettered_and_transient_errors_are_retried() {
         .collect();
     assert_eq!(
         names,
-        [&b"E2"[..]],
-        "the retried event arrives once; relay log:\n{}",
+        [&b"E2"[..], &b"E3"[..]],
+        "the retried event arrives once, the event whose dead letter failed is re-sent; relay log:\n{}",
         relay.log()
     );
     assert_eq!(dead.len(), 1, "relay log:\n{}", relay.log());

@@ -105,3 +105,68 @@ async fn the_relay_streams_over_tls_and_refuses_an_untrusted_server() {
     let (lost, _) = lost_and_duplicated(&stack, n).await;
     assert_eq!(lost, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_authenticates_the_relay() {
+    let stack = Stack::start().await;
+    stack
+        .db
+        .batch_execute(
+            "CREATE ROLE certrelay LOGIN REPLICATION; GRANT SELECT ON outbox TO certrelay;
+             CREATE PUBLICATION outbox_relay FOR TABLE outbox WITH (publish = 'insert');",
+        )
+        .await
+        .unwrap();
+    let ca = stack.pg.enable_tls_for("nobody").await.unwrap();
+    let (cert, key) = stack.pg.require_client_cert_for("certrelay").await.unwrap();
+    let port = stack.pg.port();
+    let bootstrap = stack.broker.bootstrap_servers();
+    let spawn = |url: String| {
+        let args: Vec<String> = [
+            "run",
+            "--postgres-url",
+            &url,
+            "--bootstrap-servers",
+            &bootstrap,
+            "--topic-replication-factor",
+            "1",
+            "--metrics-address",
+            "127.0.0.1:0",
+            "--status-interval-ms",
+            "100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap()
+    };
+    let base = format!(
+        "postgres://certrelay@localhost:{port}/postgres?sslmode=verify-full&sslrootcert={}",
+        ca.display()
+    );
+
+    let mut without = spawn(base.clone());
+    let status = without.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "no client certificate, no entry: {}",
+        without.log()
+    );
+
+    let relay = spawn(format!(
+        "{base}&sslcert={}&sslkey={}",
+        cert.display(),
+        key.display()
+    ));
+    stack
+        .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_events(&stack.db, 0, 5, 5, 3).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let (lost, _) = lost_and_duplicated(&stack, 5).await;
+    assert_eq!(lost, 0);
+}

@@ -227,7 +227,7 @@ impl PgCluster {
             "server.crt",
         ])?;
         let data = self.data_dir();
-        for f in ["server.crt", "server.key"] {
+        for f in ["server.crt", "server.key", "ca.crt"] {
             std::fs::copy(dir.join(f), data.join(f))?;
         }
         if self.run_as_postgres {
@@ -235,6 +235,7 @@ impl PgCluster {
                 .args(["postgres:postgres"])
                 .arg(data.join("server.crt"))
                 .arg(data.join("server.key"))
+                .arg(data.join("ca.crt"))
                 .status()?;
         }
         Command::new("chmod")
@@ -252,9 +253,75 @@ impl PgCluster {
         )?;
         let db = self.connect().await?;
         db.batch_execute("ALTER SYSTEM SET ssl = on").await?;
+        // Trusted for client certificates (`cert` authentication).
+        db.batch_execute("ALTER SYSTEM SET ssl_ca_file = 'ca.crt'")
+            .await?;
         db.batch_execute("SELECT pg_reload_conf()").await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(dir.join("ca.crt"))
+    }
+
+    /// After `enable_tls_for`: makes `user` authenticate with a client certificate (CN =
+    /// user) and returns its certificate and key, signed by the test CA.
+    pub async fn require_client_cert_for(&self, user: &str) -> Result<(PathBuf, PathBuf)> {
+        let dir = self.dir.path().join("tls");
+        let run = |args: &[&str]| -> Result<()> {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()?;
+            if !out.status.success() {
+                bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(())
+        };
+        let subject = format!("/CN={user}");
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &subject,
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+        ])?;
+        // An extension makes it X.509 v3, which rustls requires.
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")?;
+        run(&[
+            "x509",
+            "-req",
+            "-extfile",
+            "client.ext",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            "client.crt",
+        ])?;
+        let hba = self.data_dir().join("pg_hba.conf");
+        let existing = std::fs::read_to_string(&hba)?;
+        std::fs::write(
+            &hba,
+            format!(
+                "hostssl all {user} 127.0.0.1/32 cert\nhostssl replication {user} 127.0.0.1/32 cert\n\
+                 hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n{existing}"
+            ),
+        )?;
+        self.connect()
+            .await?
+            .batch_execute("SELECT pg_reload_conf()")
+            .await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok((dir.join("client.crt"), dir.join("client.key")))
     }
 
     /// A second, unrelated CA (for a verification that must fail).
