@@ -3,7 +3,7 @@ use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use crate::topic::validate_topic_name;
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Insert, LogicalMessage, Relation};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Column positions of one outbox table, computed from its latest Relation message.
@@ -41,7 +41,7 @@ impl Router {
         Self {
             config,
             id_header: "id".into(),
-            relations: HashMap::new(),
+            relations: HashMap::default(),
             topics: TopicCache::default(),
         }
     }
