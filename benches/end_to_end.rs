@@ -1,0 +1,212 @@
+//! End-to-end catch-up on the same WAL: PostgreSQL's own limit (`pg_recvlogical` streaming
+//! the pgoutput stream of the outbox publication to /dev/null) against outbox-relay
+//! streaming it to a real broker, both from slots created at the same position.
+//! Reports rows/s, WAL MB/s, their ratio, CPU per event of the relay and of its walsender,
+//! and the relay's RSS; writes benches/results/end_to_end.svg.
+//!
+//! cargo bench --bench end_to_end
+//! OUTBOX_RELAY_BENCH_EVENTS=500000 OUTBOX_RELAY_BENCH_TX_ROWS=1 cargo bench --bench end_to_end
+
+use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn parse_lsn(text: &str) -> u64 {
+    let (hi, lo) = text.split_once('/').unwrap();
+    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / CLOCK_TICKS_PER_SEC)
+}
+
+fn kib(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+struct Run {
+    seconds: f64,
+    client_cpu: f64,
+    walsender_cpu: f64,
+}
+
+async fn slot_pid(db: &tokio_postgres::Client, slot: &str) -> Option<u32> {
+    db.query_one(
+        "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+        &[&slot],
+    )
+    .await
+    .ok()?
+    .get::<_, Option<i32>>(0)
+    .map(|p| p as u32)
+}
+
+async fn confirmed(db: &tokio_postgres::Client, slot: &str) -> u64 {
+    db.query_one(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+        &[&slot],
+    )
+    .await
+    .unwrap()
+    .get::<_, Option<String>>(0)
+    .map(|s| parse_lsn(&s))
+    .unwrap_or(0)
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let events = env_u64("OUTBOX_RELAY_BENCH_EVENTS", 200_000);
+    let per_tx = env_u64("OUTBOX_RELAY_BENCH_TX_ROWS", 10).max(1);
+    tokio::runtime::Runtime::new().unwrap().block_on(async move {
+        let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
+        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-deps.sh)");
+        let db = pg.connect().await.unwrap();
+        db.batch_execute(include_str!("../sql/outbox.sql")).await.unwrap();
+        db.batch_execute("CREATE PUBLICATION outbox_relay FOR TABLE outbox WITH (publish = 'insert')").await.unwrap();
+        // Two slots at the same position: both streams decode exactly the same WAL.
+        db.batch_execute("SELECT pg_create_logical_replication_slot('bench_recvlogical', 'pgoutput')").await.unwrap();
+        db.batch_execute("SELECT pg_create_logical_replication_slot('outbox_relay', 'pgoutput')").await.unwrap();
+        let start = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+        let write = Instant::now();
+        db.batch_execute(&format!(
+            "DO $$ BEGIN
+               FOR t IN 0..{} LOOP
+                 INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+                 SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], 'agg-' || (g % 1000), 'Created',
+                        jsonb_build_object('n', g, 'note', repeat('x', 150))
+                 FROM generate_series(t * {per_tx}, t * {per_tx} + {per_tx} - 1) g;
+                 COMMIT;
+               END LOOP;
+             END $$",
+            events / per_tx - 1
+        ))
+        .await
+        .unwrap();
+        let events = (events / per_tx) * per_tx;
+        let end = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+        let wal_mb = (end - start) as f64 / 1e6;
+        eprintln!("wrote {events} events in transactions of {per_tx} ({wal_mb:.1} MB of WAL) in {:.1?}", write.elapsed());
+
+        // 1. PostgreSQL's own limit.
+        let t = Instant::now();
+        let mut child = Command::new(pg.bin("pg_recvlogical"))
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "--slot", "bench_recvlogical", "--start"])
+            .args(["-p", &pg.port().to_string(), "-o", "proto_version=1", "-o", "publication_names=outbox_relay"])
+            .args(["-E", &format!("{:X}/{:X}", end >> 32, end & 0xFFFF_FFFF), "-f", "/dev/null"])
+            .spawn()
+            .unwrap();
+        let mut walsender_cpu = 0.0;
+        let mut client_cpu = 0.0;
+        loop {
+            if let Some(pid) = slot_pid(&db, "bench_recvlogical").await {
+                walsender_cpu = cpu_seconds(pid).unwrap_or(walsender_cpu);
+            }
+            client_cpu = cpu_seconds(child.id()).unwrap_or(client_cpu);
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let recvlogical = Run { seconds: t.elapsed().as_secs_f64(), client_cpu, walsender_cpu };
+
+        // 2. outbox-relay on the same WAL, to the broker.
+        let args: Vec<String> = [
+            "run", "--postgres-url", &pg.url(), "--bootstrap-servers", &broker.bootstrap_servers(),
+            "--topic-replication-factor", "1", "--topic-partitions", "3", "--metrics-address", "127.0.0.1:0",
+            "--status-interval-ms", "100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let t = Instant::now();
+        let relay = RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[("RUST_LOG", "warn")]).unwrap();
+        let (mut walsender_cpu, mut client_cpu) = (0.0, 0.0);
+        while confirmed(&db, "outbox_relay").await < end {
+            if let Some(pid) = slot_pid(&db, "outbox_relay").await {
+                walsender_cpu = cpu_seconds(pid).unwrap_or(walsender_cpu);
+            }
+            client_cpu = cpu_seconds(relay.pid()).unwrap_or(client_cpu);
+            assert!(t.elapsed() < Duration::from_secs(1800), "relay did not catch up; log:\n{}", relay.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let relay_run = Run { seconds: t.elapsed().as_secs_f64(), client_cpu, walsender_cpu };
+        let peak = kib(relay.pid(), "VmHWM:").unwrap_or(0) as f64 / 1024.0;
+
+        let rate = |r: &Run| events as f64 / r.seconds;
+        let per_event = |cpu: f64| cpu / events as f64 * 1e6;
+        println!();
+        println!("end_to_end: {events} events, transactions of {per_tx} rows, {wal_mb:.1} MB of WAL, 2-core machine");
+        println!("| stream | seconds | rows/s | WAL MB/s | client CPU µs/event | walsender CPU µs/event |");
+        println!("|---|---|---|---|---|---|");
+        for (name, r) in [("pg_recvlogical → /dev/null", &recvlogical), ("outbox-relay → broker (acked)", &relay_run)] {
+            println!(
+                "| {name} | {:.2} | {:.0} | {:.1} | {:.2} | {:.2} |",
+                r.seconds,
+                rate(r),
+                wal_mb / r.seconds,
+                per_event(r.client_cpu),
+                per_event(r.walsender_cpu)
+            );
+        }
+        let throughput_ratio = rate(&relay_run) / rate(&recvlogical);
+        let cpu_ratio = relay_run.client_cpu / relay_run.walsender_cpu.max(1e-9);
+        println!("relay throughput / pg_recvlogical throughput: {throughput_ratio:.2} (target ≥ 0.9)");
+        println!("relay CPU / its walsender's CPU per event:    {cpu_ratio:.2} (target ≤ 0.25)");
+        println!("relay peak RSS: {peak:.1} MiB");
+        write_svg(throughput_ratio, cpu_ratio, events, per_tx);
+    });
+}
+
+/// Two bars against their targets, for the README.
+fn write_svg(throughput_ratio: f64, cpu_ratio: f64, events: u64, per_tx: u64) {
+    let bar = |y: u32, label: &str, value: f64, target: f64, scale: f64| {
+        let width = (value * scale).min(560.0);
+        let target_x = 200.0 + target * scale;
+        format!(
+            "<text x=\"10\" y=\"{ty}\" font-size=\"14\">{label}</text>\
+             <rect x=\"200\" y=\"{y}\" width=\"{width:.0}\" height=\"24\" fill=\"#4c78a8\"/>\
+             <text x=\"{vx:.0}\" y=\"{ty}\" font-size=\"13\">{value:.2}</text>\
+             <line x1=\"{target_x:.0}\" y1=\"{y1}\" x2=\"{target_x:.0}\" y2=\"{y2}\" stroke=\"#e45756\" stroke-width=\"2\"/>\
+             <text x=\"{target_x:.0}\" y=\"{y3}\" font-size=\"11\" fill=\"#e45756\">target {target}</text>",
+            ty = y + 17,
+            vx = 205.0 + width,
+            y1 = y - 4,
+            y2 = y + 28,
+            y3 = y - 6
+        )
+    };
+    let svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"150\" font-family=\"sans-serif\">\
+         <text x=\"10\" y=\"20\" font-size=\"15\">outbox-relay vs pg_recvlogical on the same WAL ({events} events, {per_tx} per transaction)</text>\
+         {}{}</svg>\n",
+        bar(50, "throughput ratio", throughput_ratio, 0.9, 400.0),
+        bar(105, "CPU/event vs walsender", cpu_ratio, 0.25, 400.0),
+    );
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/results");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(format!("{dir}/end_to_end.svg"), svg).unwrap();
+}
