@@ -22,26 +22,7 @@ async fn the_relay_streams_over_tls_and_refuses_an_untrusted_server() {
     let ca = stack.pg.enable_tls_for("tlsrelay").await.unwrap();
     let other_ca = stack.pg.other_ca().unwrap();
     let port = stack.pg.port();
-    let bootstrap = stack.broker.bootstrap_servers();
-    let spawn = |url: String| {
-        let args: Vec<String> = [
-            "run",
-            "--postgres-url",
-            &url,
-            "--bootstrap-servers",
-            &bootstrap,
-            "--topic-replication-factor",
-            "1",
-            "--metrics-address",
-            "127.0.0.1:0",
-            "--status-interval-ms",
-            "100",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap()
-    };
+    let spawn = |url: String| stack.spawn_relay_as(&url, &[], &[]);
 
     // Without TLS the server refuses this user: a fatal error that says why.
     let mut plain = spawn(format!(
@@ -120,26 +101,7 @@ async fn a_client_certificate_authenticates_the_relay() {
     let ca = stack.pg.enable_tls_for("nobody").await.unwrap();
     let (cert, key) = stack.pg.require_client_cert_for("certrelay").await.unwrap();
     let port = stack.pg.port();
-    let bootstrap = stack.broker.bootstrap_servers();
-    let spawn = |url: String| {
-        let args: Vec<String> = [
-            "run",
-            "--postgres-url",
-            &url,
-            "--bootstrap-servers",
-            &bootstrap,
-            "--topic-replication-factor",
-            "1",
-            "--metrics-address",
-            "127.0.0.1:0",
-            "--status-interval-ms",
-            "100",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap()
-    };
+    let spawn = |url: String| stack.spawn_relay_as(&url, &[], &[]);
     let base = format!(
         "postgres://certrelay@localhost:{port}/postgres?sslmode=verify-full&sslrootcert={}",
         ca.display()

@@ -26,41 +26,13 @@ async fn the_password_comes_from_a_file_or_the_environment_and_is_never_printed(
     let file = dir.path().join("pg-password");
     std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
     let url = format!("postgres://pwrelay@127.0.0.1:{}/postgres", stack.pg.port());
-    let bootstrap = stack.broker.bootstrap_servers();
-    let args = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "run",
-            "--postgres-url",
-            &url,
-            "--bootstrap-servers",
-            &bootstrap,
-            "--topic-replication-factor",
-            "1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(
-            [
-                "--metrics-address",
-                "127.0.0.1:0",
-                "--status-interval-ms",
-                "100",
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
 
     // Wrong password from the environment: a fatal error that says so, without the secret.
-    let mut wrong = outbox_relay_testkit::RelayProcess::spawn(
-        std::path::Path::new(RELAY),
-        &args(&[]),
+    let mut wrong = stack.spawn_relay_as(
+        &url,
+        &[],
         &[("OUTBOX_RELAY_POSTGRES_PASSWORD", "not-the-password")],
-    )
-    .unwrap();
+    );
     let status = wrong.wait_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(
         status.and_then(|s| s.code()),
@@ -76,12 +48,11 @@ async fn the_password_comes_from_a_file_or_the_environment_and_is_never_printed(
     assert!(!wrong.log().contains("not-the-password"));
 
     // The right one from a file: streams.
-    let relay = outbox_relay_testkit::RelayProcess::spawn(
-        std::path::Path::new(RELAY),
-        &args(&["--postgres-password-file", file.to_str().unwrap()]),
+    let relay = stack.spawn_relay_as(
+        &url,
+        &["--postgres-password-file", file.to_str().unwrap()],
         &[],
-    )
-    .unwrap();
+    );
     stack
         .wait_confirmed(SLOT, 1, Duration::from_secs(30), Some(&relay))
         .await;

@@ -47,10 +47,15 @@ impl Stack {
     }
 
     pub fn relay_args(&self, extra: &[&str]) -> Vec<String> {
+        self.relay_args_as(&self.pg.url(), extra)
+    }
+
+    /// Arguments of `run` connecting with `postgres_url` (another role, TLS, ...).
+    pub fn relay_args_as(&self, postgres_url: &str, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec![
             "run".into(),
             "--postgres-url".into(),
-            self.pg.url(),
+            postgres_url.to_owned(),
             "--bootstrap-servers".into(),
             self.broker.bootstrap_servers(),
             "--topic-replication-factor".into(),
@@ -62,6 +67,21 @@ impl Stack {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args
+    }
+
+    /// The relay connecting with `postgres_url`, with extra arguments and environment.
+    pub fn spawn_relay_as(
+        &self,
+        postgres_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> RelayProcess {
+        RelayProcess::spawn(
+            std::path::Path::new(RELAY),
+            &self.relay_args_as(postgres_url, extra),
+            env,
+        )
+        .expect("start outbox-relay")
     }
 
     pub fn spawn_relay(&self, extra: &[&str]) -> RelayProcess {
