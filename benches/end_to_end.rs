@@ -81,6 +81,7 @@ fn main() {
     }
     let events = env_u64("OUTBOX_RELAY_BENCH_EVENTS", 200_000);
     let per_tx = env_u64("OUTBOX_RELAY_BENCH_TX_ROWS", 10).max(1);
+    let steady_seconds = env_u64("OUTBOX_RELAY_BENCH_STEADY_SECONDS", 10);
     tokio::runtime::Runtime::new().unwrap().block_on(async move {
         let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
         let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-deps.sh)");
@@ -134,9 +135,10 @@ fn main() {
         let recvlogical = Run { seconds: t.elapsed().as_secs_f64(), client_cpu, walsender_cpu };
 
         // 2. outbox-relay on the same WAL, to the broker.
+        let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
         let args: Vec<String> = [
             "run", "--postgres-url", &pg.url(), "--bootstrap-servers", &broker.bootstrap_servers(),
-            "--topic-replication-factor", "1", "--topic-partitions", "3", "--metrics-address", "127.0.0.1:0",
+            "--topic-replication-factor", "1", "--topic-partitions", "3", "--metrics-address", &metrics_address,
             "--status-interval-ms", "100",
         ]
         .iter()
@@ -154,6 +156,39 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let relay_run = Run { seconds: t.elapsed().as_secs_f64(), client_cpu, walsender_cpu };
+        let idle_rss = kib(relay.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0;
+
+        // 3. Steady state at fixed insert rates: commit -> Kafka-ack latency from the relay's
+        // own histogram (PostgreSQL commit time to the acknowledgement of the last event).
+        let mut latencies = Vec::new();
+        for rate in [1_000u64, 10_000] {
+            let before = histogram(&metrics_address);
+            let rows_per_tick = rate / 100; // a transaction every 10 ms
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            let phase = Instant::now();
+            let mut n = 0u64;
+            while phase.elapsed() < Duration::from_secs(steady_seconds) {
+                tick.tick().await;
+                db.batch_execute(&format!(
+                    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+                     SELECT gen_random_uuid(), 'Order', 'agg-' || (g % 1000), 'Steady', jsonb_build_object('n', g)
+                     FROM generate_series({n}, {}) g",
+                    n + rows_per_tick - 1
+                ))
+                .await
+                .unwrap();
+                n += rows_per_tick;
+            }
+            let achieved = n as f64 / phase.elapsed().as_secs_f64();
+            let last = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            while confirmed(&db, "outbox_relay").await < last {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let after = histogram(&metrics_address);
+            let delta: Vec<(f64, f64)> = after.iter().zip(&before).map(|((le, a), (_, b))| (*le, a - b)).collect();
+            latencies.push((rate, achieved, quantile(&delta, 0.5), quantile(&delta, 0.99), quantile(&delta, 0.999)));
+        }
         let peak = kib(relay.pid(), "VmHWM:").unwrap_or(0) as f64 / 1024.0;
 
         let rate = |r: &Run| events as f64 / r.seconds;
@@ -176,9 +211,46 @@ fn main() {
         let cpu_ratio = relay_run.client_cpu / relay_run.walsender_cpu.max(1e-9);
         println!("relay throughput / pg_recvlogical throughput: {throughput_ratio:.2} (target ≥ 0.9)");
         println!("relay CPU / its walsender's CPU per event:    {cpu_ratio:.2} (target ≤ 0.25)");
-        println!("relay peak RSS: {peak:.1} MiB");
+        println!("relay RSS: {idle_rss:.1} MiB after catch-up, {peak:.1} MiB peak");
+        println!();
+        println!("| insert rate (target / achieved events/s) | commit→ack p50 | p99 | p99.9 |");
+        println!("|---|---|---|---|");
+        for (rate, achieved, p50, p99, p999) in &latencies {
+            println!("| {rate} / {achieved:.0} | ≤ {:.0} ms | ≤ {:.0} ms | ≤ {:.0} ms |", p50 * 1e3, p99 * 1e3, p999 * 1e3);
+        }
+        println!("(upper bounds of the histogram bucket holding each quantile; target p99 ≤ 10 ms)");
         write_svg(throughput_ratio, cpu_ratio, events, per_tx);
     });
+}
+
+/// Cumulative bucket counts of outbox_relay_commit_to_ack_seconds: (upper bound, count).
+fn histogram(address: &str) -> Vec<(f64, f64)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body.lines()
+        .filter_map(|l| l.strip_prefix("outbox_relay_commit_to_ack_seconds_bucket{le=\""))
+        .map(|l| {
+            let (le, rest) = l.split_once('"').unwrap();
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            (le, rest.rsplit(' ').next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// The upper bound of the bucket that holds quantile `q` of cumulative counts.
+fn quantile(cumulative: &[(f64, f64)], q: f64) -> f64 {
+    let total = cumulative.last().map_or(0.0, |(_, c)| *c);
+    cumulative
+        .iter()
+        .find(|(_, c)| *c >= q * total)
+        .map_or(f64::NAN, |(le, _)| *le)
 }
 
 /// Two bars against their targets, for the README.

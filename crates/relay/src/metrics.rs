@@ -49,8 +49,8 @@ impl Metrics {
             replication_lag_bytes: Gauge::default(),
             in_flight: Gauge::default(),
             commit_to_ack_seconds: Histogram::new([
-                0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
-                60.0,
+                0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.05,
+                0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
             ]),
             reconnects: Counter::default(),
             streaming: Gauge::default(),
