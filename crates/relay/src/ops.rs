@@ -236,10 +236,8 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
     config
         .set("bootstrap.servers", &s.bootstrap_servers)
         .set("log_level", "0");
-    for (k, v) in &s.producer_properties {
-        if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
-            config.set(k, v);
-        }
+    for (k, v) in crate::sink::security_properties(&s.producer_properties) {
+        config.set(k, v);
     }
     let admin: AdminClient<DefaultClientContext> = match config.create() {
         Ok(a) => a,

@@ -49,6 +49,17 @@ pub struct RejectedRecord {
     pub value_len: usize,
 }
 
+/// The producer properties that say how to reach and authenticate to the cluster
+/// (security.*, sasl.*, ssl.*): what every other Kafka client of the relay needs too.
+pub fn security_properties(properties: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    properties
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.")
+        })
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
 /// Errors about the record itself, not the path to the broker.
 fn is_data_error(code: RDKafkaErrorCode) -> bool {
     matches!(
@@ -124,10 +135,8 @@ impl KafkaSink {
             .map_err(|e| RelayError::Fatal(anyhow!("Kafka producer settings rejected: {e}")))?;
         let mut admin_config = ClientConfig::new();
         admin_config.set("bootstrap.servers", s.bootstrap_servers);
-        for (k, v) in s.producer_properties {
-            if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
-                admin_config.set(k, v);
-            }
+        for (k, v) in security_properties(s.producer_properties) {
+            admin_config.set(k, v);
         }
         let admin = admin_config
             .create()

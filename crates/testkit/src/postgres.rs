@@ -165,67 +165,64 @@ impl PgCluster {
     /// (made with the openssl command), and makes `user` connect only over TLS. Returns the
     /// CA certificate's path (for sslrootcert).
     pub async fn enable_tls_for(&self, user: &str) -> Result<PathBuf> {
-        let dir = self.dir.path().join("tls");
-        std::fs::create_dir_all(&dir)?;
-        let openssl = |args: &[&str]| -> Result<()> {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .context("running openssl (apt-get install openssl)")?;
-            if !out.status.success() {
-                bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-            Ok(())
-        };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=outbox-relay test CA",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ])?;
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ])?;
+        let dir = self.tls_dir()?;
+        openssl(
+            &dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=outbox-relay test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ],
+        )?;
+        openssl(
+            &dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        )?;
         std::fs::write(
             dir.join("san.ext"),
             "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
         )?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "server.crt",
-        ])?;
+        openssl(
+            &dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+                "-out",
+                "server.crt",
+            ],
+        )?;
         let data = self.data_dir();
         for f in ["server.crt", "server.key", "ca.crt"] {
             std::fs::copy(dir.join(f), data.join(f))?;
@@ -242,94 +239,75 @@ impl PgCluster {
             .arg("600")
             .arg(data.join("server.key"))
             .status()?;
-        let hba = data.join("pg_hba.conf");
-        let existing = std::fs::read_to_string(&hba)?;
-        std::fs::write(
-            &hba,
-            format!(
-                "hostssl all {user} 127.0.0.1/32 trust\nhostssl replication {user} 127.0.0.1/32 trust\n\
-                 hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n{existing}"
-            ),
-        )?;
+        self.prepend_hba(&format!(
+            "hostssl all {user} 127.0.0.1/32 trust\nhostssl replication {user} 127.0.0.1/32 trust\n\
+             hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n"
+        ))?;
         let db = self.connect().await?;
         db.batch_execute("ALTER SYSTEM SET ssl = on").await?;
         // Trusted for client certificates (`cert` authentication).
         db.batch_execute("ALTER SYSTEM SET ssl_ca_file = 'ca.crt'")
             .await?;
-        db.batch_execute("SELECT pg_reload_conf()").await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.reload().await?;
         Ok(dir.join("ca.crt"))
     }
 
     /// After `enable_tls_for`: makes `user` authenticate with a client certificate (CN =
     /// user) and returns its certificate and key, signed by the test CA.
     pub async fn require_client_cert_for(&self, user: &str) -> Result<(PathBuf, PathBuf)> {
-        let dir = self.dir.path().join("tls");
-        let run = |args: &[&str]| -> Result<()> {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()?;
-            if !out.status.success() {
-                bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-            Ok(())
-        };
+        let dir = self.tls_dir()?;
         let subject = format!("/CN={user}");
-        run(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            &subject,
-            "-keyout",
-            "client.key",
-            "-out",
-            "client.csr",
-        ])?;
+        openssl(
+            &dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &subject,
+                "-keyout",
+                "client.key",
+                "-out",
+                "client.csr",
+            ],
+        )?;
         // An extension makes it X.509 v3, which rustls requires.
         std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")?;
-        run(&[
-            "x509",
-            "-req",
-            "-extfile",
-            "client.ext",
-            "-in",
-            "client.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            "client.crt",
-        ])?;
-        let hba = self.data_dir().join("pg_hba.conf");
-        let existing = std::fs::read_to_string(&hba)?;
-        std::fs::write(
-            &hba,
-            format!(
-                "hostssl all {user} 127.0.0.1/32 cert\nhostssl replication {user} 127.0.0.1/32 cert\n\
-                 hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n{existing}"
-            ),
+        openssl(
+            &dir,
+            &[
+                "x509",
+                "-req",
+                "-extfile",
+                "client.ext",
+                "-in",
+                "client.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                "client.crt",
+            ],
         )?;
-        self.connect()
-            .await?
-            .batch_execute("SELECT pg_reload_conf()")
-            .await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.prepend_hba(&format!(
+            "hostssl all {user} 127.0.0.1/32 cert\nhostssl replication {user} 127.0.0.1/32 cert\n\
+             hostnossl all {user} 127.0.0.1/32 reject\nhostnossl replication {user} 127.0.0.1/32 reject\n"
+        ))?;
+        self.reload().await?;
         Ok((dir.join("client.crt"), dir.join("client.key")))
     }
 
     /// A second, unrelated CA (for a verification that must fail).
     pub fn other_ca(&self) -> Result<PathBuf> {
-        let dir = self.dir.path().join("tls");
-        std::fs::create_dir_all(&dir)?;
-        let out = Command::new("openssl")
-            .args([
+        let dir = self.tls_dir()?;
+        openssl(
+            &dir,
+            &[
                 "req",
                 "-x509",
                 "-newkey",
@@ -343,28 +321,41 @@ impl PgCluster {
                 "other.key",
                 "-out",
                 "other.crt",
-            ])
-            .current_dir(&dir)
-            .output()?;
-        if !out.status.success() {
-            bail!("openssl: {}", String::from_utf8_lossy(&out.stderr));
-        }
+            ],
+        )?;
         Ok(dir.join("other.crt"))
     }
 
     /// Makes `user` authenticate with SCRAM (for ordinary and replication connections);
     /// everyone else keeps trust. Reloads the configuration.
     pub async fn require_password_for(&self, user: &str) -> Result<()> {
+        self.prepend_hba(&format!(
+            "host all {user} 127.0.0.1/32 scram-sha-256\nhost replication {user} 127.0.0.1/32 scram-sha-256\n"
+        ))?;
+        self.reload().await
+    }
+
+    fn tls_dir(&self) -> Result<PathBuf> {
+        let dir = self.dir.path().join("tls");
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Puts `rules` before the existing pg_hba.conf lines (the first match wins).
+    fn prepend_hba(&self, rules: &str) -> Result<()> {
         let hba = self.data_dir().join("pg_hba.conf");
         let existing = std::fs::read_to_string(&hba)?;
-        let lines = format!(
-            "host all {user} 127.0.0.1/32 scram-sha-256\nhost replication {user} 127.0.0.1/32 scram-sha-256\n{existing}"
-        );
-        std::fs::write(&hba, lines)?;
+        std::fs::write(&hba, format!("{rules}{existing}"))?;
+        Ok(())
+    }
+
+    /// Reloads the configuration and gives the postmaster a moment to apply it.
+    async fn reload(&self) -> Result<()> {
         self.connect()
             .await?
             .batch_execute("SELECT pg_reload_conf()")
             .await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(())
     }
 
@@ -415,4 +406,17 @@ fn is_root() -> bool {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
+}
+
+/// Runs the openssl command in `dir`.
+fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .context("running openssl (apt-get install openssl)")?;
+    if !out.status.success() {
+        bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
 }
