@@ -3,9 +3,11 @@
 //! two; the file fills what they left unset; [`Settings::resolve`] applies defaults and
 //! validates, naming the setting in every error.
 
+use crate::debezium::{Heartbeat, SnapshotMode};
+use crate::postgres::PublicationMode;
 use crate::secret::Secret;
 use clap::Args;
-use outbox_router::{AdditionalField, RouterConfig, TableName, TopicTemplate};
+use outbox_router::{AdditionalField, Placement, RouterConfig, TableName, TopicTemplate};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,6 +44,23 @@ pub struct RunOptions {
     #[arg(long, env = "OUTBOX_RELAY_CONFIG", value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+
+    /// Debezium connector configuration to run as it is: the JSON POSTed to Kafka Connect
+    /// ({"name": ..., "config": {...}} or the config object) or a .properties file. Its
+    /// database.*, slot, publication, table, EventRouter and converter options apply; the
+    /// options above (URL, servers, slot, ...) still override it.
+    #[arg(long, env = "OUTBOX_RELAY_DEBEZIUM_CONFIG", value_name = "FILE")]
+    pub debezium_config: Option<PathBuf>,
+
+    /// Kafka Connect worker properties (connect-distributed.properties), with --debezium-config:
+    /// supplies bootstrap.servers, converters and producer.* the connector config leaves out.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_WORKER_CONFIG",
+        value_name = "FILE",
+        requires = "debezium_config"
+    )]
+    pub worker_config: Option<PathBuf>,
 
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
@@ -172,6 +191,21 @@ pub struct Settings {
     pub status_interval: Duration,
     pub producer_properties: Vec<(String, String)>,
     pub metrics_address: String,
+    pub publication_mode: PublicationMode,
+    pub snapshot: SnapshotMode,
+    pub heartbeat: Option<Heartbeat>,
+    /// Set when running from a Debezium connector configuration.
+    pub debezium: Option<DebeziumSummary>,
+}
+
+/// What the start-up log says about a Debezium configuration.
+#[derive(Debug, Clone)]
+pub struct DebeziumSummary {
+    pub connector_name: Option<String>,
+    /// The converters in effect and where each came from.
+    pub notes: Vec<String>,
+    /// Options outbox-relay did not recognise.
+    pub unknown_options: Vec<String>,
 }
 
 impl RunOptions {
@@ -192,6 +226,8 @@ impl RunOptions {
             ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = file.$field; } )* };
         }
         fill!(
+            debezium_config,
+            worker_config,
             postgres_url,
             bootstrap_servers,
             table,
@@ -222,7 +258,47 @@ impl RunOptions {
 
 impl Settings {
     pub fn resolve(options: RunOptions) -> Result<Self, ConfigError> {
-        let o = options.merge_file()?;
+        let mut o = options.merge_file()?;
+        let debezium = match &o.debezium_config {
+            None => None,
+            Some(path) => {
+                let connector =
+                    crate::debezium::read_file(path).map_err(|e| invalid("debezium-config", e))?;
+                let worker = match &o.worker_config {
+                    Some(p) => Some(
+                        crate::debezium::read_file(p).map_err(|e| invalid("worker-config", e))?,
+                    ),
+                    None => None,
+                };
+                let setup = crate::debezium::translate(&connector, worker.as_ref())
+                    .map_err(|e| invalid("debezium-config", format!("{}: {e}", path.display())))?;
+                for (flag, set) in [
+                    ("--id-column", o.id_column.is_some()),
+                    ("--key-column", o.key_column.is_some()),
+                    ("--payload-column", o.payload_column.is_some()),
+                    ("--route-by-column", o.route_by_column.is_some()),
+                    ("--topic-template", o.topic_template.is_some()),
+                    ("--additional-placement", o.additional_placement.is_some()),
+                    ("--expand-json-payload", o.expand_json_payload.is_some()),
+                ] {
+                    if set {
+                        return Err(invalid(
+                            "debezium-config",
+                            format!("{flag} cannot be combined with a Debezium configuration; set the EventRouter option in the connector config instead"),
+                        ));
+                    }
+                }
+                o.postgres_url = o.postgres_url.or(setup.postgres_url.clone());
+                o.bootstrap_servers = o.bootstrap_servers.or(setup.bootstrap_servers.clone());
+                o.slot = o.slot.or(Some(setup.slot.clone()));
+                o.publication = o.publication.or(Some(setup.publication.clone()));
+                o.table = o.table.or(Some(setup.table.to_string()));
+                o.status_interval_ms = o
+                    .status_interval_ms
+                    .or(setup.status_interval.map(|d| d.as_millis() as u64));
+                Some(setup)
+            }
+        };
         let postgres_url = o.postgres_url.ok_or(ConfigError::Missing {
             key: "postgres-url",
             flag: "--postgres-url",
@@ -291,6 +367,15 @@ impl Settings {
             }
             Ok(value)
         };
+        if additional
+            .iter()
+            .any(|f| f.placement == Placement::Envelope)
+        {
+            return Err(invalid(
+                "additional-placement",
+                "the envelope placement needs Kafka Connect converters: run with --debezium-config",
+            ));
+        }
         let router = RouterConfig {
             tables: vec![table],
             id_column: column(o.id_column, "id-column", &defaults.id_column)?,
@@ -305,6 +390,14 @@ impl Settings {
             additional,
             tombstone_on_null_payload: true,
             expand_json_payload: o.expand_json_payload.unwrap_or(false),
+            ..RouterConfig::default()
+        };
+        let router = match &debezium {
+            Some(setup) => RouterConfig {
+                tables: router.tables,
+                ..setup.router.clone()
+            },
+            None => router,
         };
         let dead_letter_topic = o
             .dead_letter_topic
@@ -330,7 +423,14 @@ impl Settings {
             return Err(invalid("max-in-flight", "must be at least 1"));
         }
         let status_interval = Duration::from_millis(o.status_interval_ms.unwrap_or(1000).max(10));
-        let mut lines = Vec::new();
+        let mut lines: Vec<String> = debezium
+            .iter()
+            .flat_map(|d| {
+                d.producer_properties
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+            })
+            .collect();
         if let Some(path) = &o.producer_properties_file {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 invalid(
@@ -368,6 +468,18 @@ impl Settings {
             status_interval,
             producer_properties,
             metrics_address: o.metrics_address.unwrap_or_else(|| "127.0.0.1:9187".into()),
+            publication_mode: debezium
+                .as_ref()
+                .map_or(PublicationMode::default(), |d| d.publication_mode),
+            snapshot: debezium
+                .as_ref()
+                .map_or(SnapshotMode::default(), |d| d.snapshot),
+            heartbeat: debezium.as_ref().and_then(|d| d.heartbeat.clone()),
+            debezium: debezium.map(|d| DebeziumSummary {
+                connector_name: d.connector_name,
+                notes: d.notes,
+                unknown_options: d.unknown,
+            }),
         })
     }
 

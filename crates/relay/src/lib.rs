@@ -9,6 +9,7 @@ pub mod ack;
 pub mod cli;
 pub mod config;
 pub mod dead_letter;
+pub mod debezium;
 pub mod error;
 pub mod http;
 pub mod metrics;
@@ -16,6 +17,7 @@ pub mod pipeline;
 pub mod postgres;
 pub mod secret;
 pub mod sink;
+pub mod snapshot;
 pub mod tls;
 
 pub use cli::main;

@@ -10,15 +10,18 @@
 use crate::ack::{AckTracker, EventSeq, Lsn};
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
+use crate::debezium::SnapshotMode;
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::postgres::{self, format_lsn, ConnectionInfo};
 use crate::sink::{Delivery, DeliveryFailure, KafkaSink, SendOutcome, SinkSettings};
+use crate::snapshot::{self, SnapshotState, TakenSnapshot};
 use anyhow::anyhow;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use outbox_router::{OutboxRecord, RouteOutcome, Router};
+use outbox_router::{OutboxRecord, RouteOutcome, Router, TableName};
+use pgoutput::{LogicalMessage, Relation};
 use pgwire_replication::{Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent};
 use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
@@ -43,6 +46,19 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
     let conn = ConnectionInfo::parse(settings.postgres_url.expose()).map_err(RelayError::Fatal)?;
+    if let Some(debezium) = &settings.debezium {
+        log_debezium_summary(debezium);
+    }
+    let _heartbeat = settings
+        .heartbeat
+        .clone()
+        .filter(|h| h.action_query.is_some())
+        .map(|h| {
+            AbortOnDrop(tokio::spawn(heartbeat_loop(
+                settings.postgres_url.clone(),
+                h,
+            )))
+        });
     let mut confirmed: Option<Lsn> = None;
     let mut backoff = Backoff::default();
     loop {
@@ -88,6 +104,53 @@ pub async fn run(
     }
 }
 
+fn log_debezium_summary(debezium: &crate::config::DebeziumSummary) {
+    tracing::info!(
+        connector = debezium.connector_name.as_deref().unwrap_or("(unnamed)"),
+        "running Debezium connector configuration"
+    );
+    for note in &debezium.notes {
+        tracing::info!("in effect: {note}");
+    }
+    if !debezium.unknown_options.is_empty() {
+        tracing::warn!(
+            options = %debezium.unknown_options.join(", "),
+            "these connector options are not known to outbox-relay and were ignored; check their spelling, or see the README's Debezium option table"
+        );
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `heartbeat.action.query` every `heartbeat.interval.ms`, as Debezium runs it (typically
+/// an UPDATE of a heartbeat table, so that a database whose other tables are not published
+/// still produces WAL the slot can move past). Failures are logged and retried.
+async fn heartbeat_loop(url: crate::secret::Secret, heartbeat: crate::debezium::Heartbeat) {
+    let Some(query) = heartbeat.action_query else {
+        return;
+    };
+    let mut client = None;
+    let mut ticks = tokio::time::interval(heartbeat.interval.max(Duration::from_millis(10)));
+    loop {
+        ticks.tick().await;
+        if client.is_none() {
+            client = postgres::connect(url.expose()).await.ok();
+        }
+        if let Some(c) = &client {
+            if let Err(e) = c.batch_execute(&query).await {
+                tracing::warn!("heartbeat.action.query failed: {e}");
+                client = None;
+            }
+        }
+    }
+}
+
 /// Exponential backoff with jitter: 200 ms doubling to 30 s, ±25 %.
 #[derive(Default)]
 struct Backoff {
@@ -117,6 +180,8 @@ struct Session<'a> {
     display: &'a str,
     sink: KafkaSink,
     router: Router,
+    /// A regular connection for catalog look-ups during the session.
+    sql: tokio_postgres::Client,
     tracker: AckTracker,
     in_flight: FuturesUnordered<BoxFuture<'static, InFlightResult>>,
     /// Events whose own delivery was refused for what they are: each is confirmed only
@@ -132,6 +197,10 @@ struct Session<'a> {
     dead_letter_topic: Arc<str>,
     events: u64,
     dead_letters: u64,
+    /// The initial snapshot, whose transactions the stream must not relay again.
+    already_relayed: Option<TakenSnapshot>,
+    /// The open transaction's rows were in the initial snapshot.
+    skipping_transaction: bool,
 }
 
 async fn session(
@@ -142,17 +211,27 @@ async fn session(
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
     let sql = postgres::connect(settings.postgres_url.expose()).await?;
-    let slot_lsn = postgres::ensure_publication_and_slot(
+    let initial_snapshot = settings.snapshot == SnapshotMode::Initial;
+    if initial_snapshot {
+        snapshot::register_new_slot(&sql, settings.table(), &settings.slot).await?;
+    }
+    let slot_start = postgres::ensure_publication_and_slot(
         &sql,
         settings.table(),
         &settings.publication,
+        settings.publication_mode,
         &settings.slot,
         &conn.database,
     )
     .await?;
-    drop(sql);
+    let snapshot_state = if initial_snapshot {
+        snapshot::state(&sql, settings.table(), &settings.slot).await?
+    } else {
+        SnapshotState::None
+    };
     // Resume from what we confirmed ourselves if the slot has not recorded it yet:
     // PostgreSQL skips transactions that committed before the start position.
+    let slot_lsn = slot_start.lsn;
     let start = confirmed.map_or(slot_lsn, |c| c.max(slot_lsn));
     let sink = KafkaSink::new(&SinkSettings {
         bootstrap_servers: &settings.bootstrap_servers,
@@ -186,6 +265,7 @@ async fn session(
         display: &conn.display,
         sink,
         router: Router::new(settings.router.clone()),
+        sql,
         tracker: AckTracker::new(start),
         in_flight: FuturesUnordered::new(),
         pending_dead_letters: VecDeque::new(),
@@ -197,11 +277,24 @@ async fn session(
         dead_letter_topic: settings.dead_letter_topic.as_str().into(),
         events: 0,
         dead_letters: 0,
+        already_relayed: None,
+        skipping_transaction: false,
     };
     if s.confirmed.is_none() {
         *s.confirmed = Some(start);
     }
-    let result = s.stream(shutdown).await;
+    let result = match snapshot_state {
+        SnapshotState::Owed => s.take_snapshot(start).await,
+        SnapshotState::Done(taken) => {
+            s.already_relayed = Some(taken);
+            Ok(())
+        }
+        SnapshotState::None => Ok(()),
+    };
+    let result = match result {
+        Ok(()) => s.stream(shutdown).await,
+        Err(e) => Err(e),
+    };
     probe.abort();
     if result.is_ok() {
         s.finish().await?;
@@ -316,7 +409,13 @@ impl Session<'_> {
 
     async fn on_event(&mut self, event: ReplicationEvent) -> Result<(), RelayError> {
         match event {
-            ReplicationEvent::Begin { .. } => self.tracker.begin(),
+            ReplicationEvent::Begin { xid, final_lsn, .. } => {
+                self.skipping_transaction = self
+                    .already_relayed
+                    .as_ref()
+                    .is_some_and(|s| s.already_relayed(xid, final_lsn.as_u64()));
+                self.tracker.begin()
+            }
             ReplicationEvent::Commit {
                 end_lsn,
                 commit_time_micros,
@@ -347,25 +446,96 @@ impl Session<'_> {
                         format_lsn(wal_start.as_u64())
                     ))
                 })?;
-                match self.router.route(&message) {
-                    RouteOutcome::Ignored => {}
-                    RouteOutcome::Record(record) => {
-                        self.produce(&record, wal_start.as_u64()).await?
-                    }
-                    RouteOutcome::Invalid(row) => {
-                        let seq = self.tracker.produced();
-                        self.pending_dead_letters.push_back((
-                            seq,
-                            DeadLetter::from_invalid_row(row, wal_start.as_u64()),
-                        ));
-                        self.send_pending_dead_letters().await?;
-                    }
+                if self.skipping_transaction && matches!(message, LogicalMessage::Insert(_)) {
+                    return Ok(());
                 }
+                self.route_and_produce(&message, wal_start.as_u64()).await?;
             }
             // Logical decoding messages are not outbox rows.
             ReplicationEvent::Message { .. } => {}
             ReplicationEvent::StoppedAt { .. } => {}
         }
+        Ok(())
+    }
+
+    /// snapshot.mode=initial: relays the outbox's rows, waits until Kafka acknowledged all
+    /// of them, then records the snapshot as complete (see `snapshot.rs` for why this order
+    /// loses nothing).
+    async fn take_snapshot(&mut self, lsn: Lsn) -> Result<(), RelayError> {
+        let table = self.settings.table().clone();
+        let rows = snapshot::read(self.settings.postgres_url.expose(), &table).await?;
+        tracing::info!(%table, rows = rows.rows.len(), "snapshot.mode=initial: relaying the rows already in the outbox");
+        self.route_and_produce(&LogicalMessage::Relation(rows.relation), lsn)
+            .await?;
+        for insert in rows.rows {
+            self.route_and_produce(&LogicalMessage::Insert(insert), lsn)
+                .await?;
+        }
+        while !self.in_flight.is_empty() || !self.pending_dead_letters.is_empty() {
+            self.send_pending_dead_letters().await?;
+            if !self.in_flight.is_empty() {
+                self.wait_for_one_delivery().await?;
+            }
+        }
+        snapshot::mark_complete(&self.sql, &table, &self.settings.slot, &rows.taken).await?;
+        tracing::info!(%table, "snapshot complete; streaming");
+        self.already_relayed = Some(rows.taken);
+        Ok(())
+    }
+
+    async fn route_and_produce(
+        &mut self,
+        message: &LogicalMessage,
+        wal_start: Lsn,
+    ) -> Result<(), RelayError> {
+        if let LogicalMessage::Relation(relation) = message {
+            self.refresh_column_facts(relation).await?;
+        }
+        match self.router.route(message) {
+            RouteOutcome::Ignored => {}
+            RouteOutcome::SkippedUpdate {
+                table,
+                error: false,
+            } => {
+                tracing::warn!(%table, lsn = %format_lsn(wal_start), "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=warn)")
+            }
+            RouteOutcome::SkippedUpdate { table, error: true } => {
+                tracing::error!(%table, lsn = %format_lsn(wal_start), "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=error)")
+            }
+            RouteOutcome::Fatal(reason) => {
+                return Err(RelayError::Fatal(anyhow!(
+                    "{reason} (at LSN {}; nothing after the last confirmed position was confirmed)",
+                    format_lsn(wal_start)
+                )))
+            }
+            RouteOutcome::Record(record) => self.produce(&record, wal_start).await?,
+            RouteOutcome::Invalid(row) => {
+                let seq = self.tracker.produced();
+                self.pending_dead_letters
+                    .push_back((seq, DeadLetter::from_invalid_row(row, wal_start)));
+                self.send_pending_dead_letters().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Kafka Connect schemas carry nullability and defaults, which pgoutput does not send:
+    /// read them from the catalog whenever an outbox table's Relation message arrives
+    /// (once per session and after each ALTER TABLE), as Debezium does.
+    async fn refresh_column_facts(&mut self, relation: &Relation) -> Result<(), RelayError> {
+        if !self.router.wants_column_facts()
+            || !self
+                .router
+                .is_outbox_table(&relation.namespace, &relation.name)
+        {
+            return Ok(());
+        }
+        let table = TableName {
+            schema: relation.namespace.clone(),
+            name: relation.name.clone(),
+        };
+        let facts = postgres::column_facts(&self.sql, &table).await?;
+        self.router.set_column_facts(&table, facts);
         Ok(())
     }
 

@@ -195,13 +195,31 @@ pub fn format_lsn(lsn: u64) -> String {
 
 /// Creates the publication and the slot when missing; checks what exists. Returns the
 /// slot's confirmed position (where streaming resumes).
+/// What to do when the publication does not exist (Debezium's `publication.autocreate.mode`
+/// plus outbox-relay's own default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublicationMode {
+    /// `FOR TABLE <outbox> WITH (publish = 'insert')`: only what the relay needs.
+    #[default]
+    OutboxInsertsOnly,
+    /// Debezium `filtered`: `FOR TABLE <outbox>`, every operation.
+    Filtered,
+    /// Debezium `all_tables` (its default): `FOR ALL TABLES`; needs a superuser.
+    AllTables,
+    /// Debezium `no_tables`: an empty publication, tables added by a DBA.
+    NoTables,
+    /// Debezium `disabled`: the publication must exist.
+    Disabled,
+}
+
 pub async fn ensure_publication_and_slot(
     client: &tokio_postgres::Client,
     table: &TableName,
     publication: &str,
+    mode: PublicationMode,
     slot: &str,
     database: &str,
-) -> Result<u64, RelayError> {
+) -> Result<SlotStart, RelayError> {
     let wal_level: String = client
         .query_one("SHOW wal_level", &[])
         .await
@@ -214,8 +232,16 @@ pub async fn ensure_publication_and_slot(
         )));
     }
     ensure_table_exists(client, table).await?;
-    ensure_publication(client, publication, table).await?;
+    ensure_publication(client, publication, mode, table).await?;
     ensure_slot(client, slot, database).await
+}
+
+/// Where streaming starts, and whether the slot was created just now (so that
+/// `snapshot.mode=initial` knows the outbox's existing rows were never relayed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotStart {
+    pub lsn: u64,
+    pub created: bool,
 }
 
 async fn ensure_table_exists(
@@ -259,20 +285,32 @@ async fn is_partitioned(
     Ok(row.get(0))
 }
 
-async fn ensure_publication(
+async fn publication_exists(
     client: &tokio_postgres::Client,
     publication: &str,
-    table: &TableName,
-) -> Result<(), RelayError> {
-    let partitioned = is_partitioned(client, table).await?;
-    let exists = client
+) -> Result<bool, RelayError> {
+    Ok(client
         .query_opt(
             "SELECT 1 FROM pg_publication WHERE pubname = $1",
             &[&publication],
         )
         .await
         .map_err(|e| RelayError::Transient(e.into()))?
-        .is_some();
+        .is_some())
+}
+
+async fn ensure_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    mode: PublicationMode,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let partitioned = is_partitioned(client, table).await?;
+    let mut exists = publication_exists(client, publication).await?;
+    if !exists && mode != PublicationMode::OutboxInsertsOnly {
+        create_debezium_publication(client, publication, mode, table).await?;
+        exists = true;
+    }
     if exists {
         let published = client
             .query_opt(
@@ -333,14 +371,88 @@ async fn ensure_publication(
     }
 }
 
+/// Creates the publication as Debezium's `publication.autocreate.mode` would.
+async fn create_debezium_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    mode: PublicationMode,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let name = escape_identifier(publication);
+    let qualified = format!(
+        "{}.{}",
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name)
+    );
+    let sql = match mode {
+        PublicationMode::Disabled => {
+            return Err(RelayError::Fatal(anyhow::anyhow!(
+                "publication {publication} does not exist and publication.autocreate.mode=disabled;                  a DBA can run `CREATE PUBLICATION {name} FOR TABLE {qualified};`"
+            )))
+        }
+        PublicationMode::AllTables => format!("CREATE PUBLICATION {name} FOR ALL TABLES"),
+        PublicationMode::NoTables => format!("CREATE PUBLICATION {name}"),
+        PublicationMode::Filtered | PublicationMode::OutboxInsertsOnly => {
+            format!(
+                "CREATE PUBLICATION {name} FOR TABLE {qualified}{}",
+                if is_partitioned(client, table).await? {
+                    " WITH (publish_via_partition_root = true)"
+                } else {
+                    ""
+                }
+            )
+        }
+    };
+    match client.batch_execute(&sql).await {
+        Ok(()) => {
+            tracing::info!(publication, ?mode, "created publication");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) => Err(RelayError::Fatal(anyhow::anyhow!(
+            "could not create publication {publication} (publication.autocreate.mode={mode:?}): {e};              a DBA can run `{sql};`, or use publication.autocreate.mode=filtered (FOR ALL TABLES needs a superuser)"
+        ))),
+    }
+}
+
+/// Nullability and defaults of `table`'s columns, for Kafka Connect schemas.
+pub async fn column_facts(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<Vec<outbox_router::connect::ColumnFacts>, RelayError> {
+    let qualified = format!(
+        "{}.{}",
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name)
+    );
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
+             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+             WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&qualified],
+        )
+        .await
+        .map_err(|e| RelayError::Transient(anyhow::anyhow!("reading the columns of {table}: {e}")))?;
+    Ok(rows
+        .iter()
+        .map(|r| outbox_router::connect::ColumnFacts {
+            name: r.get(0),
+            not_null: r.get(1),
+            default_expression: r.get(2),
+        })
+        .collect())
+}
+
 async fn ensure_slot(
     client: &tokio_postgres::Client,
     slot: &str,
     database: &str,
-) -> Result<u64, RelayError> {
+) -> Result<SlotStart, RelayError> {
     let state = slot_state(client, slot)
         .await
         .map_err(|e| RelayError::Transient(e.into()))?;
+    let mut created = false;
     let state = match state {
         Some(state) => state,
         None => {
@@ -349,7 +461,10 @@ async fn ensure_slot(
                 escape_literal(slot)
             );
             match client.batch_execute(&sql).await {
-                Ok(()) => tracing::info!(slot, "created replication slot"),
+                Ok(()) => {
+                    created = true;
+                    tracing::info!(slot, "created replication slot")
+                }
                 Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {}
                 Err(e) => {
                     return Err(RelayError::Fatal(anyhow::anyhow!(
@@ -380,7 +495,10 @@ async fn ensure_slot(
             state.database.unwrap_or_default()
         )));
     }
-    Ok(state.confirmed_flush_lsn.unwrap_or(0))
+    Ok(SlotStart {
+        lsn: state.confirmed_flush_lsn.unwrap_or(0),
+        created,
+    })
 }
 
 /// Moves the slot's confirmed position to `lsn` after streaming stopped. The replication

@@ -212,12 +212,15 @@ impl KafkaSink {
                 value: Some(&value[..]),
             });
         }
-        self.send_raw(
-            &record.topic,
-            record.key.as_ref(),
-            record.value.as_ref(),
-            headers,
-        )
+        let mut future_record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&record.topic).headers(headers);
+        if let Some(p) = record.partition {
+            future_record = future_record.partition(p);
+        }
+        if let Some(t) = record.timestamp_ms {
+            future_record = future_record.timestamp(t);
+        }
+        self.send_record(future_record, record.key.as_ref(), record.value.as_ref())
     }
 
     pub fn send_raw(
@@ -227,8 +230,16 @@ impl KafkaSink {
         value: Option<&Bytes>,
         headers: OwnedHeaders,
     ) -> Result<SendOutcome, RelayError> {
-        let mut future_record: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(topic).headers(headers);
+        self.send_record(FutureRecord::to(topic).headers(headers), key, value)
+    }
+
+    fn send_record<'a>(
+        &self,
+        mut future_record: FutureRecord<'a, [u8], [u8]>,
+        key: Option<&'a Bytes>,
+        value: Option<&'a Bytes>,
+    ) -> Result<SendOutcome, RelayError> {
+        let topic = future_record.topic.to_owned();
         if let Some(k) = key {
             future_record = future_record.key(&k[..]);
         }

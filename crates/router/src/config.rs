@@ -1,3 +1,4 @@
+use crate::connect::{Converter, ExpandBehaviour, HeaderConverter};
 use crate::topic::TopicTemplate;
 use std::fmt;
 use std::sync::Arc;
@@ -39,6 +40,10 @@ impl fmt::Display for TableName {
 pub enum Placement {
     /// A Kafka header named by the alias (or the column name).
     Header,
+    /// A field of the value, which becomes `{"payload": ..., "<alias>": ...}`.
+    Envelope,
+    /// The record's partition (an integer column; the alias is ignored, as in Debezium).
+    Partition,
 }
 
 /// One entry of `table.fields.additional.placement` (`column:placement[:alias]`).
@@ -64,6 +69,8 @@ impl AdditionalField {
                 };
                 let placement = match placement {
                     "header" => Placement::Header,
+                    "envelope" => Placement::Envelope,
+                    "partition" => Placement::Partition,
                     _ => return Err(ConfigError::InvalidPlacement(entry.to_owned())),
                 };
                 if column.is_empty() || alias.is_empty() {
@@ -102,6 +109,62 @@ pub struct RouterConfig {
     /// arrays like Debezium's `table.expand.json.payload` with its default behaviours.
     /// A payload that is not JSON is dead-lettered (Debezium logs and keeps the string).
     pub expand_json_payload: bool,
+    /// Kafka record timestamp from this column (`table.field.event.timestamp`); unset =
+    /// the producer's clock, as in Debezium.
+    pub timestamp_column: Option<String>,
+    /// An additional field whose column is missing is skipped rather than an error
+    /// (`table.field.additional.missing=ignore`).
+    pub ignore_missing_additional: bool,
+    /// What an UPDATE of an outbox row does (`table.op.invalid.behavior`).
+    pub on_update: InvalidOperation,
+    /// How records are written: the native raw bytes, or what a Kafka Connect worker
+    /// with the given converters would write (Debezium drop-in).
+    pub output: Output,
+}
+
+/// `table.op.invalid.behavior`: UPDATEs are not events; `warn`/`error` skip them with a
+/// log line at that level, `fatal` stops the relay (nothing after the last confirmed
+/// position is confirmed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InvalidOperation {
+    /// Skipped silently (native mode: cleanup jobs may update rows).
+    #[default]
+    Ignore,
+    Warn,
+    Error,
+    Fatal,
+}
+
+/// The record format.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Output {
+    /// Key, value and header values are the columns' text, byte for byte (StringConverter
+    /// for every part): the fastest path, no copy of the payload.
+    #[default]
+    Raw,
+    /// What Kafka Connect + Debezium write with these converters.
+    Connect(ConnectFormat),
+}
+
+/// The Kafka Connect side of a Debezium setup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectFormat {
+    pub key: Converter,
+    pub value: Converter,
+    pub header: HeaderConverter,
+    /// `topic.prefix` (`database.server.name`): names the envelope schema
+    /// `<prefix>.<schema>.<table>.<routedByValue>.Value`.
+    pub topic_prefix: String,
+    /// `table.expand.json.payload` and its null / empty-array behaviours.
+    pub expand: Option<ExpandBehaviour>,
+    /// `table.field.event.schema.version`: INT32 column giving the envelope's schema version.
+    pub schema_version_column: Option<String>,
+    /// `tracing.span.context.field`: a java.util.Properties text whose `traceparent` and
+    /// `tracestate` are propagated as headers.
+    pub tracing_span_context_column: Option<String>,
+    /// `route.tombstone.on.empty.payload`: a NULL or blank payload is a tombstone; when
+    /// off, a NULL payload is written as the converter writes null (`null` in JSON).
+    pub tombstone_on_empty_payload: bool,
 }
 
 impl Default for RouterConfig {
@@ -123,6 +186,10 @@ impl Default for RouterConfig {
             }],
             tombstone_on_null_payload: true,
             expand_json_payload: false,
+            timestamp_column: None,
+            ignore_missing_additional: false,
+            on_update: InvalidOperation::Ignore,
+            output: Output::Raw,
         }
     }
 }
@@ -131,8 +198,10 @@ impl Default for RouterConfig {
 pub enum ConfigError {
     #[error("invalid table name {0:?}: expected schema.table, e.g. public.outbox")]
     InvalidTable(String),
-    #[error("invalid additional field placement {0:?}: expected column:header[:alias], e.g. event_type:header:eventType")]
+    #[error("invalid additional field placement {0:?}: expected column:header|envelope|partition[:alias], e.g. event_type:header:eventType")]
     InvalidPlacement(String),
     #[error("invalid topic template {0:?}: it must produce a topic name, e.g. ${{routedByValue}}.events")]
     InvalidTemplate(String),
+    #[error("invalid topic regex {0:?}: {1}")]
+    InvalidRegex(String, String),
 }

@@ -8,12 +8,16 @@
 //! sends to the dead-letter topic so that nothing is dropped silently.
 
 mod config;
+pub mod connect;
 mod expand;
 mod record;
 mod router;
 mod topic;
 
-pub use config::{AdditionalField, ConfigError, Placement, RouterConfig, TableName};
+pub use config::{
+    AdditionalField, ConfigError, ConnectFormat, InvalidOperation, Output, Placement, RouterConfig,
+    TableName,
+};
 pub use record::{InvalidRow, OutboxRecord, RouteOutcome};
 pub use router::Router;
-pub use topic::{validate_topic_name, TopicTemplate};
+pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

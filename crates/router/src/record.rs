@@ -11,6 +11,11 @@ pub struct OutboxRecord {
     pub value: Option<Bytes>,
     /// In order: `id` first, then additional fields, as Debezium writes them.
     pub headers: Vec<(Arc<str>, Bytes)>,
+    /// An explicit partition (`partition` placement); `None` = by key.
+    pub partition: Option<i32>,
+    /// Record timestamp in epoch milliseconds (`table.field.event.timestamp`); `None` =
+    /// the producer's clock.
+    pub timestamp_ms: Option<i64>,
 }
 
 /// An outbox row that cannot be routed; the relay dead-letters it with `reason`.
@@ -32,4 +37,13 @@ pub enum RouteOutcome {
     Ignored,
     Record(OutboxRecord),
     Invalid(InvalidRow),
+    /// An UPDATE of an outbox row with `table.op.invalid.behavior` warn or error: skipped,
+    /// and the relay logs it at that level.
+    SkippedUpdate {
+        table: String,
+        error: bool,
+    },
+    /// The configuration cannot handle this stream (e.g. a column type whose Kafka Connect
+    /// bytes outbox-relay does not produce, or an UPDATE with `fatal`): stop, confirm nothing more.
+    Fatal(String),
 }

@@ -1,4 +1,5 @@
-use crate::config::{RouterConfig, TableName};
+use crate::config::{InvalidOperation, Output, Placement, RouterConfig, TableName};
+use crate::connect::ColumnFacts;
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use crate::topic::validate_topic_name;
 use bytes::Bytes;
@@ -16,6 +17,10 @@ struct TablePlan {
     route_by: Result<usize, String>,
     /// (position or missing column name, header name)
     headers: Vec<(Result<usize, String>, Arc<str>)>,
+    /// Position of the `partition` placement's column.
+    partition: Option<Result<usize, String>>,
+    /// Column typing for Kafka Connect output; `None` in raw mode.
+    connect: Option<connect_record::ConnectPlan>,
 }
 
 /// Routes the decoded pgoutput stream. Keep one per replication session: PostgreSQL
@@ -26,13 +31,17 @@ pub struct Router {
     id_header: Arc<str>,
     /// relation id -> plan, `None` for tables that are not outbox tables.
     relations: HashMap<u32, Option<TablePlan>>,
+    /// The latest Relation message of each outbox table, to re-plan when facts change.
+    outbox_relations: HashMap<u32, Relation>,
+    /// `schema.table` -> catalog facts (nullability, defaults) for Connect schemas.
+    facts: HashMap<String, Vec<ColumnFacts>>,
     topics: TopicCache,
 }
 
 /// routing value -> topic name (or why it is invalid), so that the template is rendered
 /// and validated once per aggregate type, not once per event. Cleared when it grows large.
 #[derive(Debug, Default)]
-struct TopicCache(HashMap<Bytes, Result<Arc<str>, String>>);
+pub(crate) struct TopicCache(HashMap<Bytes, Result<Arc<str>, String>>);
 
 const TOPIC_CACHE_LIMIT: usize = 10_000;
 
@@ -42,6 +51,8 @@ impl Router {
             config,
             id_header: "id".into(),
             relations: HashMap::default(),
+            outbox_relations: HashMap::default(),
+            facts: HashMap::default(),
             topics: TopicCache::default(),
         }
     }
@@ -58,6 +69,22 @@ impl Router {
             .any(|t| t.schema == schema && t.name == name)
     }
 
+    /// Whether records are typed from catalog facts ([`Router::set_column_facts`]): the
+    /// relay then looks them up before routing each Relation message of an outbox table.
+    pub fn wants_column_facts(&self) -> bool {
+        matches!(self.config.output, Output::Connect(_))
+    }
+
+    /// Catalog facts (nullability, defaults) of an outbox table's columns, which Kafka
+    /// Connect schemas carry and pgoutput does not send.
+    pub fn set_column_facts(&mut self, table: &TableName, facts: Vec<ColumnFacts>) {
+        self.facts.insert(table.to_string(), facts);
+        let relations: Vec<Relation> = self.outbox_relations.values().cloned().collect();
+        for relation in relations {
+            self.on_relation(&relation);
+        }
+    }
+
     /// Feeds one decoded message; returns what, if anything, to produce.
     pub fn route(&mut self, message: &LogicalMessage) -> RouteOutcome {
         match message {
@@ -66,6 +93,22 @@ impl Router {
                 RouteOutcome::Ignored
             }
             LogicalMessage::Insert(insert) => self.route_insert(insert),
+            LogicalMessage::Update(update) => match self.relations.get(&update.relation_id) {
+                Some(Some(plan)) => match self.config.on_update {
+                    InvalidOperation::Ignore => RouteOutcome::Ignored,
+                    InvalidOperation::Warn | InvalidOperation::Error => {
+                        RouteOutcome::SkippedUpdate {
+                            table: plan.table.clone(),
+                            error: self.config.on_update == InvalidOperation::Error,
+                        }
+                    }
+                    InvalidOperation::Fatal => RouteOutcome::Fatal(format!(
+                        "an UPDATE of outbox table {} and table.op.invalid.behavior=fatal; outbox rows must only be inserted (and deleted)",
+                        plan.table
+                    )),
+                },
+                _ => RouteOutcome::Ignored,
+            },
             // UPDATE, DELETE and TRUNCATE of the outbox are not events: cleanup jobs
             // delete relayed rows. Begin/Commit are handled by the relay's tracker.
             _ => RouteOutcome::Ignored,
@@ -81,12 +124,32 @@ impl Router {
                         .column_index(column)
                         .ok_or_else(|| column.to_owned())
                 };
+                let table = TableName {
+                    schema: relation.namespace.clone(),
+                    name: relation.name.clone(),
+                }
+                .to_string();
+                let connect = match &self.config.output {
+                    Output::Raw => None,
+                    Output::Connect(format) => Some(connect_record::ConnectPlan::new(
+                        relation,
+                        self.facts
+                            .get(&table)
+                            .map(Vec::as_slice)
+                            .unwrap_or_default(),
+                        &self.config,
+                        format,
+                    )),
+                };
                 TablePlan {
-                    table: TableName {
-                        schema: relation.namespace.clone(),
-                        name: relation.name.clone(),
-                    }
-                    .to_string(),
+                    table,
+                    connect,
+                    partition: self
+                        .config
+                        .additional
+                        .iter()
+                        .find(|f| f.placement == Placement::Partition)
+                        .map(|f| find(&f.column)),
                     id: find(&self.config.id_column),
                     key: find(&self.config.key_column),
                     payload: find(&self.config.payload_column),
@@ -95,10 +158,19 @@ impl Router {
                         .config
                         .additional
                         .iter()
+                        .filter(|f| f.placement == Placement::Header)
+                        .filter(|f| {
+                            !self.config.ignore_missing_additional
+                                || relation.column_index(&f.column).is_some()
+                        })
                         .map(|f| (find(&f.column), f.alias.clone()))
                         .collect(),
                 }
             });
+        if plan.is_some() {
+            self.outbox_relations
+                .insert(relation.relation_id, relation.clone());
+        }
         self.relations.insert(relation.relation_id, plan);
     }
 
@@ -123,6 +195,16 @@ impl Router {
             }
         };
         let columns = &insert.new_tuple.columns;
+        if let Some(connect) = &plan.connect {
+            let RouterConfig {
+                output: Output::Connect(format),
+                ..
+            } = &self.config
+            else {
+                unreachable!("a Connect plan exists only for Connect output")
+            };
+            return connect.route(columns, &plan.table, format, &self.config, &mut self.topics);
+        }
         let value_at = |position: &Result<usize, String>| -> Result<Option<Bytes>, String> {
             let position = position
                 .as_ref()
@@ -202,6 +284,14 @@ impl Router {
             },
             other => other,
         };
+        let partition = match &plan.partition {
+            None => None,
+            Some(position) => match value_at(position).map(|v| v.map(|t| parse_partition(&t))) {
+                Ok(Some(Ok(p))) => Some(p),
+                Ok(None) => None,
+                Ok(Some(Err(e))) | Err(e) => return invalid(e, None),
+            },
+        };
         let topic = match self.topics.topic_for(&routing, &self.config) {
             Ok(topic) => topic,
             Err((reason, topic)) => return invalid(reason, topic),
@@ -211,12 +301,28 @@ impl Router {
             key,
             value,
             headers,
+            partition,
+            timestamp_ms: None,
         })
     }
 }
 
+/// A partition number from a column's text.
+fn parse_partition(text: &[u8]) -> Result<i32, String> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse::<i32>().ok())
+        .filter(|p| *p >= 0)
+        .ok_or_else(|| {
+            format!(
+                "partition column value {:?} is not a partition number",
+                String::from_utf8_lossy(text)
+            )
+        })
+}
+
 impl TopicCache {
-    fn topic_for(
+    pub(crate) fn topic_for(
         &mut self,
         routing: &Bytes,
         config: &RouterConfig,
@@ -254,5 +360,8 @@ impl TopicCache {
     }
 }
 
+mod connect_record;
+#[cfg(test)]
+mod connect_tests;
 #[cfg(test)]
 mod tests;

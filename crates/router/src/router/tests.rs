@@ -129,7 +129,7 @@ fn other_tables_and_non_inserts_are_ignored() {
         match router.route(&message) {
             RouteOutcome::Record(r) => topics.push((r.topic.to_string(), r.value.is_none())),
             RouteOutcome::Ignored => {}
-            RouteOutcome::Invalid(i) => panic!("{i:?}"),
+            other => panic!("{other:?}"),
         }
     }
     // Exactly the three INSERTs into public.outbox, including the one after ALTER TABLE.
@@ -208,6 +208,7 @@ fn column_names_and_template_are_configurable() {
             .unwrap(),
         tombstone_on_null_payload: true,
         expand_json_payload: false,
+        ..RouterConfig::default()
     };
     let mut router = Router::new(config);
     router.route(&relation(

@@ -1,0 +1,675 @@
+//! A Debezium PostgreSQL connector + Outbox EventRouter configuration (and the Kafka
+//! Connect worker's) translated into outbox-relay's settings. Every option is either
+//! applied, accepted because it does not change what reaches Kafka, refused with an error
+//! naming it (it would change the bytes and outbox-relay does not do it), or listed as
+//! unknown in one start-up warning.
+
+use super::options::Options;
+use super::properties::RawConfig;
+use crate::postgres::PublicationMode;
+use crate::secret::Secret;
+use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
+use outbox_router::{
+    AdditionalField, ConnectFormat, InvalidOperation, Output, RouterConfig, TableName,
+    TopicTemplate, DEFAULT_TOPIC_REGEX,
+};
+use std::time::Duration;
+
+/// `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    /// Existing outbox rows are not emitted (`no_data`, `never`); outbox-relay's default.
+    #[default]
+    NoData,
+    /// Existing rows are emitted once, when the slot is created (`initial`, `when_needed`;
+    /// Debezium's default).
+    Initial,
+}
+
+/// `heartbeat.interval.ms` + `heartbeat.action.query`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub interval: Duration,
+    /// Run on each beat (Debezium runs it to make WAL on an idle database).
+    pub action_query: Option<String>,
+}
+
+/// What a connector configuration means for outbox-relay.
+#[derive(Debug, Clone)]
+pub struct DebeziumSetup {
+    pub connector_name: Option<String>,
+    pub postgres_url: Option<Secret>,
+    pub bootstrap_servers: Option<String>,
+    pub table: TableName,
+    pub slot: String,
+    pub publication: String,
+    pub publication_mode: PublicationMode,
+    pub snapshot: SnapshotMode,
+    pub heartbeat: Option<Heartbeat>,
+    pub status_interval: Option<Duration>,
+    pub router: RouterConfig,
+    /// librdkafka properties translated from `producer.*` / `producer.override.*`.
+    pub producer_properties: Vec<(String, String)>,
+    /// Lines for the start-up log: which converters are in effect and from where.
+    pub notes: Vec<String>,
+    /// Options that were not recognised (one warning lists them).
+    pub unknown: Vec<String>,
+}
+
+const POSTGRES_CONNECTOR: &str = "io.debezium.connector.postgresql.PostgresConnector";
+const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+
+/// Options that do not change what reaches Kafka from an outbox table, or that
+/// outbox-relay does better by construction (it confirms after every ack, holds no queue
+/// beyond its in-flight bound, reconnects on its own).
+const NO_EFFECT: &[&str] = &[
+    "tasks.max",
+    "tombstones.on.delete",
+    "database.tcpKeepAlive",
+    "database.server.id",
+    "include.schema.changes",
+    "provide.transaction.metadata",
+    "max.batch.size",
+    "max.queue.size",
+    "max.queue.size.in.bytes",
+    "poll.interval.ms",
+    "slot.max.retries",
+    "slot.retry.delay.ms",
+    "slot.drop.on.stop",
+    "slot.stream.params",
+    "retriable.restart.connector.wait.ms",
+    "errors.max.retries",
+    "errors.retry.timeout",
+    "errors.retry.delay.max.ms",
+    "errors.tolerance",
+    "errors.log.enable",
+    "errors.log.include.messages",
+    "offset.flush.interval.ms",
+    "offset.flush.timeout.ms",
+    "lsn.flush.mode",
+    "flush.lsn.source",
+    "offset.mismatch.strategy",
+    "snapshot.fetch.size",
+    "snapshot.lock.timeout.ms",
+    "snapshot.max.threads",
+    "snapshot.delay.ms",
+    "snapshot.isolation.mode",
+    "schema.refresh.mode",
+    "include.unknown.datatypes",
+    "decimal.handling.mode",
+    "hstore.handling.mode",
+    "interval.handling.mode",
+    "sanitize.field.names",
+    "field.name.adjustment.mode",
+    "schema.name.adjustment.mode",
+    "topic.creation.enable",
+    "topic.creation.default.replication.factor",
+    "topic.creation.default.partitions",
+    "topic.creation.default.cleanup.policy",
+    "topic.creation.default.compression.type",
+    "key.converter.schemas.enable",
+    "value.converter.schemas.enable",
+    "header.converter.schemas.enable",
+    "value.converter.replace.null.with.default",
+    "key.converter.replace.null.with.default",
+    "value.converter.decimal.format",
+    "key.converter.decimal.format",
+    "value.converter.schemas.cache.size",
+    "key.converter.schemas.cache.size",
+    "table.field.event.type",
+    "tracing.operation.name",
+    "tracing.with.context.field.only",
+    "database.history.kafka.bootstrap.servers",
+    "schema.history.internal.kafka.bootstrap.servers",
+    "schema.history.internal.kafka.topic",
+    "database.history.kafka.topic",
+    "heartbeat.topics.prefix",
+    "topic.heartbeat.prefix",
+    "message.key.columns",
+    "status.update.interval.ms",
+];
+
+/// Options that would change the records, which outbox-relay does not implement: refused.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "column.include.list",
+        "columns are never dropped from outbox rows",
+    ),
+    (
+        "column.exclude.list",
+        "columns are never dropped from outbox rows",
+    ),
+    (
+        "column.whitelist",
+        "columns are never dropped from outbox rows",
+    ),
+    (
+        "column.blacklist",
+        "columns are never dropped from outbox rows",
+    ),
+    (
+        "exactly.once.support",
+        "Kafka transactions are not used; see the README on duplicates",
+    ),
+    ("transaction.boundary", "Kafka transactions are not used"),
+    ("predicates", "transform predicates are not supported"),
+    (
+        "message.prefix.include.list",
+        "logical decoding messages are not relayed",
+    ),
+    (
+        "message.prefix.exclude.list",
+        "logical decoding messages are not relayed",
+    ),
+    ("converters", "custom converters are not supported"),
+];
+
+pub fn translate(
+    connector: &RawConfig,
+    worker: Option<&RawConfig>,
+) -> Result<DebeziumSetup, String> {
+    let o = Options::new(&connector.entries);
+    let w = worker.map(|w| Options::new(&w.entries));
+    let mut notes = Vec::new();
+
+    if let Some(class) = o.get("connector.class") {
+        if class != POSTGRES_CONNECTOR && class != "PostgresConnector" {
+            return Err(format!(
+                "connector.class: {class} is not Debezium's PostgreSQL connector ({POSTGRES_CONNECTOR})"
+            ));
+        }
+    }
+    match o.get("plugin.name") {
+        None | Some("pgoutput") => {}
+        Some(plugin @ ("decoderbufs" | "wal2json" | "wal2json_streaming" | "wal2json_rds" | "wal2json_rds_streaming")) => {
+            return Err(format!(
+                "plugin.name: outbox-relay reads pgoutput only, not {plugin}; set \"plugin.name\": \"pgoutput\" \
+                 (built into PostgreSQL 10+). An existing {plugin} slot cannot be reused: give outbox-relay a new \
+                 slot.name, or drop and recreate the slot with pgoutput"
+            ))
+        }
+        Some(other) => return Err(format!("plugin.name: unknown decoding plugin {other:?}; use pgoutput")),
+    }
+    for (key, why) in REFUSED {
+        if let Some(value) = o.get(key) {
+            let harmless = matches!(
+                (*key, value),
+                ("exactly.once.support", "disabled" | "requested")
+            );
+            if !harmless {
+                return Err(format!(
+                    "{key}={value} is not supported by outbox-relay: {why}"
+                ));
+            }
+        }
+    }
+    if let Some(key) = o
+        .keys_with_prefix("column.mask.")
+        .chain(o.keys_with_prefix("column.truncate."))
+        .next()
+    {
+        return Err(format!(
+            "{key} is not supported by outbox-relay: outbox columns are relayed unchanged"
+        ));
+    }
+    match o.get("time.precision.mode") {
+        None | Some("adaptive") | Some("adaptive_time_microseconds") => {}
+        Some(other) => {
+            return Err(format!(
+                "time.precision.mode={other} is not supported by outbox-relay (it writes timestamps as with adaptive)"
+            ))
+        }
+    }
+    match o.get("binary.handling.mode") {
+        None | Some("bytes") => {}
+        Some(other) => {
+            return Err(format!(
+                "binary.handling.mode={other} is not supported by outbox-relay (bytea columns are written as with bytes)"
+            ))
+        }
+    }
+
+    // --- PostgreSQL ---
+    let postgres_url = postgres_url(&o)?;
+    let table = outbox_table(&o)?;
+    let slot = o.get("slot.name").unwrap_or("debezium").to_owned();
+    let publication = o
+        .get("publication.name")
+        .unwrap_or("dbz_publication")
+        .to_owned();
+    let publication_mode = match o.get("publication.autocreate.mode").unwrap_or("all_tables") {
+        "all_tables" => PublicationMode::AllTables,
+        "filtered" => PublicationMode::Filtered,
+        "no_tables" => PublicationMode::NoTables,
+        "disabled" => PublicationMode::Disabled,
+        other => {
+            return Err(format!(
+                "publication.autocreate.mode: {other:?} is not one of all_tables, filtered, no_tables, disabled"
+            ))
+        }
+    };
+    let snapshot = match o.get("snapshot.mode").unwrap_or("initial") {
+        "initial" | "when_needed" => SnapshotMode::Initial,
+        "no_data" | "never" => SnapshotMode::NoData,
+        other => {
+            return Err(format!(
+                "snapshot.mode={other} is not supported by outbox-relay; use initial (existing outbox rows once, \
+                 when the slot is created) or no_data"
+            ))
+        }
+    };
+    let skipped = o.get("skipped.operations").unwrap_or("t");
+    let skipped: Vec<&str> = skipped
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if skipped.contains(&"c") {
+        return Err("skipped.operations includes c (inserts): nothing would be relayed from an outbox table".into());
+    }
+    if let Some(bad) = skipped
+        .iter()
+        .find(|s| !matches!(**s, "c" | "u" | "d" | "t" | "none"))
+    {
+        return Err(format!(
+            "skipped.operations: unknown operation {bad:?}; expected c, u, d, t or none"
+        ));
+    }
+    let heartbeat = match o.get("heartbeat.interval.ms") {
+        None | Some("0") => None,
+        Some(ms) => Some(Heartbeat {
+            interval: Duration::from_millis(ms.parse().map_err(|_| {
+                format!("heartbeat.interval.ms: {ms:?} is not a number of milliseconds")
+            })?),
+            action_query: o.get("heartbeat.action.query").map(str::to_owned),
+        }),
+    };
+    if heartbeat.is_none() && o.get("heartbeat.action.query").is_some() {
+        notes.push("heartbeat.action.query is set but heartbeat.interval.ms is 0: the query never runs (as in Debezium)".into());
+    }
+    let status_interval = match o.get("status.update.interval.ms") {
+        None => None,
+        Some(ms) => Some(Duration::from_millis(ms.parse().map_err(|_| {
+            format!("status.update.interval.ms: {ms:?} is not a number of milliseconds")
+        })?)),
+    };
+    let topic_prefix = o
+        .get("topic.prefix")
+        .or_else(|| o.get("database.server.name"))
+        .ok_or(
+            "topic.prefix (database.server.name before Debezium 2.0) is required, as in Debezium",
+        )?
+        .to_owned();
+
+    // --- the EventRouter ---
+    let transform = event_router(&o)?;
+    let t = |name: &str| format!("transforms.{transform}.{name}");
+    let get = |name: &str| o.get(&t(name));
+    let bool_option = |names: &[&str], default: bool| -> Result<bool, String> {
+        for name in names {
+            if let Some(v) = get(name) {
+                return match v.trim().to_ascii_lowercase().as_str() {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    _ => Err(format!("{}: {v:?} is not true or false", t(name))),
+                };
+            }
+        }
+        Ok(default)
+    };
+    let column = |names: &[&str], default: &str| -> String {
+        names
+            .iter()
+            .find_map(|n| get(n))
+            .unwrap_or(default)
+            .trim()
+            .to_owned()
+    };
+    let id_column = column(&["table.field.event.id"], "id");
+    let key_column = column(
+        &["table.field.event.key", "table.field.event.payload.id"],
+        "aggregateid",
+    );
+    let payload_column = column(&["table.field.event.payload"], "payload");
+    let route_by_column = column(&["route.by.field"], "aggregatetype");
+    let regex = get("route.topic.regex").unwrap_or(DEFAULT_TOPIC_REGEX);
+    let replacement = get("route.topic.replacement").unwrap_or("outbox.event.${routedByValue}");
+    let topic_template = TopicTemplate::with_regex(regex, replacement).map_err(|e| {
+        format!(
+            "{} / {}: {e}",
+            t("route.topic.regex"),
+            t("route.topic.replacement")
+        )
+    })?;
+    let additional =
+        AdditionalField::parse_list(get("table.fields.additional.placement").unwrap_or(""))
+            .map_err(|e| format!("{}: {e}", t("table.fields.additional.placement")))?;
+    let ignore_missing_additional = match get("table.field.additional.missing") {
+        Some("ignore") => true,
+        Some("error") => false,
+        Some(other) => {
+            return Err(format!(
+                "{}: {other:?} is not error or ignore",
+                t("table.field.additional.missing")
+            ))
+        }
+        None => !bool_option(&["table.fields.additional.error.on.missing"], true)?,
+    };
+    let on_update =
+        match get("table.op.invalid.behavior").or_else(|| get("debezium.op.invalid.behavior")) {
+            None | Some("warn") => InvalidOperation::Warn,
+            Some("error") => InvalidOperation::Error,
+            Some("fatal") => InvalidOperation::Fatal,
+            Some(other) => {
+                return Err(format!(
+                    "{}: {other:?} is not warn, error or fatal",
+                    t("table.op.invalid.behavior")
+                ))
+            }
+        };
+    // Debezium never sees UPDATEs it was told to skip.
+    let on_update = if skipped.contains(&"u") {
+        InvalidOperation::Ignore
+    } else {
+        on_update
+    };
+    let expand = bool_option(
+        &["table.expand.json.payload", "debezium.expand.json.payload"],
+        false,
+    )?;
+    let keep_nulls = match get("table.json.payload.null.behavior") {
+        None | Some("ignore") => false,
+        Some("optional_bytes") => true,
+        Some(other) => {
+            return Err(format!(
+                "{}: {other:?} is not ignore or optional_bytes",
+                t("table.json.payload.null.behavior")
+            ))
+        }
+    };
+    let keep_empty_arrays = match get("table.json.payload.empty.array.behavior") {
+        None | Some("ignore") => false,
+        Some("optional_string") => true,
+        Some(other) => {
+            return Err(format!(
+                "{}: {other:?} is not ignore or optional_string",
+                t("table.json.payload.empty.array.behavior")
+            ))
+        }
+    };
+    let tombstone_on_empty_payload = bool_option(&["route.tombstone.on.empty.payload"], false)?;
+    let timestamp_column = get("table.field.event.timestamp").map(str::to_owned);
+    let schema_version_column = get("table.field.event.schema.version").map(str::to_owned);
+    let tracing_span_context_column = Some(column(
+        &["tracing.span.context.field"],
+        "tracingspancontext",
+    ));
+    for name in [
+        "table.field.event.type",
+        "tracing.operation.name",
+        "tracing.with.context.field.only",
+    ] {
+        get(name);
+    }
+
+    // --- converters: connector config, else worker config, else Kafka Connect's defaults ---
+    let key = converter(&o, w.as_ref(), "key", &mut notes)?;
+    let value = converter(&o, w.as_ref(), "value", &mut notes)?;
+    let header = header_converter(&o, w.as_ref(), &mut notes)?;
+
+    // --- Kafka ---
+    let bootstrap_servers = w
+        .as_ref()
+        .and_then(|w| w.get("bootstrap.servers"))
+        .map(str::to_owned);
+    let mut producer_properties = Vec::new();
+    let mut producer_unknown = Vec::new();
+    if let Some(w) = &w {
+        for (key, value) in w.with_prefix("producer.") {
+            super::producer::translate(
+                &key,
+                value,
+                &mut producer_properties,
+                &mut producer_unknown,
+            )?;
+        }
+    }
+    for (key, value) in o.with_prefix("producer.override.") {
+        super::producer::translate(&key, value, &mut producer_properties, &mut producer_unknown)?;
+    }
+
+    o.accept(NO_EFFECT);
+    o.accept_prefix("database.");
+    let mut unknown = o.unused();
+    unknown.extend(producer_unknown);
+    Ok(DebeziumSetup {
+        connector_name: connector.name.clone(),
+        postgres_url: Some(postgres_url),
+        bootstrap_servers,
+        table: table.clone(),
+        slot,
+        publication,
+        publication_mode,
+        snapshot,
+        heartbeat,
+        status_interval,
+        router: RouterConfig {
+            tables: vec![table],
+            id_column,
+            key_column,
+            payload_column,
+            route_by_column,
+            topic_template,
+            additional,
+            tombstone_on_null_payload: tombstone_on_empty_payload,
+            expand_json_payload: false,
+            timestamp_column,
+            ignore_missing_additional,
+            on_update,
+            output: Output::Connect(ConnectFormat {
+                key,
+                value,
+                header,
+                topic_prefix,
+                expand: expand.then_some(ExpandBehaviour {
+                    keep_nulls,
+                    keep_empty_arrays,
+                }),
+                schema_version_column,
+                tracing_span_context_column,
+                tombstone_on_empty_payload,
+            }),
+        },
+        producer_properties,
+        notes,
+        unknown,
+    })
+}
+
+fn postgres_url(o: &Options) -> Result<Secret, String> {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+    let host = o
+        .get("database.hostname")
+        .ok_or("database.hostname is required")?;
+    let port = o.get("database.port").unwrap_or("5432");
+    port.parse::<u16>()
+        .map_err(|_| format!("database.port: {port:?} is not a port number"))?;
+    let user = o.get("database.user").ok_or("database.user is required")?;
+    let dbname = o
+        .get("database.dbname")
+        .ok_or("database.dbname is required")?;
+    let mut url = format!("postgres://{}", enc(user));
+    if let Some(password) = o.get("database.password") {
+        url.push(':');
+        url.push_str(&enc(password));
+    }
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    url.push_str(&format!("@{host}:{port}/{}", enc(dbname)));
+    let mut params = Vec::new();
+    match o.get("database.sslmode") {
+        None => {}
+        Some(mode @ ("disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full")) => {
+            params.push(format!("sslmode={mode}"))
+        }
+        Some(other) => return Err(format!("database.sslmode: {other:?} is not disable, allow, prefer, require, verify-ca or verify-full")),
+    }
+    for (option, param) in [
+        ("database.sslrootcert", "sslrootcert"),
+        ("database.sslcert", "sslcert"),
+        ("database.sslkey", "sslkey"),
+    ] {
+        if let Some(path) = o.get(option) {
+            params.push(format!("{param}={}", enc(path)));
+        }
+    }
+    if o.get("database.sslpassword").is_some() {
+        return Err("database.sslpassword (an encrypted client key) is not supported: decrypt the key file (openssl pkey)".into());
+    }
+    if !params.is_empty() {
+        url.push('?');
+        url.push_str(&params.join("&"));
+    }
+    Ok(Secret::new(url))
+}
+
+/// The one outbox table of `table.include.list` (a regex list in Debezium: plain names,
+/// optionally with escaped dots, are accepted).
+fn outbox_table(o: &Options) -> Result<TableName, String> {
+    let (key, list) = ["table.include.list", "table.whitelist"]
+        .iter()
+        .find_map(|k| o.get(k).map(|v| (*k, v)))
+        .ok_or("table.include.list is required: name the outbox table, e.g. public.outbox")?;
+    let tables: Vec<String> = list
+        .split(',')
+        .map(|t| t.trim().replace("\\.", "."))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let [table] = tables.as_slice() else {
+        return Err(format!(
+            "{key}: outbox-relay relays one outbox table per instance and this lists {}; run one instance (and slot) per table",
+            tables.len()
+        ));
+    };
+    if table.contains(|c: char| "*+?[](){}|^$\\".contains(c)) {
+        return Err(format!("{key}: {table:?} is a regular expression; name the outbox table exactly, e.g. public.outbox"));
+    }
+    TableName::parse(table).map_err(|e| format!("{key}: {e}"))
+}
+
+/// The alias of the one EventRouter transform.
+fn event_router(o: &Options) -> Result<String, String> {
+    let list = o.get("transforms").ok_or(
+        "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
+    )?;
+    let aliases: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect();
+    let mut router = None;
+    for alias in aliases {
+        let key = format!("transforms.{alias}.type");
+        match o.get(&key) {
+            Some(EVENT_ROUTER) if router.is_none() => router = Some(alias.to_owned()),
+            Some(EVENT_ROUTER) => return Err("transforms: more than one EventRouter".into()),
+            Some(other) => {
+                return Err(format!(
+                    "{key}: the transform {other} is not supported; outbox-relay applies only {EVENT_ROUTER}"
+                ))
+            }
+            None => return Err(format!("{key} is missing")),
+        }
+        if o.get(&format!("transforms.{alias}.predicate")).is_some() {
+            return Err(format!(
+                "transforms.{alias}.predicate: transform predicates are not supported"
+            ));
+        }
+        o.get(&format!("transforms.{alias}.negate"));
+    }
+    router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))
+}
+
+fn converter_class(class: &str, key: &str, schemas_enable: bool) -> Result<Converter, String> {
+    match class {
+        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json { schemas_enable }),
+        "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
+        "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
+        other => Err(format!(
+            "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter or ByteArrayConverter would"
+        )),
+    }
+}
+
+fn schemas_enable(o: &Options, prefix: &str) -> Result<Option<bool>, String> {
+    let key = format!("{prefix}.schemas.enable");
+    match o.get(&key) {
+        None => Ok(None),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            _ => Err(format!("{key}: {v:?} is not true or false")),
+        },
+    }
+}
+
+/// `key.converter` / `value.converter`: the connector's, else the worker's, else
+/// JsonConverter with schemas (Kafka Connect's stock worker configuration).
+fn converter(
+    o: &Options,
+    w: Option<&Options>,
+    part: &str,
+    notes: &mut Vec<String>,
+) -> Result<Converter, String> {
+    let key = format!("{part}.converter");
+    let (class, source, options) = match (o.get(&key), w.and_then(|w| w.get(&key))) {
+        (Some(c), _) => (c, "connector config", o),
+        (None, Some(c)) => (c, "worker config", w.expect("worker present")),
+        (None, None) => (
+            "org.apache.kafka.connect.json.JsonConverter",
+            "Kafka Connect default",
+            o,
+        ),
+    };
+    let schemas = schemas_enable(options, &key)?.unwrap_or(true);
+    let converter = converter_class(class, &key, schemas)?;
+    notes.push(format!(
+        "{key} = {class}{} ({source})",
+        match converter {
+            Converter::Json { schemas_enable } => format!(", schemas.enable={schemas_enable}"),
+            _ => String::new(),
+        }
+    ));
+    Ok(converter)
+}
+
+fn header_converter(
+    o: &Options,
+    w: Option<&Options>,
+    notes: &mut Vec<String>,
+) -> Result<HeaderConverter, String> {
+    let key = "header.converter";
+    let (class, source, options) = match (o.get(key), w.and_then(|w| w.get(key))) {
+        (Some(c), _) => (c, "connector config", o),
+        (None, Some(c)) => (c, "worker config", w.expect("worker present")),
+        (None, None) => (
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+            "Kafka Connect default",
+            o,
+        ),
+    };
+    let converter = match class {
+        "org.apache.kafka.connect.storage.SimpleHeaderConverter" => HeaderConverter::Simple,
+        other => HeaderConverter::Other(converter_class(
+            other,
+            key,
+            schemas_enable(options, key)?.unwrap_or(true),
+        )?),
+    };
+    notes.push(format!("{key} = {class} ({source})"));
+    Ok(converter)
+}

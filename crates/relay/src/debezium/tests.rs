@@ -1,0 +1,308 @@
+use super::*;
+use crate::postgres::PublicationMode;
+use outbox_router::connect::{Converter, HeaderConverter};
+use outbox_router::{InvalidOperation, Output, Placement};
+
+fn fixture(name: &str) -> RawConfig {
+    read_file(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/debezium")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn connect(setup: &DebeziumSetup) -> &outbox_router::ConnectFormat {
+    match &setup.router.output {
+        Output::Connect(f) => f,
+        Output::Raw => panic!("raw output"),
+    }
+}
+
+fn config(extra: &[(&str, &str)]) -> RawConfig {
+    let mut entries: std::collections::BTreeMap<String, String> = [
+        (
+            "connector.class",
+            "io.debezium.connector.postgresql.PostgresConnector",
+        ),
+        ("database.hostname", "db"),
+        ("database.user", "u"),
+        ("database.dbname", "app"),
+        ("topic.prefix", "app"),
+        ("table.include.list", "public.outbox"),
+        ("transforms", "outbox"),
+        (
+            "transforms.outbox.type",
+            "io.debezium.transforms.outbox.EventRouter",
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        entries.insert(k.to_string(), v.to_string());
+    }
+    RawConfig {
+        name: None,
+        entries,
+    }
+}
+
+#[test]
+fn every_seed_connector_config_translates_as_it_is() {
+    for name in [
+        "seed-000-outbox-connector.json",
+        "seed-001-user-outbox-connector.json",
+        "seed-003-order-outbox-connector.json",
+        "seed-004-outbox-connector.json",
+    ] {
+        let setup = translate(&fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(setup.unknown.is_empty(), "{name}: {:?}", setup.unknown);
+        assert_eq!(setup.slot, "debezium", "{name}");
+        assert_eq!(setup.publication, "dbz_publication", "{name}");
+        assert_eq!(setup.publication_mode, PublicationMode::AllTables, "{name}");
+        assert_eq!(
+            setup.snapshot,
+            SnapshotMode::Initial,
+            "{name}: Debezium's default"
+        );
+        assert_eq!(setup.router.route_by_column, "aggregate_type");
+        assert_eq!(setup.router.key_column, "aggregate_id");
+        assert_eq!(setup.router.payload_column, "payload");
+        assert_eq!(setup.router.id_column, "id");
+        assert_eq!(setup.router.on_update, InvalidOperation::Warn);
+    }
+    let s = translate(&fixture("seed-003-order-outbox-connector.json"), None).unwrap();
+    assert_eq!(s.table.to_string(), "public.outbox_events");
+    assert_eq!(
+        s.router.topic_template.render("Order"),
+        "Order.events.created"
+    );
+    assert_eq!(
+        s.postgres_url.as_ref().unwrap().expose(),
+        "postgres://postgres:password@postgres-orders-db:5432/orders%5Fdb"
+    );
+    assert_eq!(connect(&s).topic_prefix, "orders-server");
+    // No converters anywhere: Kafka Connect's stock JsonConverter with schemas.
+    let f = connect(&s);
+    assert_eq!(
+        f.key,
+        Converter::Json {
+            schemas_enable: true
+        }
+    );
+    assert_eq!(
+        f.value,
+        Converter::Json {
+            schemas_enable: true
+        }
+    );
+    assert_eq!(f.header, HeaderConverter::Simple);
+    let s = translate(&fixture("seed-001-user-outbox-connector.json"), None).unwrap();
+    assert_eq!(connect(&s).key, Converter::String);
+    assert_eq!(
+        connect(&s).value,
+        Converter::Json {
+            schemas_enable: false
+        }
+    );
+    assert_eq!(s.connector_name.as_deref(), Some("user-outbox-connector"));
+}
+
+#[test]
+fn debezium_defaults_and_old_option_names() {
+    let s = translate(&config(&[]), None).unwrap();
+    assert_eq!(s.router.key_column, "aggregateid");
+    assert_eq!(s.router.route_by_column, "aggregatetype");
+    assert_eq!(
+        s.router.topic_template.render("Order"),
+        "outbox.event.Order"
+    );
+    assert!(!connect(&s).tombstone_on_empty_payload);
+    let s = translate(
+        &config(&[
+            ("transforms.outbox.table.field.event.payload.id", "agg"),
+            ("transforms.outbox.debezium.op.invalid.behavior", "fatal"),
+            ("transforms.outbox.debezium.expand.json.payload", "true"),
+            (
+                "transforms.outbox.table.fields.additional.error.on.missing",
+                "false",
+            ),
+            ("database.server.name", "old"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(s.router.key_column, "agg");
+    assert_eq!(s.router.on_update, InvalidOperation::Fatal);
+    assert!(connect(&s).expand.is_some());
+    assert!(s.router.ignore_missing_additional);
+}
+
+#[test]
+fn placements_regex_and_converters() {
+    let s = translate(
+        &config(&[
+            (
+                "transforms.outbox.table.fields.additional.placement",
+                "type:header:eventType, type:envelope:kind, shard:partition",
+            ),
+            (
+                "transforms.outbox.route.topic.regex",
+                "(?<routedByValue>[a-z]+)",
+            ),
+            (
+                "transforms.outbox.route.topic.replacement",
+                "events.${routedByValue}",
+            ),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter",
+            ),
+            (
+                "value.converter",
+                "org.apache.kafka.connect.converters.ByteArrayConverter",
+            ),
+            (
+                "header.converter",
+                "org.apache.kafka.connect.json.JsonConverter",
+            ),
+            ("header.converter.schemas.enable", "false"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let placements: Vec<Placement> = s.router.additional.iter().map(|f| f.placement).collect();
+    assert_eq!(
+        placements,
+        [Placement::Header, Placement::Envelope, Placement::Partition]
+    );
+    assert_eq!(s.router.topic_template.render("order"), "events.order");
+    assert_eq!(
+        s.router.topic_template.render("Order"),
+        "Order",
+        "no whole match: the value itself"
+    );
+    assert_eq!(connect(&s).value, Converter::ByteArray);
+    assert_eq!(
+        connect(&s).header,
+        HeaderConverter::Other(Converter::Json {
+            schemas_enable: false
+        })
+    );
+}
+
+#[test]
+fn the_worker_config_supplies_what_the_connector_does_not() {
+    let worker = RawConfig {
+        name: None,
+        entries: properties::parse_properties(
+            "bootstrap.servers=kafka:9092\ngroup.id=connect\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             value.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter.schemas.enable=false\n\
+             producer.compression.type=zstd\n",
+        ),
+    };
+    let s = translate(
+        &config(&[(
+            "value.converter",
+            "org.apache.kafka.connect.storage.StringConverter",
+        )]),
+        Some(&worker),
+    )
+    .unwrap();
+    assert_eq!(s.bootstrap_servers.as_deref(), Some("kafka:9092"));
+    assert_eq!(connect(&s).key, Converter::String, "from the worker");
+    assert_eq!(connect(&s).value, Converter::String, "the connector wins");
+    assert_eq!(
+        s.producer_properties,
+        [("compression.type".to_owned(), "zstd".to_owned())]
+    );
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("key.converter") && n.contains("worker config")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn unknown_options_are_listed_and_semantic_ones_refused() {
+    let s = translate(
+        &config(&[
+            ("frobnicate", "1"),
+            ("transforms.outbox.route.by.feild", "x"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s.unknown,
+        ["frobnicate", "transforms.outbox.route.by.feild"]
+    );
+    for (key, value, expected) in [
+        ("plugin.name", "decoderbufs", "pgoutput"),
+        ("plugin.name", "wal2json", "pgoutput"),
+        (
+            "column.exclude.list",
+            "public.outbox.payload",
+            "column.exclude.list",
+        ),
+        (
+            "value.converter",
+            "io.confluent.connect.avro.AvroConverter",
+            "value.converter",
+        ),
+        ("snapshot.mode", "always", "snapshot.mode"),
+        (
+            "table.include.list",
+            "public.outbox,public.other",
+            "one outbox table",
+        ),
+        (
+            "table.include.list",
+            "public.outbox_.*",
+            "regular expression",
+        ),
+        ("transforms", "outbox,unwrap", "transforms.unwrap.type"),
+        (
+            "transforms.outbox.route.topic.regex",
+            "(?=x).*",
+            "route.topic.regex",
+        ),
+        ("time.precision.mode", "connect", "time.precision.mode"),
+        (
+            "publication.autocreate.mode",
+            "some",
+            "publication.autocreate.mode",
+        ),
+    ] {
+        let err = translate(&config(&[(key, value)]), None).unwrap_err();
+        assert!(err.contains(expected), "{key}={value}: {err}");
+    }
+    let mut no_prefix = config(&[]);
+    no_prefix.entries.remove("topic.prefix");
+    assert!(translate(&no_prefix, None)
+        .unwrap_err()
+        .contains("topic.prefix"));
+}
+
+#[test]
+fn database_options_build_the_connection_url() {
+    let s = translate(
+        &config(&[
+            ("database.port", "6432"),
+            ("database.password", "p@ss word"),
+            ("database.sslmode", "verify-full"),
+            ("database.sslrootcert", "/certs/ca.pem"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let url = s.postgres_url.unwrap();
+    assert_eq!(
+        url.expose(),
+        "postgres://u:p%40ss%20word@db:6432/app?sslmode=verify-full&sslrootcert=%2Fcerts%2Fca%2Epem"
+    );
+    crate::postgres::ConnectionInfo::parse(url.expose()).unwrap();
+}

@@ -1,0 +1,395 @@
+//! Kafka Connect's converters, byte for byte: what a Connect worker writes for a record's
+//! key, value and headers under `org.apache.kafka.connect.json.JsonConverter` (with and
+//! without `schemas.enable`), `...storage.StringConverter`, `...converters.ByteArrayConverter`
+//! and the default header converter `...storage.SimpleHeaderConverter`.
+
+use super::data::{Schema, SchemaType, Value};
+use super::json::{write_double, write_string};
+use base64::Engine;
+use bytes::Bytes;
+
+/// A key or value converter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converter {
+    Json { schemas_enable: bool },
+    String,
+    ByteArray,
+}
+
+/// A header converter (`header.converter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderConverter {
+    /// Kafka Connect's default: strings as they are, numbers and booleans as text.
+    Simple,
+    Other(Converter),
+}
+
+impl Converter {
+    /// The bytes of a record key or value; `None` is a Kafka null (a tombstone for values).
+    /// `schema` is `None` only for the EventRouter's tombstones.
+    pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, String> {
+        match self {
+            Converter::Json { schemas_enable } => {
+                let Some(schema) = schema else {
+                    return Ok(None);
+                };
+                let mut out = Vec::new();
+                if *schemas_enable {
+                    out.extend_from_slice(b"{\"schema\":");
+                    write_schema(&mut out, schema);
+                    out.extend_from_slice(b",\"payload\":");
+                    write_value(&mut out, schema, value)?;
+                    out.push(b'}');
+                } else {
+                    write_value(&mut out, schema, value)?;
+                }
+                Ok(Some(out.into()))
+            }
+            Converter::String => Ok(to_java_string(value)),
+            // Kafka Connect refuses non-bytes values here and the task dies; outbox-relay
+            // writes the value's text instead (documented in the README).
+            Converter::ByteArray => Ok(match value {
+                Value::Bytes(b) => Some(b.clone()),
+                other => to_java_string(other),
+            }),
+        }
+    }
+}
+
+impl HeaderConverter {
+    pub fn encode(&self, schema: &Schema, value: &Value) -> Result<Option<Bytes>, String> {
+        match self {
+            HeaderConverter::Simple => Ok(match value {
+                Value::Null => None,
+                Value::Struct(_) | Value::Array(_) => {
+                    let mut out = Vec::new();
+                    write_value(&mut out, schema, value)?;
+                    Some(out.into())
+                }
+                Value::Bytes(b) => Some(base64::engine::general_purpose::STANDARD.encode(b).into()),
+                other => to_java_string(other),
+            }),
+            HeaderConverter::Other(c) => c.encode(Some(schema), value),
+        }
+    }
+}
+
+/// Java's `toString()` of the value, as StringConverter writes it.
+fn to_java_string(value: &Value) -> Option<Bytes> {
+    let mut out = Vec::new();
+    if value.is_null() {
+        return None;
+    }
+    java_string(&mut out, value);
+    Some(out.into())
+}
+
+fn java_string(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Float(f) => write_double(out, *f),
+        Value::String(s) | Value::Bytes(s) => out.extend_from_slice(s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                java_string(out, item);
+            }
+            out.push(b']');
+        }
+        // Struct.toString() prints only the non-null fields; the names are not in the
+        // value, so this is the best a schemaless print can do (used for headers only).
+        Value::Struct(fields) => {
+            out.extend_from_slice(b"Struct{");
+            let mut first = true;
+            for field in fields.iter().filter(|f| !f.is_null()) {
+                if !first {
+                    out.push(b',');
+                }
+                java_string(out, field);
+                first = false;
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// `Struct.toString()` with field names, for StringConverter values that are envelopes.
+pub fn struct_to_java_string(schema: &Schema, value: &Value) -> Option<Bytes> {
+    let (SchemaType::Struct(fields), Value::Struct(values)) = (&schema.kind, value) else {
+        return to_java_string(value);
+    };
+    let mut out = b"Struct{".to_vec();
+    let mut first = true;
+    for ((name, _), v) in fields.iter().zip(values) {
+        if v.is_null() {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'=');
+        java_string(&mut out, v);
+        first = false;
+    }
+    out.push(b'}');
+    Some(out.into())
+}
+
+/// JsonConverter.asJsonSchema: type, items/fields, optional, name, version, parameters,
+/// default, in that order.
+pub fn write_schema(out: &mut Vec<u8>, schema: &Schema) {
+    write_schema_with_field(out, schema, None);
+}
+
+fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&str>) {
+    let type_name = match &schema.kind {
+        SchemaType::Boolean => "boolean",
+        SchemaType::Int16 => "int16",
+        SchemaType::Int32 => "int32",
+        SchemaType::Int64 => "int64",
+        SchemaType::Float32 => "float",
+        SchemaType::Float64 => "double",
+        SchemaType::String => "string",
+        SchemaType::Bytes => "bytes",
+        SchemaType::Array(_) => "array",
+        SchemaType::Struct(_) => "struct",
+    };
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(type_name.as_bytes());
+    out.push(b'"');
+    match &schema.kind {
+        SchemaType::Array(items) => {
+            out.extend_from_slice(b",\"items\":");
+            write_schema(out, items);
+        }
+        SchemaType::Struct(fields) => {
+            out.extend_from_slice(b",\"fields\":[");
+            for (i, (name, field_schema)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_schema_with_field(out, field_schema, Some(name));
+            }
+            out.push(b']');
+        }
+        _ => {}
+    }
+    out.extend_from_slice(b",\"optional\":");
+    out.extend_from_slice(if schema.optional { b"true" } else { b"false" });
+    if let Some(name) = &schema.name {
+        out.extend_from_slice(b",\"name\":");
+        write_string(out, name);
+    }
+    if let Some(version) = schema.version {
+        out.extend_from_slice(format!(",\"version\":{version}").as_bytes());
+    }
+    if !schema.parameters.is_empty() {
+        out.extend_from_slice(b",\"parameters\":{");
+        for (i, (k, v)) in schema.parameters.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_string(out, k);
+            out.push(b':');
+            write_string(out, v);
+        }
+        out.push(b'}');
+    }
+    if let Some(default) = &schema.default {
+        out.extend_from_slice(b",\"default\":");
+        // A default is a valid value of its own schema.
+        let _ = write_value(out, schema, default);
+    }
+    if let Some(field) = field {
+        out.extend_from_slice(b",\"field\":");
+        write_string(out, field);
+    }
+    out.push(b'}');
+}
+
+/// JsonConverter.convertToJson.
+pub fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
+    match value {
+        Value::Null => {
+            if let Some(default) = &schema.default {
+                return write_value(out, schema, default);
+            }
+            if !schema.optional {
+                return Err(
+                    "null value for a field that is required and has no default value".into(),
+                );
+            }
+            out.extend_from_slice(b"null");
+        }
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Float(f) => write_double(out, *f),
+        Value::String(s) => write_string(
+            out,
+            std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
+        ),
+        Value::Bytes(b) => {
+            out.push(b'"');
+            out.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(b)
+                    .as_bytes(),
+            );
+            out.push(b'"');
+        }
+        Value::Array(items) => {
+            let SchemaType::Array(item_schema) = &schema.kind else {
+                return Err("array value for a non-array schema".into());
+            };
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item_schema, item)?;
+            }
+            out.push(b']');
+        }
+        Value::Struct(values) => {
+            let SchemaType::Struct(fields) = &schema.kind else {
+                return Err("struct value for a non-struct schema".into());
+            };
+            out.push(b'{');
+            for (i, (name, field_schema)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, name);
+                out.push(b':');
+                write_value(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_schema() -> Schema {
+        Schema::new(SchemaType::String, false).named("io.debezium.data.Json", Some(1))
+    }
+
+    fn text(b: &Option<Bytes>) -> &str {
+        std::str::from_utf8(b.as_ref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn jsonb_payload_under_each_converter() {
+        let payload = Value::text(r#"{"id": 1}"#);
+        let s = json_schema();
+        let off = Converter::Json {
+            schemas_enable: false,
+        };
+        let on = Converter::Json {
+            schemas_enable: true,
+        };
+        assert_eq!(
+            text(&off.encode(Some(&s), &payload).unwrap()),
+            r#""{\"id\": 1}""#
+        );
+        assert_eq!(
+            text(&on.encode(Some(&s), &payload).unwrap()),
+            r#"{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1},"payload":"{\"id\": 1}"}"#
+        );
+        assert_eq!(
+            text(&Converter::String.encode(Some(&s), &payload).unwrap()),
+            r#"{"id": 1}"#
+        );
+        assert_eq!(
+            text(&Converter::ByteArray.encode(Some(&s), &payload).unwrap()),
+            r#"{"id": 1}"#
+        );
+    }
+
+    #[test]
+    fn null_values_and_tombstones() {
+        let s = Schema::new(SchemaType::String, true).named("io.debezium.data.Json", Some(1));
+        let off = Converter::Json {
+            schemas_enable: false,
+        };
+        let on = Converter::Json {
+            schemas_enable: true,
+        };
+        assert_eq!(text(&off.encode(Some(&s), &Value::Null).unwrap()), "null");
+        assert_eq!(
+            text(&on.encode(Some(&s), &Value::Null).unwrap()),
+            r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null}"#
+        );
+        assert_eq!(off.encode(None, &Value::Null).unwrap(), None);
+        assert_eq!(
+            Converter::String.encode(Some(&s), &Value::Null).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn envelope_struct_schema_lists_fields_with_their_names_last() {
+        let envelope = Schema::new(
+            SchemaType::Struct(vec![
+                ("payload".into(), json_schema()),
+                ("eventType".into(), Schema::new(SchemaType::String, false)),
+            ]),
+            false,
+        )
+        .named("orders.public.outbox.Order.Value", None);
+        let value = Value::Struct(vec![Value::text("{}"), Value::text("OrderCreated")]);
+        let on = Converter::Json {
+            schemas_enable: true,
+        };
+        assert_eq!(
+            text(&on.encode(Some(&envelope), &value).unwrap()),
+            concat!(
+                r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
+                r#"{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"orders.public.outbox.Order.Value"},"#,
+                r#""payload":{"payload":"{}","eventType":"OrderCreated"}}"#
+            )
+        );
+        assert_eq!(
+            text(&struct_to_java_string(&envelope, &value)),
+            "Struct{payload={},eventType=OrderCreated}"
+        );
+    }
+
+    #[test]
+    fn headers_are_plain_text_by_default() {
+        let uuid = Schema::new(SchemaType::String, false).named("io.debezium.data.Uuid", Some(1));
+        let id = Value::text("6b1c0e4e-0000-4000-8000-000000000001");
+        assert_eq!(
+            text(&HeaderConverter::Simple.encode(&uuid, &id).unwrap()),
+            "6b1c0e4e-0000-4000-8000-000000000001"
+        );
+        let int = Schema::new(SchemaType::Int64, false);
+        assert_eq!(
+            text(
+                &HeaderConverter::Simple
+                    .encode(&int, &Value::Int(42))
+                    .unwrap()
+            ),
+            "42"
+        );
+        assert_eq!(
+            text(
+                &HeaderConverter::Other(Converter::Json {
+                    schemas_enable: false
+                })
+                .encode(&uuid, &id)
+                .unwrap()
+            ),
+            "\"6b1c0e4e-0000-4000-8000-000000000001\""
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! `table.expand.json.payload` the way Debezium's JsonSchemaData does it: the payload text
+//! becomes a Connect struct whose schema is inferred from the document (every field
+//! optional, objects named by their path from `payload`), null fields and empty arrays
+//! dropped unless the `*.behavior` options keep them.
+
+use super::data::{Schema, SchemaType, Value};
+use bytes::Bytes;
+use serde_json::Value as Json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExpandBehaviour {
+    /// `table.json.payload.null.behavior=optional_bytes`: keep null fields (as optional bytes).
+    pub keep_nulls: bool,
+    /// `table.json.payload.empty.array.behavior=optional_string`: keep empty arrays.
+    pub keep_empty_arrays: bool,
+}
+
+/// The expanded payload, or `None` when Debezium keeps the payload as a string: text that
+/// does not start with `{` (arrays included: Debezium cannot expand a top-level array),
+/// text that is not JSON, arrays mixing element types.
+pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option<(Schema, Value)> {
+    if !payload.starts_with(b"{") {
+        return None;
+    }
+    let json: Json = serde_json::from_slice(payload).ok()?;
+    let schema = infer(Some(field), &json, behaviour).ok()??;
+    let value = to_value(&json, &schema);
+    Some((schema, value))
+}
+
+fn optional(kind: SchemaType) -> Schema {
+    Schema::new(kind, true)
+}
+
+fn infer(key: Option<&str>, node: &Json, b: ExpandBehaviour) -> Result<Option<Schema>, String> {
+    Ok(match node {
+        Json::String(_) => Some(optional(SchemaType::String)),
+        Json::Bool(_) => Some(optional(SchemaType::Boolean)),
+        Json::Number(n) => Some(optional(number_type(n))),
+        Json::Array(items) if items.is_empty() => b
+            .keep_empty_arrays
+            .then(|| optional(SchemaType::Array(Box::new(optional(SchemaType::String))))),
+        Json::Array(items) => Some(optional(SchemaType::Array(Box::new(element_schema(
+            key, items, b,
+        )?)))),
+        Json::Object(map) => {
+            let mut fields: Vec<(std::sync::Arc<str>, Schema)> = Vec::new();
+            for (name, child) in map {
+                let path = match key {
+                    Some(k) if !k.trim().is_empty() => format!("{k}.{name}"),
+                    _ => name.clone(),
+                };
+                if let Some(schema) = infer(Some(&path), child, b)? {
+                    if !fields.iter().any(|(f, _)| &**f == name) {
+                        fields.push((name.as_str().into(), schema));
+                    }
+                }
+            }
+            let mut schema = optional(SchemaType::Struct(fields));
+            schema.name = key.map(Into::into);
+            Some(schema)
+        }
+        Json::Null => b.keep_nulls.then(|| optional(SchemaType::Bytes)),
+    })
+}
+
+fn number_type(n: &serde_json::Number) -> SchemaType {
+    match n.as_i64() {
+        Some(i) if i32::try_from(i).is_ok() => SchemaType::Int32,
+        Some(_) => SchemaType::Int64,
+        None => SchemaType::Float64,
+    }
+}
+
+fn element_schema(key: Option<&str>, items: &[Json], b: ExpandBehaviour) -> Result<Schema, String> {
+    let mut non_null = items.iter().filter(|i| !i.is_null());
+    let Some(first) = non_null.next() else {
+        return Err("array of nulls".into());
+    };
+    let same_kind = |a: &Json, c: &Json| match (a, c) {
+        (Json::Number(x), Json::Number(y)) => number_type(x) == number_type(y),
+        _ => std::mem::discriminant(a) == std::mem::discriminant(c),
+    };
+    if non_null.any(|i| !same_kind(first, i)) {
+        return Err("array elements of different types".into());
+    }
+    if first.is_object() {
+        // Struct elements: the union of their fields, in first-seen order.
+        let mut merged: Option<Schema> = None;
+        for item in items.iter().filter(|i| i.is_object()) {
+            let Some(schema) = infer(key, item, b)? else {
+                continue;
+            };
+            merged = Some(match merged {
+                None => schema,
+                Some(mut m) => {
+                    if let (SchemaType::Struct(into), SchemaType::Struct(from)) =
+                        (&mut m.kind, schema.kind)
+                    {
+                        for (name, s) in from {
+                            match into.iter_mut().find(|(n, _)| *n == name) {
+                                None => into.push((name, s)),
+                                Some((_, old))
+                                    if old.kind == SchemaType::Bytes
+                                        && s.kind != SchemaType::Bytes =>
+                                {
+                                    *old = s
+                                }
+                                Some(_) => {}
+                            }
+                        }
+                    }
+                    m
+                }
+            });
+        }
+        return merged.ok_or_else(|| "array without objects".into());
+    }
+    infer(None, first, b)?.ok_or_else(|| "array of unrecognised members".into())
+}
+
+fn to_value(node: &Json, schema: &Schema) -> Value {
+    match (node, &schema.kind) {
+        (Json::String(s), _) => Value::String(Bytes::copy_from_slice(s.as_bytes())),
+        (Json::Bool(v), _) => Value::Boolean(*v),
+        (Json::Number(n), _) => match n.as_i64() {
+            Some(i) if !matches!(schema.kind, SchemaType::Float64) => Value::Int(i),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        (Json::Array(items), SchemaType::Array(item_schema)) => {
+            Value::Array(items.iter().map(|i| to_value(i, item_schema)).collect())
+        }
+        (Json::Object(map), SchemaType::Struct(fields)) => Value::Struct(
+            fields
+                .iter()
+                .map(|(name, s)| map.get(&**name).map_or(Value::Null, |v| to_value(v, s)))
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connect::converter::{write_schema, Converter};
+
+    fn expanded(payload: &str, b: ExpandBehaviour) -> (String, String) {
+        let (schema, value) = expand("payload", payload.as_bytes(), b).expect("expands");
+        let plain = Converter::Json {
+            schemas_enable: false,
+        }
+        .encode(Some(&schema), &value)
+        .unwrap()
+        .unwrap();
+        let mut s = Vec::new();
+        write_schema(&mut s, &schema);
+        (
+            String::from_utf8(plain.to_vec()).unwrap(),
+            String::from_utf8(s).unwrap(),
+        )
+    }
+
+    #[test]
+    fn drops_nulls_and_empty_arrays_by_default() {
+        let (plain, schema) = expanded(
+            r#"{"orderId": "o-1", "total": 42.5, "qty": 3, "note": null, "lines": [], "items": [{"sku": "a"}, {"sku": "b", "n": 2}]}"#,
+            ExpandBehaviour::default(),
+        );
+        assert_eq!(
+            plain,
+            r#"{"orderId":"o-1","total":42.5,"qty":3,"items":[{"sku":"a","n":null},{"sku":"b","n":2}]}"#
+        );
+        assert_eq!(
+            schema,
+            concat!(
+                r#"{"type":"struct","fields":[{"type":"string","optional":true,"field":"orderId"},"#,
+                r#"{"type":"double","optional":true,"field":"total"},{"type":"int32","optional":true,"field":"qty"},"#,
+                r#"{"type":"array","items":{"type":"struct","fields":[{"type":"string","optional":true,"field":"sku"},"#,
+                r#"{"type":"int32","optional":true,"field":"n"}],"optional":true,"name":"payload.items"},"optional":true,"field":"items"}],"#,
+                r#""optional":true,"name":"payload"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn behaviours_keep_nulls_and_empty_arrays() {
+        let (plain, _) = expanded(
+            r#"{"note": null, "lines": []}"#,
+            ExpandBehaviour {
+                keep_nulls: true,
+                keep_empty_arrays: true,
+            },
+        );
+        assert_eq!(plain, r#"{"note":null,"lines":[]}"#);
+    }
+
+    #[test]
+    fn what_debezium_leaves_as_a_string() {
+        let b = ExpandBehaviour::default();
+        assert!(expand("payload", b"[1, 2]", b).is_none());
+        assert!(expand("payload", b"not json", b).is_none());
+        assert!(expand("payload", br#"{"a": [1, "x"]}"#, b).is_none());
+    }
+}

@@ -1,0 +1,138 @@
+//! JSON text exactly as Kafka Connect's JsonConverter writes it (Jackson's defaults):
+//! compact, fields in insertion order, `"`/`\` and control characters escaped (`\b \t \n
+//! \f \r`, others as `\u00XX` in upper-case hex), everything else (including non-ASCII)
+//! written as UTF-8, doubles in Java's `Double.toString` layout (`1.0`, `1.0E10`).
+
+/// Appends `text` as a JSON string literal, quotes included.
+pub fn write_string(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            0x0C => b"\\f",
+            b'\r' => b"\\r",
+            0..=0x1F => &[],
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xF) as usize]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Appends `value` the way Java's `Double.toString` prints it: shortest round-trip digits,
+/// plain notation for 1e-3 <= |v| < 1e7 (always with a fraction, `2.0`), otherwise
+/// `d.dddE±n`. NaN and infinities are written as Jackson writes them (quoted names are not
+/// valid JSON numbers; Jackson emits them bare), which JSON payloads cannot contain anyway.
+pub fn write_double(out: &mut Vec<u8>, value: f64) {
+    if value.is_nan() {
+        out.extend_from_slice(b"NaN");
+        return;
+    }
+    if value.is_infinite() {
+        out.extend_from_slice(if value > 0.0 {
+            b"Infinity"
+        } else {
+            b"-Infinity"
+        });
+        return;
+    }
+    if value == 0.0 {
+        out.extend_from_slice(if value.is_sign_negative() {
+            b"-0.0"
+        } else {
+            b"0.0"
+        });
+        return;
+    }
+    // `{:e}` gives the shortest round-trip digits, e.g. "4.25e1" or "-1e-4".
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} has an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} exponent is an integer");
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if negative {
+        out.push(b'-');
+    }
+    if (-3..7).contains(&exponent) {
+        if exponent >= 0 {
+            let point = exponent as usize + 1;
+            let padded = format!("{digits:0<point$}");
+            let (int, frac) = padded.split_at(point);
+            out.extend_from_slice(int.as_bytes());
+            out.push(b'.');
+            out.extend_from_slice(if frac.is_empty() { "0" } else { frac }.as_bytes());
+        } else {
+            out.extend_from_slice(b"0.");
+            for _ in 0..(-exponent - 1) {
+                out.push(b'0');
+            }
+            out.extend_from_slice(digits.as_bytes());
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.extend_from_slice(first.as_bytes());
+        out.push(b'.');
+        out.extend_from_slice(if rest.is_empty() { "0" } else { rest }.as_bytes());
+        out.extend_from_slice(format!("E{exponent}").as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(text: &str) -> String {
+        let mut out = Vec::new();
+        write_string(&mut out, text);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn double(v: f64) -> String {
+        let mut out = Vec::new();
+        write_double(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped_like_jackson() {
+        assert_eq!(string(r#"{"id": 1}"#), r#""{\"id\": 1}""#);
+        assert_eq!(string("a\\b"), r#""a\\b""#);
+        assert_eq!(string("\n\t\r\u{8}\u{c}"), r#""\n\t\r\b\f""#);
+        assert_eq!(string("\u{1}\u{1f}"), r#""\u0001\u001F""#);
+        assert_eq!(string("Größe €/ü"), "\"Größe €/ü\"");
+    }
+
+    #[test]
+    fn doubles_print_like_java() {
+        assert_eq!(double(42.5), "42.5");
+        assert_eq!(double(100.0), "100.0");
+        assert_eq!(double(-0.5), "-0.5");
+        assert_eq!(double(0.001), "0.001");
+        assert_eq!(double(0.0001), "1.0E-4");
+        assert_eq!(double(1234567.0), "1234567.0");
+        assert_eq!(double(12345678.0), "1.2345678E7");
+        assert_eq!(double(1e21), "1.0E21");
+        assert_eq!(double(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(double(0.0), "0.0");
+    }
+}

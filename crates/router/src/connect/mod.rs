@@ -1,0 +1,15 @@
+//! Byte-for-byte what Kafka Connect writes for Debezium's outbox records: Connect schemas
+//! and values typed like Debezium's PostgreSQL connector types columns, and the
+//! converters (JsonConverter with or without schemas, StringConverter, ByteArrayConverter,
+//! SimpleHeaderConverter) that turn them into bytes. Pure.
+
+mod converter;
+mod data;
+mod expand;
+mod json;
+mod postgres_types;
+
+pub use converter::{struct_to_java_string, write_schema, Converter, HeaderConverter};
+pub use data::{Schema, SchemaType, Value};
+pub use expand::{expand, ExpandBehaviour};
+pub use postgres_types::{default_value, ColumnFacts, ColumnKind};

@@ -1,0 +1,334 @@
+//! Debezium's EventRouter with Kafka Connect converters: one outbox row in, the exact key,
+//! value and header bytes a Connect worker would produce out (see the README's drop-in
+//! table for where outbox-relay deliberately differs: it never crashes on a row).
+
+use super::TopicCache;
+use crate::config::{ConnectFormat, Placement, RouterConfig};
+use crate::connect::{
+    default_value, expand, struct_to_java_string, ColumnFacts, ColumnKind, Converter, Schema,
+    SchemaType, Value,
+};
+use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use bytes::Bytes;
+use pgoutput::{ColumnValue, Relation};
+use std::sync::Arc;
+
+/// A column as Debezium types it.
+#[derive(Debug, Clone)]
+struct TypedColumn {
+    position: usize,
+    kind: ColumnKind,
+    schema: Schema,
+}
+
+#[derive(Debug, Clone)]
+enum Placed {
+    Header(Arc<str>),
+    Envelope,
+    Partition,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectPlan {
+    /// Set when a used column has a type outbox-relay cannot write as Debezium would.
+    unsupported: Option<String>,
+    id: Result<TypedColumn, String>,
+    key: Result<TypedColumn, String>,
+    payload: Result<TypedColumn, String>,
+    route_by: Result<TypedColumn, String>,
+    /// In configuration order; missing columns are `Err` unless ignored.
+    additional: Vec<(Placed, Arc<str>, Result<TypedColumn, String>)>,
+    timestamp: Option<Result<TypedColumn, String>>,
+    schema_version: Option<Result<TypedColumn, String>>,
+    tracing: Option<usize>,
+    /// `<topic.prefix>.<schema>.<table>`, the prefix of the envelope schema name.
+    value_schema_prefix: String,
+    /// Whether any additional field goes into the envelope.
+    envelope: bool,
+}
+
+impl ConnectPlan {
+    pub(crate) fn new(
+        relation: &Relation,
+        facts: &[ColumnFacts],
+        config: &RouterConfig,
+        format: &ConnectFormat,
+    ) -> Self {
+        let mut unsupported = None;
+        let mut typed = |name: &str| -> Result<TypedColumn, String> {
+            let position = relation
+                .column_index(name)
+                .ok_or_else(|| format!("column {name:?} is missing from the table"))?;
+            let column = &relation.columns[position];
+            let Some(kind) = ColumnKind::from_type(column.type_oid, column.type_modifier) else {
+                unsupported.get_or_insert_with(|| format!(
+                    "column {name:?} of {}.{} has type OID {}, which outbox-relay cannot write the way Kafka Connect does \
+                     (supported: text types, json/jsonb, uuid, integers, floats, boolean, bytea, timestamp[tz], date); \
+                     change the column type or use outbox-relay's native options instead of --debezium-config",
+                    relation.namespace, relation.name, column.type_oid
+                ));
+                return Err(format!("column {name:?} has an unsupported type"));
+            };
+            let fact = facts.iter().find(|f| f.name == name);
+            let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
+            schema.default = fact
+                .and_then(|f| f.default_expression.as_deref())
+                .and_then(|e| default_value(kind, e));
+            Ok(TypedColumn {
+                position,
+                kind,
+                schema,
+            })
+        };
+        let id = typed(&config.id_column);
+        let key = typed(&config.key_column);
+        let payload = typed(&config.payload_column);
+        let route_by = typed(&config.route_by_column);
+        let additional = config
+            .additional
+            .iter()
+            .filter(|f| {
+                !config.ignore_missing_additional || relation.column_index(&f.column).is_some()
+            })
+            .map(|f| {
+                let placed = match f.placement {
+                    Placement::Header => Placed::Header(f.alias.clone()),
+                    Placement::Envelope => Placed::Envelope,
+                    Placement::Partition => Placed::Partition,
+                };
+                (placed, f.alias.clone(), typed(&f.column))
+            })
+            .collect::<Vec<_>>();
+        let timestamp = config.timestamp_column.as_deref().map(&mut typed);
+        let schema_version = format.schema_version_column.as_deref().map(&mut typed);
+        let tracing = format
+            .tracing_span_context_column
+            .as_deref()
+            .and_then(|c| relation.column_index(c));
+        let envelope = additional
+            .iter()
+            .any(|(p, _, _)| matches!(p, Placed::Envelope));
+        Self {
+            unsupported,
+            id,
+            key,
+            payload,
+            route_by,
+            additional,
+            timestamp,
+            schema_version,
+            tracing,
+            value_schema_prefix: format!(
+                "{}.{}.{}",
+                format.topic_prefix, relation.namespace, relation.name
+            ),
+            envelope,
+        }
+    }
+
+    pub(crate) fn route(
+        &self,
+        columns: &[ColumnValue],
+        table: &str,
+        format: &ConnectFormat,
+        config: &RouterConfig,
+        topics: &mut TopicCache,
+    ) -> RouteOutcome {
+        if let Some(reason) = &self.unsupported {
+            return RouteOutcome::Fatal(reason.clone());
+        }
+        let raw = |column: &Result<TypedColumn, String>| -> Option<Bytes> {
+            column
+                .as_ref()
+                .ok()
+                .and_then(|c| match columns.get(c.position) {
+                    Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Some(b.clone()),
+                    _ => None,
+                })
+        };
+        let invalid = |reason: String, original_topic: Option<String>| {
+            RouteOutcome::Invalid(InvalidRow {
+                reason,
+                table: table.to_owned(),
+                original_topic,
+                key: raw(&self.key),
+                value: raw(&self.payload),
+                event_id: raw(&self.id),
+            })
+        };
+        macro_rules! or_invalid {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(reason) => return invalid(reason, None),
+                }
+            };
+        }
+
+        let routing = match raw(&self.route_by) {
+            Some(r) => r,
+            None => {
+                let reason = match &self.route_by {
+                    Err(e) => e.clone(),
+                    // Debezium's task dies here (NullPointerException); dead-letter instead.
+                    Ok(_) => format!("routing column {:?} is NULL", config.route_by_column),
+                };
+                return invalid(reason, None);
+            }
+        };
+        let topic = match topics.topic_for(&routing, config) {
+            Ok(topic) => topic,
+            Err((reason, topic)) => return invalid(reason, topic),
+        };
+        let with_topic = |reason: String| invalid(reason, Some(topic.to_string()));
+
+        let mut headers = Vec::with_capacity(1 + self.additional.len());
+        let (id, id_column) = or_invalid!(value_of(columns, &self.id));
+        if let Some(bytes) = or_invalid!(format.header.encode(&id_column.schema, &id)) {
+            headers.push((Arc::<str>::from("id"), bytes));
+        }
+
+        let (mut payload, payload_column) = or_invalid!(value_of(columns, &self.payload));
+        let mut payload_schema = payload_column.schema.clone();
+        if let (Some(behaviour), Value::String(text)) = (format.expand, &payload) {
+            if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
+                payload_schema = schema;
+                payload = value;
+            }
+        }
+
+        let mut envelope_fields = vec![(Arc::<str>::from("payload"), payload_schema.clone())];
+        let mut envelope_values = vec![payload.clone()];
+        let mut partition = None;
+        for (placed, alias, column) in &self.additional {
+            let (value, column) = or_invalid!(value_of(columns, column));
+            match placed {
+                Placed::Header(name) => {
+                    if let Some(bytes) = or_invalid!(format.header.encode(&column.schema, &value)) {
+                        headers.push((name.clone(), bytes));
+                    }
+                }
+                Placed::Envelope => {
+                    envelope_fields.push((alias.clone(), column.schema.clone()));
+                    envelope_values.push(value);
+                }
+                Placed::Partition => {
+                    partition = match value {
+                        Value::Int(p) if (0..=i64::from(i32::MAX)).contains(&p) => Some(p as i32),
+                        Value::Null => None,
+                        other => {
+                            return with_topic(format!(
+                                "partition column value {other:?} is not a partition number (Debezium needs an int4 column)"
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(context) = self.tracing.and_then(|p| match columns.get(p) {
+            Some(ColumnValue::Text(b)) => Some(b.clone()),
+            _ => None,
+        }) {
+            headers.extend(trace_headers(&context));
+        }
+
+        let timestamp_ms = match &self.timestamp {
+            None => None,
+            Some(column) => {
+                let column = or_invalid!(column.as_ref().map_err(Clone::clone));
+                match columns.get(column.position) {
+                    Some(ColumnValue::Text(t)) => Some(or_invalid!(column.kind.epoch_millis(t))),
+                    // NULL: the producer's clock, as in Debezium.
+                    _ => None,
+                }
+            }
+        };
+
+        let blank = match &payload {
+            Value::Null => true,
+            Value::String(s) => s.iter().all(u8::is_ascii_whitespace),
+            _ => false,
+        };
+        let value = if blank && format.tombstone_on_empty_payload {
+            None
+        } else if self.envelope {
+            let mut schema = Schema::new(SchemaType::Struct(envelope_fields), false);
+            let routed = String::from_utf8_lossy(&routing);
+            schema.name = Some(format!("{}.{routed}.Value", self.value_schema_prefix).into());
+            if let Some(version) = &self.schema_version {
+                let (v, _) = or_invalid!(value_of(columns, version));
+                schema.version = match v {
+                    Value::Int(v) => i32::try_from(v).ok(),
+                    _ => None,
+                };
+            }
+            let value = Value::Struct(envelope_values);
+            match format.value {
+                Converter::String | Converter::ByteArray => struct_to_java_string(&schema, &value),
+                json => or_invalid!(json.encode(Some(&schema), &value)),
+            }
+        } else {
+            or_invalid!(format.value.encode(Some(&payload_schema), &payload))
+        };
+
+        let (key, key_column) = or_invalid!(value_of(columns, &self.key));
+        let key = or_invalid!(format.key.encode(Some(&key_column.schema), &key));
+
+        RouteOutcome::Record(OutboxRecord {
+            topic,
+            key,
+            value,
+            headers,
+            partition,
+            timestamp_ms,
+        })
+    }
+}
+
+/// The Connect value of a row's column.
+fn value_of<'a>(
+    columns: &[ColumnValue],
+    column: &'a Result<TypedColumn, String>,
+) -> Result<(Value, &'a TypedColumn), String> {
+    let column = column.as_ref().map_err(Clone::clone)?;
+    let value = match columns.get(column.position) {
+        Some(ColumnValue::Null) => Value::Null,
+        Some(ColumnValue::Text(b)) => column.kind.value(b)?,
+        Some(ColumnValue::Binary(_)) => {
+            return Err("binary-format column values are not converted".into())
+        }
+        Some(ColumnValue::UnchangedToast) => {
+            return Err("unchanged TOAST value in an INSERT".into())
+        }
+        None => {
+            return Err(format!(
+                "row has {} columns, expected at least {}",
+                columns.len(),
+                column.position + 1
+            ))
+        }
+    };
+    Ok((value, column))
+}
+
+/// `traceparent` / `tracestate` from a java.util.Properties text (`key=value` lines), the
+/// format Debezium's tracing field holds. Debezium starts a child span and writes its own
+/// span id; outbox-relay has no tracer and propagates the writer's context unchanged.
+fn trace_headers(context: &[u8]) -> Vec<(Arc<str>, Bytes)> {
+    let text = String::from_utf8_lossy(context);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once(['=', ':']) else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k == "traceparent" || k == "tracestate" {
+            out.push((Arc::<str>::from(k), Bytes::copy_from_slice(v.as_bytes())));
+        }
+    }
+    out
+}

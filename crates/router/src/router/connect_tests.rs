@@ -1,0 +1,218 @@
+//! The Connect path on the seeds' table: bytes as Kafka Connect + Debezium write them.
+
+use super::*;
+use crate::connect::{ColumnFacts, Converter, HeaderConverter};
+use crate::{AdditionalField, ConnectFormat, Output};
+use pgoutput::{Column, ReplicaIdentity, TupleData};
+
+const SEED_COLUMNS: &[&str] = &[
+    "id",
+    "aggregate_type",
+    "aggregate_id",
+    "event_type",
+    "payload",
+    "created_at",
+];
+
+/// The seeds' outbox table as pgoutput describes it: uuid, varchar, varchar, varchar,
+/// jsonb, timestamptz.
+fn seed_relation() -> LogicalMessage {
+    let types = [2950, 1043, 1043, 1043, 3802, 1184];
+    LogicalMessage::Relation(Relation {
+        relation_id: 1,
+        namespace: "public".into(),
+        name: "outbox".into(),
+        replica_identity: ReplicaIdentity::Default,
+        columns: SEED_COLUMNS
+            .iter()
+            .zip(types)
+            .map(|(c, t)| Column {
+                flags: 0,
+                name: (*c).into(),
+                type_oid: t,
+                type_modifier: -1,
+            })
+            .collect(),
+    })
+}
+
+fn format(key: Converter, value: Converter, tombstone: bool) -> ConnectFormat {
+    ConnectFormat {
+        key,
+        value,
+        header: HeaderConverter::Simple,
+        topic_prefix: "orders-server".into(),
+        expand: None,
+        schema_version_column: None,
+        tracing_span_context_column: None,
+        tombstone_on_empty_payload: tombstone,
+    }
+}
+
+fn router_with(config: RouterConfig) -> Router {
+    let mut router = Router::new(config);
+    let facts = SEED_COLUMNS
+        .iter()
+        .map(|c| ColumnFacts {
+            name: (*c).into(),
+            not_null: *c != "payload",
+            default_expression: None,
+        })
+        .collect();
+    router.route(&seed_relation());
+    // Facts may arrive after the Relation message: the plan is rebuilt.
+    router.set_column_facts(&TableName::parse("public.outbox").unwrap(), facts);
+    router
+}
+
+fn router(key: Converter, value: Converter, tombstone: bool) -> Router {
+    router_with(RouterConfig {
+        additional: vec![],
+        output: Output::Connect(format(key, value, tombstone)),
+        ..RouterConfig::default()
+    })
+}
+
+fn seed_insert(payload: Option<&str>) -> LogicalMessage {
+    LogicalMessage::Insert(Insert {
+        relation_id: 1,
+        new_tuple: TupleData {
+            columns: [
+                Some("6b1c0e4e-0000-4000-8000-000000000001"),
+                Some("Order"),
+                Some("order-1"),
+                Some("OrderCreated"),
+                payload,
+                Some("2026-01-01 10:00:00+00"),
+            ]
+            .iter()
+            .map(|v| match v {
+                Some(t) => ColumnValue::Text(Bytes::copy_from_slice(t.as_bytes())),
+                None => ColumnValue::Null,
+            })
+            .collect(),
+        },
+    })
+}
+
+fn record(router: &mut Router, payload: Option<&str>) -> OutboxRecord {
+    match router.route(&seed_insert(payload)) {
+        RouteOutcome::Record(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn text(b: &Option<Bytes>) -> &str {
+    std::str::from_utf8(b.as_deref().expect("not null")).unwrap()
+}
+
+const JSON_ON: Converter = Converter::Json {
+    schemas_enable: true,
+};
+const JSON_OFF: Converter = Converter::Json {
+    schemas_enable: false,
+};
+
+#[test]
+fn kafka_connect_defaults_write_schema_envelopes() {
+    let mut r = router(JSON_ON, JSON_ON, false);
+    let rec = record(&mut r, Some(r#"{"id": 1}"#));
+    assert_eq!(&*rec.topic, "Order.events");
+    assert_eq!(
+        text(&rec.key),
+        r#"{"schema":{"type":"string","optional":false},"payload":"order-1"}"#
+    );
+    assert_eq!(
+        text(&rec.value),
+        r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"id\": 1}"}"#
+    );
+    assert_eq!(&*rec.headers[0].0, "id");
+    assert_eq!(
+        &rec.headers[0].1[..],
+        b"6b1c0e4e-0000-4000-8000-000000000001"
+    );
+    assert_eq!(rec.timestamp_ms, None);
+    // NULL payload without route.tombstone.on.empty.payload: JSON null, not a tombstone.
+    let rec = record(&mut r, None);
+    assert_eq!(
+        text(&rec.value),
+        r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null}"#
+    );
+}
+
+#[test]
+fn string_key_and_schemaless_json_value_double_encode_the_payload() {
+    let mut r = router(Converter::String, JSON_OFF, true);
+    let rec = record(&mut r, Some(r#"{"id": 1}"#));
+    assert_eq!(text(&rec.key), "order-1");
+    assert_eq!(text(&rec.value), r#""{\"id\": 1}""#);
+    // route.tombstone.on.empty.payload=true: NULL and blank payloads are tombstones.
+    assert_eq!(record(&mut r, None).value, None);
+    assert_eq!(record(&mut r, Some("  ")).value, None);
+}
+
+#[test]
+fn envelope_header_partition_and_timestamp_placements() {
+    let mut r = router_with(RouterConfig {
+        additional: AdditionalField::parse_list(
+            "event_type:envelope:type, event_type:header:eventType, aggregate_type:envelope",
+        )
+        .unwrap(),
+        timestamp_column: Some("created_at".into()),
+        output: Output::Connect(format(Converter::String, JSON_ON, false)),
+        ..RouterConfig::default()
+    });
+    let rec = record(&mut r, Some("{}"));
+    assert_eq!(
+        text(&rec.value),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":["#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
+            r#"{"type":"string","optional":false,"field":"type"},"#,
+            r#"{"type":"string","optional":false,"field":"aggregate_type"}],"#,
+            r#""optional":false,"name":"orders-server.public.outbox.Order.Value"},"#,
+            r#""payload":{"payload":"{}","type":"OrderCreated","aggregate_type":"Order"}}"#
+        )
+    );
+    let names: Vec<&str> = rec.headers.iter().map(|(k, _)| &**k).collect();
+    assert_eq!(names, ["id", "eventType"]);
+    // timestamptz: Debezium's task fails; outbox-relay uses the instant.
+    assert_eq!(rec.timestamp_ms, Some(1_767_261_600_000));
+}
+
+#[test]
+fn unsupported_column_types_stop_the_relay_instead_of_guessing_bytes() {
+    let mut r = router(JSON_ON, JSON_ON, false);
+    let LogicalMessage::Relation(mut relation) = seed_relation() else {
+        unreachable!()
+    };
+    relation.columns[4].type_oid = 1700; // numeric payload
+    r.route(&LogicalMessage::Relation(relation));
+    match r.route(&seed_insert(Some("1.5"))) {
+        RouteOutcome::Fatal(reason) => assert!(reason.contains("\"payload\""), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn updates_follow_table_op_invalid_behavior() {
+    let update = LogicalMessage::Update(pgoutput::Update {
+        relation_id: 1,
+        key_tuple: None,
+        old_tuple: None,
+        new_tuple: TupleData { columns: vec![] },
+    });
+    for (behaviour, expected) in [
+        (InvalidOperation::Ignore, "Ignored"),
+        (InvalidOperation::Warn, "SkippedUpdate"),
+        (InvalidOperation::Fatal, "Fatal"),
+    ] {
+        let mut r = router_with(RouterConfig {
+            on_update: behaviour,
+            output: Output::Connect(format(JSON_ON, JSON_ON, false)),
+            ..RouterConfig::default()
+        });
+        let outcome = format!("{:?}", r.route(&update));
+        assert!(outcome.starts_with(expected), "{behaviour:?}: {outcome}");
+    }
+}
