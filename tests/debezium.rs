@@ -1,0 +1,697 @@
+//! Drop-in for Debezium: connector configurations run as they are, and consumers read the
+//! bytes Kafka Connect + Debezium would have written. Real PostgreSQL 15, real broker.
+//!
+//! Expected bytes are derived from Debezium's EventRouterDelegate (value = payload with
+//! the column's Connect schema; envelope struct named `<prefix>.<schema>.<table>.
+//! <routedByValue>.Value`; header `id` first), PostgresValueConverter (jsonb ->
+//! io.debezium.data.Json, uuid -> io.debezium.data.Uuid, optional = nullable, literal
+//! defaults), and Kafka's JsonConverter.asJsonSchema / convertToJson (field order type,
+//! fields, optional, name, version, default, field), StringConverter and
+//! SimpleHeaderConverter. See shared/docs/debezium-reference.md.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::{ConsumedRecord, RelayProcess, Storage};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/debezium")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn write_config(dir: &Path, name: &str, config: serde_json::Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+fn text(b: &Option<Vec<u8>>) -> &str {
+    std::str::from_utf8(b.as_deref().expect("not null")).unwrap()
+}
+
+fn header<'a>(r: &'a ConsumedRecord, name: &str) -> &'a str {
+    std::str::from_utf8(
+        r.header(name)
+            .unwrap_or_else(|| panic!("header {name} in {r:?}")),
+    )
+    .unwrap()
+}
+
+async fn wait_all_confirmed(stack: &Stack, slot: &str, relay: &RelayProcess) {
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(slot, last, Duration::from_secs(60), Some(relay))
+        .await;
+}
+
+async fn reset(stack: &Stack, slot: &str, publication: &str) {
+    stack
+        .db
+        .batch_execute(&format!(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}';
+             DROP PUBLICATION IF EXISTS {publication};
+             DROP TABLE IF EXISTS public.outbox, public.outbox_events, public.outbox_relay_snapshots;"
+        ))
+        .await
+        .unwrap();
+}
+
+/// The seeds' DDL, verbatim apart from the table name column lists.
+const SEED_OUTBOX: &str = "CREATE TABLE outbox (
+    id UUID PRIMARY KEY,
+    aggregate_type VARCHAR(255) NOT NULL,
+    aggregate_id VARCHAR(255) NOT NULL,
+    event_type VARCHAR(255) NOT NULL,
+    payload JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+);";
+const SEED_003_OUTBOX_EVENTS: &str = "CREATE TABLE outbox_events (
+    id UUID PRIMARY KEY,
+    aggregate_id UUID NOT NULL,
+    aggregate_type VARCHAR(255) NOT NULL,
+    topic VARCHAR(255) NOT NULL,
+    payload JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+);";
+const SEED_004_OUTBOX_EVENTS: &str = "CREATE TABLE outbox_events (
+    id UUID PRIMARY KEY,
+    aggregate_type VARCHAR(255) NOT NULL,
+    aggregate_id VARCHAR(255) NOT NULL,
+    event_type VARCHAR(255) NOT NULL,
+    payload JSONB NOT NULL,
+    created_at TIMESTAMPTZ DEFAULT NOW()
+);";
+
+fn uuid(n: u64) -> String {
+    format!("6b1c0e4e-0000-4000-8000-{n:012x}")
+}
+
+/// Runs one seed connector configuration unchanged (only the database address and the
+/// brokers come from the command line, as they differ from the article's hosts): two rows
+/// exist before the first start (snapshot.mode defaults to initial), two are written while
+/// it streams. Returns the records of `topic`.
+async fn run_seed(
+    stack: &Stack,
+    config: &str,
+    ddl: &str,
+    insert: &dyn Fn(u64) -> String,
+    topic: &str,
+) -> Vec<ConsumedRecord> {
+    reset(stack, "debezium", "dbz_publication").await;
+    stack.db.batch_execute(ddl).await.unwrap();
+    for n in 0..2 {
+        stack.db.batch_execute(&insert(n)).await.unwrap();
+    }
+    let relay = stack.spawn_relay(&["--debezium-config", &fixture(config)]);
+    stack
+        .wait_confirmed("debezium", 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    for n in 2..4 {
+        stack.db.batch_execute(&insert(n)).await.unwrap();
+    }
+    wait_all_confirmed(stack, "debezium", &relay).await;
+    let mut relay = relay;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    let log = relay.log();
+    assert!(
+        !log.contains("not known to outbox-relay"),
+        "{config}: unknown options:\n{log}"
+    );
+    assert!(
+        log.contains("Kafka Connect default") || log.contains("connector config"),
+        "{config}: converters not logged:\n{log}"
+    );
+    stack.read_topic(topic).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_seed_connector_config_runs_as_it_is_with_debezium_bytes() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, "SELECT 1").await;
+    let json_payload = |n: u64| format!(r#"{{"n": {n}, "note": "line\nbreak \"q\""}}"#);
+    let escaped = |n: u64| format!(r#"{{\"n\": {n}, \"note\": \"line\\nbreak \\\"q\\\"\"}}"#);
+    let insert_outbox = |table: &'static str, kind: &'static str| {
+        move |n: u64| {
+            format!(
+                "INSERT INTO {table} (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', '{kind}', '{kind}-{}', 'Created', '{}')",
+                uuid(n),
+                n % 2,
+                json_payload(n).replace('\n', "\\n").replace('\'', "''")
+            )
+        }
+    };
+
+    // 000: no converters anywhere -> Kafka Connect's stock JsonConverter with schemas.
+    let records = run_seed(
+        &stack,
+        "seed-000-outbox-connector.json",
+        SEED_OUTBOX,
+        &insert_outbox("outbox", "Order"),
+        "Order.events",
+    )
+    .await;
+    assert_eq!(records.len(), 4, "{records:?}");
+    for (n, r) in records.iter().enumerate() {
+        let n = n as u64;
+        assert_eq!(
+            text(&r.key),
+            format!(
+                r#"{{"schema":{{"type":"string","optional":false}},"payload":"Order-{}"}}"#,
+                n % 2
+            )
+        );
+        assert_eq!(
+            text(&r.value),
+            format!(
+                r#"{{"schema":{{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1}},"payload":"{}"}}"#,
+                escaped(n)
+            )
+        );
+        assert_eq!(r.headers.len(), 1, "only the id header: {:?}", r.headers);
+        assert_eq!(header(r, "id"), uuid(n));
+    }
+
+    // 001: StringConverter keys, JsonConverter without schemas: a double-encoded payload.
+    let records = run_seed(
+        &stack,
+        "seed-001-user-outbox-connector.json",
+        SEED_OUTBOX,
+        &insert_outbox("outbox", "User"),
+        "User.events",
+    )
+    .await;
+    let seen: Vec<(&str, String)> = records
+        .iter()
+        .map(|r| (text(&r.key), text(&r.value).to_owned()))
+        .collect();
+    assert_eq!(
+        seen,
+        (0..4)
+            .map(|n| (
+                ["User-0", "User-1"][n as usize % 2],
+                format!("\"{}\"", escaped(n))
+            ))
+            .collect::<Vec<_>>()
+    );
+
+    // 003: uuid aggregate ids -> io.debezium.data.Uuid key schema; "${routedByValue}.events.created".
+    let insert_003 = |n: u64| {
+        format!(
+            "INSERT INTO outbox_events (id, aggregate_id, aggregate_type, topic, payload) VALUES ('{}', '{}', 'Payment', 'payments', '{{\"n\": {n}}}')",
+            uuid(n),
+            uuid(100 + n)
+        )
+    };
+    let records = run_seed(
+        &stack,
+        "seed-003-order-outbox-connector.json",
+        SEED_003_OUTBOX_EVENTS,
+        &insert_003,
+        "Payment.events.created",
+    )
+    .await;
+    assert_eq!(records.len(), 4);
+    assert_eq!(
+        text(&records[3].key),
+        format!(
+            r#"{{"schema":{{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1}},"payload":"{}"}}"#,
+            uuid(103)
+        )
+    );
+    assert_eq!(
+        text(&records[3].value),
+        r#"{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1},"payload":"{\"n\": 3}"}"#
+    );
+
+    // 004: plugin.name=pgoutput spelled out; same bytes as 000.
+    let records = run_seed(
+        &stack,
+        "seed-004-outbox-connector.json",
+        SEED_004_OUTBOX_EVENTS,
+        &insert_outbox("outbox_events", "Invoice"),
+        "Invoice.events",
+    )
+    .await;
+    assert_eq!(records.len(), 4);
+    assert_eq!(
+        text(&records[0].key),
+        r#"{"schema":{"type":"string","optional":false},"payload":"Invoice-0"}"#
+    );
+    assert_eq!(header(&records[2], "id"), uuid(2));
+}
+
+/// A table using Debezium's default column names plus every column an option can place.
+const EVENTS_TABLE: &str = "CREATE TABLE public.events (
+    id uuid PRIMARY KEY,
+    aggregatetype varchar(255),
+    aggregateid varchar(255) NOT NULL,
+    type varchar(64) NOT NULL,
+    payload jsonb,
+    shard int4,
+    version int4 NOT NULL DEFAULT 1,
+    occurred_at timestamp,
+    tracingspancontext text,
+    status varchar(20) NOT NULL DEFAULT 'new'
+);";
+
+fn connector(slot: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut config = serde_json::json!({
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "plugin.name": "pgoutput",
+        "database.hostname": "ignored-the-command-line-wins",
+        "database.user": "ignored",
+        "database.dbname": "ignored",
+        "topic.prefix": "app",
+        "slot.name": slot,
+        "publication.name": format!("{slot}_pub"),
+        "publication.autocreate.mode": "filtered",
+        "snapshot.mode": "no_data",
+        "table.include.list": "public.events",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    serde_json::json!({"name": slot, "config": config})
+}
+
+async fn insert_event(stack: &Stack, n: u64, kind: Option<&str>, payload: Option<&str>) {
+    stack
+        .db
+        .execute(
+            "INSERT INTO public.events (id, aggregatetype, aggregateid, type, payload, shard, version, occurred_at, tracingspancontext)
+             VALUES ($1::text::uuid, $2, $3, 'Created', $4::text::jsonb, $5, 7, '2026-01-02 03:04:05.123456',
+                     E'#Mon Jan 01\\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\\n')",
+            &[&uuid(n), &kind, &format!("agg-{n}"), &payload, &((n % 3) as i32)],
+        )
+        .await
+        .unwrap();
+}
+
+async fn start(stack: &Stack, dir: &Path, slot: &str, extra: serde_json::Value) -> RelayProcess {
+    let path = write_config(dir, &format!("{slot}.json"), connector(slot, extra));
+    stack
+        .spawn_relay_and_wait_for_slot(
+            slot,
+            &["--debezium-config", &path, "--topic-partitions", "3"],
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventrouter_options_and_converters_produce_debezium_bytes() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // A: Kafka Connect defaults (JsonConverter with schemas), envelope + header + partition
+    // placements, schema version, timestamp field, tracing context, default topic template.
+    let relay = start(
+        &stack,
+        dir.path(),
+        "golden_a",
+        serde_json::json!({
+            "transforms.outbox.table.fields.additional.placement": "type:header:eventType, type:envelope:eventType, status:envelope, shard:partition",
+            "transforms.outbox.table.field.event.schema.version": "version",
+            "transforms.outbox.table.field.event.timestamp": "occurred_at",
+        }),
+    )
+    .await;
+    insert_event(&stack, 1, Some("Order"), Some(r#"{"total": 42.5}"#)).await;
+    wait_all_confirmed(&stack, "golden_a", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r.partition, 1, "partition placement: shard = 1 % 3");
+    assert_eq!(r.timestamp_millis, Some(1_767_323_045_123));
+    assert_eq!(
+        text(&r.value),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":["#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
+            r#"{"type":"string","optional":false,"field":"eventType"},"#,
+            r#"{"type":"string","optional":false,"default":"new","field":"status"}],"#,
+            r#""optional":false,"name":"app.public.events.Order.Value","version":7},"#,
+            r#""payload":{"payload":"{\"total\": 42.5}","eventType":"Created","status":"new"}}"#
+        )
+    );
+    assert_eq!(
+        text(&r.key),
+        r#"{"schema":{"type":"string","optional":false},"payload":"agg-1"}"#
+    );
+    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["id", "eventType", "traceparent"]);
+    assert_eq!(header(r, "id"), uuid(1));
+    assert_eq!(
+        header(r, "traceparent"),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
+    drop(relay);
+
+    // B: StringConverter key, schemaless JSON value with expanded payload, regex routing,
+    // tombstones for empty payloads; NULL routing value dead-lettered (Debezium's task dies).
+    let relay = start(
+        &stack,
+        dir.path(),
+        "golden_b",
+        serde_json::json!({
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "transforms.outbox.route.topic.regex": "(?<kind>[A-Z][a-z]+)(?<rest>.*)",
+            "transforms.outbox.route.topic.replacement": "events.${kind}",
+            "transforms.outbox.route.tombstone.on.empty.payload": "true",
+            "transforms.outbox.table.op.invalid.behavior": "warn",
+        }),
+    )
+    .await;
+    insert_event(
+        &stack,
+        2,
+        Some("Invoice"),
+        Some(r#"{"lines": [], "total": 10, "note": null, "items": [{"sku": "a"}]}"#),
+    )
+    .await;
+    insert_event(&stack, 3, Some("Invoice"), None).await;
+    insert_event(&stack, 4, Some("lowercase"), Some("{}")).await;
+    insert_event(&stack, 5, None, Some("{}")).await;
+    stack
+        .db
+        .batch_execute("UPDATE public.events SET status = 'sent'")
+        .await
+        .unwrap();
+    wait_all_confirmed(&stack, "golden_b", &relay).await;
+    let mut invoices = stack.read_topic("events.Invoice").await;
+    invoices.sort_by_key(|r| header(r, "id").to_owned());
+    assert_eq!(invoices.len(), 2);
+    assert_eq!(invoices[0].key_str(), Some("agg-2"));
+    // jsonb orders keys (shorter first); null fields and empty arrays are dropped.
+    assert_eq!(
+        text(&invoices[0].value),
+        r#"{"items":[{"sku":"a"}],"total":10}"#
+    );
+    assert_eq!(invoices[1].value, None, "NULL payload -> tombstone");
+    let unmatched = stack.read_topic("lowercase").await;
+    assert_eq!(
+        unmatched.len(),
+        1,
+        "no whole regex match: the routing value is the topic"
+    );
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1);
+    assert!(
+        header(&dead[0], "outbox-relay.error.reason").contains("NULL"),
+        "{dead:?}"
+    );
+    let mut relay = relay;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    assert!(
+        relay.log().contains("UPDATE of an outbox row was skipped"),
+        "{}",
+        relay.log()
+    );
+
+    // C: ByteArrayConverter value (the payload's bytes), JsonConverter header converter.
+    let relay = start(
+        &stack,
+        dir.path(),
+        "golden_c",
+        serde_json::json!({
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "header.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "transforms.outbox.route.topic.replacement": "${routedByValue}.bytes",
+        }),
+    )
+    .await;
+    insert_event(&stack, 6, Some("Order"), Some(r#"{"a": [1, 2]}"#)).await;
+    wait_all_confirmed(&stack, "golden_c", &relay).await;
+    let records = stack.read_topic("Order.bytes").await;
+    assert_eq!(text(&records[0].value), r#"{"a": [1, 2]}"#);
+    assert_eq!(
+        header(&records[0], "id"),
+        format!(
+            r#"{{"schema":{{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1}},"payload":"{}"}}"#,
+            uuid(6)
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_config_supplies_brokers_and_converters() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let connector_path = write_config(
+        dir.path(),
+        "c.json",
+        connector("from_worker", serde_json::json!({})),
+    );
+    let worker: PathBuf = dir.path().join("connect-distributed.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "bootstrap.servers={}\ngroup.id=connect-cluster\noffset.storage.topic=connect-offsets\n\
+             key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             value.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             producer.linger.ms=5\n",
+            stack.broker.bootstrap_servers()
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--debezium-config",
+        &connector_path,
+        "--worker-config",
+        worker.to_str().unwrap(),
+        "--postgres-url",
+        &stack.pg.url(),
+        "--topic-replication-factor",
+        "1",
+        "--status-interval-ms",
+        "100",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay = RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap();
+    stack
+        .wait_confirmed("from_worker", 1, Duration::from_secs(30), Some(&relay))
+        .await;
+    insert_event(&stack, 1, Some("Order"), Some(r#"{"n": 1}"#)).await;
+    wait_all_confirmed(&stack, "from_worker", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records[0].key_str(), Some("agg-1"));
+    assert_eq!(records[0].value_str(), Some(r#"{"n": 1}"#));
+    let log = relay.log();
+    assert!(
+        log.contains(
+            "value.converter = org.apache.kafka.connect.storage.StringConverter (worker config)"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("header.converter = org.apache.kafka.connect.storage.SimpleHeaderConverter (Kafka Connect default)"), "{log}");
+}
+
+/// Switching from Debezium: the relay takes over Debezium's slot where Debezium left it.
+/// Events Debezium already relayed are not replayed, events it had not are not skipped,
+/// and snapshot.mode=initial does not re-emit the table (the slot already existed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reusing_debeziums_slot_neither_replays_nor_skips() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, SEED_OUTBOX).await;
+    // What Debezium left behind: its pgoutput slot and FOR ALL TABLES publication, with
+    // events 0..3 relayed and confirmed, and events 3..5 written while it was stopped.
+    stack
+        .db
+        .batch_execute("CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+        .await
+        .unwrap();
+    stack
+        .db
+        .batch_execute("SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')")
+        .await
+        .unwrap();
+    let insert = |n: u64| {
+        format!(
+        "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-{n}', 'Created', '{{\"n\": {n}}}')",
+        uuid(n)
+    )
+    };
+    for n in 0..3 {
+        stack.db.batch_execute(&insert(n)).await.unwrap();
+    }
+    let debezium_position = stack.current_wal_lsn().await;
+    stack
+        .db
+        .batch_execute(&format!(
+            "SELECT pg_replication_slot_advance('debezium', '{}')",
+            format_lsn(debezium_position)
+        ))
+        .await
+        .unwrap();
+    for n in 3..5 {
+        stack.db.batch_execute(&insert(n)).await.unwrap();
+    }
+    let relay = stack.spawn_relay(&[
+        "--debezium-config",
+        &fixture("seed-000-outbox-connector.json"),
+    ]);
+    for n in 5..7 {
+        stack.db.batch_execute(&insert(n)).await.unwrap();
+    }
+    wait_all_confirmed(&stack, "debezium", &relay).await;
+    let ids: Vec<String> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| header(r, "id").to_owned())
+        .collect();
+    assert_eq!(ids, (3..7).map(uuid).collect::<Vec<_>>());
+}
+
+/// snapshot.mode=initial on a new slot: rows already in the outbox are relayed once, rows
+/// written afterwards once; an interrupted snapshot is taken again (never lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_snapshot_relays_existing_rows_once_then_streams() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, SEED_OUTBOX).await;
+    let insert = |from: u64, to: u64| {
+        format!(
+        "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+         SELECT ('6b1c0e4e-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'Order', 'o-' || g, 'Created', jsonb_build_object('n', g)
+         FROM generate_series({from}, {}) g",
+        to - 1
+    )
+    };
+    stack.db.batch_execute(&insert(0, 500)).await.unwrap();
+    // Writers keep going while the relay starts, creates the slot and takes the snapshot.
+    let writer = {
+        let url = stack.pg.url();
+        tokio::spawn(async move {
+            let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            for n in 500..800u64 {
+                db.batch_execute(&format!(
+                    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-{n}', 'Created', '{{\"n\": {n}}}')",
+                    uuid(n)
+                ))
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let mut relay = stack.spawn_relay(&[
+        "--debezium-config",
+        &fixture("seed-000-outbox-connector.json"),
+    ]);
+    writer.await.unwrap();
+    wait_all_confirmed(&stack, "debezium", &relay).await;
+    let counts = |records: Vec<ConsumedRecord>| {
+        let mut counts = vec![0u32; 800];
+        for r in &records {
+            let n = u64::from_str_radix(header(r, "id").rsplit('-').next().unwrap(), 16).unwrap();
+            counts[n as usize] += 1;
+        }
+        counts
+    };
+    let first = counts(stack.read_topic("Order.events").await);
+    assert!(
+        first.iter().all(|c| *c == 1),
+        "each event exactly once: {:?}",
+        first
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != 1)
+            .take(10)
+            .collect::<Vec<_>>()
+    );
+    assert!(relay.log().contains("snapshot complete"), "{}", relay.log());
+    relay.terminate(Duration::from_secs(20)).unwrap();
+
+    // A restart does not snapshot again ...
+    let mut relay = stack.spawn_relay(&[
+        "--debezium-config",
+        &fixture("seed-000-outbox-connector.json"),
+    ]);
+    stack.db.batch_execute(&insert(800, 801)).await.unwrap();
+    wait_all_confirmed(&stack, "debezium", &relay).await;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    assert!(
+        !relay
+            .log()
+            .contains("relaying the rows already in the outbox"),
+        "{}",
+        relay.log()
+    );
+    assert_eq!(stack.read_topic("Order.events").await.len(), 801);
+
+    // ... unless the snapshot never completed (a crash mid-snapshot): then it is taken again.
+    stack
+        .db
+        .batch_execute("UPDATE outbox_relay_snapshots SET completed = false")
+        .await
+        .unwrap();
+    let mut relay = stack.spawn_relay(&[
+        "--debezium-config",
+        &fixture("seed-000-outbox-connector.json"),
+    ]);
+    wait_all_confirmed(&stack, "debezium", &relay).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !relay.log().contains("snapshot complete") {
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    assert_eq!(stack.read_topic("Order.events").await.len(), 801 * 2);
+}
+
+#[test]
+fn configurations_outbox_relay_cannot_honour_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, expected) in [
+        (
+            serde_json::json!({"plugin.name": "decoderbufs"}),
+            "plugin.name",
+        ),
+        (
+            serde_json::json!({"value.converter": "io.confluent.connect.avro.AvroConverter"}),
+            "value.converter",
+        ),
+        (
+            serde_json::json!({"transforms": "outbox,unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}),
+            "transforms.unwrap.type",
+        ),
+        (
+            serde_json::json!({"column.exclude.list": "public.events.payload"}),
+            "column.exclude.list",
+        ),
+    ] {
+        let path = write_config(dir.path(), "bad.json", connector("bad", extra));
+        let out = std::process::Command::new(RELAY)
+            .args([
+                "run",
+                "--debezium-config",
+                &path,
+                "--postgres-url",
+                "postgres://u@127.0.0.1:1/db",
+                "--bootstrap-servers",
+                "127.0.0.1:1",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("debezium-config") && stderr.contains(expected),
+            "{expected}: {stderr}"
+        );
+    }
+}
