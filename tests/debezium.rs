@@ -695,3 +695,84 @@ fn configurations_outbox_relay_cannot_honour_are_refused_by_name() {
         );
     }
 }
+
+/// A `.properties` connector file (Kafka Connect standalone mode), an existing publication
+/// with `publication.autocreate.mode=disabled`, and `heartbeat.action.query` run every
+/// `heartbeat.interval.ms` as Debezium runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_properties_file_with_heartbeats_and_an_existing_publication() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    stack
+        .db
+        .batch_execute(
+            "CREATE TABLE heartbeat (id int PRIMARY KEY, beats int NOT NULL);
+             INSERT INTO heartbeat VALUES (1, 0);
+             CREATE PUBLICATION existing_pub FOR TABLE public.events;",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox-connector.properties");
+    std::fs::write(
+        &path,
+        "name=outbox-connector\n\
+         connector.class=io.debezium.connector.postgresql.PostgresConnector\n\
+         database.hostname=db\ndatabase.user=relay\ndatabase.dbname=app\n\
+         topic.prefix=app\nslot.name=props_slot\npublication.name=existing_pub\n\
+         publication.autocreate.mode=disabled\nsnapshot.mode=no_data\n\
+         table.include.list=public\\\\.events\n\
+         heartbeat.interval.ms=100\n\
+         heartbeat.action.query=UPDATE heartbeat SET beats = beats + 1 WHERE id = 1\n\
+         transforms=outbox\ntransforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
+         transforms.outbox.route.topic.replacement=${routedByValue}.events\n\
+         key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+         value.converter=org.apache.kafka.connect.storage.StringConverter\n",
+    )
+    .unwrap();
+    let relay = stack
+        .spawn_relay_and_wait_for_slot("props_slot", &["--debezium-config", path.to_str().unwrap()])
+        .await;
+    insert_event(&stack, 1, Some("Order"), Some(r#"{"n": 1}"#)).await;
+    wait_all_confirmed(&stack, "props_slot", &relay).await;
+    let records = stack.read_topic("Order.events").await;
+    assert_eq!(records[0].value_str(), Some(r#"{"n": 1}"#));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let beats: i32 = stack
+            .db
+            .query_one("SELECT beats FROM heartbeat", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if beats >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "heartbeat.action.query ran {beats} times\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // With autocreate disabled, a missing publication is an error that says what to run.
+    let missing = dir.path().join("missing.properties");
+    std::fs::write(
+        &missing,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("existing_pub", "missing_pub")
+            .replace("props_slot", "other_slot"),
+    )
+    .unwrap();
+    let mut failing = stack.spawn_relay(&["--debezium-config", missing.to_str().unwrap()]);
+    let status = failing
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("exits");
+    assert!(!status.success());
+    assert!(
+        failing.log().contains("CREATE PUBLICATION"),
+        "{}",
+        failing.log()
+    );
+}

@@ -36,6 +36,20 @@ fn fail(what: impl Into<String>, fix: impl Into<String>) -> Finding {
 /// Runs every check, prints them, returns whether `run` can work.
 pub async fn check(settings: &Settings) -> bool {
     let mut findings = vec![ok("configuration is valid")];
+    if let Some(debezium) = &settings.debezium {
+        findings.extend(
+            debezium
+                .notes
+                .iter()
+                .map(|n| ok(format!("Debezium configuration: {n}"))),
+        );
+        if !debezium.unknown_options.is_empty() {
+            println!(
+                "warn unknown connector options, ignored: {}",
+                debezium.unknown_options.join(", ")
+            );
+        }
+    }
     findings.extend(check_postgres(settings).await);
     findings.extend(check_kafka(settings).await);
     let mut all_ok = true;
