@@ -293,6 +293,10 @@ impl Settings {
                 o.slot = o.slot.or(Some(setup.slot.clone()));
                 o.publication = o.publication.or(Some(setup.publication.clone()));
                 o.table = o.table.or(Some(setup.table.to_string()));
+                o.topic_partitions = o.topic_partitions.or(setup.topic_partitions);
+                o.topic_replication_factor = o
+                    .topic_replication_factor
+                    .or(setup.topic_replication_factor);
                 o.status_interval_ms = o
                     .status_interval_ms
                     .or(setup.status_interval.map(|d| d.as_millis() as u64));

@@ -47,6 +47,10 @@ pub struct DebeziumSetup {
     pub snapshot: SnapshotMode,
     pub heartbeat: Option<Heartbeat>,
     pub status_interval: Option<Duration>,
+    /// `topic.creation.default.partitions` / `.replication.factor`: topics outbox-relay
+    /// creates get what Kafka Connect would have given them.
+    pub topic_partitions: Option<i32>,
+    pub topic_replication_factor: Option<i32>,
     pub router: RouterConfig,
     /// librdkafka properties translated from `producer.*` / `producer.override.*`.
     pub producer_properties: Vec<(String, String)>,
@@ -103,8 +107,6 @@ const NO_EFFECT: &[&str] = &[
     "field.name.adjustment.mode",
     "schema.name.adjustment.mode",
     "topic.creation.enable",
-    "topic.creation.default.replication.factor",
-    "topic.creation.default.partitions",
     "topic.creation.default.cleanup.policy",
     "topic.creation.default.compression.type",
     "key.converter.schemas.enable",
@@ -293,6 +295,16 @@ pub fn translate(
             format!("status.update.interval.ms: {ms:?} is not a number of milliseconds")
         })?)),
     };
+    let int_option = |key: &str| -> Result<Option<i32>, String> {
+        o.get(key)
+            .map(|v| {
+                v.parse::<i32>()
+                    .map_err(|_| format!("{key}: {v:?} is not a number"))
+            })
+            .transpose()
+    };
+    let topic_partitions = int_option("topic.creation.default.partitions")?;
+    let topic_replication_factor = int_option("topic.creation.default.replication.factor")?;
     let topic_prefix = o
         .get("topic.prefix")
         .or_else(|| o.get("database.server.name"))
@@ -453,6 +465,8 @@ pub fn translate(
         snapshot,
         heartbeat,
         status_interval,
+        topic_partitions,
+        topic_replication_factor,
         router: RouterConfig {
             tables: vec![table],
             id_column,

@@ -135,6 +135,18 @@ fn debezium_defaults_and_old_option_names() {
     .unwrap();
     assert_eq!(s.router.key_column, "agg");
     assert_eq!(s.router.on_update, InvalidOperation::Fatal);
+    let t = translate(
+        &config(&[
+            ("topic.creation.default.partitions", "6"),
+            ("topic.creation.default.replication.factor", "3"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (t.topic_partitions, t.topic_replication_factor),
+        (Some(6), Some(3))
+    );
     assert!(connect(&s).expand.is_some());
     assert!(s.router.ignore_missing_additional);
 }
