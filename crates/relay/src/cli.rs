@@ -187,7 +187,11 @@ async fn run(settings: Settings) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match crate::pipeline::run(settings, metrics, stop_rx).await {
+    let result = match settings.polling.clone() {
+        Some(polling) => crate::polling::run(settings, polling, metrics, stop_rx).await,
+        None => crate::pipeline::run(settings, metrics, stop_rx).await,
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

@@ -4,6 +4,7 @@
 //! validates, naming the setting in every error.
 
 use crate::debezium::{Heartbeat, SnapshotMode};
+use crate::polling::{PollingSettings, Retire};
 use crate::postgres::PublicationMode;
 use crate::secret::Secret;
 use clap::Args;
@@ -61,6 +62,28 @@ pub struct RunOptions {
         requires = "debezium_config"
     )]
     pub worker_config: Option<PathBuf>,
+
+    /// How rows are read: `cdc` (logical replication, the default) or `polling` (SELECT ...
+    /// FOR UPDATE SKIP LOCKED, then DELETE, for databases without logical replication).
+    #[arg(long, env = "OUTBOX_RELAY_MODE", value_name = "cdc|polling")]
+    pub mode: Option<String>,
+
+    /// Polling mode: pause between polls that found less than a full batch [default: 500].
+    #[arg(long, env = "OUTBOX_RELAY_POLL_INTERVAL_MS", value_name = "MS")]
+    pub poll_interval_ms: Option<u64>,
+
+    /// Polling mode: rows per poll (one transaction) [default: 1000].
+    #[arg(long, env = "OUTBOX_RELAY_POLL_BATCH_SIZE", value_name = "N")]
+    pub poll_batch_size: Option<i64>,
+
+    /// Polling mode: the column giving the outbox order [default: created_at].
+    #[arg(long, env = "OUTBOX_RELAY_POLL_ORDER_BY", value_name = "COLUMN")]
+    pub poll_order_by: Option<String>,
+
+    /// Polling mode: set this timestamp column to now() instead of deleting relayed rows;
+    /// rows where it IS NULL are pending (the seeds' `published_at`).
+    #[arg(long, env = "OUTBOX_RELAY_PROCESSED_COLUMN", value_name = "COLUMN")]
+    pub processed_column: Option<String>,
 
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
@@ -196,6 +219,8 @@ pub struct Settings {
     pub heartbeat: Option<Heartbeat>,
     /// Set when running from a Debezium connector configuration.
     pub debezium: Option<DebeziumSummary>,
+    /// `Some` in polling mode.
+    pub polling: Option<PollingSettings>,
 }
 
 /// What the start-up log says about a Debezium configuration.
@@ -226,6 +251,11 @@ impl RunOptions {
             ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = file.$field; } )* };
         }
         fill!(
+            mode,
+            poll_interval_ms,
+            poll_batch_size,
+            poll_order_by,
+            processed_column,
             debezium_config,
             worker_config,
             postgres_url,
@@ -403,6 +433,48 @@ impl Settings {
             },
             None => router,
         };
+        let polling = match o.mode.as_deref().unwrap_or("cdc") {
+            "cdc" => {
+                for (key, set) in [
+                    ("poll-interval-ms", o.poll_interval_ms.is_some()),
+                    ("poll-batch-size", o.poll_batch_size.is_some()),
+                    ("poll-order-by", o.poll_order_by.is_some()),
+                    ("processed-column", o.processed_column.is_some()),
+                ] {
+                    if set {
+                        return Err(invalid(key, "applies only with --mode polling"));
+                    }
+                }
+                None
+            }
+            "polling" => {
+                let batch_size = o.poll_batch_size.unwrap_or(1000);
+                if !(1..=1_000_000).contains(&batch_size) {
+                    return Err(invalid(
+                        "poll-batch-size",
+                        format!("{batch_size}; expected 1 to 1000000"),
+                    ));
+                }
+                Some(PollingSettings {
+                    interval: Duration::from_millis(o.poll_interval_ms.unwrap_or(500)),
+                    batch_size,
+                    order_by: o
+                        .poll_order_by
+                        .clone()
+                        .unwrap_or_else(|| "created_at".into()),
+                    retire: match o.processed_column.clone() {
+                        Some(c) => Retire::MarkProcessed(c),
+                        None => Retire::Delete,
+                    },
+                })
+            }
+            other => {
+                return Err(invalid(
+                    "mode",
+                    format!("{other:?}; expected cdc (logical replication) or polling"),
+                ))
+            }
+        };
         let dead_letter_topic = o
             .dead_letter_topic
             .unwrap_or_else(|| "outbox-relay.dlq".into());
@@ -479,6 +551,7 @@ impl Settings {
                 .as_ref()
                 .map_or(SnapshotMode::default(), |d| d.snapshot),
             heartbeat: debezium.as_ref().and_then(|d| d.heartbeat.clone()),
+            polling,
             debezium: debezium.map(|d| DebeziumSummary {
                 connector_name: d.connector_name,
                 notes: d.notes,

@@ -14,10 +14,12 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;
+pub mod polling;
 pub mod postgres;
 pub mod secret;
 pub mod sink;
 pub mod snapshot;
+pub mod table_rows;
 pub mod tls;
 
 pub use cli::main;

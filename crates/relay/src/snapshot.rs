@@ -14,9 +14,9 @@
 //! Debezium does not replay history.
 
 use crate::error::RelayError;
-use bytes::Bytes;
+use crate::table_rows;
 use outbox_router::TableName;
-use pgoutput::{Column, ColumnValue, Insert, Relation, ReplicaIdentity, TupleData};
+use pgoutput::{Insert, Relation};
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
 const MARKER_TABLE: &str = "outbox_relay_snapshots";
@@ -218,11 +218,6 @@ pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayErr
         .start()
         .await
         .map_err(|e| RelayError::Transient(e.into()))?;
-    let qualified = format!(
-        "{}.{}",
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name)
-    );
     let marks = tx
         .query_one(
             "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text",
@@ -231,39 +226,18 @@ pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayErr
         .await
         .map_err(|e| RelayError::Transient(e.into()))?;
     let taken = TakenSnapshot::parse(marks.get(0), marks.get(1)).map_err(RelayError::Fatal)?;
-    let columns = tx
-        .query(
-            "SELECT attname::text, atttypid::oid, atttypmod FROM pg_attribute \
-             WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            &[&qualified],
-        )
-        .await
-        .map_err(|e| RelayError::Transient(e.into()))?;
-    let relation = Relation {
-        relation_id: SNAPSHOT_RELATION_ID,
-        namespace: table.schema.clone(),
-        name: table.name.clone(),
-        replica_identity: ReplicaIdentity::Default,
-        columns: columns
-            .iter()
-            .map(|c| Column {
-                flags: 0,
-                name: c.get(0),
-                type_oid: c.get(1),
-                type_modifier: c.get(2),
-            })
-            .collect(),
-    };
-    let select = relation
-        .columns
-        .iter()
-        .map(|c| format!("{}::text", escape_identifier(&c.name)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let relation = table_rows::relation(&tx, table, SNAPSHOT_RELATION_ID).await?;
     // Physical order, as Debezium's snapshot reads it: insertion order for an
     // insert-only table.
     let rows = tx
-        .query(&format!("SELECT {select} FROM {qualified}"), &[])
+        .query(
+            &format!(
+                "SELECT {} FROM {}",
+                table_rows::select_list(&relation),
+                table_rows::qualified(table)
+            ),
+            &[],
+        )
         .await
         .map_err(|e| {
             RelayError::Transient(anyhow::anyhow!("reading {table} for the snapshot: {e}"))
@@ -273,17 +247,7 @@ pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayErr
         .map_err(|e| RelayError::Transient(e.into()))?;
     let rows = rows
         .iter()
-        .map(|r| Insert {
-            relation_id: SNAPSHOT_RELATION_ID,
-            new_tuple: TupleData {
-                columns: (0..r.len())
-                    .map(|i| match r.get::<_, Option<String>>(i) {
-                        Some(text) => ColumnValue::Text(Bytes::from(text)),
-                        None => ColumnValue::Null,
-                    })
-                    .collect(),
-            },
-        })
+        .map(|r| table_rows::insert(r, 0, SNAPSHOT_RELATION_ID))
         .collect();
     Ok(SnapshotRows {
         relation,

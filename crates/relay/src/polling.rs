@@ -1,0 +1,404 @@
+//! `run --mode polling`: the seeds' polling relay, for databases where logical replication
+//! is not allowed. Same router, same sink, same rule as the CDC path: a row leaves the
+//! outbox (DELETE, or `--processed-column` set) only in the transaction that committed
+//! *after* Kafka acknowledged it. A crash anywhere rolls that transaction back and the rows
+//! are sent again: at-least-once, never lost.
+//!
+//! One poll, in one transaction:
+//! ```sql
+//! SELECT ctid, <columns as text> FROM outbox
+//!  WHERE <not processed> AND pg_try_advisory_xact_lock(<table key>, hashtext(<key column>))
+//!  ORDER BY <order column>, ctid LIMIT <batch> FOR UPDATE SKIP LOCKED;
+//! -- produce every row, wait for every acknowledgement
+//! DELETE FROM outbox WHERE ctid = ANY(...);   -- or UPDATE ... SET <processed> = now()
+//! COMMIT;
+//! ```
+//! Several instances can poll at once: `FOR UPDATE SKIP LOCKED` gives each its own rows,
+//! and the advisory lock per aggregate (taken while filtering, before rows are locked)
+//! gives all of an aggregate's pending rows to one instance at a time, so events of one
+//! aggregate are never published out of order by two instances racing.
+
+use crate::config::Settings;
+use crate::dead_letter::DeadLetter;
+use crate::error::RelayError;
+use crate::metrics::Metrics;
+use crate::postgres;
+use crate::sink::{Delivery, DeliveryFailure, KafkaSink, SendOutcome, SinkSettings};
+use crate::table_rows;
+use anyhow::anyhow;
+use futures::stream::{FuturesUnordered, StreamExt};
+use outbox_router::{OutboxRecord, RouteOutcome, Router, TableName};
+use pgoutput::LogicalMessage;
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+const RELATION_ID: u32 = 1;
+
+/// How a relayed row is retired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retire {
+    Delete,
+    /// `UPDATE ... SET <column> = now()`; pending rows are those where it IS NULL.
+    MarkProcessed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct PollingSettings {
+    pub interval: Duration,
+    pub batch_size: i64,
+    pub order_by: String,
+    pub retire: Retire,
+}
+
+pub async fn run(
+    settings: Settings,
+    polling: PollingSettings,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    let mut failures = 0u32;
+    loop {
+        let started = Instant::now();
+        let result = session(&settings, &polling, &metrics, &mut shutdown).await;
+        metrics.streaming.set(0);
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() && !*shutdown.borrow() => {
+                metrics.reconnects.inc();
+                if started.elapsed() > Duration::from_secs(30) {
+                    failures = 0;
+                }
+                let delay =
+                    Duration::from_millis(200u64.saturating_mul(1 << failures.min(7)).min(30_000));
+                failures += 1;
+                tracing::warn!(
+                    retry_in_ms = delay.as_millis() as u64,
+                    "{e}; polling again after a pause (unacknowledged rows stay in the outbox)"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return Ok(()),
+                }
+            }
+            Err(e) if e.is_transient() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+struct Poller<'a> {
+    settings: &'a Settings,
+    sink: KafkaSink,
+    router: Router,
+    metrics: &'a Arc<Metrics>,
+    select: String,
+    /// Each batch aggregate's earliest pending row (see `poll_once`).
+    earliest: String,
+    /// Position of the key column among the selected columns (after the ctid).
+    key_position: usize,
+    retire: String,
+    dead_letter_topic: Arc<str>,
+}
+
+async fn session(
+    settings: &Settings,
+    polling: &PollingSettings,
+    metrics: &Arc<Metrics>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    let mut client = postgres::connect(settings.postgres_url.expose()).await?;
+    let table = settings.table().clone();
+    let relation = table_rows::relation(&client, &table, RELATION_ID).await?;
+    if relation.columns.is_empty() {
+        return Err(RelayError::Fatal(anyhow!(
+            "the outbox table {table} does not exist or has no columns; create it (sql/outbox.sql) or pass --table"
+        )));
+    }
+    let mut router = Router::new(settings.router.clone());
+    if router.wants_column_facts() {
+        router.set_column_facts(&table, postgres::column_facts(&client, &table).await?);
+    }
+    router.route(&LogicalMessage::Relation(relation.clone()));
+    let (select, earliest, retire) = statements(settings, polling, &table, &relation)?;
+    let key_position = 1 + relation
+        .column_index(&settings.router.key_column)
+        .expect("statements() checked the key column");
+    let sink = KafkaSink::new(&SinkSettings {
+        bootstrap_servers: &settings.bootstrap_servers,
+        max_in_flight: settings.max_in_flight,
+        topic_partitions: settings.topic_partitions,
+        topic_replication_factor: settings.topic_replication_factor,
+        producer_properties: &settings.producer_properties,
+    })?;
+    tracing::info!(%table, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
+    metrics.streaming.set(1);
+    let mut poller = Poller {
+        settings,
+        sink,
+        router,
+        metrics,
+        select,
+        earliest,
+        key_position,
+        retire,
+        dead_letter_topic: settings.dead_letter_topic.as_str().into(),
+    };
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let relayed = poller.poll_once(&mut client).await?;
+        if relayed < polling.batch_size as usize {
+            tokio::select! {
+                _ = tokio::time::sleep(polling.interval) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+fn statements(
+    settings: &Settings,
+    polling: &PollingSettings,
+    table: &TableName,
+    relation: &pgoutput::Relation,
+) -> Result<(String, String, String), RelayError> {
+    let has = |c: &str| relation.column_index(c).is_some();
+    let missing = |what: &str, c: &str| {
+        RelayError::Fatal(anyhow!(
+            "{what} column {c:?} is not a column of {table}; pass an existing column"
+        ))
+    };
+    if !has(&polling.order_by) {
+        return Err(missing("--poll-order-by", &polling.order_by));
+    }
+    let key = &settings.router.key_column;
+    if !has(key) {
+        return Err(missing("key", key));
+    }
+    let qualified = table_rows::qualified(table);
+    let pending = match &polling.retire {
+        Retire::Delete => "true".to_owned(),
+        Retire::MarkProcessed(c) if has(c) => format!("{} IS NULL", escape_identifier(c)),
+        Retire::MarkProcessed(c) => return Err(missing("--processed-column", c)),
+    };
+    let select = format!(
+        "SELECT ctid::text, {columns} FROM {qualified} \
+         WHERE {pending} AND pg_try_advisory_xact_lock(hashtext({table_key}), hashtext({key}::text)) \
+         ORDER BY {order}, ctid LIMIT {limit} FOR UPDATE SKIP LOCKED",
+        columns = table_rows::select_list(relation),
+        table_key = escape_literal(&format!("outbox-relay:{table}")),
+        key = escape_identifier(key),
+        order = escape_identifier(&polling.order_by),
+        limit = polling.batch_size,
+    );
+    let earliest = format!(
+        "SELECT DISTINCT ON (k) k, ctid::text FROM \
+           (SELECT {key}::text AS k, ctid, {order} AS o FROM {qualified} WHERE {pending} AND {key}::text = ANY($1)) pending \
+         ORDER BY k, o, ctid",
+        key = escape_identifier(key),
+        order = escape_identifier(&polling.order_by),
+    );
+    let retire = match &polling.retire {
+        Retire::Delete => format!("DELETE FROM {qualified} WHERE ctid = ANY($1::text[]::tid[])"),
+        Retire::MarkProcessed(c) => format!(
+            "UPDATE {qualified} SET {} = now() WHERE ctid = ANY($1::text[]::tid[])",
+            escape_identifier(c)
+        ),
+    };
+    Ok((select, earliest, retire))
+}
+
+impl Poller<'_> {
+    /// One batch: select and lock, produce, wait for every acknowledgement, retire, commit.
+    /// Returns how many rows were relayed.
+    async fn poll_once(
+        &mut self,
+        client: &mut tokio_postgres::Client,
+    ) -> Result<usize, RelayError> {
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| RelayError::Transient(anyhow!("starting a poll: {e}")))?;
+        let rows = tx
+            .query(&self.select, &[])
+            .await
+            .map_err(|e| RelayError::Transient(anyhow!("polling the outbox: {e}")))?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // An aggregate's rows are relayed only if its earliest pending row is in this
+        // batch. The advisory lock alone is not enough: a poll that skipped an aggregate's
+        // row (lock held elsewhere) may get the lock later in the same scan, after the
+        // other instance committed, and take a *later* row of it. Rows dropped here stay
+        // in the outbox for a later poll.
+        let keys: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r.get::<_, Option<String>>(self.key_position))
+            .collect();
+        let earliest: std::collections::HashMap<String, String> = tx
+            .query(&self.earliest, &[&keys])
+            .await
+            .map_err(|e| RelayError::Transient(anyhow!("polling the outbox: {e}")))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let in_batch: std::collections::HashSet<&str> =
+            rows.iter().map(|r| r.get::<_, &str>(0)).collect();
+        let mut deliveries: FuturesUnordered<Delivery> = FuturesUnordered::new();
+        let mut ctids = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(key) = row.get::<_, Option<&str>>(self.key_position) {
+                if earliest
+                    .get(key)
+                    .is_some_and(|first| !in_batch.contains(first.as_str()))
+                {
+                    continue;
+                }
+            }
+            ctids.push(row.get::<_, String>(0));
+            let insert = table_rows::insert(row, 1, RELATION_ID);
+            match self.router.route(&LogicalMessage::Insert(insert)) {
+                RouteOutcome::Record(record) => {
+                    let delivery = self.send(&record, &mut deliveries).await?;
+                    deliveries.push(delivery);
+                }
+                RouteOutcome::Invalid(invalid) => {
+                    let letter = DeadLetter::from_invalid_row(invalid, 0);
+                    deliveries.push(self.send_dead_letter(&letter).await?);
+                }
+                RouteOutcome::Fatal(reason) => return Err(RelayError::Fatal(anyhow!("{reason}"))),
+                RouteOutcome::Ignored | RouteOutcome::SkippedUpdate { .. } => {}
+            }
+        }
+        while let Some(result) = deliveries.next().await {
+            match result {
+                Ok(()) => {}
+                Err(DeliveryFailure {
+                    error,
+                    rejected: Some(r),
+                }) => {
+                    let letter = DeadLetter {
+                        reason: format!("the broker refused the event: {error}"),
+                        table: self.settings.table().to_string(),
+                        original_topic: Some(r.topic),
+                        key: r.key,
+                        value: None,
+                        event_id: r.event_id,
+                        original_size: Some(r.value_len),
+                        lsn: 0,
+                    };
+                    let delivery = self.send_dead_letter(&letter).await?;
+                    delivery.await.map_err(|f| {
+                        RelayError::Transient(anyhow!("dead-letter write failed: {}", f.error))
+                    })?;
+                }
+                // The transaction is rolled back (dropped): the rows stay for the next poll.
+                Err(DeliveryFailure { error, .. }) => {
+                    return Err(RelayError::Transient(anyhow!(
+                        "Kafka did not acknowledge an event: {error}; the batch stays in the outbox"
+                    )))
+                }
+            }
+        }
+        let relayed = ctids.len();
+        tx.execute(&self.retire, &[&ctids])
+            .await
+            .map_err(|e| RelayError::Transient(anyhow!("retiring relayed rows: {e}")))?;
+        tx.commit().await.map_err(|e| {
+            RelayError::Transient(anyhow!(
+                "committing a poll (its events may be sent again): {e}"
+            ))
+        })?;
+        Ok(rows.len())
+    }
+
+    async fn send(
+        &mut self,
+        record: &OutboxRecord,
+        deliveries: &mut FuturesUnordered<Delivery>,
+    ) -> Result<Delivery, RelayError> {
+        self.sink.ensure_topic(&record.topic).await?;
+        let counter = self
+            .metrics
+            .events
+            .get_or_create(&crate::metrics::TopicLabels {
+                topic: record.topic.to_string(),
+            })
+            .clone();
+        loop {
+            match self.sink.send(record)? {
+                SendOutcome::Accepted(delivery) => {
+                    return Ok(Box::pin(async move {
+                        let r = delivery.await;
+                        if r.is_ok() {
+                            counter.inc();
+                        }
+                        r
+                    }))
+                }
+                SendOutcome::QueueFull => match deliveries.next().await {
+                    Some(Err(f)) => {
+                        return Err(RelayError::Transient(anyhow!(
+                            "Kafka did not acknowledge an event: {}; the batch stays in the outbox",
+                            f.error
+                        )))
+                    }
+                    Some(Ok(())) => {}
+                    None => tokio::time::sleep(Duration::from_millis(5)).await,
+                },
+                SendOutcome::Rejected(reason) => {
+                    let letter = DeadLetter {
+                        reason,
+                        table: self.settings.table().to_string(),
+                        original_topic: Some(record.topic.to_string()),
+                        key: record.key.clone(),
+                        value: None,
+                        event_id: record
+                            .headers
+                            .iter()
+                            .find(|(k, _)| &**k == "id")
+                            .map(|(_, v)| v.clone()),
+                        original_size: Some(record.value.as_ref().map_or(0, |v| v.len())),
+                        lsn: 0,
+                    };
+                    return self.send_dead_letter(&letter).await;
+                }
+            }
+        }
+    }
+
+    /// A dead letter's delivery; its failure fails the poll (the rows stay).
+    async fn send_dead_letter(&mut self, letter: &DeadLetter) -> Result<Delivery, RelayError> {
+        tracing::warn!(table = %letter.table, reason = %letter.reason, dead_letter_topic = &*self.dead_letter_topic,
+            "sending an outbox event to the dead-letter topic");
+        let topic = self.dead_letter_topic.clone();
+        self.sink.ensure_topic(&topic).await?;
+        self.metrics.dead_letters.inc();
+        loop {
+            match self.sink.send_raw(
+                &topic,
+                letter.key.as_ref(),
+                letter.value.as_ref(),
+                letter.headers(),
+            )? {
+                SendOutcome::Accepted(delivery) => {
+                    return Ok(Box::pin(async move {
+                        delivery.await.map_err(|f| DeliveryFailure {
+                            error: format!("dead-letter write failed: {}", f.error),
+                            rejected: None,
+                        })
+                    }))
+                }
+                SendOutcome::QueueFull => tokio::time::sleep(Duration::from_millis(5)).await,
+                SendOutcome::Rejected(reason) => {
+                    return Err(RelayError::Fatal(anyhow!(
+                        "the dead-letter topic refused an event too ({reason}); nothing was retired"
+                    )))
+                }
+            }
+        }
+    }
+}
