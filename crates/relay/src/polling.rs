@@ -312,7 +312,7 @@ impl Poller<'_> {
                 "committing a poll (its events may be sent again): {e}"
             ))
         })?;
-        Ok(rows.len())
+        Ok(relayed)
     }
 
     async fn send(
