@@ -6,17 +6,18 @@
 //!
 //! One poll, in one transaction:
 //! ```sql
-//! SELECT ctid, <columns as text> FROM outbox
-//!  WHERE <not processed> AND pg_try_advisory_xact_lock(<table key>, hashtext(<key column>))
+//! SELECT ctid, <columns as text> FROM outbox WHERE <not processed>
 //!  ORDER BY <order column>, ctid LIMIT <batch> FOR UPDATE SKIP LOCKED;
-//! -- produce every row, wait for every acknowledgement
+//! -- keep only aggregates whose earliest pending row is in the batch
+//! -- produce those rows, wait for every acknowledgement
 //! DELETE FROM outbox WHERE ctid = ANY(...);   -- or UPDATE ... SET <processed> = now()
 //! COMMIT;
 //! ```
 //! Several instances can poll at once: `FOR UPDATE SKIP LOCKED` gives each its own rows,
-//! and the advisory lock per aggregate (taken while filtering, before rows are locked)
-//! gives all of an aggregate's pending rows to one instance at a time, so events of one
-//! aggregate are never published out of order by two instances racing.
+//! and an aggregate's rows are relayed only by the poll whose batch holds its earliest
+//! pending row, so two instances never publish one aggregate's events out of order (a
+//! row another instance holds is still visible, undeleted, until that instance commits
+//! after its acknowledgements).
 
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
@@ -29,7 +30,7 @@ use anyhow::anyhow;
 use futures::stream::{FuturesUnordered, StreamExt};
 use outbox_router::{OutboxRecord, RouteOutcome, Router, TableName};
 use pgoutput::LogicalMessage;
-use postgres_protocol::escape::{escape_identifier, escape_literal};
+use postgres_protocol::escape::escape_identifier;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -186,11 +187,8 @@ fn statements(
     };
     let select = format!(
         "SELECT ctid::text, {columns} FROM {qualified} \
-         WHERE {pending} AND pg_try_advisory_xact_lock(hashtext({table_key}), hashtext({key}::text)) \
-         ORDER BY {order}, ctid LIMIT {limit} FOR UPDATE SKIP LOCKED",
+         WHERE {pending} ORDER BY {order}, ctid LIMIT {limit} FOR UPDATE SKIP LOCKED",
         columns = table_rows::select_list(relation),
-        table_key = escape_literal(&format!("outbox-relay:{table}")),
-        key = escape_identifier(key),
         order = escape_identifier(&polling.order_by),
         limit = polling.batch_size,
     );
@@ -221,19 +219,19 @@ impl Poller<'_> {
         let tx = client
             .transaction()
             .await
-            .map_err(|e| RelayError::Transient(anyhow!("starting a poll: {e}")))?;
+            .map_err(|e| pg_error("starting a poll", e))?;
         let rows = tx
             .query(&self.select, &[])
             .await
-            .map_err(|e| RelayError::Transient(anyhow!("polling the outbox: {e}")))?;
+            .map_err(|e| pg_error("polling the outbox", e))?;
         if rows.is_empty() {
             return Ok(0);
         }
         // An aggregate's rows are relayed only if its earliest pending row is in this
-        // batch. The advisory lock alone is not enough: a poll that skipped an aggregate's
-        // row (lock held elsewhere) may get the lock later in the same scan, after the
-        // other instance committed, and take a *later* row of it. Rows dropped here stay
-        // in the outbox for a later poll.
+        // batch: SKIP LOCKED may have handed us later rows of an aggregate whose earlier
+        // row another instance holds. Rows left out here stay for a later poll. (A
+        // per-aggregate advisory lock is not enough: a scan that skipped an aggregate can
+        // get its lock later in the same scan, and it needs a lock per aggregate.)
         let keys: Vec<String> = rows
             .iter()
             .filter_map(|r| r.get::<_, Option<String>>(self.key_position))
@@ -241,7 +239,7 @@ impl Poller<'_> {
         let earliest: std::collections::HashMap<String, String> = tx
             .query(&self.earliest, &[&keys])
             .await
-            .map_err(|e| RelayError::Transient(anyhow!("polling the outbox: {e}")))?
+            .map_err(|e| pg_error("polling the outbox", e))?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
@@ -306,7 +304,7 @@ impl Poller<'_> {
         let relayed = ctids.len();
         tx.execute(&self.retire, &[&ctids])
             .await
-            .map_err(|e| RelayError::Transient(anyhow!("retiring relayed rows: {e}")))?;
+            .map_err(|e| pg_error("retiring relayed rows", e))?;
         tx.commit().await.map_err(|e| {
             RelayError::Transient(anyhow!(
                 "committing a poll (its events may be sent again): {e}"
@@ -400,5 +398,21 @@ impl Poller<'_> {
                 }
             }
         }
+    }
+}
+
+/// A PostgreSQL error with the server's message (tokio-postgres' own Display says only
+/// "db error"); insufficient privileges are fatal, the rest is retried.
+fn pg_error(context: &str, e: tokio_postgres::Error) -> RelayError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{context}: {}: {}", db.severity(), db.message()),
+        None => format!("{context}: {e}"),
+    };
+    if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        RelayError::Fatal(anyhow!(
+            "{message}; the relay's user needs SELECT, DELETE (or UPDATE of the processed column) on the outbox table"
+        ))
+    } else {
+        RelayError::Transient(anyhow!(message))
     }
 }

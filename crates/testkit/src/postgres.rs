@@ -81,8 +81,19 @@ impl PgCluster {
         Ok(cluster)
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// The postmaster's pid (first line of postmaster.pid), for CPU accounting.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     pub fn port(&self) -> u16 {
