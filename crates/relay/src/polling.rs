@@ -8,16 +8,16 @@
 //! ```sql
 //! SELECT ctid, <columns as text> FROM outbox WHERE <not processed>
 //!  ORDER BY <order column>, ctid LIMIT <batch> FOR UPDATE SKIP LOCKED;
-//! -- keep only aggregates whose earliest pending row is in the batch
+//! -- per aggregate, keep the batch's rows up to its first pending row not in the batch
 //! -- produce those rows, wait for every acknowledgement
 //! DELETE FROM outbox WHERE ctid = ANY(...);   -- or UPDATE ... SET <processed> = now()
 //! COMMIT;
 //! ```
 //! Several instances can poll at once: `FOR UPDATE SKIP LOCKED` gives each its own rows,
-//! and an aggregate's rows are relayed only by the poll whose batch holds its earliest
-//! pending row, so two instances never publish one aggregate's events out of order (a
-//! row another instance holds is still visible, undeleted, until that instance commits
-//! after its acknowledgements).
+//! and a poll relays an aggregate's rows only as far as they are the aggregate's next
+//! pending rows without a gap, so two instances never publish one aggregate's events out
+//! of order (a row another instance holds is still visible, undeleted, until that
+//! instance commits after its acknowledgements).
 
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
@@ -31,6 +31,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use outbox_router::{OutboxRecord, RouteOutcome, Router, TableName};
 use pgoutput::LogicalMessage;
 use postgres_protocol::escape::escape_identifier;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -95,8 +96,8 @@ struct Poller<'a> {
     router: Router,
     metrics: &'a Arc<Metrics>,
     select: String,
-    /// Each batch aggregate's earliest pending row (see `poll_once`).
-    earliest: String,
+    /// Each batch aggregate's pending rows in order (see `relayable`).
+    pending_by_key: String,
     /// Position of the key column among the selected columns (after the ctid).
     key_position: usize,
     retire: String,
@@ -122,7 +123,7 @@ async fn session(
         router.set_column_facts(&table, postgres::column_facts(&client, &table).await?);
     }
     router.route(&LogicalMessage::Relation(relation.clone()));
-    let (select, earliest, retire) = statements(settings, polling, &table, &relation)?;
+    let (select, pending_by_key, retire) = statements(settings, polling, &table, &relation)?;
     let key_position = 1 + relation
         .column_index(&settings.router.key_column)
         .expect("statements() checked the key column");
@@ -141,7 +142,7 @@ async fn session(
         router,
         metrics,
         select,
-        earliest,
+        pending_by_key,
         key_position,
         retire,
         dead_letter_topic: settings.dead_letter_topic.as_str().into(),
@@ -192,10 +193,10 @@ fn statements(
         order = escape_identifier(&polling.order_by),
         limit = polling.batch_size,
     );
-    let earliest = format!(
-        "SELECT DISTINCT ON (k) k, ctid::text FROM \
+    let pending_by_key = format!(
+        "SELECT k, array_agg(ctid::text ORDER BY o, ctid) FROM \
            (SELECT {key}::text AS k, ctid, {order} AS o FROM {qualified} WHERE {pending} AND {key}::text = ANY($1)) pending \
-         ORDER BY k, o, ctid",
+         GROUP BY k",
         key = escape_identifier(key),
         order = escape_identifier(&polling.order_by),
     );
@@ -206,7 +207,7 @@ fn statements(
             escape_identifier(c)
         ),
     };
-    Ok((select, earliest, retire))
+    Ok((select, pending_by_key, retire))
 }
 
 impl Poller<'_> {
@@ -227,34 +228,30 @@ impl Poller<'_> {
         if rows.is_empty() {
             return Ok(0);
         }
-        // An aggregate's rows are relayed only if its earliest pending row is in this
-        // batch: SKIP LOCKED may have handed us later rows of an aggregate whose earlier
-        // row another instance holds. Rows left out here stay for a later poll. (A
-        // per-aggregate advisory lock is not enough: a scan that skipped an aggregate can
-        // get its lock later in the same scan, and it needs a lock per aggregate.)
+        // SKIP LOCKED may hand us rows of an aggregate whose earlier rows another instance
+        // holds, or with a gap (a row in between held elsewhere): relay an aggregate's
+        // rows only up to its first pending row that is not ours. The rest stay for a
+        // later poll. (An advisory lock per aggregate is not enough: a scan that skipped
+        // an aggregate can get its lock later in the same scan.)
         let keys: Vec<String> = rows
             .iter()
             .filter_map(|r| r.get::<_, Option<String>>(self.key_position))
             .collect();
-        let earliest: std::collections::HashMap<String, String> = tx
-            .query(&self.earliest, &[&keys])
+        let pending: HashMap<String, Vec<String>> = tx
+            .query(&self.pending_by_key, &[&keys])
             .await
             .map_err(|e| pg_error("polling the outbox", e))?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        let in_batch: std::collections::HashSet<&str> =
-            rows.iter().map(|r| r.get::<_, &str>(0)).collect();
+        let in_batch: HashSet<&str> = rows.iter().map(|r| r.get::<_, &str>(0)).collect();
+        let relayable = relayable(&in_batch, &pending);
         let mut deliveries: FuturesUnordered<Delivery> = FuturesUnordered::new();
         let mut ctids = Vec::with_capacity(rows.len());
         for row in &rows {
-            if let Some(key) = row.get::<_, Option<&str>>(self.key_position) {
-                if earliest
-                    .get(key)
-                    .is_some_and(|first| !in_batch.contains(first.as_str()))
-                {
-                    continue;
-                }
+            let keyed = row.get::<_, Option<&str>>(self.key_position).is_some();
+            if keyed && !relayable.contains(row.get::<_, &str>(0)) {
+                continue;
             }
             ctids.push(row.get::<_, String>(0));
             let insert = table_rows::insert(row, 1, RELATION_ID);
@@ -401,6 +398,26 @@ impl Poller<'_> {
     }
 }
 
+/// The batch rows (ctids) that may be relayed now: for each aggregate, its pending rows
+/// in order as long as they are in this batch, stopping at the first one that is not.
+fn relayable<'a>(
+    in_batch: &HashSet<&'a str>,
+    pending_by_key: &HashMap<String, Vec<String>>,
+) -> HashSet<&'a str> {
+    let mut out = HashSet::new();
+    for ctids in pending_by_key.values() {
+        for ctid in ctids {
+            match in_batch.get(ctid.as_str()) {
+                Some(ours) => {
+                    out.insert(*ours);
+                }
+                None => break,
+            }
+        }
+    }
+    out
+}
+
 /// A PostgreSQL error with the server's message (tokio-postgres' own Display says only
 /// "db error"); insufficient privileges are fatal, the rest is retried.
 fn pg_error(context: &str, e: tokio_postgres::Error) -> RelayError {
@@ -414,5 +431,29 @@ fn pg_error(context: &str, e: tokio_postgres::Error) -> RelayError {
         ))
     } else {
         RelayError::Transient(anyhow!(message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_aggregate_is_relayed_only_up_to_its_first_row_held_elsewhere() {
+        let batch: HashSet<&str> = ["(0,1)", "(0,3)", "(0,4)", "(0,9)"].into_iter().collect();
+        let pending: HashMap<String, Vec<String>> = [
+            // X: rows 1 and 3 are ours, row 2 is another instance's: only row 1 now.
+            ("X", vec!["(0,1)", "(0,2)", "(0,3)"]),
+            // Y: its first row is elsewhere: nothing now.
+            ("Y", vec!["(0,5)", "(0,4)"]),
+            // Z: all ours.
+            ("Z", vec!["(0,9)"]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+        .collect();
+        let mut out: Vec<&str> = relayable(&batch, &pending).into_iter().collect();
+        out.sort();
+        assert_eq!(out, ["(0,1)", "(0,9)"]);
     }
 }

@@ -205,13 +205,15 @@ impl Router {
             };
             return connect.route(columns, &plan.table, format, &self.config, &mut self.topics);
         }
-        let value_at = |position: &Result<usize, String>| -> Result<Option<Bytes>, String> {
+        // Hot path: column values are borrowed and cloned (a reference count each) only
+        // into the record; the dead-letter context is built only for an invalid row.
+        let value_at = |position: &Result<usize, String>| -> Result<Option<&Bytes>, String> {
             let position = position
                 .as_ref()
                 .map_err(|missing| format!("column {missing:?} is missing from the table"))?;
             match columns.get(*position) {
                 Some(ColumnValue::Null) => Ok(None),
-                Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Ok(Some(b.clone())),
+                Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Ok(Some(b)),
                 Some(ColumnValue::UnchangedToast) => {
                     Err("unchanged TOAST value in an INSERT".into())
                 }
@@ -225,23 +227,18 @@ impl Router {
         let key = value_at(&plan.key);
         let payload = value_at(&plan.payload);
         let event_id = value_at(&plan.id);
-        let routing = value_at(&plan.route_by);
-        let context = InvalidRow {
-            reason: String::new(),
-            table: plan.table.clone(),
-            original_topic: None,
-            key: key.clone().ok().flatten(),
-            value: payload.clone().ok().flatten(),
-            event_id: event_id.clone().ok().flatten(),
-        };
         let invalid = |reason: String, original_topic: Option<String>| {
+            let owned = |v: &Result<Option<&Bytes>, String>| v.clone().ok().flatten().cloned();
             RouteOutcome::Invalid(InvalidRow {
                 reason,
+                table: plan.table.clone(),
                 original_topic,
-                ..context.clone()
+                key: owned(&key),
+                value: owned(&payload),
+                event_id: owned(&event_id),
             })
         };
-        let routing = match routing {
+        let routing = match value_at(&plan.route_by) {
             Ok(Some(v)) => v,
             Ok(None) => {
                 return invalid(
@@ -253,27 +250,27 @@ impl Router {
         };
         let mut headers = Vec::with_capacity(1 + plan.headers.len());
         match &event_id {
-            Ok(Some(id)) => headers.push((self.id_header.clone(), id.clone())),
+            Ok(Some(id)) => headers.push((self.id_header.clone(), (*id).clone())),
             // Debezium writes no header for a NULL id; neither do we.
             Ok(None) => {}
             Err(e) => return invalid(e.clone(), None),
         }
         for (position, name) in &plan.headers {
             match value_at(position) {
-                Ok(Some(v)) => headers.push((name.clone(), v)),
+                Ok(Some(v)) => headers.push((name.clone(), v.clone())),
                 Ok(None) => {}
                 Err(e) => return invalid(e, None),
             }
         }
-        let (key, value) = match (key, payload) {
-            (Ok(k), Ok(v)) => (k, v),
-            (Err(e), _) | (_, Err(e)) => return invalid(e, None),
+        let (key_value, value) = match (&key, &payload) {
+            (Ok(k), Ok(v)) => (k.cloned(), *v),
+            (Err(e), _) | (_, Err(e)) => return invalid(e.clone(), None),
         };
         if value.is_none() && !self.config.tombstone_on_null_payload {
             return invalid("payload is NULL and tombstones are disabled".into(), None);
         }
         let value = match value {
-            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(&v) {
+            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(v) {
                 Ok(expanded) => Some(expanded),
                 Err(e) => {
                     return invalid(
@@ -282,23 +279,23 @@ impl Router {
                     )
                 }
             },
-            other => other,
+            other => other.cloned(),
         };
         let partition = match &plan.partition {
             None => None,
-            Some(position) => match value_at(position).map(|v| v.map(|t| parse_partition(&t))) {
+            Some(position) => match value_at(position).map(|v| v.map(|t| parse_partition(t))) {
                 Ok(Some(Ok(p))) => Some(p),
                 Ok(None) => None,
                 Ok(Some(Err(e))) | Err(e) => return invalid(e, None),
             },
         };
-        let topic = match self.topics.topic_for(&routing, &self.config) {
+        let topic = match self.topics.topic_for(routing, &self.config) {
             Ok(topic) => topic,
             Err((reason, topic)) => return invalid(reason, topic),
         };
         RouteOutcome::Record(OutboxRecord {
             topic,
-            key,
+            key: key_value,
             value,
             headers,
             partition,
