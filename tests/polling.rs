@@ -203,6 +203,12 @@ async fn marking_a_processed_column_instead_of_deleting() {
     let dead = stack.read_topic("outbox-relay.dlq").await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].value_str(), Some(r#"{"n": 2}"#));
+    assert!(dead[0].header("outbox-relay.error.reason").is_some());
+    assert_eq!(
+        dead[0].header("outbox-relay.source.lsn"),
+        None,
+        "rows read with SQL have no LSN"
+    );
 }
 
 #[test]

@@ -24,6 +24,7 @@ pub struct DeadLetter {
     pub event_id: Option<Bytes>,
     /// Size of a payload that was left out.
     pub original_size: Option<usize>,
+    /// WAL position of the row; 0 in polling mode (no header is written then).
     pub lsn: u64,
 }
 
@@ -59,11 +60,14 @@ impl DeadLetter {
             .insert(Header {
                 key: SOURCE_TABLE,
                 value: Some(self.table.as_bytes()),
-            })
-            .insert(Header {
+            });
+        // Polling mode reads rows with SQL: they have no WAL position (lsn 0).
+        if self.lsn != 0 {
+            headers = headers.insert(Header {
                 key: SOURCE_LSN,
                 value: Some(lsn.as_bytes()),
             });
+        }
         if let Some(topic) = &self.original_topic {
             headers = headers.insert(Header {
                 key: ORIGINAL_TOPIC,
