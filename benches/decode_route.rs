@@ -71,9 +71,10 @@ fn insert_message(relation_id: u32, payload_len: usize) -> Bytes {
     m.freeze()
 }
 
+/// What the relay does with each Insert: `Router::route_message` decodes the column
+/// positions and routes in one pass (pgoutput::decode + Router::route for other messages).
 fn decode_and_route(router: &mut Router, message: &Bytes) -> usize {
-    let decoded = pgoutput::decode(message.clone()).expect("valid message");
-    match router.route(&decoded) {
+    match router.route_message(message).expect("valid message") {
         RouteOutcome::Record(r) => r.value.map_or(0, |v| v.len()),
         other => panic!("{other:?}"),
     }

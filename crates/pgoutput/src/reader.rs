@@ -4,13 +4,13 @@
 use crate::DecodeError;
 use bytes::Bytes;
 
-pub(crate) struct Reader {
-    data: Bytes,
+pub(crate) struct Reader<'a> {
+    data: &'a Bytes,
     pos: usize,
 }
 
-impl Reader {
-    pub(crate) fn new(data: Bytes) -> Self {
+impl<'a> Reader<'a> {
+    pub(crate) fn new(data: &'a Bytes) -> Self {
         Self { data, pos: 0 }
     }
 
@@ -107,6 +107,37 @@ impl Reader {
         let out = self.data.slice(self.pos..self.pos + len);
         self.pos += len;
         Ok(out)
+    }
+
+    /// The next two bytes as a count, without consuming them (0 when absent or negative):
+    /// a capacity hint only, the real read validates.
+    pub(crate) fn peek_count_i16(&self) -> usize {
+        self.data
+            .get(self.pos..self.pos + 2)
+            .map_or(0, |b| i16::from_be_bytes([b[0], b[1]]).max(0) as usize)
+            .min(self.remaining())
+    }
+
+    /// A slice of the message at `range` (from [`Reader::range`]).
+    pub(crate) fn data_slice(&self, range: std::ops::Range<usize>) -> Bytes {
+        self.data.slice(range)
+    }
+
+    /// Skips `len` bytes and returns where they are, without slicing the buffer.
+    pub(crate) fn range(
+        &mut self,
+        len: usize,
+        what: &'static str,
+    ) -> Result<std::ops::Range<usize>, DecodeError> {
+        if len > self.remaining() {
+            return Err(DecodeError::UnexpectedEnd {
+                what,
+                offset: self.pos,
+            });
+        }
+        let start = self.pos;
+        self.pos += len;
+        Ok(start..self.pos)
     }
 
     /// A NUL-terminated UTF-8 string (names of schemas, tables, columns, types, origins).

@@ -184,5 +184,44 @@ mod properties {
             data.extend(body);
             let _ = decode(Bytes::from(data));
         }
+
+        /// The relay's Insert fast path accepts exactly what `decode` accepts, and its
+        /// column positions point at the values `decode` slices.
+        #[test]
+        fn insert_positions_agree_with_decode(body in prop::collection::vec(any::<u8>(), 0..64), columns in prop::collection::vec(prop::option::of(prop::collection::vec(any::<u8>(), 0..8)), 0..6)) {
+            let mut data = vec![b'I', 0, 0, 0, 7, b'N'];
+            data.extend((columns.len() as i16).to_be_bytes());
+            for c in &columns {
+                match c {
+                    None => data.push(b'n'),
+                    Some(v) => {
+                        data.push(b't');
+                        data.extend((v.len() as i32).to_be_bytes());
+                        data.extend(v);
+                    }
+                }
+            }
+            for input in [Bytes::from(data), Bytes::from([&[b'I'][..], &body].concat())] {
+                let mut positions = Vec::new();
+                let fast = decode_insert_columns(&input, &mut positions);
+                match (decode(input.clone()), fast) {
+                    (Ok(LogicalMessage::Insert(insert)), Ok(Some(id))) => {
+                        prop_assert_eq!(insert.relation_id, id);
+                        prop_assert_eq!(insert.new_tuple.columns.len(), positions.len());
+                        for (value, position) in insert.new_tuple.columns.iter().zip(&positions) {
+                            match (value, position) {
+                                (ColumnValue::Null, RawColumn::Null) | (ColumnValue::UnchangedToast, RawColumn::UnchangedToast) => {}
+                                (ColumnValue::Text(v), RawColumn::Text(r)) | (ColumnValue::Binary(v), RawColumn::Binary(r)) => {
+                                    prop_assert_eq!(&v[..], &input[r.clone()]);
+                                }
+                                other => prop_assert!(false, "{:?}", other),
+                            }
+                        }
+                    }
+                    (Err(a), Err(b)) => prop_assert_eq!(a, b),
+                    other => prop_assert!(false, "decode and the fast path disagree: {:?}", other),
+                }
+            }
+        }
     }
 }

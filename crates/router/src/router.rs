@@ -3,7 +3,7 @@ use crate::connect::ColumnFacts;
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use crate::topic::validate_topic_name;
 use bytes::Bytes;
-use pgoutput::{ColumnValue, Insert, LogicalMessage, Relation};
+use pgoutput::{ColumnValue, DecodeError, Insert, LogicalMessage, RawColumn, Relation, TupleData};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -36,6 +36,8 @@ pub struct Router {
     /// `schema.table` -> catalog facts (nullability, defaults) for Connect schemas.
     facts: HashMap<String, Vec<ColumnFacts>>,
     topics: TopicCache,
+    /// Column positions of the Insert being routed by [`Router::route_message`] (reused).
+    positions: Vec<RawColumn>,
 }
 
 /// routing value -> topic name (or why it is invalid), so that the template is rendered
@@ -54,6 +56,7 @@ impl Router {
             outbox_relations: HashMap::default(),
             facts: HashMap::default(),
             topics: TopicCache::default(),
+            positions: Vec::new(),
         }
     }
 
@@ -205,30 +208,66 @@ impl Router {
             };
             return connect.route(columns, &plan.table, format, &self.config, &mut self.topics);
         }
-        // Hot path: column values are borrowed and cloned (a reference count each) only
-        // into the record; the dead-letter context is built only for an invalid row.
-        let value_at = |position: &Result<usize, String>| -> Result<Option<&Bytes>, String> {
-            let position = position
+        self.route_raw(insert.relation_id, &insert.new_tuple)
+    }
+
+    /// Routes an Insert straight from its pgoutput bytes: the relay's hot path. Column
+    /// positions are read into a reused buffer and only the columns a record needs are
+    /// sliced out of `message` (one reference count each); anything else (Connect
+    /// output, another message, a malformed one) goes through [`pgoutput::decode`].
+    pub fn route_message(&mut self, message: &Bytes) -> Result<RouteOutcome, DecodeError> {
+        let mut positions = std::mem::take(&mut self.positions);
+        let outcome = match pgoutput::decode_insert_columns(message, &mut positions)? {
+            Some(relation_id) if matches!(self.relations.get(&relation_id), Some(Some(plan)) if plan.connect.is_none()) => {
+                self.route_raw(
+                    relation_id,
+                    &MessageRow {
+                        message,
+                        columns: &positions,
+                    },
+                )
+            }
+            // Another table's row: nothing to decode.
+            Some(relation_id) if matches!(self.relations.get(&relation_id), Some(None)) => {
+                RouteOutcome::Ignored
+            }
+            Some(_) | None => self.route(&pgoutput::decode(message.clone())?),
+        };
+        self.positions = positions;
+        Ok(outcome)
+    }
+
+    /// The native record: column text as it is. Column values are borrowed, and cloned
+    /// into the record only; the dead-letter context is built only for an invalid row.
+    fn route_raw(&mut self, relation_id: u32, row: &impl RowColumns) -> RouteOutcome {
+        let Some(Some(plan)) = self.relations.get(&relation_id) else {
+            return RouteOutcome::Ignored;
+        };
+        let value_at = |position: &Result<usize, String>| -> Result<Option<usize>, String> {
+            let position = *position
                 .as_ref()
                 .map_err(|missing| format!("column {missing:?} is missing from the table"))?;
-            match columns.get(*position) {
-                Some(ColumnValue::Null) => Ok(None),
-                Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Ok(Some(b)),
-                Some(ColumnValue::UnchangedToast) => {
-                    Err("unchanged TOAST value in an INSERT".into())
-                }
+            match row.get(position) {
+                Some(ColumnRef::Null) => Ok(None),
+                Some(ColumnRef::Value(_)) => Ok(Some(position)),
+                Some(ColumnRef::UnchangedToast) => Err("unchanged TOAST value in an INSERT".into()),
                 None => Err(format!(
                     "row has {} columns, expected at least {}",
-                    columns.len(),
+                    row.len(),
                     position + 1
                 )),
             }
+        };
+        let text = |position: usize| match row.get(position) {
+            Some(ColumnRef::Value(v)) => v,
+            _ => &[],
         };
         let key = value_at(&plan.key);
         let payload = value_at(&plan.payload);
         let event_id = value_at(&plan.id);
         let invalid = |reason: String, original_topic: Option<String>| {
-            let owned = |v: &Result<Option<&Bytes>, String>| v.clone().ok().flatten().cloned();
+            let owned =
+                |v: &Result<Option<usize>, String>| v.clone().ok().flatten().map(|p| row.owned(p));
             RouteOutcome::Invalid(InvalidRow {
                 reason,
                 table: plan.table.clone(),
@@ -239,7 +278,7 @@ impl Router {
             })
         };
         let routing = match value_at(&plan.route_by) {
-            Ok(Some(v)) => v,
+            Ok(Some(v)) => text(v),
             Ok(None) => {
                 return invalid(
                     format!("routing column {:?} is NULL", self.config.route_by_column),
@@ -250,27 +289,28 @@ impl Router {
         };
         let mut headers = Vec::with_capacity(1 + plan.headers.len());
         match &event_id {
-            Ok(Some(id)) => headers.push((self.id_header.clone(), (*id).clone())),
+            Ok(Some(id)) => headers.push((self.id_header.clone(), row.owned(*id))),
             // Debezium writes no header for a NULL id; neither do we.
             Ok(None) => {}
             Err(e) => return invalid(e.clone(), None),
         }
         for (position, name) in &plan.headers {
             match value_at(position) {
-                Ok(Some(v)) => headers.push((name.clone(), v.clone())),
+                Ok(Some(v)) => headers.push((name.clone(), row.owned(v))),
                 Ok(None) => {}
                 Err(e) => return invalid(e, None),
             }
         }
         let (key_value, value) = match (&key, &payload) {
-            (Ok(k), Ok(v)) => (k.cloned(), *v),
+            (Ok(k), Ok(v)) => (k.map(|p| row.owned(p)), *v),
             (Err(e), _) | (_, Err(e)) => return invalid(e.clone(), None),
         };
         if value.is_none() && !self.config.tombstone_on_null_payload {
             return invalid("payload is NULL and tombstones are disabled".into(), None);
         }
         let value = match value {
-            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(v) {
+            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(text(v))
+            {
                 Ok(expanded) => Some(expanded),
                 Err(e) => {
                     return invalid(
@@ -279,11 +319,12 @@ impl Router {
                     )
                 }
             },
-            other => other.cloned(),
+            other => other.map(|p| row.owned(p)),
         };
         let partition = match &plan.partition {
             None => None,
-            Some(position) => match value_at(position).map(|v| v.map(|t| parse_partition(t))) {
+            Some(position) => match value_at(position).map(|v| v.map(|p| parse_partition(text(p))))
+            {
                 Ok(Some(Ok(p))) => Some(p),
                 Ok(None) => None,
                 Ok(Some(Err(e))) | Err(e) => return invalid(e, None),
@@ -304,6 +345,64 @@ impl Router {
     }
 }
 
+/// One column of a row, borrowed.
+enum ColumnRef<'a> {
+    Null,
+    UnchangedToast,
+    Value(&'a [u8]),
+}
+
+/// Column access for the native path: a decoded tuple, or positions in the message.
+trait RowColumns {
+    fn len(&self) -> usize;
+    fn get(&self, position: usize) -> Option<ColumnRef<'_>>;
+    /// The column's value as a shared slice (called only for a present value).
+    fn owned(&self, position: usize) -> Bytes;
+}
+
+impl RowColumns for TupleData {
+    fn len(&self) -> usize {
+        self.columns.len()
+    }
+    fn get(&self, position: usize) -> Option<ColumnRef<'_>> {
+        self.columns.get(position).map(|c| match c {
+            ColumnValue::Null => ColumnRef::Null,
+            ColumnValue::UnchangedToast => ColumnRef::UnchangedToast,
+            ColumnValue::Text(b) | ColumnValue::Binary(b) => ColumnRef::Value(b),
+        })
+    }
+    fn owned(&self, position: usize) -> Bytes {
+        match &self.columns[position] {
+            ColumnValue::Text(b) | ColumnValue::Binary(b) => b.clone(),
+            _ => Bytes::new(),
+        }
+    }
+}
+
+struct MessageRow<'a> {
+    message: &'a Bytes,
+    columns: &'a [RawColumn],
+}
+
+impl RowColumns for MessageRow<'_> {
+    fn len(&self) -> usize {
+        self.columns.len()
+    }
+    fn get(&self, position: usize) -> Option<ColumnRef<'_>> {
+        self.columns.get(position).map(|c| match c {
+            RawColumn::Null => ColumnRef::Null,
+            RawColumn::UnchangedToast => ColumnRef::UnchangedToast,
+            RawColumn::Text(r) | RawColumn::Binary(r) => ColumnRef::Value(&self.message[r.clone()]),
+        })
+    }
+    fn owned(&self, position: usize) -> Bytes {
+        match &self.columns[position] {
+            RawColumn::Text(r) | RawColumn::Binary(r) => self.message.slice(r.clone()),
+            _ => Bytes::new(),
+        }
+    }
+}
+
 /// A partition number from a column's text.
 fn parse_partition(text: &[u8]) -> Result<i32, String> {
     std::str::from_utf8(text)
@@ -321,7 +420,7 @@ fn parse_partition(text: &[u8]) -> Result<i32, String> {
 impl TopicCache {
     pub(crate) fn topic_for(
         &mut self,
-        routing: &Bytes,
+        routing: &[u8],
         config: &RouterConfig,
     ) -> Result<Arc<str>, (String, Option<String>)> {
         let with_topic = |reason: String| {
@@ -347,7 +446,8 @@ impl TopicCache {
         if self.0.len() >= TOPIC_CACHE_LIMIT {
             self.0.clear();
         }
-        self.0.insert(routing.clone(), computed.clone());
+        self.0
+            .insert(Bytes::copy_from_slice(routing), computed.clone());
         computed.map_err(|reason| {
             let topic = std::str::from_utf8(routing)
                 .ok()

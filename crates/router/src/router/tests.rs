@@ -244,3 +244,33 @@ fn placement_lists_are_validated() {
     assert!(AdditionalField::parse_list("event_type").is_err());
     assert!(AdditionalField::parse_list("event_type:body").is_err());
 }
+
+#[test]
+fn the_message_fast_path_routes_exactly_like_decode_then_route() {
+    let captured = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../pgoutput/tests/fixtures/pg15-session.hex"
+    ))
+    .unwrap();
+    let mut fast = Router::new(RouterConfig::default());
+    let mut slow = Router::new(RouterConfig::default());
+    let mut records = 0;
+    for line in captured.lines() {
+        let message = Bytes::from(hex::decode(line.split_once(' ').unwrap().1).unwrap());
+        let expected = slow.route(&decode(message.clone()).unwrap());
+        let got = fast.route_message(&message).unwrap();
+        assert_eq!(got, expected, "{line}");
+        records += matches!(got, RouteOutcome::Record(_)) as usize;
+    }
+    assert_eq!(records, 3);
+    // A row of an unknown relation, and a malformed message, on the fast path.
+    let mut fresh = Router::new(RouterConfig::default());
+    let row = Bytes::from_static(b"I\x00\x00\x00\x09N\x00\x01n");
+    assert!(matches!(
+        fresh.route_message(&row).unwrap(),
+        RouteOutcome::Invalid(_)
+    ));
+    assert!(fresh
+        .route_message(&Bytes::from_static(b"I\x00\x00"))
+        .is_err());
+}
