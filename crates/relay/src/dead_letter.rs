@@ -2,8 +2,9 @@
 //! original payload when it fits, the event id, and headers that say why and where from.
 
 use crate::postgres::format_lsn;
+use crate::sink::RejectedRecord;
 use bytes::Bytes;
-use outbox_router::InvalidRow;
+use outbox_router::{InvalidRow, OutboxRecord};
 use rdkafka::message::{Header, OwnedHeaders};
 
 pub const REASON: &str = "outbox-relay.error.reason";
@@ -38,6 +39,43 @@ impl DeadLetter {
             value: row.value,
             event_id: row.event_id,
             original_size: None,
+            lsn,
+        }
+    }
+
+    /// The broker refused `record` itself (too large, invalid): retrying cannot help.
+    pub fn refused_by_broker(error: &str, record: RejectedRecord, table: String, lsn: u64) -> Self {
+        Self {
+            reason: format!("the broker refused the event: {error}"),
+            table,
+            original_topic: Some(record.topic),
+            key: record.key,
+            value: None,
+            event_id: record.event_id,
+            original_size: Some(record.value_len),
+            lsn,
+        }
+    }
+
+    /// The producer refused `record` before sending it (`reason` says why, e.g. its size).
+    pub fn rejected_by_producer(
+        reason: String,
+        record: &OutboxRecord,
+        table: String,
+        lsn: u64,
+    ) -> Self {
+        Self {
+            reason,
+            table,
+            original_topic: Some(record.topic.to_string()),
+            key: record.key.clone(),
+            value: None,
+            event_id: record
+                .headers
+                .iter()
+                .find(|(k, _)| &**k == "id")
+                .map(|(_, v)| v.clone()),
+            original_size: Some(record.value.as_ref().map_or(0, |v| v.len())),
             lsn,
         }
     }

@@ -360,16 +360,12 @@ impl Session<'_> {
                 error,
                 rejected: Some(r),
             }) => {
-                let letter = DeadLetter {
-                    reason: format!("the broker refused the event: {error}"),
-                    table: self.settings.table().to_string(),
-                    original_topic: Some(r.topic),
-                    key: r.key,
-                    value: None,
-                    event_id: r.event_id,
-                    original_size: Some(r.value_len),
+                let letter = DeadLetter::refused_by_broker(
+                    &error,
+                    r,
+                    self.settings.table().to_string(),
                     lsn,
-                };
+                );
                 self.pending_dead_letters.push_back((seq, letter));
                 Ok(())
             }
@@ -569,20 +565,12 @@ impl Session<'_> {
                 SendOutcome::QueueFull => self.wait_for_one_delivery().await?,
                 SendOutcome::Rejected(reason) => {
                     let seq = self.tracker.produced();
-                    let letter = DeadLetter {
+                    let letter = DeadLetter::rejected_by_producer(
                         reason,
-                        table: self.settings.table().to_string(),
-                        original_topic: Some(record.topic.to_string()),
-                        key: record.key.clone(),
-                        value: None,
-                        event_id: record
-                            .headers
-                            .iter()
-                            .find(|(k, _)| &**k == "id")
-                            .map(|(_, v)| v.clone()),
-                        original_size: Some(record.value.as_ref().map_or(0, |v| v.len())),
+                        record,
+                        self.settings.table().to_string(),
                         lsn,
-                    };
+                    );
                     self.pending_dead_letters.push_back((seq, letter));
                     return self.send_pending_dead_letters().await;
                 }

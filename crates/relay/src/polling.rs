@@ -275,16 +275,12 @@ impl Poller<'_> {
                     error,
                     rejected: Some(r),
                 }) => {
-                    let letter = DeadLetter {
-                        reason: format!("the broker refused the event: {error}"),
-                        table: self.settings.table().to_string(),
-                        original_topic: Some(r.topic),
-                        key: r.key,
-                        value: None,
-                        event_id: r.event_id,
-                        original_size: Some(r.value_len),
-                        lsn: 0,
-                    };
+                    let letter = DeadLetter::refused_by_broker(
+                        &error,
+                        r,
+                        self.settings.table().to_string(),
+                        0,
+                    );
                     let delivery = self.send_dead_letter(&letter).await?;
                     delivery.await.map_err(|f| {
                         RelayError::Transient(anyhow!("dead-letter write failed: {}", f.error))
@@ -345,20 +341,12 @@ impl Poller<'_> {
                     None => tokio::time::sleep(Duration::from_millis(5)).await,
                 },
                 SendOutcome::Rejected(reason) => {
-                    let letter = DeadLetter {
+                    let letter = DeadLetter::rejected_by_producer(
                         reason,
-                        table: self.settings.table().to_string(),
-                        original_topic: Some(record.topic.to_string()),
-                        key: record.key.clone(),
-                        value: None,
-                        event_id: record
-                            .headers
-                            .iter()
-                            .find(|(k, _)| &**k == "id")
-                            .map(|(_, v)| v.clone()),
-                        original_size: Some(record.value.as_ref().map_or(0, |v| v.len())),
-                        lsn: 0,
-                    };
+                        record,
+                        self.settings.table().to_string(),
+                        0,
+                    );
                     return self.send_dead_letter(&letter).await;
                 }
             }

@@ -270,11 +270,7 @@ async fn is_partitioned(
     client: &tokio_postgres::Client,
     table: &TableName,
 ) -> Result<bool, RelayError> {
-    let qualified = format!(
-        "{}.{}",
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name)
-    );
+    let qualified = crate::table_rows::qualified(table);
     let row = client
         .query_one(
             "SELECT relkind = 'p' FROM pg_class WHERE oid = $1::text::regclass",
@@ -379,11 +375,7 @@ async fn create_debezium_publication(
     table: &TableName,
 ) -> Result<(), RelayError> {
     let name = escape_identifier(publication);
-    let qualified = format!(
-        "{}.{}",
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name)
-    );
+    let qualified = crate::table_rows::qualified(table);
     let sql = match mode {
         PublicationMode::Disabled => {
             return Err(RelayError::Fatal(anyhow::anyhow!(
@@ -420,11 +412,7 @@ pub async fn column_facts(
     client: &tokio_postgres::Client,
     table: &TableName,
 ) -> Result<Vec<outbox_router::connect::ColumnFacts>, RelayError> {
-    let qualified = format!(
-        "{}.{}",
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name)
-    );
+    let qualified = crate::table_rows::qualified(table);
     let rows = client
         .query(
             "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
