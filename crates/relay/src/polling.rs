@@ -257,7 +257,7 @@ impl Poller<'_> {
             let insert = table_rows::insert(row, 1, RELATION_ID);
             match self.router.route(&LogicalMessage::Insert(insert)) {
                 RouteOutcome::Record(record) => {
-                    let delivery = self.send(&record, &mut deliveries).await?;
+                    let delivery = self.send(&record).await?;
                     deliveries.push(delivery);
                 }
                 RouteOutcome::Invalid(invalid) => {
@@ -306,11 +306,7 @@ impl Poller<'_> {
         Ok(relayed)
     }
 
-    async fn send(
-        &mut self,
-        record: &OutboxRecord,
-        deliveries: &mut FuturesUnordered<Delivery>,
-    ) -> Result<Delivery, RelayError> {
+    async fn send(&mut self, record: &OutboxRecord) -> Result<Delivery, RelayError> {
         self.sink.ensure_topic(&record.topic).await?;
         let counter = self
             .metrics
@@ -330,16 +326,10 @@ impl Poller<'_> {
                         r
                     }))
                 }
-                SendOutcome::QueueFull => match deliveries.next().await {
-                    Some(Err(f)) => {
-                        return Err(RelayError::Transient(anyhow!(
-                            "Kafka did not acknowledge an event: {}; the batch stays in the outbox",
-                            f.error
-                        )))
-                    }
-                    Some(Ok(())) => {}
-                    None => tokio::time::sleep(Duration::from_millis(5)).await,
-                },
+                // librdkafka frees queue space as deliveries complete; their results stay
+                // in `deliveries` for the batch's own accounting (a refused one is
+                // dead-lettered there, not here).
+                SendOutcome::QueueFull => tokio::time::sleep(Duration::from_millis(5)).await,
                 SendOutcome::Rejected(reason) => {
                     let letter = DeadLetter::rejected_by_producer(
                         reason,
