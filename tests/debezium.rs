@@ -776,3 +776,75 @@ async fn a_properties_file_with_heartbeats_and_an_existing_publication() {
         failing.log()
     );
 }
+
+/// The remaining EventRouter options end to end: expand with schemas and the null /
+/// empty-array behaviours, a missing additional column ignored, `producer.override.*`, and
+/// `table.op.invalid.behavior=fatal` stopping the relay without confirming the UPDATE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expand_behaviours_missing_columns_overrides_and_fatal_updates() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut relay = start(
+        &stack,
+        dir.path(),
+        "golden_d",
+        serde_json::json!({
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "transforms.outbox.table.json.payload.null.behavior": "optional_bytes",
+            "transforms.outbox.table.json.payload.empty.array.behavior": "optional_string",
+            "transforms.outbox.table.fields.additional.placement": "no_such_column:header:x,type:header:eventType",
+            "transforms.outbox.table.field.additional.missing": "ignore",
+            "transforms.outbox.table.op.invalid.behavior": "fatal",
+            "producer.override.linger.ms": "1",
+        }),
+    )
+    .await;
+    insert_event(
+        &stack,
+        1,
+        Some("Order"),
+        Some(r#"{"note": null, "lines": [], "n": 1}"#),
+    )
+    .await;
+    wait_all_confirmed(&stack, "golden_d", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(
+        text(&records[0].value),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"n"},"#,
+            r#"{"type":"bytes","optional":true,"field":"note"},"#,
+            r#"{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"lines"}],"#,
+            r#""optional":true,"name":"payload"},"payload":{"n":1,"note":null,"lines":[]}}"#
+        )
+    );
+    let names: Vec<&str> = records[0].headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["id", "eventType", "traceparent"],
+        "the missing column is skipped"
+    );
+
+    let before = stack.confirmed_flush_lsn("golden_d").await.unwrap();
+    stack
+        .db
+        .batch_execute("UPDATE public.events SET status = 'sent'")
+        .await
+        .unwrap();
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("table.op.invalid.behavior=fatal stops the relay");
+    assert!(!status.success());
+    assert!(
+        relay.log().contains("table.op.invalid.behavior=fatal"),
+        "{}",
+        relay.log()
+    );
+    let after = stack.confirmed_flush_lsn("golden_d").await.unwrap();
+    let update_lsn = stack.current_wal_lsn().await;
+    assert!(
+        after < update_lsn,
+        "the UPDATE was confirmed past: {before} -> {after}"
+    );
+}
