@@ -6,6 +6,7 @@
 //! [`pipeline`] wires them together; [`cli`] is the command line.
 
 pub mod ack;
+pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod dead_letter;

@@ -8,6 +8,7 @@
 //! may be duplicated: at-least-once, as with Debezium).
 
 use crate::ack::{AckTracker, EventSeq, Lsn};
+use crate::backoff::Backoff;
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
 use crate::debezium::SnapshotMode;
@@ -84,7 +85,7 @@ pub async fn run(
             }
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
                 if started.elapsed() > Duration::from_secs(30) {
-                    backoff = Backoff::default();
+                    backoff.reset();
                 }
                 let delay = backoff.next_delay();
                 tracing::warn!(
@@ -148,21 +149,6 @@ async fn heartbeat_loop(url: crate::secret::Secret, heartbeat: crate::debezium::
                 client = None;
             }
         }
-    }
-}
-
-/// Exponential backoff with jitter: 200 ms doubling to 30 s, ±25 %.
-#[derive(Default)]
-struct Backoff {
-    attempt: u32,
-}
-
-impl Backoff {
-    fn next_delay(&mut self) -> Duration {
-        let base = 200u64.saturating_mul(1 << self.attempt.min(8)).min(30_000);
-        self.attempt += 1;
-        let jitter = rand::thread_rng().gen_range(0.75..1.25);
-        Duration::from_millis((base as f64 * jitter) as u64)
     }
 }
 

@@ -19,6 +19,7 @@
 //! of order (a row another instance holds is still visible, undeleted, until that
 //! instance commits after its acknowledgements).
 
+use crate::backoff::Backoff;
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
 use crate::error::RelayError;
@@ -60,7 +61,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
-    let mut failures = 0u32;
+    let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
         let result = session(&settings, &polling, &metrics, &mut shutdown).await;
@@ -70,11 +71,9 @@ pub async fn run(
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
                 metrics.reconnects.inc();
                 if started.elapsed() > Duration::from_secs(30) {
-                    failures = 0;
+                    backoff.reset();
                 }
-                let delay =
-                    Duration::from_millis(200u64.saturating_mul(1 << failures.min(7)).min(30_000));
-                failures += 1;
+                let delay = backoff.next_delay();
                 tracing::warn!(
                     retry_in_ms = delay.as_millis() as u64,
                     "{e}; polling again after a pause (unacknowledged rows stay in the outbox)"
