@@ -229,3 +229,30 @@ fn polling_options_need_polling_mode() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("poll-batch-size: applies only with --mode polling"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_in_polling_mode_asks_for_table_privileges_not_replication() {
+    let stack = Stack::start().await;
+    let out = std::process::Command::new(RELAY)
+        .args([
+            "check",
+            "--mode",
+            "polling",
+            "--postgres-url",
+            &stack.pg.url(),
+            "--bootstrap-servers",
+            &stack.broker.bootstrap_servers(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("polling mode may delete relayed rows in public.outbox"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("wal_level") && !stdout.contains("publication"),
+        "{stdout}"
+    );
+}

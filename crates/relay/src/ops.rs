@@ -98,39 +98,38 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
         }
     };
     let table = s.table();
-    let qualified = format!(
-        "{}.{}",
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name)
-    );
+    let qualified = crate::table_rows::qualified(table);
     let one = |sql: &'static str| {
         let client = &client;
         async move { client.query_one(sql, &[]).await }
     };
-    match one("SELECT current_setting('wal_level')").await {
-        Ok(row) if row.get::<_, String>(0) == "logical" => out.push(ok("wal_level = logical")),
-        Ok(row) => out.push(fail(
-            format!(
-                "wal_level = {}, logical replication needs logical",
-                row.get::<_, String>(0)
-            ),
-            "ALTER SYSTEM SET wal_level = logical;  -- then restart PostgreSQL",
-        )),
-        Err(e) => out.push(fail(
-            format!("cannot read wal_level: {e}"),
-            "check the user's privileges",
-        )),
-    }
-    match one("SELECT rolreplication OR rolsuper, current_user::text FROM pg_roles WHERE rolname = current_user").await {
-        Ok(row) if row.get::<_, bool>(0) => out.push(ok(format!("role {} may replicate", row.get::<_, String>(1)))),
-        Ok(row) => {
-            let role: String = row.get(1);
-            out.push(fail(
-                format!("role {role} lacks the REPLICATION attribute"),
-                format!("ALTER ROLE {} REPLICATION;", escape_identifier(&role)),
-            ))
+    // Polling mode needs no logical replication: only the table privileges below.
+    if s.polling.is_none() {
+        match one("SELECT current_setting('wal_level')").await {
+            Ok(row) if row.get::<_, String>(0) == "logical" => out.push(ok("wal_level = logical")),
+            Ok(row) => out.push(fail(
+                format!(
+                    "wal_level = {}, logical replication needs logical",
+                    row.get::<_, String>(0)
+                ),
+                "ALTER SYSTEM SET wal_level = logical;  -- then restart PostgreSQL",
+            )),
+            Err(e) => out.push(fail(
+                format!("cannot read wal_level: {e}"),
+                "check the user's privileges",
+            )),
         }
-        Err(e) => out.push(fail(format!("cannot read the role: {e}"), "check the user's privileges")),
+        match one("SELECT rolreplication OR rolsuper, current_user::text FROM pg_roles WHERE rolname = current_user").await {
+            Ok(row) if row.get::<_, bool>(0) => out.push(ok(format!("role {} may replicate", row.get::<_, String>(1)))),
+            Ok(row) => {
+                let role: String = row.get(1);
+                out.push(fail(
+                    format!("role {role} lacks the REPLICATION attribute"),
+                    format!("ALTER ROLE {} REPLICATION;", escape_identifier(&role)),
+                ))
+            }
+            Err(e) => out.push(fail(format!("cannot read the role: {e}"), "check the user's privileges")),
+        }
     }
     let table_exists = client
         .query_opt(
@@ -162,6 +161,29 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
                 format!("GRANT SELECT ON {qualified} TO CURRENT_USER;  -- as the owner"),
             ));
         }
+    }
+    if let Some(polling) = &s.polling {
+        let (privilege, action) = match &polling.retire {
+            crate::polling::Retire::Delete => ("DELETE", "delete relayed rows"),
+            crate::polling::Retire::MarkProcessed(_) => ("UPDATE", "mark relayed rows"),
+        };
+        let allowed = client
+            .query_one(
+                "SELECT has_table_privilege($1::text::regclass, $2)",
+                &[&qualified, &privilege],
+            )
+            .await
+            .map(|r| r.get::<_, bool>(0))
+            .unwrap_or(false);
+        if allowed {
+            out.push(ok(format!("polling mode may {action} in {table}")));
+        } else {
+            out.push(fail(
+                format!("polling mode cannot {action}: no {privilege} privilege on {table}"),
+                format!("GRANT {privilege} ON {qualified} TO CURRENT_USER;  -- as the owner"),
+            ));
+        }
+        return out;
     }
     let publication = client
         .query_opt(
