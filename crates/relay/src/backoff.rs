@@ -23,6 +23,23 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.attempt = 0;
     }
+
+    /// The delay after a session that failed having run for `ran_for`: a session that
+    /// lasted over 30 s was healthy, so the backoff starts again from 200 ms.
+    pub fn after_session(&mut self, ran_for: Duration) -> Duration {
+        if ran_for > Duration::from_secs(30) {
+            self.reset();
+        }
+        self.next_delay()
+    }
+}
+
+/// Sleeps for `delay` unless a shutdown is requested first; returns whether it was.
+pub async fn pause(delay: Duration, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => false,
+        _ = shutdown.changed() => true,
+    }
 }
 
 #[cfg(test)]

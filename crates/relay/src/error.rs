@@ -27,6 +27,25 @@ impl RelayError {
         matches!(self, RelayError::Transient(e) if format!("{e:#}").contains("is active for PID"))
     }
 
+    /// A failed SQL statement, with the server's message (tokio-postgres' own Display says
+    /// only "db error"). Missing privileges are fatal, with `privilege_fix` saying what to
+    /// grant; anything else is retried.
+    pub fn query_failed(
+        context: &str,
+        e: tokio_postgres::Error,
+        privilege_fix: impl FnOnce() -> String,
+    ) -> Self {
+        let message = match e.as_db_error() {
+            Some(db) => format!("{context}: {}: {}", db.severity(), db.message()),
+            None => format!("{context}: {e}"),
+        };
+        if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+            RelayError::Fatal(anyhow::anyhow!("{message}; {}", privilege_fix()))
+        } else {
+            RelayError::Transient(anyhow::anyhow!(message))
+        }
+    }
+
     pub fn classify_postgres(e: tokio_postgres::Error, display: &str) -> Self {
         use tokio_postgres::error::SqlState;
         let fatal = e.code().is_some_and(|c| {

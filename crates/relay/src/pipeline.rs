@@ -8,7 +8,7 @@
 //! may be duplicated: at-least-once, as with Debezium).
 
 use crate::ack::{AckTracker, EventSeq, Lsn};
-use crate::backoff::Backoff;
+use crate::backoff::{pause, Backoff};
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
 use crate::debezium::SnapshotMode;
@@ -78,25 +78,20 @@ pub async fn run(
             Err(e) if e.is_slot_busy() && !*shutdown.borrow() => {
                 tracing::info!(slot = %settings.slot, "{e}; standing by until the slot is free");
                 let delay = Duration::from_millis(rand::thread_rng().gen_range(800..1200));
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.changed() => return Ok(()),
+                if pause(delay, &mut shutdown).await {
+                    return Ok(());
                 }
             }
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
-                if started.elapsed() > Duration::from_secs(30) {
-                    backoff.reset();
-                }
-                let delay = backoff.next_delay();
+                let delay = backoff.after_session(started.elapsed());
                 tracing::warn!(
                     slot = %settings.slot,
                     confirmed_lsn = %confirmed.map(format_lsn).unwrap_or_else(|| "slot".into()),
                     retry_in_ms = delay.as_millis() as u64,
                     "{e}; reconnecting and resuming from the last confirmed position"
                 );
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.changed() => return Ok(()),
+                if pause(delay, &mut shutdown).await {
+                    return Ok(());
                 }
             }
             Err(e) if e.is_transient() => return Ok(()),

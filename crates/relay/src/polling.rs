@@ -19,7 +19,7 @@
 //! of order (a row another instance holds is still visible, undeleted, until that
 //! instance commits after its acknowledgements).
 
-use crate::backoff::Backoff;
+use crate::backoff::{pause, Backoff};
 use crate::config::Settings;
 use crate::dead_letter::DeadLetter;
 use crate::error::RelayError;
@@ -70,17 +70,13 @@ pub async fn run(
             Ok(()) => return Ok(()),
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
                 metrics.reconnects.inc();
-                if started.elapsed() > Duration::from_secs(30) {
-                    backoff.reset();
-                }
-                let delay = backoff.next_delay();
+                let delay = backoff.after_session(started.elapsed());
                 tracing::warn!(
                     retry_in_ms = delay.as_millis() as u64,
                     "{e}; polling again after a pause (unacknowledged rows stay in the outbox)"
                 );
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.changed() => return Ok(()),
+                if pause(delay, &mut shutdown).await {
+                    return Ok(());
                 }
             }
             Err(e) if e.is_transient() => return Ok(()),
@@ -152,10 +148,8 @@ async fn session(
         }
         let relayed = poller.poll_once(&mut client).await?;
         if relayed < polling.batch_size as usize {
-            tokio::select! {
-                _ = tokio::time::sleep(polling.interval) => {}
-                _ = shutdown.changed() => {}
-            }
+            // A shutdown is seen at the top of the loop.
+            pause(polling.interval, shutdown).await;
         }
     }
 }
@@ -395,20 +389,11 @@ fn relayable<'a>(
     out
 }
 
-/// A PostgreSQL error with the server's message (tokio-postgres' own Display says only
-/// "db error"); insufficient privileges are fatal, the rest is retried.
+/// A failed poll statement; see [`RelayError::query_failed`].
 fn pg_error(context: &str, e: tokio_postgres::Error) -> RelayError {
-    let message = match e.as_db_error() {
-        Some(db) => format!("{context}: {}: {}", db.severity(), db.message()),
-        None => format!("{context}: {e}"),
-    };
-    if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
-        RelayError::Fatal(anyhow!(
-            "{message}; the relay's user needs SELECT, DELETE (or UPDATE of the processed column) on the outbox table"
-        ))
-    } else {
-        RelayError::Transient(anyhow!(message))
-    }
+    RelayError::query_failed(context, e, || {
+        "the relay's user needs SELECT, DELETE (or UPDATE of the processed column) on the outbox table".into()
+    })
 }
 
 #[cfg(test)]

@@ -32,24 +32,22 @@ fn marker_table(table: &TableName) -> String {
     )
 }
 
+/// A failed marker statement; see [`RelayError::query_failed`].
 fn sql_error<'a>(
-    context: &str,
+    context: &'a str,
     table: &'a TableName,
-) -> impl Fn(tokio_postgres::Error) -> RelayError + 'a {
-    let context = context.to_owned();
+) -> impl FnOnce(tokio_postgres::Error) -> RelayError + 'a {
     move |e| {
-        if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
-            RelayError::Fatal(anyhow::anyhow!(
-                "{context}: {e}; snapshot.mode=initial keeps its progress in {}.{MARKER_TABLE}: grant CREATE on schema {} \
+        RelayError::query_failed(context, e, || {
+            format!(
+                "snapshot.mode=initial keeps its progress in {}.{MARKER_TABLE}: grant CREATE on schema {} \
                  (or create the table: `CREATE TABLE {} (slot_name text PRIMARY KEY, snapshot text, snapshot_lsn text, completed boolean NOT NULL DEFAULT false)`), \
                  or use snapshot.mode=no_data",
                 table.schema,
                 escape_identifier(&table.schema),
                 marker_table(table)
-            ))
-        } else {
-            RelayError::Transient(anyhow::anyhow!("{context}: {e}"))
-        }
+            )
+        })
     }
 }
 
