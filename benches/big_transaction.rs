@@ -19,11 +19,6 @@ fn rss_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn parse_lsn(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').unwrap();
-    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
-}
-
 fn main() {
     // `cargo test --benches` runs bench binaries with --bench absent: do nothing then.
     if !std::env::args().any(|a| a == "--bench") {
@@ -53,7 +48,7 @@ fn main() {
                 .await
                 .unwrap()
                 .and_then(|r| r.get::<_, Option<String>>(0))
-                .map(|s| parse_lsn(&s))
+                .map(|s| lsn(&s))
         };
         while confirmed().await.is_none() {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -78,7 +73,7 @@ fn main() {
         .await
         .unwrap();
         let committed = Instant::now();
-        let target = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+        let target = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
         let mut peak_sampled = 0;
         while confirmed().await.unwrap_or(0) < target {
             peak_sampled = peak_sampled.max(rss_kib(relay.pid(), "VmRSS:").unwrap_or(0));
@@ -94,4 +89,11 @@ fn main() {
         println!("  relay RSS peak (VmHWM)     {:>8.1} MiB", hwm as f64 / 1024.0);
         println!("  peak / idle                {:>8.1}x", hwm as f64 / idle_rss as f64);
     });
+}
+
+/// An LSN as a number, for the byte arithmetic of the figures.
+fn lsn(text: &str) -> u64 {
+    outbox_relay_testkit::Lsn::parse(text)
+        .expect("X/Y")
+        .as_u64()
 }

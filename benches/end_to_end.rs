@@ -21,11 +21,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn parse_lsn(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').unwrap();
-    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
-}
-
 /// utime + stime of a process, in seconds.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -71,7 +66,7 @@ async fn confirmed(db: &tokio_postgres::Client, slot: &str) -> u64 {
     .await
     .unwrap()
     .get::<_, Option<String>>(0)
-    .map(|s| parse_lsn(&s))
+    .map(|s| lsn(&s))
     .unwrap_or(0)
 }
 
@@ -101,7 +96,7 @@ fn main() {
             // Two slots at the same position: both streams decode exactly the same WAL.
             db.batch_execute(&format!("SELECT pg_create_logical_replication_slot('bench_recvlogical_{round}', 'pgoutput')")).await.unwrap();
             db.batch_execute(&format!("SELECT pg_create_logical_replication_slot('relay_{round}', 'pgoutput')")).await.unwrap();
-            let start = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            let start = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
             let write = Instant::now();
             db.batch_execute(&format!(
                 "DO $$ BEGIN
@@ -118,7 +113,7 @@ fn main() {
             .await
             .unwrap();
             let events = (events / per_tx) * per_tx;
-            let end = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            let end = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
             let wal_mb = (end - start) as f64 / 1e6;
             eprintln!("wrote {events} events in transactions of {per_tx} ({wal_mb:.1} MB of WAL) in {:.1?}", write.elapsed());
 
@@ -207,7 +202,7 @@ fn main() {
                 n += rows_per_tick;
             }
             let achieved = n as f64 / phase.elapsed().as_secs_f64();
-            let last = parse_lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            let last = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
             while confirmed(&db, &relay_slot).await < last {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -323,4 +318,11 @@ fn write_svg(throughput_ratio: f64, cpu_ratio: f64, events: u64, per_tx: u64) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/results");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(format!("{dir}/end_to_end.svg"), svg).unwrap();
+}
+
+/// An LSN as a number, for the byte arithmetic of the figures.
+fn lsn(text: &str) -> u64 {
+    outbox_relay_testkit::Lsn::parse(text)
+        .expect("X/Y")
+        .as_u64()
 }

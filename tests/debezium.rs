@@ -34,18 +34,9 @@ fn text(b: &Option<Vec<u8>>) -> &str {
     std::str::from_utf8(b.as_deref().expect("not null")).unwrap()
 }
 
-fn header<'a>(r: &'a ConsumedRecord, name: &str) -> &'a str {
-    std::str::from_utf8(
-        r.header(name)
-            .unwrap_or_else(|| panic!("header {name} in {r:?}")),
-    )
-    .unwrap()
-}
-
 async fn wait_all_confirmed(stack: &Stack, slot: &str, relay: &RelayProcess) {
-    let last = stack.current_wal_lsn().await;
     stack
-        .wait_confirmed(slot, last, Duration::from_secs(60), Some(relay))
+        .wait_delivered(slot, Duration::from_secs(60), Some(relay))
         .await;
 }
 
@@ -108,9 +99,7 @@ async fn run_seed(
         stack.db.batch_execute(&insert(n)).await.unwrap();
     }
     let relay = stack.spawn_relay(&["--debezium-config", &fixture(config)]);
-    stack
-        .wait_confirmed("debezium", 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    stack.wait_for_slot("debezium", &relay).await;
     for n in 2..4 {
         stack.db.batch_execute(&insert(n)).await.unwrap();
     }
@@ -172,7 +161,7 @@ async fn every_seed_connector_config_runs_as_it_is_with_debezium_bytes() {
             )
         );
         assert_eq!(r.headers.len(), 1, "only the id header: {:?}", r.headers);
-        assert_eq!(header(r, "id"), uuid(n));
+        assert_eq!(r.header_str("id"), uuid(n));
     }
 
     // 001: StringConverter keys, JsonConverter without schemas: a double-encoded payload.
@@ -241,7 +230,7 @@ async fn every_seed_connector_config_runs_as_it_is_with_debezium_bytes() {
         text(&records[0].key),
         r#"{"schema":{"type":"string","optional":false},"payload":"Invoice-0"}"#
     );
-    assert_eq!(header(&records[2], "id"), uuid(2));
+    assert_eq!(records[2].header_str("id"), uuid(2));
 }
 
 /// A table using Debezium's default column names plus every column an option can place.
@@ -345,9 +334,9 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     );
     let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["id", "eventType", "traceparent"]);
-    assert_eq!(header(r, "id"), uuid(1));
+    assert_eq!(r.header_str("id"), uuid(1));
     assert_eq!(
-        header(r, "traceparent"),
+        r.header_str("traceparent"),
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     );
     drop(relay);
@@ -387,7 +376,7 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
         .unwrap();
     wait_all_confirmed(&stack, "golden_b", &relay).await;
     let mut invoices = stack.read_topic("events.Invoice").await;
-    invoices.sort_by_key(|r| header(r, "id").to_owned());
+    invoices.sort_by_key(|r| r.header_str("id").to_owned());
     assert_eq!(invoices.len(), 2);
     assert_eq!(invoices[0].key_str(), Some("agg-2"));
     // jsonb orders keys (shorter first); null fields and empty arrays are dropped.
@@ -405,7 +394,9 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     let dead = stack.read_topic("outbox-relay.dlq").await;
     assert_eq!(dead.len(), 1);
     assert!(
-        header(&dead[0], "outbox-relay.error.reason").contains("NULL"),
+        dead[0]
+            .header_str("outbox-relay.error.reason")
+            .contains("NULL"),
         "{dead:?}"
     );
     let mut relay = relay;
@@ -433,7 +424,7 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     let records = stack.read_topic("Order.bytes").await;
     assert_eq!(text(&records[0].value), r#"{"a": [1, 2]}"#);
     assert_eq!(
-        header(&records[0], "id"),
+        records[0].header_str("id"),
         format!(
             r#"{{"schema":{{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1}},"payload":"{}"}}"#,
             uuid(6)
@@ -481,9 +472,7 @@ async fn the_worker_config_supplies_brokers_and_converters() {
     .map(|s| s.to_string())
     .collect();
     let relay = RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap();
-    stack
-        .wait_confirmed("from_worker", 1, Duration::from_secs(30), Some(&relay))
-        .await;
+    stack.wait_for_slot("from_worker", &relay).await;
     insert_event(&stack, 1, Some("Order"), Some(r#"{"n": 1}"#)).await;
     wait_all_confirmed(&stack, "from_worker", &relay).await;
     let records = stack.read_topic("outbox.event.Order").await;
@@ -531,7 +520,7 @@ async fn reusing_debeziums_slot_neither_replays_nor_skips() {
         .db
         .batch_execute(&format!(
             "SELECT pg_replication_slot_advance('debezium', '{}')",
-            format_lsn(debezium_position)
+            debezium_position
         ))
         .await
         .unwrap();
@@ -550,7 +539,7 @@ async fn reusing_debeziums_slot_neither_replays_nor_skips() {
         .read_topic("Order.events")
         .await
         .iter()
-        .map(|r| header(r, "id").to_owned())
+        .map(|r| r.header_str("id").to_owned())
         .collect();
     assert_eq!(ids, (3..7).map(uuid).collect::<Vec<_>>());
 }
@@ -597,7 +586,8 @@ async fn initial_snapshot_relays_existing_rows_once_then_streams() {
     let counts = |records: Vec<ConsumedRecord>| {
         let mut counts = vec![0u32; 800];
         for r in &records {
-            let n = u64::from_str_radix(header(r, "id").rsplit('-').next().unwrap(), 16).unwrap();
+            let n =
+                u64::from_str_radix(r.header_str("id").rsplit('-').next().unwrap(), 16).unwrap();
             counts[n as usize] += 1;
         }
         counts

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::PgCluster;
+use outbox_relay_testkit::{Lsn, PgCluster};
 use rdkafka::mocking::MockCluster;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use std::sync::mpsc;
@@ -53,7 +53,7 @@ impl Mock {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed_dead_letter_confirms_nothing(
+async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_refused_dead_letter_stops_the_relay_confirming_nothing(
 ) {
     let mock = Mock::start();
     let pg = PgCluster::start()
@@ -74,10 +74,16 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let relay =
+    let mut relay =
         outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap();
-    let wait = |target: u64| wait_confirmed(&db, &relay, target);
-    wait(1).await;
+    outbox_relay_testkit::wait_confirmed(
+        &db,
+        SLOT,
+        Lsn::from_u64(1),
+        Duration::from_secs(60),
+        || relay.log(),
+    )
+    .await;
     let insert = |n: u64| {
         format!(
             "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-1', 'E{n}', '{{\"n\": {n}}}')",
@@ -87,7 +93,7 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed
     // The broker refuses the record itself: a data error, dead-lettered, the stream goes on.
     mock.produce_errors(vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE]);
     db.batch_execute(&insert(1)).await.unwrap();
-    wait(current_wal_lsn(&db).await).await;
+    outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(60), || relay.log()).await;
 
     // Transient errors: retried by the idempotent producer, delivered once, not dead-lettered.
     mock.produce_errors(vec![
@@ -96,21 +102,41 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed
         RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
     ]);
     db.batch_execute(&insert(2)).await.unwrap();
-    wait(current_wal_lsn(&db).await).await;
+    let before_third =
+        outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(60), || relay.log())
+            .await;
 
-    // The event is refused and so is its dead letter: nothing may be confirmed past it. The
-    // session fails, restarts from the slot, and the event is sent again (accepted now).
+    // The event is refused and so is its (payload-less) dead letter: retrying cannot help,
+    // so the relay stops with the cause instead of looping, and confirms nothing past it.
     mock.produce_errors(vec![
         RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
         RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
     ]);
     db.batch_execute(&insert(3)).await.unwrap();
-    wait(current_wal_lsn(&db).await).await;
+    let after_third = outbox_relay_testkit::current_wal_lsn(&db).await;
+    let status = relay
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+    assert!(!status.success(), "{}", relay.log());
     assert!(
-        relay.log().contains("dead-letter write failed"),
+        relay
+            .log()
+            .contains("dead-letter topic outbox-relay.dlq refused the dead letter"),
         "{}",
         relay.log()
     );
+    let confirmed = outbox_relay_testkit::confirmed_flush_lsn(&db, SLOT)
+        .await
+        .unwrap();
+    assert!(
+        confirmed >= before_third && confirmed < after_third,
+        "nothing past the refused event is confirmed ({confirmed} vs {after_third})"
+    );
+    // Restarted (the broker accepts the record now), the relay sends the event again.
+    let relay =
+        outbox_relay_testkit::RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[]).unwrap();
+    outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(60), || relay.log()).await;
 
     let bootstrap = mock.bootstrap.clone();
     let (events, dead) = tokio::task::spawn_blocking(move || {
@@ -128,7 +154,7 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed
     assert_eq!(
         names,
         [&b"E2"[..], &b"E3"[..]],
-        "the retried event arrives once, the event whose dead letter failed is re-sent; relay log:\n{}",
+        "the retried event arrives once, the event whose dead letter was refused is re-sent after the restart; relay log:\n{}",
         relay.log()
     );
     assert_eq!(dead.len(), 1, "relay log:\n{}", relay.log());
@@ -144,37 +170,4 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_failed
         reason.contains("refused") && reason.contains("too large"),
         "{reason}"
     );
-}
-
-async fn current_wal_lsn(db: &tokio_postgres::Client) -> u64 {
-    parse_lsn(
-        db.query_one("SELECT pg_current_wal_lsn()::text", &[])
-            .await
-            .unwrap()
-            .get(0),
-    )
-}
-
-async fn wait_confirmed(
-    db: &tokio_postgres::Client,
-    relay: &outbox_relay_testkit::RelayProcess,
-    target: u64,
-) {
-    for _ in 0..600 {
-        let row = db
-            .query_opt(
-                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-                &[&SLOT],
-            )
-            .await
-            .unwrap();
-        if row
-            .and_then(|r| r.get::<_, Option<String>>(0))
-            .is_some_and(|s| parse_lsn(&s) >= target)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("not confirmed; relay log:\n{}", relay.log());
 }

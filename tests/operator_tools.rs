@@ -104,26 +104,10 @@ async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works
         )
         .await
         .unwrap();
-    let target = parse_lsn(
-        admin
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
-            .await
-            .unwrap()
-            .get(0),
-    );
-    for _ in 0..300 {
-        let row = admin
-            .query_one(
-                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-                &[&SLOT],
-            )
-            .await
-            .unwrap();
-        if parse_lsn(row.get(0)) >= target {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    outbox_relay_testkit::wait_delivered(&admin, SLOT, Duration::from_secs(30), || {
+        relay_process.log()
+    })
+    .await;
     let records = tokio::task::spawn_blocking(move || {
         outbox_relay_testkit::read_topic(&bootstrap, "Order.events")
     })

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use anyhow::{bail, Result};
-use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
-use std::time::{Duration, Instant};
+use outbox_relay_testkit::{Broker, Lsn, PgCluster, RelayProcess, Storage};
+use std::time::Duration;
 
 pub const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
 pub const OUTBOX_DDL: &str = include_str!("../../sql/outbox.sql");
@@ -89,25 +89,12 @@ impl Stack {
             .expect("start outbox-relay")
     }
 
-    pub async fn current_wal_lsn(&self) -> u64 {
-        let row = self
-            .db
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
-            .await
-            .unwrap();
-        parse_lsn(row.get(0))
+    pub async fn current_wal_lsn(&self) -> Lsn {
+        outbox_relay_testkit::current_wal_lsn(&self.db).await
     }
 
-    pub async fn confirmed_flush_lsn(&self, slot: &str) -> Option<u64> {
-        let row = self
-            .db
-            .query_opt(
-                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-                &[&slot],
-            )
-            .await
-            .unwrap()?;
-        row.get::<_, Option<String>>(0).map(|s| parse_lsn(&s))
+    pub async fn confirmed_flush_lsn(&self, slot: &str) -> Option<Lsn> {
+        outbox_relay_testkit::confirmed_flush_lsn(&self.db, slot).await
     }
 
     /// Waits until the slot's confirmed position reaches `target`: the relay's promise that
@@ -115,29 +102,34 @@ impl Stack {
     pub async fn wait_confirmed(
         &self,
         slot: &str,
-        target: u64,
+        target: Lsn,
         timeout: Duration,
         relay: Option<&RelayProcess>,
     ) -> Duration {
-        let start = Instant::now();
-        loop {
-            if self
-                .confirmed_flush_lsn(slot)
-                .await
-                .is_some_and(|c| c >= target)
-            {
-                return start.elapsed();
-            }
-            if start.elapsed() > timeout {
-                panic!(
-                    "slot {slot} did not confirm {} within {timeout:?} (at {:?}); relay log:\n{}",
-                    format_lsn(target),
-                    self.confirmed_flush_lsn(slot).await.map(format_lsn),
-                    relay.map(|r| r.log()).unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        outbox_relay_testkit::wait_confirmed(&self.db, slot, target, timeout, || {
+            relay.map(|r| r.log()).unwrap_or_default()
+        })
+        .await
+    }
+
+    /// Waits until everything written so far is delivered (the slot confirms the current WAL
+    /// position); returns that position.
+    pub async fn wait_delivered(
+        &self,
+        slot: &str,
+        timeout: Duration,
+        relay: Option<&RelayProcess>,
+    ) -> Lsn {
+        outbox_relay_testkit::wait_delivered(&self.db, slot, timeout, || {
+            relay.map(|r| r.log()).unwrap_or_default()
+        })
+        .await
+    }
+
+    /// Waits until the relay created its slot and confirmed a first position.
+    pub async fn wait_for_slot(&self, slot: &str, relay: &RelayProcess) {
+        self.wait_confirmed(slot, Lsn::from_u64(1), Duration::from_secs(30), Some(relay))
+            .await;
     }
 
     pub async fn read_topic(&self, topic: &str) -> Vec<outbox_relay_testkit::ConsumedRecord> {
@@ -176,15 +168,6 @@ impl Stack {
             .unwrap()
             .unwrap()
     }
-}
-
-pub fn parse_lsn(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').expect("lsn");
-    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
-}
-
-pub fn format_lsn(lsn: u64) -> String {
-    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
 }
 
 /// Inserts `count` events in transactions of `per_tx` rows through one statement per
@@ -233,9 +216,7 @@ pub async fn read_all_events(
             continue;
         }
         for r in stack.read_topic(&topic).await {
-            let id = std::str::from_utf8(r.header("id").expect("id header"))
-                .unwrap()
-                .to_owned();
+            let id = r.header_str("id").to_owned();
             let n = u64::from_str_radix(id.rsplit('-').next().unwrap(), 16).unwrap();
             if TYPES[(n % 4) as usize] != t {
                 bail!("event {n} on topic {topic}");
@@ -250,8 +231,7 @@ impl Stack {
     /// Starts the relay and waits until its slot exists: writes from then on are events.
     pub async fn spawn_relay_and_wait_for_slot(&self, slot: &str, extra: &[&str]) -> RelayProcess {
         let relay = self.spawn_relay(extra);
-        self.wait_confirmed(slot, 1, Duration::from_secs(30), Some(&relay))
-            .await;
+        self.wait_for_slot(slot, &relay).await;
         relay
     }
 }

@@ -12,10 +12,12 @@
 //! Reference: <https://www.postgresql.org/docs/15/protocol-logicalrep-message-formats.html>
 
 mod error;
+mod lsn;
 mod message;
 mod reader;
 
 pub use error::DecodeError;
+pub use lsn::{Lsn, LsnParseError};
 pub use message::{
     Begin, Column, ColumnValue, Commit, Delete, Insert, LogicalDecodingMessage, LogicalMessage,
     Origin, Relation, ReplicaIdentity, Truncate, TupleData, TypeMessage, Update,
@@ -30,18 +32,18 @@ pub fn decode(data: Bytes) -> Result<LogicalMessage, DecodeError> {
     let tag = r.u8("message tag")?;
     let message = match tag {
         b'B' => LogicalMessage::Begin(Begin {
-            final_lsn: r.u64("Begin.final_lsn")?,
+            final_lsn: Lsn::from_u64(r.u64("Begin.final_lsn")?),
             commit_time_micros: r.i64("Begin.commit_time")?,
             xid: r.u32("Begin.xid")?,
         }),
         b'C' => LogicalMessage::Commit(Commit {
             flags: r.u8("Commit.flags")?,
-            commit_lsn: r.u64("Commit.commit_lsn")?,
-            end_lsn: r.u64("Commit.end_lsn")?,
+            commit_lsn: Lsn::from_u64(r.u64("Commit.commit_lsn")?),
+            end_lsn: Lsn::from_u64(r.u64("Commit.end_lsn")?),
             commit_time_micros: r.i64("Commit.commit_time")?,
         }),
         b'O' => LogicalMessage::Origin(Origin {
-            commit_lsn: r.u64("Origin.commit_lsn")?,
+            commit_lsn: Lsn::from_u64(r.u64("Origin.commit_lsn")?),
             name: r.cstring("Origin.name")?,
         }),
         b'R' => LogicalMessage::Relation(decode_relation(&mut r)?),
@@ -101,7 +103,7 @@ pub fn decode(data: Bytes) -> Result<LogicalMessage, DecodeError> {
         }
         b'M' => {
             let flags = r.u8("Message.flags")?;
-            let lsn = r.u64("Message.lsn")?;
+            let lsn = Lsn::from_u64(r.u64("Message.lsn")?);
             let prefix = r.cstring("Message.prefix")?;
             let len = r.len_i32("Message.content_length")?;
             let content = r.bytes(len, "Message.content")?;

@@ -1,5 +1,6 @@
-//! The typed messages of pgoutput protocol version 1. LSNs are raw `u64` WAL positions.
+//! The typed messages of pgoutput protocol version 1.
 
+use crate::Lsn;
 use bytes::Bytes;
 
 /// One decoded pgoutput message.
@@ -20,7 +21,7 @@ pub enum LogicalMessage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Begin {
     /// LSN of the transaction's commit record.
-    pub final_lsn: u64,
+    pub final_lsn: Lsn,
     /// Microseconds since 2000-01-01 UTC.
     pub commit_time_micros: i64,
     pub xid: u32,
@@ -30,15 +31,15 @@ pub struct Begin {
 pub struct Commit {
     pub flags: u8,
     /// LSN of the commit record.
-    pub commit_lsn: u64,
+    pub commit_lsn: Lsn,
     /// LSN just past the commit record: the position to confirm once the transaction is safe.
-    pub end_lsn: u64,
+    pub end_lsn: Lsn,
     pub commit_time_micros: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    pub commit_lsn: u64,
+    pub commit_lsn: Lsn,
     pub name: String,
 }
 
@@ -124,7 +125,7 @@ pub struct Truncate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogicalDecodingMessage {
     pub transactional: bool,
-    pub lsn: u64,
+    pub lsn: Lsn,
     pub prefix: String,
     pub content: Bytes,
 }

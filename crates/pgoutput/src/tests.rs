@@ -18,7 +18,7 @@ fn begin_fields_are_big_endian() {
     assert_eq!(
         decode(data).unwrap(),
         LogicalMessage::Begin(Begin {
-            final_lsn: 0x0102,
+            final_lsn: crate::Lsn::from_u64(0x0102),
             commit_time_micros: 7,
             xid: 42
         })

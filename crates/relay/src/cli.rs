@@ -1,6 +1,6 @@
 //! The `outbox-relay` command line.
 
-use crate::config::{RunOptions, Settings};
+use crate::config::{ConfigError, RunOptions, Settings, SourceSettings};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use tokio::sync::watch;
@@ -117,21 +117,24 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(options) => {
-            let settings = match Settings::resolve(options) {
+            let settings = match settings(options) {
                 Ok(s) => s,
                 Err(e) => {
                     println!("FAIL configuration: {e}");
                     return ExitCode::from(2);
                 }
             };
-            if runtime().block_on(crate::ops::check(&settings)) {
+            if runtime().block_on(crate::ops::check::check(&settings)) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             }
         }
         Command::Status(args) => {
-            match runtime().block_on(crate::ops::status(args.postgres_url.expose(), &args.slot)) {
+            match runtime().block_on(crate::ops::status::status(
+                args.postgres_url.expose(),
+                &args.slot,
+            )) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {
@@ -148,7 +151,12 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match crate::ops::setup_sql(&table, &args.publication, &args.slot, &args.role) {
+            match crate::ops::setup_sql::setup_sql(
+                &table,
+                &args.publication,
+                &args.slot,
+                &args.role,
+            ) {
                 Ok(sql) => {
                     print!("{sql}");
                     ExitCode::SUCCESS
@@ -160,7 +168,7 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Run(options) => {
-            let settings = match Settings::resolve(options) {
+            let settings = match settings(options) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: invalid configuration: {e}");
@@ -172,6 +180,19 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The options, their `--config` file and their `--debezium-config` preset, resolved.
+pub fn settings(options: RunOptions) -> Result<Settings, ConfigError> {
+    let options = options.merge_file()?;
+    let preset = match &options.debezium_config {
+        Some(path) => Some(crate::debezium::load(
+            path,
+            options.worker_config.as_deref(),
+        )?),
+        None => None,
+    };
+    Settings::resolve(options, preset)
+}
+
 async fn run(settings: Settings) -> ExitCode {
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -179,17 +200,32 @@ async fn run(settings: Settings) -> ExitCode {
         tracing::info!("signal received: finishing in-flight deliveries");
         let _ = stop_tx.send(true);
     });
-    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    match crate::http::serve(&settings.metrics_address, metrics.clone()).await {
+    let metrics = std::sync::Arc::new(crate::ops::metrics::Metrics::new());
+    match crate::ops::http::serve(&settings.metrics_address, metrics.clone()).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     }
-    let result = match settings.polling.clone() {
-        Some(polling) => crate::polling::run(settings, polling, metrics, stop_rx).await,
-        None => crate::pipeline::run(settings, metrics, stop_rx).await,
+    if let Some(preset) = &settings.preset {
+        log_preset(preset);
+    }
+    let result = match &settings.source {
+        SourceSettings::Cdc(cdc) => {
+            match crate::source::replication::Replication::new(&settings, cdc, metrics.clone()) {
+                Ok(source) => crate::supervisor::supervise(source, &metrics, stop_rx).await,
+                Err(e) => Err(e),
+            }
+        }
+        SourceSettings::Polling(polling) => {
+            let source = crate::source::polling::Polling {
+                settings: &settings,
+                polling,
+                metrics: metrics.clone(),
+            };
+            crate::supervisor::supervise(source, &metrics, stop_rx).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -198,6 +234,22 @@ async fn run(settings: Settings) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn log_preset(preset: &crate::config::PresetSummary) {
+    tracing::info!(
+        connector = preset.connector_name.as_deref().unwrap_or("(unnamed)"),
+        "running Debezium connector configuration"
+    );
+    for note in &preset.notes {
+        tracing::info!("in effect: {note}");
+    }
+    if !preset.unknown_options.is_empty() {
+        tracing::warn!(
+            options = %preset.unknown_options.join(", "),
+            "these connector options are not known to outbox-relay and were ignored; check their spelling, or see the README's Debezium option table"
+        );
     }
 }
 

@@ -1,89 +1,279 @@
-//! Errors classified once, by what the caller must do about them.
+//! Errors by what the caller must do about them. Every error the relay meets is built into
+//! one of these kinds from a SQLSTATE code or a librdkafka error code — never from message
+//! text, which a server with another `lc_messages` translates — and each kind maps once, in
+//! [`RelayError::consequence`], to what the one supervisor loop does (`supervisor.rs`).
+//!
+//! | kind | consequence |
+//! |---|---|
+//! | [`SlotBusy`](RelayError::SlotBusy) | stand by: retry about every second, take over when free |
+//! | [`ConnectionLost`](RelayError::ConnectionLost), [`BrokerUnavailable`](RelayError::BrokerUnavailable) | back off, resume from the last confirmed position |
+//! | [`Authentication`](RelayError::Authentication), [`MissingPrivilege`](RelayError::MissingPrivilege), [`Misconfiguration`](RelayError::Misconfiguration), [`Undecodable`](RelayError::Undecodable) | exit non-zero with the fix |
+//!
+//! A broker refusing one record for what it is (too large, invalid, a partition the topic
+//! does not have) is not an error of the session: it is a delivery outcome
+//! (`deliver::Outcome::Refused`) and the record is dead-lettered.
 
+use pgoutput::Lsn;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum RelayError {
-    /// Worth retrying: a connection dropped, the broker or database is restarting, the slot
-    /// is held by another instance. The relay reconnects with backoff and resumes from the
-    /// last confirmed position; nothing is lost.
+    /// The replication slot is streaming to another process: this instance is its standby.
+    #[error("replication slot {slot} is in use by another process ({detail})")]
+    SlotBusy { slot: String, detail: String },
+    /// PostgreSQL went away or refused for a reason that passes (restart, shutdown, network,
+    /// too many connections, a failed statement that may succeed next time).
     #[error("{0:#}")]
-    Transient(anyhow::Error),
-    /// Retrying cannot help: a setting, privilege or schema must change. The message says
-    /// what to fix; the relay exits non-zero without confirming anything further.
+    ConnectionLost(anyhow::Error),
+    /// Kafka did not acknowledge (timeout, broker down, fatal idempotent-producer state):
+    /// nothing after the last acknowledged event is confirmed, the session resumes.
     #[error("{0:#}")]
-    Fatal(anyhow::Error),
+    BrokerUnavailable(anyhow::Error),
+    /// The credentials were refused (PostgreSQL or Kafka) or a certificate does not verify.
+    #[error("{error:#}; {fix}")]
+    Authentication { error: anyhow::Error, fix: String },
+    /// The role may not do what the relay needs; `fix` says what to grant.
+    #[error("{error:#}; {fix}")]
+    MissingPrivilege { error: anyhow::Error, fix: String },
+    /// A setting, a table or the database's configuration must change; the message says how.
+    #[error("{0:#}")]
+    Misconfiguration(anyhow::Error),
+    /// The replication stream held something the decoder or router cannot read.
+    #[error("undecodable change at LSN {lsn}: {error}; nothing after the last confirmed position was confirmed")]
+    Undecodable { lsn: Lsn, error: String },
+}
+
+/// What the supervisor does about an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consequence {
+    /// Another instance holds the slot: wait about a second and try to take it over.
+    StandBy,
+    /// Back off (exponentially, with jitter) and start a new session from the last
+    /// confirmed position.
+    Resume,
+    /// Stop and exit non-zero; retrying cannot help.
+    Exit,
+}
+
+/// SQLSTATE classes and codes the relay acts on (PostgreSQL's Appendix A).
+mod sqlstate {
+    pub const OBJECT_IN_USE: &str = "55006";
+    pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+    pub const INVALID_PASSWORD: &str = "28P01";
+    pub const INVALID_AUTHORIZATION: &str = "28000";
+    pub const INVALID_CATALOG_NAME: &str = "3D000";
+    pub const UNDEFINED_OBJECT: &str = "42704";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+    /// Class 08 (connection exception), 53 (insufficient resources), 57 (operator
+    /// intervention: shutdown, terminated backend), 58 (system error): all pass.
+    pub const TRANSIENT_CLASSES: &[&str] = &["08", "53", "57", "58", "40"];
 }
 
 impl RelayError {
-    pub fn is_transient(&self) -> bool {
-        matches!(self, RelayError::Transient(_))
+    pub fn consequence(&self) -> Consequence {
+        match self {
+            RelayError::SlotBusy { .. } => Consequence::StandBy,
+            RelayError::ConnectionLost(_) | RelayError::BrokerUnavailable(_) => Consequence::Resume,
+            RelayError::Authentication { .. }
+            | RelayError::MissingPrivilege { .. }
+            | RelayError::Misconfiguration(_)
+            | RelayError::Undecodable { .. } => Consequence::Exit,
+        }
     }
 
-    /// The slot is streaming to another process (an active instance of which this one is
-    /// the standby): retry often, to take over within seconds once it is gone.
-    pub fn is_slot_busy(&self) -> bool {
-        // SQLSTATE 55006 (object_in_use): "replication slot ... is active for PID ...".
-        matches!(self, RelayError::Transient(e) if format!("{e:#}").contains("is active for PID"))
+    pub fn misconfigured(message: impl std::fmt::Display) -> Self {
+        RelayError::Misconfiguration(anyhow::anyhow!("{message}"))
     }
 
-    /// A failed SQL statement, with the server's message (tokio-postgres' own Display says
-    /// only "db error"). Missing privileges are fatal, with `privilege_fix` saying what to
-    /// grant; anything else is retried.
-    pub fn query_failed(
+    /// A PostgreSQL error by its SQLSTATE. `context` says what the relay was doing;
+    /// `privilege_fix` what to grant if the role lacks a privilege.
+    fn from_sqlstate(
+        code: Option<&str>,
+        error: anyhow::Error,
+        slot: Option<&str>,
+        privilege_fix: impl FnOnce() -> String,
+    ) -> Self {
+        let Some(code) = code else {
+            return RelayError::ConnectionLost(error);
+        };
+        match code {
+            sqlstate::OBJECT_IN_USE if slot.is_some() => RelayError::SlotBusy {
+                slot: slot.unwrap_or_default().to_owned(),
+                detail: format!("{error:#}"),
+            },
+            sqlstate::INVALID_PASSWORD | sqlstate::INVALID_AUTHORIZATION => {
+                RelayError::Authentication {
+                    error,
+                    fix: "check the user and password in --postgres-url (or the password file) and pg_hba.conf"
+                        .into(),
+                }
+            }
+            sqlstate::INSUFFICIENT_PRIVILEGE => RelayError::MissingPrivilege {
+                error,
+                fix: privilege_fix(),
+            },
+            sqlstate::INVALID_CATALOG_NAME
+            | sqlstate::UNDEFINED_OBJECT
+            | sqlstate::UNDEFINED_TABLE
+            | sqlstate::FEATURE_NOT_SUPPORTED => RelayError::Misconfiguration(error),
+            c if sqlstate::TRANSIENT_CLASSES.iter().any(|class| c.starts_with(class)) => {
+                RelayError::ConnectionLost(error)
+            }
+            // Anything else from a statement (a lock timeout, a serialization failure, ...)
+            // may succeed next time: retried with backoff, never in a tight loop.
+            _ => RelayError::ConnectionLost(error),
+        }
+    }
+
+    /// A failed SQL statement or connection attempt, with the server's own message
+    /// (tokio-postgres' Display says only "db error").
+    pub fn postgres(
         context: &str,
         e: tokio_postgres::Error,
         privilege_fix: impl FnOnce() -> String,
     ) -> Self {
+        let code = e.code().map(|c| c.code().to_owned());
         let message = match e.as_db_error() {
-            Some(db) => format!("{context}: {}: {}", db.severity(), db.message()),
-            None => format!("{context}: {e}"),
+            Some(_) => format!("{context}: {}", server_message(&e)),
+            None => {
+                let source = std::error::Error::source(&e)
+                    .map(|s| format!(": {s}"))
+                    .unwrap_or_default();
+                format!("{context}: {e}{source}")
+            }
         };
-        if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
-            RelayError::Fatal(anyhow::anyhow!("{message}; {}", privilege_fix()))
-        } else {
-            RelayError::Transient(anyhow::anyhow!(message))
+        // A TLS certificate the client refuses will not change by retrying.
+        if code.is_none() && is_certificate_error(&e) {
+            return RelayError::Authentication {
+                error: anyhow::anyhow!(message),
+                fix: "check sslmode, sslrootcert, sslcert and sslkey in --postgres-url".into(),
+            };
+        }
+        Self::from_sqlstate(
+            code.as_deref(),
+            anyhow::anyhow!(message),
+            None,
+            privilege_fix,
+        )
+    }
+
+    /// An error of the replication connection. pgwire-replication keeps only the server's
+    /// text, to which it appends `(SQLSTATE xxxxx)`: the code is read from that suffix.
+    pub fn replication(e: pgwire_replication::PgWireError, display: &str, slot: &str) -> Self {
+        use pgwire_replication::PgWireError;
+        let error = anyhow::anyhow!("replication stream from {display}: {e}");
+        match &e {
+            PgWireError::Auth(_) => RelayError::Authentication {
+                error,
+                fix: "check the user and password in --postgres-url (or the password file) and pg_hba.conf".into(),
+            },
+            PgWireError::Tls(_) => RelayError::Authentication {
+                error,
+                fix: "check sslmode, sslrootcert, sslcert and sslkey in --postgres-url".into(),
+            },
+            PgWireError::Server(text) => {
+                Self::from_sqlstate(sqlstate_suffix(text), error, Some(slot), || {
+                    "the role needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;"
+                        .into()
+                })
+            }
+            _ => RelayError::ConnectionLost(error),
+        }
+    }
+}
+
+/// The server's own message of a failed statement (tokio-postgres' Display says "db error").
+pub fn server_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+/// The SQLSTATE pgwire-replication appends to a server error: `... (SQLSTATE 55006)`.
+fn sqlstate_suffix(text: &str) -> Option<&str> {
+    let start = text.rfind("(SQLSTATE ")? + "(SQLSTATE ".len();
+    let code = text[start..].strip_suffix(')')?;
+    (code.len() == 5 && code.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(code)
+}
+
+fn is_certificate_error(e: &tokio_postgres::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgwire_replication::PgWireError;
+
+    #[test]
+    fn a_busy_slot_is_recognised_by_its_sqlstate_in_any_language() {
+        for text in [
+            "replication slot \"s\" is active for PID 42 (SQLSTATE 55006)",
+            "le slot de réplication « s » est actif pour le PID 42 (SQLSTATE 55006)",
+            "Replikations-Slot »s« ist aktiv für PID 42 (SQLSTATE 55006)",
+        ] {
+            let e = RelayError::replication(PgWireError::Server(text.into()), "db", "s");
+            assert_eq!(e.consequence(), Consequence::StandBy, "{text}");
         }
     }
 
-    pub fn classify_postgres(e: tokio_postgres::Error, display: &str) -> Self {
-        use tokio_postgres::error::SqlState;
-        let fatal = e.code().is_some_and(|c| {
-            [
-                SqlState::INVALID_PASSWORD,
-                SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-                SqlState::INVALID_CATALOG_NAME,
-                SqlState::INSUFFICIENT_PRIVILEGE,
-            ]
-            .contains(c)
-        });
-        let error = anyhow::Error::new(e).context(format!("PostgreSQL at {display}"));
-        // A certificate the client refuses will not change by retrying.
-        let fatal = fatal || format!("{error:#}").contains("certificate");
-        if fatal {
-            RelayError::Fatal(error)
-        } else {
-            RelayError::Transient(error)
-        }
+    #[test]
+    fn errors_map_to_their_consequence_by_code() {
+        let server = |t: &str| RelayError::replication(PgWireError::Server(t.into()), "db", "s");
+        assert_eq!(
+            server("doit être super-utilisateur (SQLSTATE 42501)").consequence(),
+            Consequence::Exit
+        );
+        assert!(matches!(
+            server("x (SQLSTATE 42501)"),
+            RelayError::MissingPrivilege { .. }
+        ));
+        assert!(matches!(
+            server("x (SQLSTATE 28P01)"),
+            RelayError::Authentication { .. }
+        ));
+        assert_eq!(
+            server("x (SQLSTATE 57P01)").consequence(),
+            Consequence::Resume
+        );
+        assert_eq!(
+            server("x (SQLSTATE 3D000)").consequence(),
+            Consequence::Exit
+        );
+        assert_eq!(server("no code at all").consequence(), Consequence::Resume);
+        let io = PgWireError::Io(std::sync::Arc::new(std::io::Error::other("reset")));
+        assert_eq!(
+            RelayError::replication(io, "db", "s").consequence(),
+            Consequence::Resume
+        );
+        assert_eq!(
+            RelayError::replication(PgWireError::Auth("no".into()), "db", "s").consequence(),
+            Consequence::Exit
+        );
     }
 
-    pub fn classify_replication(e: pgwire_replication::PgWireError, display: &str) -> Self {
-        let text = e.to_string();
-        let error = anyhow::anyhow!("replication stream from {display}: {text}");
-        // SQLSTATE is only inside the server's text (building-blocks.md).
-        let fatal_markers = [
-            "28P01", // invalid_password
-            "28000", // invalid_authorization_specification
-            "3D000", // invalid_catalog_name
-            "42501", // insufficient_privilege
-            "must be superuser or replication role",
-            "permission denied",
-            "password authentication failed",
-        ];
-        if e.is_auth() || fatal_markers.iter().any(|m| text.contains(m)) {
-            RelayError::Fatal(error)
-        } else {
-            RelayError::Transient(error)
-        }
+    #[test]
+    fn the_sqlstate_suffix_is_read_exactly() {
+        assert_eq!(sqlstate_suffix("a (SQLSTATE 55006)"), Some("55006"));
+        assert_eq!(sqlstate_suffix("a (SQLSTATE 5500)"), None);
+        assert_eq!(sqlstate_suffix("a (SQLSTATE 55006) trailing"), None);
+        assert_eq!(sqlstate_suffix("a"), None);
     }
 }

@@ -1,30 +1,38 @@
 //! The outbox-relay runtime. Data flows one way, one module per step:
 //!
-//! `pgwire-replication` stream -> [`pgoutput`] decoder -> [`outbox_router`] ->
-//! [`sink`] (Kafka) -> [`ack`] tracker -> confirmed LSN back to the stream.
+//! ```text
+//! source/ ─── decoded rows ──▶ route ──▶ deliver/ ──▶ Kafka
+//!  (replication, snapshot,      (router     (producer, dead letters,
+//!   polling)                     outcome)    acknowledgement tracker)
+//!    ▲                                          │
+//!    └────────────── confirm ◀── tickets ───────┘
+//! ```
 //!
-//! [`pipeline`] wires them together; [`cli`] is the command line.
+//! - [`source`]: what produces rows and owns its setup (slot, publication, polling SQL).
+//! - [`route`]: what the relay does with each outcome of the pure `outbox_router`.
+//! - [`deliver`]: the one delivery stage of every source; `deliver::tracker` holds the rule
+//!   of when a position may be confirmed.
+//! - [`confirm`]: what goes back to the source once delivered.
+//! - [`supervisor`]: the one retry loop; [`error`]: errors by what the caller must do.
+//! - [`config`]: settings by concern; [`debezium`] translates a Debezium connector into them.
+//! - [`ops`]: `check`, `status`, `setup-sql`, metrics and the HTTP endpoints; [`cli`]: the
+//!   command line.
 
-pub mod ack;
-pub mod backoff;
 pub mod cli;
 pub mod config;
-pub mod dead_letter;
+pub mod confirm;
 pub mod debezium;
+pub mod deliver;
 pub mod error;
-pub mod http;
-pub mod metrics;
-pub mod pipeline;
-pub mod polling;
-pub mod postgres;
+pub mod ops;
+pub mod route;
 pub mod secret;
-pub mod sink;
-pub mod snapshot;
-pub mod table_rows;
+pub mod source;
+pub mod supervisor;
 pub mod tls;
 
 pub use cli::main;
-pub mod ops;
+pub use pgoutput::Lsn;
 
 /// The outbox table of the seeds' schema (sql/outbox.sql), for `setup-sql`.
 pub const OUTBOX_DDL: &str = include_str!("../../../sql/outbox.sql");

@@ -18,6 +18,17 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// Serialises the value itself: only for merging configuration layers in memory
+    /// (`RunOptions::merge_file`), never for output; `Debug` stays redacted.
+    pub fn serialize_for_merge<S: serde::Serializer>(
+        value: &Option<Secret>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_some(&value.as_ref().map(|s| s.0.as_str()))
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")

@@ -1,8 +1,8 @@
 use crate::connect::{Converter, ExpandBehaviour, HeaderConverter};
+use crate::error::ConfigError;
 use crate::topic::TopicTemplate;
 use std::fmt;
 use std::sync::Arc;
-use thiserror::Error;
 
 /// A schema-qualified table name, e.g. `public.outbox`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -192,16 +192,4 @@ impl Default for RouterConfig {
             output: Output::Raw,
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ConfigError {
-    #[error("invalid table name {0:?}: expected schema.table, e.g. public.outbox")]
-    InvalidTable(String),
-    #[error("invalid additional field placement {0:?}: expected column:header|envelope|partition[:alias], e.g. event_type:header:eventType")]
-    InvalidPlacement(String),
-    #[error("invalid topic template {0:?}: it must produce a topic name, e.g. ${{routedByValue}}.events")]
-    InvalidTemplate(String),
-    #[error("invalid topic regex {0:?}: {1}")]
-    InvalidRegex(String, String),
 }

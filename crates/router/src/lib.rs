@@ -9,15 +9,16 @@
 
 mod config;
 pub mod connect;
+mod error;
 mod expand;
 mod record;
 mod router;
 mod topic;
 
 pub use config::{
-    AdditionalField, ConfigError, ConnectFormat, InvalidOperation, Output, Placement, RouterConfig,
-    TableName,
+    AdditionalField, ConnectFormat, InvalidOperation, Output, Placement, RouterConfig, TableName,
 };
+pub use error::ConfigError;
 pub use record::{InvalidRow, OutboxRecord, RouteOutcome};
 pub use router::Router;
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

@@ -60,10 +60,6 @@ impl Router {
         }
     }
 
-    pub fn config(&self) -> &RouterConfig {
-        &self.config
-    }
-
     /// Whether `table` is one of the outbox tables.
     pub fn is_outbox_table(&self, schema: &str, name: &str) -> bool {
         self.config

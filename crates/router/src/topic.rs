@@ -1,4 +1,4 @@
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 
 const PLACEHOLDER: &str = "${routedByValue}";
 

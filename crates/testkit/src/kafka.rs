@@ -27,6 +27,14 @@ impl ConsumedRecord {
             .find(|(n, _)| n == name)
             .and_then(|(_, v)| v.as_deref())
     }
+    /// A header that must be there, as UTF-8 text (what SimpleHeaderConverter writes).
+    pub fn header_str(&self, name: &str) -> &str {
+        std::str::from_utf8(
+            self.header(name)
+                .unwrap_or_else(|| panic!("header {name} missing: {self:?}")),
+        )
+        .unwrap_or_else(|e| panic!("header {name} is not UTF-8 ({e}): {self:?}"))
+    }
     pub fn key_str(&self) -> Option<&str> {
         self.key
             .as_deref()

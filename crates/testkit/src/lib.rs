@@ -8,8 +8,11 @@ pub mod kafka;
 pub mod net;
 pub mod postgres;
 pub mod relay;
+pub mod slot;
 
 pub use broker::{Broker, Storage};
 pub use kafka::{read_topic, ConsumedRecord};
+pub use pgoutput::Lsn;
 pub use postgres::PgCluster;
 pub use relay::RelayProcess;
+pub use slot::{confirmed_flush_lsn, current_wal_lsn, wait_confirmed, wait_delivered};

@@ -6,7 +6,7 @@
 
 use super::options::Options;
 use super::properties::RawConfig;
-use crate::postgres::PublicationMode;
+use crate::config::{Heartbeat, Preset as DebeziumSetup, PublicationMode, SnapshotMode};
 use crate::secret::Secret;
 use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
 use outbox_router::{
@@ -14,51 +14,6 @@ use outbox_router::{
     TopicTemplate, DEFAULT_TOPIC_REGEX,
 };
 use std::time::Duration;
-
-/// `snapshot.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SnapshotMode {
-    /// Existing outbox rows are not emitted (`no_data`, `never`); outbox-relay's default.
-    #[default]
-    NoData,
-    /// Existing rows are emitted once, when the slot is created (`initial`, `when_needed`;
-    /// Debezium's default).
-    Initial,
-}
-
-/// `heartbeat.interval.ms` + `heartbeat.action.query`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Heartbeat {
-    pub interval: Duration,
-    /// Run on each beat (Debezium runs it to make WAL on an idle database).
-    pub action_query: Option<String>,
-}
-
-/// What a connector configuration means for outbox-relay.
-#[derive(Debug, Clone)]
-pub struct DebeziumSetup {
-    pub connector_name: Option<String>,
-    pub postgres_url: Option<Secret>,
-    pub bootstrap_servers: Option<String>,
-    pub table: TableName,
-    pub slot: String,
-    pub publication: String,
-    pub publication_mode: PublicationMode,
-    pub snapshot: SnapshotMode,
-    pub heartbeat: Option<Heartbeat>,
-    pub status_interval: Option<Duration>,
-    /// `topic.creation.default.partitions` / `.replication.factor`: topics outbox-relay
-    /// creates get what Kafka Connect would have given them.
-    pub topic_partitions: Option<i32>,
-    pub topic_replication_factor: Option<i32>,
-    pub router: RouterConfig,
-    /// librdkafka properties translated from `producer.*` / `producer.override.*`.
-    pub producer_properties: Vec<(String, String)>,
-    /// Lines for the start-up log: which converters are in effect and from where.
-    pub notes: Vec<String>,
-    /// Options that were not recognised (one warning lists them).
-    pub unknown: Vec<String>,
-}
 
 const POSTGRES_CONNECTOR: &str = "io.debezium.connector.postgresql.PostgresConnector";
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";

@@ -1,5 +1,5 @@
 use super::*;
-use crate::postgres::PublicationMode;
+use crate::config::{PublicationMode, SnapshotMode};
 use outbox_router::connect::{Converter, HeaderConverter};
 use outbox_router::{InvalidOperation, Output, Placement};
 
@@ -12,7 +12,7 @@ fn fixture(name: &str) -> RawConfig {
     .unwrap()
 }
 
-fn connect(setup: &DebeziumSetup) -> &outbox_router::ConnectFormat {
+fn connect(setup: &crate::config::Preset) -> &outbox_router::ConnectFormat {
     match &setup.router.output {
         Output::Connect(f) => f,
         Output::Raw => panic!("raw output"),
@@ -316,5 +316,5 @@ fn database_options_build_the_connection_url() {
         url.expose(),
         "postgres://u:p%40ss%20word@db:6432/app?sslmode=verify-full&sslrootcert=%2Fcerts%2Fca%2Epem"
     );
-    crate::postgres::ConnectionInfo::parse(url.expose()).unwrap();
+    crate::source::postgres::ConnectionInfo::parse(url.expose()).unwrap();
 }

@@ -1,5 +1,7 @@
-//! Prometheus metrics and the relay's health, shared by the pipeline and the HTTP endpoint.
+//! Prometheus metrics and the relay's health, shared by the sources, the delivery stage and
+//! the HTTP endpoint.
 
+use pgoutput::Lsn;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,8 +29,10 @@ pub struct Metrics {
     /// From a transaction's commit in PostgreSQL to its LSN being confirmable (all acked).
     pub commit_to_ack_seconds: Histogram,
     pub reconnects: Counter,
-    /// 1 while a replication session streams.
+    /// 1 while a session streams (CDC) or polls (polling mode).
     pub streaming: Gauge,
+    /// 1 on the instance that holds the slot (or polls), 0 on a standby.
+    pub active: Gauge,
     broker_reachable: AtomicBool,
 }
 
@@ -54,6 +58,7 @@ impl Metrics {
             ]),
             reconnects: Counter::default(),
             streaming: Gauge::default(),
+            active: Gauge::default(),
             broker_reachable: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -102,17 +107,23 @@ impl Metrics {
             "1 while the replication stream is open",
             m.streaming.clone(),
         );
+        registry.register(
+            "active",
+            "1 on the instance that holds the replication slot (or polls), 0 on a standby",
+            m.active.clone(),
+        );
         Self { registry, ..m }
     }
 
-    pub fn set_confirmed(&self, lsn: u64) {
-        self.confirmed_lsn.set(lsn as i64);
+    pub fn set_confirmed(&self, lsn: Lsn) {
+        self.confirmed_lsn.set(lsn.as_u64() as i64);
         self.update_lag();
     }
 
-    pub fn set_server_wal(&self, lsn: u64) {
-        if lsn as i64 > self.server_wal_lsn.get() {
-            self.server_wal_lsn.set(lsn as i64);
+    pub fn set_server_wal(&self, lsn: Lsn) {
+        let lsn = lsn.as_u64() as i64;
+        if lsn > self.server_wal_lsn.get() {
+            self.server_wal_lsn.set(lsn);
         }
         self.update_lag();
     }

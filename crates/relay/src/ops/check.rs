@@ -1,13 +1,11 @@
-//! Operator commands: `check` (can `run` work here, and if not, what fixes it),
-//! `status` (where the slot is) and `setup-sql` (the DDL a DBA runs by hand).
+//! `check`: can `run` work here with these settings, and if not, what fixes it.
 
-use crate::config::{validate_identifier, validate_slot_name, Settings};
-use crate::postgres::{self, format_lsn, ConnectionInfo};
-use outbox_router::TableName;
+use crate::config::{ClientRole, Retire, Settings, SourceSettings};
+use crate::source::catalog;
+use crate::source::postgres::{self, ConnectionInfo};
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::ClientConfig;
 use std::time::Duration;
 
 /// One line of `check` output.
@@ -36,7 +34,7 @@ fn fail(what: impl Into<String>, fix: impl Into<String>) -> Finding {
 /// Runs every check, prints them, returns whether `run` can work.
 pub async fn check(settings: &Settings) -> bool {
     let mut findings = vec![ok("configuration is valid")];
-    if let Some(debezium) = &settings.debezium {
+    if let Some(debezium) = &settings.preset {
         findings.extend(
             debezium
                 .notes
@@ -98,13 +96,13 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
         }
     };
     let table = s.table();
-    let qualified = crate::table_rows::qualified(table);
+    let qualified = crate::source::sql_rows::qualified(table);
     let one = |sql: &'static str| {
         let client = &client;
         async move { client.query_one(sql, &[]).await }
     };
     // Polling mode needs no logical replication: only the table privileges below.
-    if s.polling.is_none() {
+    if s.cdc().is_some() {
         match one("SELECT current_setting('wal_level')").await {
             Ok(row) if row.get::<_, String>(0) == "logical" => out.push(ok("wal_level = logical")),
             Ok(row) => out.push(fail(
@@ -131,14 +129,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             Err(e) => out.push(fail(format!("cannot read the role: {e}"), "check the user's privileges")),
         }
     }
-    let table_exists = client
-        .query_opt(
-            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
-            &[&table.schema, &table.name],
-        )
-        .await
-        .map(|r| r.is_some())
-        .unwrap_or(false);
+    let table_exists = catalog::table_exists(&client, table).await.unwrap_or(false);
     if !table_exists {
         out.push(fail(
             format!("table {table} does not exist"),
@@ -162,50 +153,53 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             ));
         }
     }
-    if let Some(polling) = &s.polling {
-        let (privilege, action) = match &polling.retire {
-            crate::polling::Retire::Delete => ("DELETE", "delete relayed rows"),
-            crate::polling::Retire::MarkProcessed(_) => ("UPDATE", "mark relayed rows"),
-        };
-        let allowed = client
-            .query_one(
-                "SELECT has_table_privilege($1::text::regclass, $2)",
-                &[&qualified, &privilege],
-            )
-            .await
-            .map(|r| r.get::<_, bool>(0))
-            .unwrap_or(false);
-        if allowed {
-            out.push(ok(format!("polling mode may {action} in {table}")));
-        } else {
-            out.push(fail(
-                format!("polling mode cannot {action}: no {privilege} privilege on {table}"),
-                format!("GRANT {privilege} ON {qualified} TO CURRENT_USER;  -- as the owner"),
-            ));
+    let cdc = match &s.source {
+        SourceSettings::Cdc(cdc) => cdc,
+        SourceSettings::Polling(polling) => {
+            let (privilege, action) = match &polling.retire {
+                Retire::Delete => ("DELETE", "delete relayed rows"),
+                Retire::MarkProcessed(_) => ("UPDATE", "mark relayed rows"),
+            };
+            let allowed = client
+                .query_one(
+                    "SELECT has_table_privilege($1::text::regclass, $2)",
+                    &[&qualified, &privilege],
+                )
+                .await
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false);
+            if allowed {
+                out.push(ok(format!("polling mode may {action} in {table}")));
+            } else {
+                out.push(fail(
+                    format!("polling mode cannot {action}: no {privilege} privilege on {table}"),
+                    format!("GRANT {privilege} ON {qualified} TO CURRENT_USER;  -- as the owner"),
+                ));
+            }
+            return out;
         }
-        return out;
-    }
+    };
     let publication = client
         .query_opt(
             "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3) \
              FROM pg_publication WHERE pubname = $1",
-            &[&s.publication, &table.schema, &table.name],
+            &[&cdc.publication, &table.schema, &table.name],
         )
         .await;
     let create_publication = format!(
         "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');",
-        escape_identifier(&s.publication)
+        escape_identifier(&cdc.publication)
     );
     match publication {
         Ok(Some(row)) if row.get::<_, bool>(0) => out.push(ok(format!(
             "publication {} includes {table}",
-            s.publication
+            cdc.publication
         ))),
         Ok(Some(_)) => out.push(fail(
-            format!("publication {} exists without {table}", s.publication),
+            format!("publication {} exists without {table}", cdc.publication),
             format!(
                 "ALTER PUBLICATION {} ADD TABLE {qualified};",
-                escape_identifier(&s.publication)
+                escape_identifier(&cdc.publication)
             ),
         )),
         Ok(None) if table_exists => {
@@ -221,13 +215,13 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             if can_create {
                 out.push(ok(format!(
                     "publication {} is missing; run will create it",
-                    s.publication
+                    cdc.publication
                 )));
             } else {
                 out.push(fail(
                     format!(
                         "publication {} is missing and this role may not create it",
-                        s.publication
+                        cdc.publication
                     ),
                     format!("as the table owner: {create_publication}"),
                 ));
@@ -239,23 +233,23 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             "check the user's privileges",
         )),
     }
-    match postgres::slot_state(&client, &s.slot).await {
+    match catalog::slot_state(&client, &cdc.slot).await {
         Ok(Some(state)) if state.plugin.as_deref() != Some("pgoutput") => out.push(fail(
-            format!("slot {} uses plugin {:?}, not pgoutput", s.slot, state.plugin.unwrap_or_default()),
-            format!("SELECT pg_drop_replication_slot({});  -- or choose another --slot", escape_literal(&s.slot)),
+            format!("slot {} uses plugin {:?}, not pgoutput", cdc.slot, state.plugin.unwrap_or_default()),
+            format!("SELECT pg_drop_replication_slot({});  -- or choose another --slot", escape_literal(&cdc.slot)),
         )),
         Ok(Some(state)) if state.database.as_deref() != Some(conn.database.as_str()) => out.push(fail(
-            format!("slot {} belongs to database {:?}", s.slot, state.database.unwrap_or_default()),
+            format!("slot {} belongs to database {:?}", cdc.slot, state.database.unwrap_or_default()),
             "choose another --slot",
         )),
         Ok(Some(state)) => out.push(ok(format!(
             "slot {} (pgoutput) resumes at {}{}",
-            s.slot,
-            state.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
+            cdc.slot,
+            state.confirmed_flush_lsn.map(|l| l.to_string()).unwrap_or_default(),
             state.active_pid.map(|p| format!("; held by pid {p}: run will wait for it (standby)")).unwrap_or_default()
         ))),
         Ok(None) => match one("SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)::int").await {
-            Ok(row) if row.get::<_, i32>(0) > 0 => out.push(ok(format!("slot {} is missing; run will create it ({} free)", s.slot, row.get::<_, i32>(0)))),
+            Ok(row) if row.get::<_, i32>(0) > 0 => out.push(ok(format!("slot {} is missing; run will create it ({} free)", cdc.slot, row.get::<_, i32>(0)))),
             Ok(_) => out.push(fail(
                 "no free replication slot (max_replication_slots reached)",
                 "ALTER SYSTEM SET max_replication_slots = <more>;  -- then restart, or drop an unused slot",
@@ -268,13 +262,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
 }
 
 async fn check_kafka(s: &Settings) -> Vec<Finding> {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", &s.bootstrap_servers)
-        .set("log_level", "0");
-    for (k, v) in crate::sink::security_properties(&s.producer_properties) {
-        config.set(k, v);
-    }
+    let config = s.kafka.client_config(ClientRole::Admin);
     let admin: AdminClient<DefaultClientContext> = match config.create() {
         Ok(a) => a,
         Err(e) => {
@@ -284,7 +272,7 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
             )]
         }
     };
-    let bootstrap = s.bootstrap_servers.clone();
+    let bootstrap = s.kafka.bootstrap_servers.clone();
     let metadata = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
@@ -316,8 +304,8 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
     // validate_only: the broker checks the request (authorisation, settings) without creating anything.
     let probe = NewTopic::new(
         "outbox-relay-check-probe",
-        s.topic_partitions,
-        TopicReplication::Fixed(s.topic_replication_factor),
+        s.kafka.topic_partitions,
+        TopicReplication::Fixed(s.kafka.topic_replication_factor),
     );
     let options = AdminOptions::new()
         .validate_only(true)
@@ -329,102 +317,12 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
             }
             Some(Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists))) => out.push(ok("topics can be created")),
             Some(Err((_, code))) => out.push(fail(
-                format!("a topic with {} partition(s) and replication factor {} would be refused: {code}", s.topic_partitions, s.topic_replication_factor),
+                format!("a topic with {} partition(s) and replication factor {} would be refused: {code}", s.kafka.topic_partitions, s.kafka.topic_replication_factor),
                 "adjust --topic-partitions / --topic-replication-factor to what the cluster allows",
             )),
-            _ => out.push(ok(format!("topics can be created ({} partition(s), replication factor {})", s.topic_partitions, s.topic_replication_factor))),
+            _ => out.push(ok(format!("topics can be created ({} partition(s), replication factor {})", s.kafka.topic_partitions, s.kafka.topic_replication_factor))),
         },
         Err(e) => out.push(fail(format!("cannot ask Kafka to create topics: {e}"), "check the broker's version and permissions")),
     }
     out
-}
-
-/// `status`: where the slot is and how far behind the server it is.
-pub async fn status(url: &str, slot: &str) -> Result<bool, crate::error::RelayError> {
-    validate_slot_name(slot)
-        .map_err(|m| crate::error::RelayError::Fatal(anyhow::anyhow!("slot: {m}")))?;
-    let client = postgres::connect(url).await?;
-    let row = client
-        .query_opt(
-            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, \
-                    (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status \
-             FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .map_err(|e| crate::error::RelayError::Transient(e.into()))?;
-    let Some(r) = row else {
-        println!("slot {slot} does not exist; `outbox-relay run` creates it (or see `outbox-relay setup-sql`)");
-        return Ok(false);
-    };
-    let active: Option<i32> = r.get(2);
-    println!("slot            {slot}");
-    println!(
-        "plugin          {}",
-        r.get::<_, Option<String>>(0).unwrap_or_default()
-    );
-    println!(
-        "database        {}",
-        r.get::<_, Option<String>>(1).unwrap_or_default()
-    );
-    println!(
-        "active          {}",
-        active
-            .map(|p| format!("yes (pid {p})"))
-            .unwrap_or_else(|| "no".into())
-    );
-    println!(
-        "confirmed LSN   {}",
-        r.get::<_, Option<String>>(3).unwrap_or_default()
-    );
-    println!("server WAL LSN  {}", r.get::<_, String>(4));
-    println!(
-        "lag             {} bytes",
-        r.get::<_, Option<i64>>(5).unwrap_or(0)
-    );
-    println!(
-        "WAL status      {}",
-        r.get::<_, Option<String>>(6).unwrap_or_default()
-    );
-    Ok(true)
-}
-
-/// `setup-sql`: least-privilege role, outbox table, publication and slot, for a DBA.
-pub fn setup_sql(
-    table: &TableName,
-    publication: &str,
-    slot: &str,
-    role: &str,
-) -> Result<String, String> {
-    validate_slot_name(slot).map_err(|m| format!("slot: {m}"))?;
-    validate_identifier(publication).map_err(|m| format!("publication: {m}"))?;
-    let schema = escape_identifier(&table.schema);
-    let qualified = format!("{schema}.{}", escape_identifier(&table.name));
-    let role_ident = escape_identifier(role);
-    let ddl = crate::OUTBOX_DDL
-        .replace("public.outbox", &qualified)
-        .replace(
-            "idx_outbox_created_at",
-            &format!("idx_{}_created_at", table.name),
-        );
-    Ok(format!(
-        "-- outbox-relay: run as a superuser (or the table owner) once; then start
---   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...
--- The role needs REPLICATION (logical decoding) and SELECT on the outbox table, nothing else.
-
-CREATE ROLE {role_ident} WITH LOGIN REPLICATION PASSWORD 'change-me';
-GRANT USAGE ON SCHEMA {schema} TO {role_ident};
-
-{ddl}
-GRANT SELECT ON {qualified} TO {role_ident};
-
--- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
-CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
-
--- The slot holds WAL from now on: events written after this line are relayed.
-SELECT pg_create_logical_replication_slot({}, 'pgoutput');
-",
-        escape_identifier(publication),
-        escape_literal(slot),
-    ))
 }

@@ -29,7 +29,11 @@ pub async fn relation(
             &[&qualified(table)],
         )
         .await
-        .map_err(|e| RelayError::Transient(anyhow::anyhow!("reading the columns of {table}: {e}")))?;
+        .map_err(|e| {
+            RelayError::postgres("reading the outbox table's columns", e, || {
+                format!("the relay's role needs SELECT on {table}")
+            })
+        })?;
     Ok(Relation {
         relation_id,
         namespace: table.schema.clone(),

@@ -13,9 +13,10 @@
 //! (Debezium's slot, or one created with `no_data`) is never snapshotted: switching from
 //! Debezium does not replay history.
 
+use super::sql_rows;
 use crate::error::RelayError;
-use crate::table_rows;
 use outbox_router::TableName;
+use pgoutput::Lsn;
 use pgoutput::{Insert, Relation};
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
@@ -38,7 +39,7 @@ fn sql_error<'a>(
     table: &'a TableName,
 ) -> impl FnOnce(tokio_postgres::Error) -> RelayError + 'a {
     move |e| {
-        RelayError::query_failed(context, e, || {
+        RelayError::postgres(context, e, || {
             format!(
                 "snapshot.mode=initial keeps its progress in {}.{MARKER_TABLE}: grant CREATE on schema {} \
                  (or create the table: `CREATE TABLE {} (slot_name text PRIMARY KEY, snapshot text, snapshot_lsn text, completed boolean NOT NULL DEFAULT false)`), \
@@ -57,13 +58,9 @@ pub async fn register_new_slot(
     table: &TableName,
     slot: &str,
 ) -> Result<(), RelayError> {
-    let exists = sql
-        .query_opt(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
+    let exists = super::catalog::slot_state(sql, slot)
         .await
-        .map_err(|e| RelayError::Transient(e.into()))?
+        .map_err(sql_error("reading the replication slots", table))?
         .is_some();
     if exists {
         return Ok(());
@@ -101,15 +98,11 @@ pub async fn state(
     table: &TableName,
     slot: &str,
 ) -> Result<SnapshotState, RelayError> {
-    let exists = sql
-        .query_opt(
-            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
-            &[&table.schema, &MARKER_TABLE],
-        )
-        .await
-        .map_err(|e| RelayError::Transient(e.into()))?
-        .is_some();
-    if !exists {
+    let marker = TableName {
+        schema: table.schema.clone(),
+        name: MARKER_TABLE.to_owned(),
+    };
+    if !super::catalog::table_exists(sql, &marker).await? {
         return Ok(SnapshotState::None);
     }
     let row = sql
@@ -127,7 +120,7 @@ pub async fn state(
         Some(r) if !r.get::<_, bool>(0) => SnapshotState::Owed,
         Some(r) => match (r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)) {
             (Some(snapshot), Some(lsn)) => SnapshotState::Done(
-                TakenSnapshot::parse(&snapshot, &lsn).map_err(RelayError::Fatal)?,
+                TakenSnapshot::parse(&snapshot, &lsn).map_err(RelayError::Misconfiguration)?,
             ),
             _ => SnapshotState::None,
         },
@@ -145,11 +138,7 @@ pub async fn mark_complete(
             "UPDATE {} SET completed = true, snapshot = $2, snapshot_lsn = $3 WHERE slot_name = $1",
             marker_table(table)
         ),
-        &[
-            &slot,
-            &taken.snapshot_text,
-            &crate::postgres::format_lsn(taken.wal_lsn),
-        ],
+        &[&slot, &taken.snapshot_text, &taken.wal_lsn.to_string()],
     )
     .await
     .map_err(sql_error("recording the completed snapshot", table))?;
@@ -163,7 +152,7 @@ pub struct TakenSnapshot {
     snapshot_text: String,
     xmax: u32,
     in_progress: Vec<u32>,
-    pub wal_lsn: u64,
+    pub wal_lsn: Lsn,
 }
 
 impl TakenSnapshot {
@@ -180,7 +169,7 @@ impl TakenSnapshot {
             .filter(|x| !x.is_empty())
             .map(|x| x.parse::<u64>().map(|x| x as u32).map_err(|_| bad()))
             .collect::<Result<_, _>>()?;
-        let wal_lsn = crate::postgres::parse_lsn(lsn).ok_or_else(bad)?;
+        let wal_lsn = Lsn::parse(lsn).ok_or_else(bad)?;
         Ok(Self {
             snapshot_text: snapshot.to_owned(),
             xmax: xmax as u32,
@@ -192,7 +181,7 @@ impl TakenSnapshot {
     /// Whether the streamed transaction `xid` committing at `commit_lsn` was already in the
     /// snapshot. xids are compared modulo 2^32 as PostgreSQL does; the LSN bound keeps the
     /// comparison to transactions near the snapshot.
-    pub fn already_relayed(&self, xid: u32, commit_lsn: u64) -> bool {
+    pub fn already_relayed(&self, xid: u32, commit_lsn: Lsn) -> bool {
         commit_lsn <= self.wal_lsn
             && (xid.wrapping_sub(self.xmax) as i32) < 0
             && !self.in_progress.contains(&xid)
@@ -208,44 +197,50 @@ pub struct SnapshotRows {
 
 /// Reads every row of `table` in a REPEATABLE READ snapshot, as text (pgoutput's format).
 pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayError> {
-    let mut client = crate::postgres::connect(url).await?;
+    let mut client = super::postgres::connect(url).await?;
+    let read_error = |context: &'static str| {
+        move |e| {
+            RelayError::postgres(context, e, || {
+                format!("the relay's role needs SELECT on {table}")
+            })
+        }
+    };
     let tx = client
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
         .await
-        .map_err(|e| RelayError::Transient(e.into()))?;
+        .map_err(read_error("starting the snapshot"))?;
     let marks = tx
         .query_one(
             "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text",
             &[],
         )
         .await
-        .map_err(|e| RelayError::Transient(e.into()))?;
-    let taken = TakenSnapshot::parse(marks.get(0), marks.get(1)).map_err(RelayError::Fatal)?;
-    let relation = table_rows::relation(&tx, table, SNAPSHOT_RELATION_ID).await?;
+        .map_err(read_error("starting the snapshot"))?;
+    let taken =
+        TakenSnapshot::parse(marks.get(0), marks.get(1)).map_err(RelayError::Misconfiguration)?;
+    let relation = sql_rows::relation(&tx, table, SNAPSHOT_RELATION_ID).await?;
     // Physical order, as Debezium's snapshot reads it: insertion order for an
     // insert-only table.
     let rows = tx
         .query(
             &format!(
                 "SELECT {} FROM {}",
-                table_rows::select_list(&relation),
-                table_rows::qualified(table)
+                sql_rows::select_list(&relation),
+                sql_rows::qualified(table)
             ),
             &[],
         )
         .await
-        .map_err(|e| {
-            RelayError::Transient(anyhow::anyhow!("reading {table} for the snapshot: {e}"))
-        })?;
+        .map_err(read_error("reading the outbox for the snapshot"))?;
     tx.commit()
         .await
-        .map_err(|e| RelayError::Transient(e.into()))?;
+        .map_err(read_error("ending the snapshot"))?;
     let rows = rows
         .iter()
-        .map(|r| table_rows::insert(r, 0, SNAPSHOT_RELATION_ID))
+        .map(|r| sql_rows::insert(r, 0, SNAPSHOT_RELATION_ID))
         .collect();
     Ok(SnapshotRows {
         relation,
@@ -261,21 +256,25 @@ mod tests {
     #[test]
     fn a_snapshot_sees_committed_xids_below_xmax_only() {
         let s = TakenSnapshot::parse("100:105:101,103", "0/1000").unwrap();
-        assert!(s.already_relayed(99, 0x800));
-        assert!(s.already_relayed(102, 0x1000));
+        let l = Lsn::from_u64;
+        assert!(s.already_relayed(99, l(0x800)));
+        assert!(s.already_relayed(102, l(0x1000)));
         assert!(
-            !s.already_relayed(101, 0x800),
+            !s.already_relayed(101, l(0x800)),
             "in progress at snapshot time"
         );
-        assert!(!s.already_relayed(105, 0x800), "started after the snapshot");
         assert!(
-            !s.already_relayed(99, 0x1001),
+            !s.already_relayed(105, l(0x800)),
+            "started after the snapshot"
+        );
+        assert!(
+            !s.already_relayed(99, l(0x1001)),
             "commits after the snapshot's WAL position"
         );
         // xids wrap around modulo 2^32.
         let wrapped = TakenSnapshot::parse("4294967290:4294967300:", "0/10").unwrap();
-        assert!(wrapped.already_relayed(4294967295, 1));
-        assert!(wrapped.already_relayed(2, 1));
-        assert!(!wrapped.already_relayed(5, 1));
+        assert!(wrapped.already_relayed(4294967295, l(1)));
+        assert!(wrapped.already_relayed(2, l(1)));
+        assert!(!wrapped.already_relayed(5, l(1)));
     }
 }

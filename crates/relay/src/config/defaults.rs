@@ -1,0 +1,41 @@
+//! Every default of `run`, named once: `--help` shows these and resolution applies them.
+
+pub const MODE: &str = "cdc";
+pub const SLOT: &str = "outbox_relay";
+pub const PUBLICATION: &str = "outbox_relay";
+pub const TABLE: &str = "public.outbox";
+pub const ID_COLUMN: &str = "id";
+pub const KEY_COLUMN: &str = "aggregate_id";
+pub const PAYLOAD_COLUMN: &str = "payload";
+pub const ROUTE_BY_COLUMN: &str = "aggregate_type";
+pub const TOPIC_TEMPLATE: &str = "${routedByValue}.events";
+pub const ADDITIONAL_PLACEMENT: &str = "event_type:header:eventType";
+pub const DEAD_LETTER_TOPIC: &str = "outbox-relay.dlq";
+pub const TOPIC_PARTITIONS: i32 = 1;
+/// -1: the broker's default.
+pub const TOPIC_REPLICATION_FACTOR: i32 = -1;
+pub const MAX_IN_FLIGHT: usize = 100_000;
+pub const STATUS_INTERVAL_MS: u64 = 1000;
+pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
+pub const POLL_INTERVAL_MS: u64 = 500;
+pub const POLL_BATCH_SIZE: i64 = 1000;
+pub const POLL_ORDER_BY: &str = "created_at";
+
+/// `text [default: value]`, the help line of an option whose default is one of the above.
+pub fn help(text: &str, default: impl std::fmt::Display) -> String {
+    format!("{text} [default: {default}]")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_router_defaults_are_these() {
+        let router = outbox_router::RouterConfig::default();
+        assert_eq!(router.tables[0].to_string(), super::TABLE);
+        assert_eq!(router.id_column, super::ID_COLUMN);
+        assert_eq!(router.key_column, super::KEY_COLUMN);
+        assert_eq!(router.payload_column, super::PAYLOAD_COLUMN);
+        assert_eq!(router.route_by_column, super::ROUTE_BY_COLUMN);
+        assert_eq!(router.topic_template.render("X"), "X.events");
+    }
+}

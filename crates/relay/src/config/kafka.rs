@@ -1,0 +1,129 @@
+//! Kafka settings, and the one place that builds a librdkafka client configuration from
+//! them: the producer, the admin client that creates topics, and `check` all use
+//! [`KafkaSettings::client_config`].
+
+use super::ConfigError;
+use rdkafka::ClientConfig;
+
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    pub bootstrap_servers: String,
+    /// librdkafka properties from the user (command line, file, Debezium's producer.*),
+    /// applied after the relay's own.
+    pub properties: Vec<(String, String)>,
+    pub topic_partitions: i32,
+    pub topic_replication_factor: i32,
+    /// Events produced and not yet acknowledged before reading pauses.
+    pub max_in_flight: usize,
+    pub dead_letter_topic: String,
+}
+
+/// Which client a configuration is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRole {
+    /// The relay's producer: idempotent, acks=all, murmur2 partitioning, every user property.
+    Producer,
+    /// Topic creation, metadata and `check`: how to reach and authenticate only.
+    Admin,
+}
+
+impl KafkaSettings {
+    pub fn client_config(&self, role: ClientRole) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap_servers);
+        match role {
+            ClientRole::Producer => {
+                config
+                    .set("client.id", "outbox-relay")
+                    // Idempotence implies acks=all, in-order retries and no duplicates from retries.
+                    .set("enable.idempotence", "true")
+                    .set("acks", "all")
+                    // Same partitions as Java clients (Kafka Connect / Debezium) for the same key.
+                    .set("partitioner", "murmur2_random")
+                    // The relay creates topics itself, with the configured partitions.
+                    .set("allow.auto.create.topics", "false")
+                    .set("linger.ms", "5")
+                    .set(
+                        "queue.buffering.max.messages",
+                        self.max_in_flight.clamp(1, 10_000_000).to_string(),
+                    )
+                    .set("queue.buffering.max.kbytes", "1048576")
+                    .set("log_level", "4");
+                for (k, v) in &self.properties {
+                    config.set(k, v);
+                }
+            }
+            ClientRole::Admin => {
+                config.set("log_level", "0");
+                for (k, v) in self.security_properties() {
+                    config.set(k, v);
+                }
+            }
+        }
+        config
+    }
+
+    /// The properties that say how to reach and authenticate to the cluster (security.*,
+    /// sasl.*, ssl.*): what every client of the relay needs, not only the producer.
+    fn security_properties(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.properties
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.")
+            })
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// `KEY=VALUE`, refusing values that would break the relay's guarantees.
+pub fn parse_producer_property(text: &str) -> Result<(String, String), ConfigError> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| super::invalid("producer-property", format!("{text:?} is not KEY=VALUE")))?;
+    let (key, value) = (key.trim().to_owned(), value.trim().to_owned());
+    let breaks_guarantee = match key.as_str() {
+        "enable.idempotence" => value != "true",
+        "acks" | "request.required.acks" => value != "all" && value != "-1",
+        _ => false,
+    };
+    if breaks_guarantee {
+        return Err(super::invalid(
+            "producer-property",
+            format!("{key}={value} would allow lost or reordered events; outbox-relay always uses enable.idempotence=true and acks=all"),
+        ));
+    }
+    Ok((key, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(properties: &[(&str, &str)]) -> KafkaSettings {
+        KafkaSettings {
+            bootstrap_servers: "k:9092".into(),
+            properties: properties
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            topic_partitions: 1,
+            topic_replication_factor: -1,
+            max_in_flight: 10,
+            dead_letter_topic: "dlq".into(),
+        }
+    }
+
+    #[test]
+    fn every_client_gets_the_security_settings_and_only_the_producer_the_rest() {
+        let s = settings(&[("sasl.username", "u"), ("compression.codec", "lz4")]);
+        let producer = s.client_config(ClientRole::Producer);
+        let admin = s.client_config(ClientRole::Admin);
+        assert_eq!(producer.get("sasl.username"), Some("u"));
+        assert_eq!(admin.get("sasl.username"), Some("u"));
+        assert_eq!(producer.get("compression.codec"), Some("lz4"));
+        assert_eq!(admin.get("compression.codec"), None);
+        assert_eq!(producer.get("enable.idempotence"), Some("true"));
+        assert_eq!(producer.get("acks"), Some("all"));
+        assert_eq!(admin.get("bootstrap.servers"), Some("k:9092"));
+    }
+}

@@ -1,0 +1,417 @@
+//! Settings for `outbox-relay run` and `check`, by concern: where rows come from
+//! ([`SourceSettings`]), where they go ([`KafkaSettings`]), how they are routed
+//! ([`RouterConfig`]) and where the relay is observed ([`Settings::metrics_address`]).
+//!
+//! [`RunOptions`] are what a user types (command line, environment, `--config` file);
+//! a foreign configuration (a Debezium connector) arrives as a [`Preset`] that the
+//! `debezium` module translates into native settings — this module does not know Debezium.
+//! [`Settings::resolve`] applies the defaults of `defaults.rs` and validates, naming the
+//! setting in every error.
+
+pub mod defaults;
+mod kafka;
+mod options;
+mod source;
+
+pub use kafka::{parse_producer_property, ClientRole, KafkaSettings};
+pub use options::{Mode, RunOptions};
+pub use source::{
+    validate_identifier, validate_slot_name, CdcSettings, Heartbeat, PollingSettings,
+    PublicationMode, Retire, SnapshotMode, SourceSettings,
+};
+
+use crate::secret::Secret;
+use outbox_router::{AdditionalField, Placement, RouterConfig, TableName, TopicTemplate};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{key}: {message}")]
+    Invalid { key: &'static str, message: String },
+    #[error("missing required setting {key}: pass {flag} or set {env}, or put `{key} = ...` in the --config file")]
+    Missing {
+        key: &'static str,
+        flag: &'static str,
+        env: &'static str,
+    },
+    #[error("config file {path}: {message}")]
+    File { path: String, message: String },
+}
+
+pub fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
+}
+
+/// Validated settings with defaults applied.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub postgres_url: Secret,
+    pub source: SourceSettings,
+    pub kafka: KafkaSettings,
+    pub router: RouterConfig,
+    pub metrics_address: String,
+    /// What the start-up log and `check` say about a foreign configuration, if one was used.
+    pub preset: Option<PresetSummary>,
+}
+
+/// The native settings a foreign configuration (a Debezium connector and its Kafka Connect
+/// worker) stands for; command-line options still override the connection and names.
+#[derive(Debug, Clone)]
+pub struct Preset {
+    pub connector_name: Option<String>,
+    pub postgres_url: Option<Secret>,
+    pub bootstrap_servers: Option<String>,
+    pub table: TableName,
+    pub slot: String,
+    pub publication: String,
+    pub publication_mode: PublicationMode,
+    pub snapshot: SnapshotMode,
+    pub heartbeat: Option<Heartbeat>,
+    pub status_interval: Option<Duration>,
+    pub topic_partitions: Option<i32>,
+    pub topic_replication_factor: Option<i32>,
+    pub router: RouterConfig,
+    /// librdkafka properties (translated from `producer.*` / `producer.override.*`).
+    pub producer_properties: Vec<(String, String)>,
+    /// Lines for the start-up log: which converters are in effect and from where.
+    pub notes: Vec<String>,
+    /// Options that were not recognised (one warning lists them).
+    pub unknown: Vec<String>,
+}
+
+/// What the start-up log and `check` say about a preset.
+#[derive(Debug, Clone)]
+pub struct PresetSummary {
+    pub connector_name: Option<String>,
+    pub notes: Vec<String>,
+    pub unknown_options: Vec<String>,
+}
+
+impl Settings {
+    /// `options` already merged with their `--config` file; `preset` from `--debezium-config`.
+    pub fn resolve(mut o: RunOptions, preset: Option<Preset>) -> Result<Self, ConfigError> {
+        if let Some(p) = &preset {
+            overlay_preset(&mut o, p)?;
+        }
+        let postgres_url = resolve_postgres_url(&o)?;
+        let table = match &o.table {
+            Some(t) => TableName::parse(t).map_err(|e| invalid("table", e.to_string()))?,
+            None => TableName::parse(defaults::TABLE).expect("the default table name is valid"),
+        };
+        let router = match &preset {
+            Some(p) => RouterConfig {
+                tables: vec![table],
+                ..p.router.clone()
+            },
+            None => resolve_router(&o, table)?,
+        };
+        let source = resolve_source(&o, preset.as_ref())?;
+        let kafka = resolve_kafka(&o, preset.as_ref())?;
+        Ok(Self {
+            postgres_url,
+            source,
+            kafka,
+            router,
+            metrics_address: o
+                .metrics_address
+                .unwrap_or_else(|| defaults::METRICS_ADDRESS.into()),
+            preset: preset.map(|p| PresetSummary {
+                connector_name: p.connector_name,
+                notes: p.notes,
+                unknown_options: p.unknown,
+            }),
+        })
+    }
+
+    /// The outbox table (one per relay today).
+    pub fn table(&self) -> &TableName {
+        &self.router.tables[0]
+    }
+
+    /// The slot and publication in CDC mode.
+    pub fn cdc(&self) -> Option<&CdcSettings> {
+        match &self.source {
+            SourceSettings::Cdc(c) => Some(c),
+            SourceSettings::Polling(_) => None,
+        }
+    }
+}
+
+/// The preset fills what the options leave unset; EventRouter options come only from it.
+fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
+    for (flag, set) in [
+        ("--id-column", o.id_column.is_some()),
+        ("--key-column", o.key_column.is_some()),
+        ("--payload-column", o.payload_column.is_some()),
+        ("--route-by-column", o.route_by_column.is_some()),
+        ("--topic-template", o.topic_template.is_some()),
+        ("--additional-placement", o.additional_placement.is_some()),
+        ("--expand-json-payload", o.expand_json_payload.is_some()),
+    ] {
+        if set {
+            return Err(invalid(
+                "debezium-config",
+                format!("{flag} cannot be combined with a Debezium configuration; set the EventRouter option in the connector config instead"),
+            ));
+        }
+    }
+    o.postgres_url = o.postgres_url.take().or(p.postgres_url.clone());
+    o.bootstrap_servers = o.bootstrap_servers.take().or(p.bootstrap_servers.clone());
+    o.slot = o.slot.take().or(Some(p.slot.clone()));
+    o.publication = o.publication.take().or(Some(p.publication.clone()));
+    o.table = o.table.take().or(Some(p.table.to_string()));
+    o.topic_partitions = o.topic_partitions.or(p.topic_partitions);
+    o.topic_replication_factor = o.topic_replication_factor.or(p.topic_replication_factor);
+    o.status_interval_ms = o
+        .status_interval_ms
+        .or(p.status_interval.map(|d| d.as_millis() as u64));
+    Ok(())
+}
+
+fn resolve_postgres_url(o: &RunOptions) -> Result<Secret, ConfigError> {
+    let url = o.postgres_url.clone().ok_or(ConfigError::Missing {
+        key: "postgres-url",
+        flag: "--postgres-url",
+        env: "OUTBOX_RELAY_POSTGRES_URL",
+    })?;
+    let password = match (
+        &o.postgres_password_file,
+        std::env::var("OUTBOX_RELAY_POSTGRES_PASSWORD").ok(),
+    ) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| invalid("postgres-password-file", format!("{}: {e}", path.display())))?
+                .trim_end_matches(['\r', '\n'])
+                .to_owned(),
+        ),
+        (None, password) => password,
+    };
+    let url = match password {
+        Some(p) => {
+            Secret::new(with_password(url.expose(), &p).map_err(|m| invalid("postgres-url", m))?)
+        }
+        None => url,
+    };
+    crate::source::postgres::ConnectionInfo::parse(url.expose())
+        .map_err(|e| invalid("postgres-url", e.to_string()))?;
+    Ok(url)
+}
+
+fn resolve_router(o: &RunOptions, table: TableName) -> Result<RouterConfig, ConfigError> {
+    let column =
+        |value: &Option<String>, key: &'static str, default: &str| -> Result<String, ConfigError> {
+            let value = value.clone().unwrap_or_else(|| default.to_owned());
+            if value.trim().is_empty() {
+                return Err(invalid(key, "is empty; expected a column name"));
+            }
+            Ok(value)
+        };
+    let topic_template = TopicTemplate::parse(
+        o.topic_template
+            .as_deref()
+            .unwrap_or(defaults::TOPIC_TEMPLATE),
+    )
+    .map_err(|e| invalid("topic-template", e.to_string()))?;
+    let additional = AdditionalField::parse_list(
+        o.additional_placement
+            .as_deref()
+            .unwrap_or(defaults::ADDITIONAL_PLACEMENT),
+    )
+    .map_err(|e| invalid("additional-placement", e.to_string()))?;
+    if additional
+        .iter()
+        .any(|f| f.placement == Placement::Envelope)
+    {
+        return Err(invalid(
+            "additional-placement",
+            "the envelope placement needs Kafka Connect converters: run with --debezium-config",
+        ));
+    }
+    Ok(RouterConfig {
+        tables: vec![table],
+        id_column: column(&o.id_column, "id-column", defaults::ID_COLUMN)?,
+        key_column: column(&o.key_column, "key-column", defaults::KEY_COLUMN)?,
+        payload_column: column(
+            &o.payload_column,
+            "payload-column",
+            defaults::PAYLOAD_COLUMN,
+        )?,
+        route_by_column: column(
+            &o.route_by_column,
+            "route-by-column",
+            defaults::ROUTE_BY_COLUMN,
+        )?,
+        topic_template,
+        additional,
+        tombstone_on_null_payload: true,
+        expand_json_payload: o.expand_json_payload.unwrap_or(false),
+        ..RouterConfig::default()
+    })
+}
+
+fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSettings, ConfigError> {
+    match o.mode.unwrap_or(Mode::Cdc) {
+        Mode::Cdc => {
+            for (key, set) in [
+                ("poll-interval-ms", o.poll_interval_ms.is_some()),
+                ("poll-batch-size", o.poll_batch_size.is_some()),
+                ("poll-order-by", o.poll_order_by.is_some()),
+                ("processed-column", o.processed_column.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(key, "applies only with --mode polling"));
+                }
+            }
+            let slot = o.slot.clone().unwrap_or_else(|| defaults::SLOT.into());
+            validate_slot_name(&slot).map_err(|m| invalid("slot", m))?;
+            let publication = o
+                .publication
+                .clone()
+                .unwrap_or_else(|| defaults::PUBLICATION.into());
+            validate_identifier(&publication).map_err(|m| invalid("publication", m))?;
+            Ok(SourceSettings::Cdc(CdcSettings {
+                slot,
+                publication,
+                publication_mode: preset
+                    .map_or_else(PublicationMode::default, |p| p.publication_mode),
+                snapshot: preset.map_or_else(SnapshotMode::default, |p| p.snapshot),
+                heartbeat: preset.and_then(|p| p.heartbeat.clone()),
+                status_interval: Duration::from_millis(
+                    o.status_interval_ms
+                        .unwrap_or(defaults::STATUS_INTERVAL_MS)
+                        .max(10),
+                ),
+            }))
+        }
+        Mode::Polling => {
+            let batch_size = o.poll_batch_size.unwrap_or(defaults::POLL_BATCH_SIZE);
+            if !(1..=1_000_000).contains(&batch_size) {
+                return Err(invalid(
+                    "poll-batch-size",
+                    format!("{batch_size}; expected 1 to 1000000"),
+                ));
+            }
+            Ok(SourceSettings::Polling(PollingSettings {
+                interval: Duration::from_millis(
+                    o.poll_interval_ms.unwrap_or(defaults::POLL_INTERVAL_MS),
+                ),
+                batch_size,
+                order_by: o
+                    .poll_order_by
+                    .clone()
+                    .unwrap_or_else(|| defaults::POLL_ORDER_BY.into()),
+                retire: match o.processed_column.clone() {
+                    Some(c) => Retire::MarkProcessed(c),
+                    None => Retire::Delete,
+                },
+            }))
+        }
+    }
+}
+
+fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSettings, ConfigError> {
+    let bootstrap_servers = o.bootstrap_servers.clone().ok_or(ConfigError::Missing {
+        key: "bootstrap-servers",
+        flag: "--bootstrap-servers",
+        env: "OUTBOX_RELAY_BOOTSTRAP_SERVERS",
+    })?;
+    if bootstrap_servers.trim().is_empty() {
+        return Err(invalid(
+            "bootstrap-servers",
+            "is empty; expected HOST:PORT[,HOST:PORT...]",
+        ));
+    }
+    let dead_letter_topic = o
+        .dead_letter_topic
+        .clone()
+        .unwrap_or_else(|| defaults::DEAD_LETTER_TOPIC.into());
+    outbox_router::validate_topic_name(&dead_letter_topic)
+        .map_err(|m| invalid("dead-letter-topic", m))?;
+    let topic_partitions = o.topic_partitions.unwrap_or(defaults::TOPIC_PARTITIONS);
+    if topic_partitions < 1 {
+        return Err(invalid(
+            "topic-partitions",
+            format!("{topic_partitions} is not a partition count; expected 1 or more"),
+        ));
+    }
+    let topic_replication_factor = o
+        .topic_replication_factor
+        .unwrap_or(defaults::TOPIC_REPLICATION_FACTOR);
+    if topic_replication_factor == 0 || topic_replication_factor < -1 {
+        return Err(invalid(
+            "topic-replication-factor",
+            format!("{topic_replication_factor}; expected -1 (broker default) or 1 or more"),
+        ));
+    }
+    let max_in_flight = o.max_in_flight.unwrap_or(defaults::MAX_IN_FLIGHT);
+    if max_in_flight == 0 {
+        return Err(invalid("max-in-flight", "must be at least 1"));
+    }
+    // Lowest precedence first: the preset's producer.*, the properties file, the options.
+    let mut lines: Vec<String> = preset
+        .iter()
+        .flat_map(|p| {
+            p.producer_properties
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+        })
+        .collect();
+    if let Some(path) = &o.producer_properties_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            invalid(
+                "producer-properties-file",
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        lines.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    lines.extend(
+        o.producer_property
+            .iter()
+            .filter(|p| !p.trim().is_empty())
+            .cloned(),
+    );
+    let properties = lines
+        .iter()
+        .map(|p| parse_producer_property(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(KafkaSettings {
+        bootstrap_servers,
+        properties,
+        topic_partitions,
+        topic_replication_factor,
+        max_in_flight,
+        dead_letter_topic,
+    })
+}
+
+/// `url` with its password replaced by `password` (URL or key=value connection strings).
+fn with_password(url: &str, password: &str) -> Result<String, String> {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    for scheme in ["postgres://", "postgresql://"] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(authority_end);
+            let Some((userinfo, host)) = authority.rsplit_once('@') else {
+                return Err("the URL names no user; expected postgres://USER@HOST/DATABASE".into());
+            };
+            let user = userinfo.split(':').next().unwrap_or_default();
+            let encoded = utf8_percent_encode(password, NON_ALPHANUMERIC);
+            return Ok(format!("{scheme}{user}:{encoded}@{host}{tail}"));
+        }
+    }
+    let escaped = password.replace('\\', "\\\\").replace('\'', "\\'");
+    Ok(format!("{url} password='{escaped}'"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,218 @@
+//! The options of `run` (and `check`), from (highest first) the command line,
+//! `OUTBOX_RELAY_*` environment variables and the `--config` TOML file. clap handles the
+//! first two; [`RunOptions::merge_file`] fills what they left unset from the file.
+
+use super::defaults;
+use super::ConfigError;
+use crate::secret::Secret;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// How rows are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Logical replication (pgoutput).
+    Cdc,
+    /// SELECT ... FOR UPDATE SKIP LOCKED, produce, then DELETE (or mark), in one transaction.
+    Polling,
+}
+
+/// Options of `run` (and of the commands that share its settings). Every option can also
+/// come from the environment (`OUTBOX_RELAY_<NAME>`) or from the `--config` file, where
+/// the key is the option's long name without the dashes, e.g. `postgres-url = "..."`.
+#[derive(Debug, Clone, Default, Args, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RunOptions {
+    /// TOML file with any of these options (keys are the long option names, e.g. `slot = "outbox_relay"`).
+    #[arg(long, env = "OUTBOX_RELAY_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Debezium connector configuration to run as it is: the JSON POSTed to Kafka Connect
+    /// ({"name": ..., "config": {...}} or the config object) or a .properties file. Its
+    /// database.*, slot, publication, table, EventRouter and converter options apply; the
+    /// options above (URL, servers, slot, ...) still override it.
+    #[arg(long, env = "OUTBOX_RELAY_DEBEZIUM_CONFIG", value_name = "FILE")]
+    pub debezium_config: Option<PathBuf>,
+
+    /// Kafka Connect worker properties (connect-distributed.properties), with --debezium-config:
+    /// supplies bootstrap.servers, converters and producer.* the connector config leaves out.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_WORKER_CONFIG",
+        value_name = "FILE",
+        requires = "debezium_config"
+    )]
+    pub worker_config: Option<PathBuf>,
+
+    #[arg(long, env = "OUTBOX_RELAY_MODE", value_enum,
+        help = defaults::help("How rows are read: cdc (logical replication) or polling (SELECT ... FOR UPDATE SKIP LOCKED, then DELETE, for databases without logical replication)", defaults::MODE))]
+    pub mode: Option<Mode>,
+
+    #[arg(long, env = "OUTBOX_RELAY_POLL_INTERVAL_MS", value_name = "MS",
+        help = defaults::help("Polling mode: pause between polls that found less than a full batch, in milliseconds", defaults::POLL_INTERVAL_MS))]
+    pub poll_interval_ms: Option<u64>,
+
+    #[arg(long, env = "OUTBOX_RELAY_POLL_BATCH_SIZE", value_name = "N",
+        help = defaults::help("Polling mode: rows per poll (one transaction)", defaults::POLL_BATCH_SIZE))]
+    pub poll_batch_size: Option<i64>,
+
+    #[arg(long, env = "OUTBOX_RELAY_POLL_ORDER_BY", value_name = "COLUMN",
+        help = defaults::help("Polling mode: the column giving the outbox order", defaults::POLL_ORDER_BY))]
+    pub poll_order_by: Option<String>,
+
+    /// Polling mode: set this timestamp column to now() instead of deleting relayed rows;
+    /// rows where it IS NULL are pending (the seeds' `published_at`).
+    #[arg(long, env = "OUTBOX_RELAY_PROCESSED_COLUMN", value_name = "COLUMN")]
+    pub processed_column: Option<String>,
+
+    /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
+    /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_POSTGRES_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    #[serde(serialize_with = "Secret::serialize_for_merge")]
+    pub postgres_url: Option<Secret>,
+
+    /// File holding the PostgreSQL password (e.g. a mounted secret); overrides a password in
+    /// the URL. OUTBOX_RELAY_POSTGRES_PASSWORD does the same from the environment.
+    #[arg(long, env = "OUTBOX_RELAY_POSTGRES_PASSWORD_FILE", value_name = "FILE")]
+    pub postgres_password_file: Option<PathBuf>,
+
+    /// Kafka bootstrap servers, comma-separated HOST:PORT.
+    #[arg(long, env = "OUTBOX_RELAY_BOOTSTRAP_SERVERS", value_name = "HOSTS")]
+    pub bootstrap_servers: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_TABLE", value_name = "SCHEMA.TABLE",
+        help = defaults::help("Outbox table to relay, SCHEMA.TABLE", defaults::TABLE))]
+    pub table: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_SLOT", value_name = "NAME",
+        help = defaults::help("Logical replication slot (pgoutput), created when missing", defaults::SLOT))]
+    pub slot: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_PUBLICATION", value_name = "NAME",
+        help = defaults::help("Publication for the outbox table, created when missing", defaults::PUBLICATION))]
+    pub publication: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_ID_COLUMN", value_name = "COLUMN",
+        help = defaults::help("Column whose value becomes header `id` (Debezium table.field.event.id)", defaults::ID_COLUMN))]
+    pub id_column: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_KEY_COLUMN", value_name = "COLUMN",
+        help = defaults::help("Column whose value is the record key (table.field.event.key)", defaults::KEY_COLUMN))]
+    pub key_column: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_PAYLOAD_COLUMN", value_name = "COLUMN",
+        help = defaults::help("Column whose value is the record value (table.field.event.payload)", defaults::PAYLOAD_COLUMN))]
+    pub payload_column: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_ROUTE_BY_COLUMN", value_name = "COLUMN",
+        help = defaults::help("Column whose value builds the topic name (route.by.field)", defaults::ROUTE_BY_COLUMN))]
+    pub route_by_column: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_TOPIC_TEMPLATE", value_name = "TEMPLATE",
+        help = defaults::help("Topic name template (route.topic.replacement)", defaults::TOPIC_TEMPLATE))]
+    pub topic_template: Option<String>,
+
+    /// Produce the payload as compact JSON without null fields and empty arrays (Debezium's
+    /// table.expand.json.payload); a payload that is not JSON goes to the dead-letter topic.
+    #[arg(long, env = "OUTBOX_RELAY_EXPAND_JSON_PAYLOAD", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub expand_json_payload: Option<bool>,
+
+    #[arg(long, env = "OUTBOX_RELAY_ADDITIONAL_PLACEMENT", value_name = "LIST",
+        help = defaults::help("Extra columns as headers, Debezium's table.fields.additional.placement syntax: COLUMN:header[:ALIAS],...; pass \"\" for none", defaults::ADDITIONAL_PLACEMENT))]
+    pub additional_placement: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_DEAD_LETTER_TOPIC", value_name = "TOPIC",
+        help = defaults::help("Topic for rows that cannot be routed or that the broker refuses (NULL or invalid routing value, missing column, too large)", defaults::DEAD_LETTER_TOPIC))]
+    pub dead_letter_topic: Option<String>,
+
+    #[arg(long, env = "OUTBOX_RELAY_TOPIC_PARTITIONS", value_name = "N",
+        help = defaults::help("Partitions of topics the relay creates", defaults::TOPIC_PARTITIONS))]
+    pub topic_partitions: Option<i32>,
+
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_TOPIC_REPLICATION_FACTOR",
+        value_name = "N",
+        allow_negative_numbers = true,
+        help = defaults::help("Replication factor of topics the relay creates; -1 = the broker's default", defaults::TOPIC_REPLICATION_FACTOR))]
+    pub topic_replication_factor: Option<i32>,
+
+    #[arg(long, env = "OUTBOX_RELAY_MAX_IN_FLIGHT", value_name = "N",
+        help = defaults::help("Events produced but not yet acknowledged before reading pauses (backpressure)", defaults::MAX_IN_FLIGHT))]
+    pub max_in_flight: Option<usize>,
+
+    #[arg(long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS",
+        help = defaults::help("How often the confirmed position is reported to PostgreSQL, in milliseconds", defaults::STATUS_INTERVAL_MS))]
+    pub status_interval_ms: Option<u64>,
+
+    #[arg(long, env = "OUTBOX_RELAY_METRICS_ADDRESS", value_name = "HOST:PORT",
+        help = defaults::help("Where /metrics (Prometheus), /health and /ready are served, HOST:PORT; port 0 picks a free port (logged at start-up)", defaults::METRICS_ADDRESS))]
+    pub metrics_address: Option<String>,
+
+    /// librdkafka producer property KEY=VALUE (repeatable), e.g. security.protocol=SASL_SSL,
+    /// compression.codec=lz4. Applied after the relay's own settings; the relay refuses
+    /// values that would break its guarantees (enable.idempotence=false, acks other than all).
+    #[arg(
+        long = "producer-property",
+        env = "OUTBOX_RELAY_PRODUCER_PROPERTIES",
+        value_name = "KEY=VALUE",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    #[serde(default)]
+    pub producer_property: Vec<String>,
+
+    /// File of librdkafka producer properties, one KEY=VALUE per line (# comments), for
+    /// secrets such as sasl.password or ssl.key.password. --producer-property wins over it.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_PRODUCER_PROPERTIES_FILE",
+        value_name = "FILE"
+    )]
+    pub producer_properties_file: Option<PathBuf>,
+}
+
+impl RunOptions {
+    /// Fills every option the command line and environment left unset from the `--config`
+    /// file. Both layers are read into the same struct, so the file's keys are exactly the
+    /// options (unknown keys are named) and no list of fields is kept by hand.
+    pub fn merge_file(self) -> Result<Self, ConfigError> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let file_error = |message: String| ConfigError::File {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| file_error(e.to_string()))?;
+        let file: RunOptions =
+            toml::from_str(&text).map_err(|e| file_error(e.message().to_owned()))?;
+        let to_map = |o: &RunOptions| match serde_json::to_value(o) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            other => Err(file_error(format!(
+                "cannot merge the file's options: {other:?}"
+            ))),
+        };
+        let mut merged = to_map(&file)?;
+        for (key, value) in to_map(&self)? {
+            let unset = value.is_null() || value.as_array().is_some_and(|a| a.is_empty());
+            if !unset {
+                merged.insert(key, value);
+            }
+        }
+        let merged: RunOptions = serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| file_error(e.to_string()))?;
+        Ok(RunOptions {
+            config: Some(path),
+            ..merged
+        })
+    }
+}

@@ -1,0 +1,104 @@
+//! Where rows come from: logical replication (CDC) or polling, and what each needs.
+
+use std::time::Duration;
+
+/// The one source a `run` reads from.
+#[derive(Debug, Clone)]
+pub enum SourceSettings {
+    Cdc(CdcSettings),
+    Polling(PollingSettings),
+}
+
+/// Logical replication: slot, publication, and how the stream starts.
+#[derive(Debug, Clone)]
+pub struct CdcSettings {
+    pub slot: String,
+    pub publication: String,
+    pub publication_mode: PublicationMode,
+    pub snapshot: SnapshotMode,
+    pub heartbeat: Option<Heartbeat>,
+    /// How often the confirmed position is reported to PostgreSQL.
+    pub status_interval: Duration,
+}
+
+/// `run --mode polling`.
+#[derive(Debug, Clone)]
+pub struct PollingSettings {
+    pub interval: Duration,
+    pub batch_size: i64,
+    pub order_by: String,
+    pub retire: Retire,
+}
+
+/// How a relayed row is retired in polling mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retire {
+    Delete,
+    /// `UPDATE ... SET <column> = now()`; pending rows are those where it IS NULL.
+    MarkProcessed(String),
+}
+
+/// What to do when the publication does not exist (Debezium's `publication.autocreate.mode`
+/// plus outbox-relay's own default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublicationMode {
+    /// `FOR TABLE <outbox> WITH (publish = 'insert')`: only what the relay needs.
+    #[default]
+    OutboxInsertsOnly,
+    /// `FOR TABLE <outbox>`, every operation.
+    Filtered,
+    /// `FOR ALL TABLES`; needs a superuser.
+    AllTables,
+    /// An empty publication, tables added by a DBA.
+    NoTables,
+    /// The publication must exist.
+    Disabled,
+}
+
+/// Whether rows already in the outbox when the slot is created are relayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    /// Existing outbox rows are not emitted; outbox-relay's default.
+    #[default]
+    NoData,
+    /// Existing rows are emitted once, when the slot is created.
+    Initial,
+}
+
+/// A statement run at an interval on its own connection (Debezium's
+/// `heartbeat.action.query`), so that a database whose other tables are not published still
+/// produces WAL the slot can move past.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub interval: Duration,
+    pub action_query: Option<String>,
+}
+
+/// PostgreSQL's rule for replication slot names: lower-case letters, digits, underscore.
+pub fn validate_slot_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 63 {
+        return Err(format!("{name:?} must be 1 to 63 characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!(
+            "{name:?} may contain only lower-case letters, digits and underscores"
+        ));
+    }
+    Ok(())
+}
+
+/// Publication names are interpolated into START_REPLICATION: keep them to plain identifiers.
+pub fn validate_identifier(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 63 {
+        return Err(format!("{name:?} must be 1 to 63 characters"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!(
+            "{name:?} may contain only letters, digits and underscores"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,193 @@
+use super::*;
+
+fn base() -> RunOptions {
+    RunOptions {
+        postgres_url: Some(Secret::new("postgres://u:p@localhost/db")),
+        bootstrap_servers: Some("localhost:9092".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn defaults_match_the_seeds_schema() {
+    let s = resolve(base()).unwrap();
+    assert_eq!(s.cdc().unwrap().slot, "outbox_relay");
+    assert_eq!(s.cdc().unwrap().publication, "outbox_relay");
+    assert_eq!(s.table().to_string(), "public.outbox");
+    assert_eq!(s.router.topic_template.render("Order"), "Order.events");
+    assert_eq!(s.kafka.dead_letter_topic, "outbox-relay.dlq");
+}
+
+#[test]
+fn errors_name_the_setting() {
+    let err = resolve(RunOptions {
+        slot: Some("Bad-Slot".into()),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("slot:"), "{err}");
+    let err = resolve(RunOptions {
+        postgres_url: None,
+        ..base()
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("--postgres-url")
+            && err.to_string().contains("OUTBOX_RELAY_POSTGRES_URL")
+    );
+    let err = resolve(RunOptions {
+        producer_property: vec!["acks=1".into()],
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("acks=1"), "{err}");
+    let err = resolve(RunOptions {
+        topic_template: Some("a b".into()),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("topic-template:"), "{err}");
+}
+
+#[test]
+fn a_password_from_a_file_replaces_the_urls() {
+    assert_eq!(
+        with_password("postgres://u:old@h:5/db?sslmode=disable", "n@w/pw").unwrap(),
+        "postgres://u:n%40w%2Fpw@h:5/db?sslmode=disable"
+    );
+    assert_eq!(
+        with_password("postgresql://u@h/db", "x").unwrap(),
+        "postgresql://u:x@h/db"
+    );
+    assert_eq!(
+        with_password("host=h user=u", "it's").unwrap(),
+        "host=h user=u password='it\\'s'"
+    );
+    let c = crate::source::postgres::ConnectionInfo::parse(
+        &with_password("postgres://u@h/db", "p:w@d").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(c.password, "p:w@d");
+}
+
+#[test]
+fn the_file_fills_only_what_is_unset() {
+    let dir = std::env::temp_dir().join(format!("relay-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        "slot = \"from_file\"\nbootstrap-servers = \"file:9092\"\ntopic-partitions = 3\n",
+    )
+    .unwrap();
+    let s = resolve(RunOptions {
+        config: Some(path.clone()),
+        ..base()
+    })
+    .unwrap();
+    assert_eq!(s.cdc().unwrap().slot, "from_file");
+    assert_eq!(
+        s.kafka.bootstrap_servers, "localhost:9092",
+        "the command line wins"
+    );
+    assert_eq!(s.kafka.topic_partitions, 3);
+    std::fs::write(&path, "slots = \"typo\"\n").unwrap();
+    let err = resolve(RunOptions {
+        config: Some(path),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("unknown field `slots`"), "{err}");
+}
+
+fn resolve(options: RunOptions) -> Result<Settings, ConfigError> {
+    Settings::resolve(options.merge_file()?, None)
+}
+
+#[test]
+fn the_mode_is_a_value_and_polling_options_need_it() {
+    let s = resolve(RunOptions {
+        mode: Some(Mode::Polling),
+        ..base()
+    })
+    .unwrap();
+    match s.source {
+        SourceSettings::Polling(p) => {
+            assert_eq!(p.batch_size, defaults::POLL_BATCH_SIZE);
+            assert_eq!(p.order_by, defaults::POLL_ORDER_BY);
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = resolve(RunOptions {
+        poll_batch_size: Some(5),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("poll-batch-size:"), "{err}");
+}
+
+#[test]
+fn every_option_can_come_from_the_file() {
+    // Each key of RunOptions is accepted by the file: the merge keeps no list of its own.
+    let dir = tempdir();
+    let path = dir.join("all.toml");
+    std::fs::write(
+        &path,
+        "mode = \"polling\"\npoll-interval-ms = 7\npoll-batch-size = 3\npoll-order-by = \"id\"\n\
+         processed-column = \"published_at\"\ntable = \"app.box\"\nid-column = \"i\"\nkey-column = \"k\"\n\
+         payload-column = \"p\"\nroute-by-column = \"r\"\ntopic-template = \"t.${routedByValue}\"\n\
+         additional-placement = \"\"\ndead-letter-topic = \"d\"\ntopic-partitions = 2\n\
+         topic-replication-factor = 1\nmax-in-flight = 9\nmetrics-address = \"127.0.0.1:1\"\n\
+         producer-property = [\"linger.ms=1\"]\nexpand-json-payload = true\n",
+    )
+    .unwrap();
+    let s = resolve(RunOptions {
+        config: Some(path),
+        ..base()
+    })
+    .unwrap();
+    let SourceSettings::Polling(p) = &s.source else {
+        panic!("mode from the file")
+    };
+    assert_eq!(
+        (p.interval.as_millis(), p.batch_size, p.order_by.as_str()),
+        (7, 3, "id")
+    );
+    assert_eq!(p.retire, Retire::MarkProcessed("published_at".into()));
+    assert_eq!(s.table().to_string(), "app.box");
+    assert_eq!(
+        (
+            s.router.id_column.as_str(),
+            s.router.key_column.as_str(),
+            s.router.payload_column.as_str(),
+            s.router.route_by_column.as_str()
+        ),
+        ("i", "k", "p", "r")
+    );
+    assert!(s.router.additional.is_empty() && s.router.expand_json_payload);
+    assert_eq!(s.router.topic_template.render("x"), "t.x");
+    assert_eq!(
+        (
+            s.kafka.dead_letter_topic.as_str(),
+            s.kafka.topic_partitions,
+            s.kafka.topic_replication_factor,
+            s.kafka.max_in_flight
+        ),
+        ("d", 2, 1, 9)
+    );
+    assert_eq!(
+        s.kafka.properties,
+        vec![("linger.ms".to_string(), "1".to_string())]
+    );
+    assert_eq!(s.metrics_address, "127.0.0.1:1");
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "relay-config-test-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

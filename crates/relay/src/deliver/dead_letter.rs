@@ -1,0 +1,165 @@
+//! What a dead-lettered event looks like on the dead-letter topic: the original key, the
+//! original payload when it fits, the event id, and headers that say why and where from.
+//! Every mode (replication, snapshot, polling) writes dead letters through this file only.
+
+use super::outcome::RefusedRecord;
+use bytes::Bytes;
+use outbox_router::{InvalidRow, OutboxRecord};
+use pgoutput::Lsn;
+use std::sync::Arc;
+
+pub const REASON: &str = "outbox-relay.error.reason";
+pub const SOURCE_TABLE: &str = "outbox-relay.source.table";
+pub const SOURCE_LSN: &str = "outbox-relay.source.lsn";
+pub const ORIGINAL_TOPIC: &str = "outbox-relay.original.topic";
+pub const ORIGINAL_SIZE: &str = "outbox-relay.original.size";
+
+/// An event that goes to the dead-letter topic instead of its own.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub reason: String,
+    pub table: Arc<str>,
+    pub original_topic: Option<String>,
+    pub key: Option<Bytes>,
+    /// `None` when the payload itself is the problem (too large to produce).
+    pub value: Option<Bytes>,
+    pub event_id: Option<Bytes>,
+    /// Size of a payload that was left out.
+    pub original_size: Option<usize>,
+    /// WAL position of the row; `None` for rows read with SQL (polling mode).
+    pub lsn: Option<Lsn>,
+}
+
+impl DeadLetter {
+    pub fn from_invalid_row(row: InvalidRow, lsn: Option<Lsn>) -> Self {
+        Self {
+            reason: row.reason,
+            table: row.table.into(),
+            original_topic: row.original_topic,
+            key: row.key,
+            value: row.value,
+            event_id: row.event_id,
+            original_size: None,
+            lsn,
+        }
+    }
+
+    /// The broker or producer refused `record` itself (too large, invalid): retrying cannot
+    /// help. Its payload is left out (it is usually what was refused); its size is kept.
+    pub fn refused(error: &str, record: RefusedRecord, table: Arc<str>, lsn: Option<Lsn>) -> Self {
+        Self {
+            reason: format!("the broker refused the event: {error}"),
+            table,
+            original_topic: Some(record.topic),
+            key: record.key,
+            value: None,
+            event_id: record.event_id,
+            original_size: Some(record.value_len),
+            lsn,
+        }
+    }
+
+    /// The same dead letter without its payload, for a dead-letter topic that refused it as it
+    /// was; `None` if it already had none (nothing left to cut).
+    pub fn without_payload(&self, why: &str) -> Option<Self> {
+        let value = self.value.as_ref()?;
+        Some(Self {
+            reason: format!("{}; payload left out: {why}", self.reason),
+            value: None,
+            original_size: Some(value.len()),
+            ..self.clone()
+        })
+    }
+
+    /// The record written to `topic`.
+    pub fn to_record(&self, topic: &Arc<str>) -> OutboxRecord {
+        let mut headers: Vec<(Arc<str>, Bytes)> = Vec::with_capacity(6);
+        if let Some(id) = &self.event_id {
+            headers.push(("id".into(), id.clone()));
+        }
+        headers.push((REASON.into(), Bytes::from(self.reason.clone())));
+        headers.push((SOURCE_TABLE.into(), Bytes::from(self.table.to_string())));
+        if let Some(lsn) = self.lsn {
+            headers.push((SOURCE_LSN.into(), Bytes::from(lsn.to_string())));
+        }
+        if let Some(original) = &self.original_topic {
+            headers.push((ORIGINAL_TOPIC.into(), Bytes::from(original.clone())));
+        }
+        if let Some(size) = self.original_size {
+            headers.push((ORIGINAL_SIZE.into(), Bytes::from(size.to_string())));
+        }
+        OutboxRecord {
+            topic: topic.clone(),
+            key: self.key.clone(),
+            value: self.value.clone(),
+            headers,
+            partition: None,
+            timestamp_ms: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header<'a>(r: &'a OutboxRecord, name: &str) -> Option<&'a [u8]> {
+        r.headers
+            .iter()
+            .find(|(k, _)| &**k == name)
+            .map(|(_, v)| &v[..])
+    }
+
+    #[test]
+    fn headers_say_why_and_where_from() {
+        let letter = DeadLetter::refused(
+            "too large",
+            RefusedRecord {
+                topic: "Order.events".into(),
+                key: Some(Bytes::from_static(b"o-1")),
+                event_id: Some(Bytes::from_static(b"e-1")),
+                value_len: 2_000_000,
+            },
+            "public.outbox".into(),
+            Some(Lsn::from_u64(0x1_0000_0010)),
+        );
+        let r = letter.to_record(&"dlq".into());
+        assert_eq!(&*r.topic, "dlq");
+        assert_eq!(r.key.as_deref(), Some(&b"o-1"[..]));
+        assert_eq!(r.value, None);
+        assert_eq!(
+            r.headers[0].0.as_ref(),
+            "id",
+            "id first, as on event topics"
+        );
+        assert_eq!(header(&r, SOURCE_LSN), Some(&b"1/10"[..]));
+        assert_eq!(header(&r, ORIGINAL_SIZE), Some(&b"2000000"[..]));
+        assert_eq!(header(&r, ORIGINAL_TOPIC), Some(&b"Order.events"[..]));
+        assert!(letter.without_payload("x").is_none(), "nothing left to cut");
+    }
+
+    #[test]
+    fn rows_without_a_wal_position_carry_no_lsn_header_and_can_lose_their_payload() {
+        let letter = DeadLetter::from_invalid_row(
+            InvalidRow {
+                reason: "NULL routing value".into(),
+                table: "public.outbox".into(),
+                original_topic: None,
+                key: None,
+                value: Some(Bytes::from_static(b"{\"big\": 1}")),
+                event_id: None,
+            },
+            None,
+        );
+        assert_eq!(header(&letter.to_record(&"dlq".into()), SOURCE_LSN), None);
+        let cut = letter
+            .without_payload("the dead-letter topic refused it")
+            .unwrap();
+        let r = cut.to_record(&"dlq".into());
+        assert_eq!(r.value, None);
+        assert_eq!(header(&r, ORIGINAL_SIZE), Some(&b"10"[..]));
+        assert!(std::str::from_utf8(header(&r, REASON).unwrap())
+            .unwrap()
+            .contains("payload left out"));
+    }
+}

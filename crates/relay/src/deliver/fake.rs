@@ -1,0 +1,92 @@
+//! A producer for unit tests: records what it was given, reports outcomes when the test
+//! says so (in any order), and refuses with QueueFull past its capacity.
+
+use super::outcome::{Outcome, Tag};
+use super::producer::{BrokerProbe, Producer, Sent};
+use crate::error::RelayError;
+use outbox_router::OutboxRecord;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub struct FakeProducer {
+    capacity: usize,
+    /// Every accepted record, in order; a record's index is its id for `complete`.
+    pub sent: Vec<OutboxRecord>,
+    pub queue_full_seen: usize,
+    in_flight: HashMap<usize, Tag>,
+    reports: mpsc::UnboundedReceiver<(usize, Outcome)>,
+    completer: Completer,
+}
+
+/// Completes deliveries from anywhere (another task, while the stage waits).
+#[derive(Clone)]
+pub struct Completer(mpsc::UnboundedSender<(usize, Outcome)>);
+
+impl Completer {
+    pub fn complete(&self, id: usize, outcome: Outcome) {
+        self.0
+            .send((id, outcome))
+            .expect("the fake producer is alive");
+    }
+}
+
+impl FakeProducer {
+    pub fn new(capacity: usize) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            capacity,
+            sent: Vec::new(),
+            queue_full_seen: 0,
+            in_flight: HashMap::new(),
+            reports: rx,
+            completer: Completer(tx),
+        }
+    }
+
+    pub fn completer(&self) -> Completer {
+        self.completer.clone()
+    }
+
+    /// Reports the delivery of record `id`.
+    pub fn complete(&self, id: usize, outcome: Outcome) {
+        self.completer.complete(id, outcome);
+    }
+
+    pub fn sent_topics(&self) -> Vec<String> {
+        self.sent.iter().map(|r| r.topic.to_string()).collect()
+    }
+}
+
+impl Producer for FakeProducer {
+    fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
+        if self.in_flight.len() >= self.capacity {
+            self.queue_full_seen += 1;
+            return Sent::QueueFull(tag);
+        }
+        self.in_flight.insert(self.sent.len(), tag);
+        self.sent.push(record.clone());
+        Sent::Accepted
+    }
+
+    async fn next_report(&mut self) -> (Tag, Outcome) {
+        loop {
+            let (id, outcome) = self.reports.recv().await.expect("a completer is alive");
+            if let Some(tag) = self.in_flight.remove(&id) {
+                return (tag, outcome);
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    async fn ensure_topic(&mut self, _topic: &Arc<str>) -> Result<(), RelayError> {
+        Ok(())
+    }
+
+    fn probe(&self) -> Option<BrokerProbe> {
+        None
+    }
+}

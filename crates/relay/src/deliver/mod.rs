@@ -1,0 +1,326 @@
+//! Deliver: the one stage every source (replication stream, initial snapshot, polling) hands
+//! its routed rows to. It produces each event or dead-letters it, and gives back each
+//! event's [`Ticket`] once Kafka acknowledged the event or its dead letter — the only way a
+//! source learns that an event is safe. It also owns the queue-full policy (wait for a
+//! delivery report, never sleep-poll), the shutdown drain, the dead-letter rules and counts,
+//! and the broker probe that `/ready` uses.
+//!
+//! - `tracker.rs`: the acknowledgement rule (what position may be confirmed).
+//! - `producer.rs`: the producer boundary and librdkafka behind it.
+//! - `dead_letter.rs`: what a dead letter carries.
+//! - `outcome.rs`: what a delivery report says.
+//!
+//! Refusals, in every mode alike: an event the broker refuses for what it is goes to the
+//! dead-letter topic with its ticket; a dead letter refused as it is goes again without its
+//! payload; a dead letter refused even so stops the relay (exit non-zero with the fix) —
+//! never a retry loop, never a skipped event. A delivery that fails in transit ends the
+//! session (`BrokerUnavailable`): nothing after it is confirmed.
+
+pub mod dead_letter;
+#[cfg(test)]
+pub mod fake;
+pub mod outcome;
+pub mod producer;
+pub mod tracker;
+
+pub use dead_letter::DeadLetter;
+pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
+pub use producer::{BrokerProbe, KafkaProducer, Producer, Sent};
+pub use tracker::{AckTracker, Seq, Ticket};
+
+use crate::error::RelayError;
+use crate::ops::metrics::{Metrics, TopicLabels};
+use anyhow::anyhow;
+use outbox_router::{InvalidRow, OutboxRecord};
+use prometheus_client::metrics::counter::Counter;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A routed row the stage can deliver: an event, or a row the router could not route.
+#[derive(Debug)]
+pub enum Routed {
+    Record(OutboxRecord),
+    Invalid(InvalidRow),
+}
+
+/// Events and dead letters acknowledged by this stage (for the session's closing log line).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counts {
+    pub events: u64,
+    pub dead_letters: u64,
+}
+
+pub struct Deliver<P: Producer> {
+    producer: P,
+    dead_letter_topic: Arc<str>,
+    metrics: Arc<Metrics>,
+    /// Tickets acknowledged and not yet taken by the source.
+    acknowledged: VecDeque<Ticket>,
+    /// Dead letters waiting to be produced, oldest first.
+    dead_letters: VecDeque<(Tag, DeadLetter)>,
+    /// `outbox_relay_events_total` per topic, looked up once per topic.
+    counters: HashMap<Arc<str>, Counter>,
+    counts: Counts,
+    _probe: Option<AbortOnDrop>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<P: Producer> Deliver<P> {
+    pub fn new(producer: P, dead_letter_topic: &str, metrics: Arc<Metrics>) -> Self {
+        let probe = producer
+            .probe()
+            .map(|probe| AbortOnDrop(tokio::spawn(probe_broker(probe, metrics.clone()))));
+        Self {
+            producer,
+            dead_letter_topic: dead_letter_topic.into(),
+            metrics,
+            acknowledged: VecDeque::new(),
+            dead_letters: VecDeque::new(),
+            counters: HashMap::new(),
+            counts: Counts::default(),
+            _probe: probe,
+        }
+    }
+
+    /// Records handed over and not yet acknowledged (the in-flight bound uses it).
+    pub fn in_flight(&self) -> usize {
+        self.producer.in_flight() + self.dead_letters.len()
+    }
+
+    /// Anything still to come back: in flight, a dead letter to send, or a ticket to take.
+    pub fn has_pending(&self) -> bool {
+        self.in_flight() > 0 || !self.acknowledged.is_empty()
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    #[cfg(test)]
+    pub fn producer(&self) -> &P {
+        &self.producer
+    }
+
+    /// Produces `routed` (or its dead letter) with `ticket`. Waits while the producer's
+    /// queue is full (backpressure); acknowledgements seen meanwhile are kept for
+    /// [`next_acknowledged`](Self::next_acknowledged).
+    pub async fn submit(
+        &mut self,
+        routed: Routed,
+        ticket: Ticket,
+        origin: Origin,
+    ) -> Result<(), RelayError> {
+        match routed {
+            Routed::Record(record) => {
+                self.producer.ensure_topic(&record.topic).await?;
+                let counter = self.topic_counter(&record.topic);
+                let tag = Tag {
+                    ticket,
+                    origin,
+                    kind: Kind::Event(counter),
+                };
+                self.send(&record, tag).await?;
+            }
+            Routed::Invalid(row) => {
+                let letter = DeadLetter::from_invalid_row(row, origin.position);
+                self.queue_dead_letter(ticket, origin, letter);
+            }
+        }
+        self.send_dead_letters().await
+    }
+
+    /// The next acknowledged event's ticket. Pending while nothing is in flight.
+    /// Cancel-safe (it is raced against the replication stream): every state change happens
+    /// after its only awaits (the producer's cancel-safe report, topic creation), and a
+    /// dead letter leaves its queue only once the producer accepted it.
+    pub async fn next_acknowledged(&mut self) -> Result<Ticket, RelayError> {
+        loop {
+            if let Some(ticket) = self.acknowledged.pop_front() {
+                return Ok(ticket);
+            }
+            if !self.dead_letters.is_empty() {
+                self.send_dead_letters().await?;
+                if !self.acknowledged.is_empty() {
+                    continue;
+                }
+            }
+            let (tag, outcome) = self.producer.next_report().await;
+            self.on_report(tag, outcome)?;
+        }
+    }
+
+    /// Waits for everything in flight, handing each acknowledged ticket to `on_ack`.
+    pub async fn drain(&mut self, mut on_ack: impl FnMut(Ticket)) -> Result<(), RelayError> {
+        while self.has_pending() {
+            on_ack(self.next_acknowledged().await?);
+        }
+        Ok(())
+    }
+
+    fn topic_counter(&mut self, topic: &Arc<str>) -> Counter {
+        if let Some(c) = self.counters.get(topic) {
+            return c.clone();
+        }
+        let c = self
+            .metrics
+            .events
+            .get_or_create(&TopicLabels {
+                topic: topic.to_string(),
+            })
+            .clone();
+        self.counters.insert(topic.clone(), c.clone());
+        c
+    }
+
+    /// Hands `record` to the producer, waiting for a delivery report whenever its queue is
+    /// full: the queue-full policy of every mode.
+    async fn send(&mut self, record: &OutboxRecord, mut tag: Tag) -> Result<(), RelayError> {
+        loop {
+            match self.producer.send(record, tag) {
+                Sent::Accepted => return Ok(()),
+                Sent::QueueFull(back) => {
+                    tag = back;
+                    self.wait_for_report().await?;
+                }
+                Sent::Refused(back, error, refused) => {
+                    return self.on_report(
+                        back,
+                        Outcome::Refused {
+                            error,
+                            record: refused,
+                        },
+                    )
+                }
+                Sent::Failed(_, error) => {
+                    return Err(RelayError::BrokerUnavailable(anyhow!(
+                        "{error}; nothing after the last acknowledged event is confirmed"
+                    )))
+                }
+            }
+        }
+    }
+
+    async fn wait_for_report(&mut self) -> Result<(), RelayError> {
+        if self.producer.in_flight() == 0 {
+            // Full with nothing of ours in flight: librdkafka frees room on its own.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            return Ok(());
+        }
+        let (tag, outcome) = self.producer.next_report().await;
+        self.on_report(tag, outcome)
+    }
+
+    fn queue_dead_letter(&mut self, ticket: Ticket, origin: Origin, letter: DeadLetter) {
+        tracing::warn!(table = %letter.table, lsn = ?letter.lsn.map(|l| l.to_string()), reason = %letter.reason,
+            dead_letter_topic = &*self.dead_letter_topic, "sending an outbox event to the dead-letter topic");
+        let tag = Tag {
+            ticket,
+            origin,
+            kind: Kind::DeadLetter(Box::new(letter.clone())),
+        };
+        self.dead_letters.push_back((tag, letter));
+    }
+
+    /// Produces the queued dead letters in order.
+    async fn send_dead_letters(&mut self) -> Result<(), RelayError> {
+        if self.dead_letters.is_empty() {
+            return Ok(());
+        }
+        let topic = self.dead_letter_topic.clone();
+        self.producer.ensure_topic(&topic).await?;
+        while let Some((tag, letter)) = self.dead_letters.pop_front() {
+            let record = letter.to_record(&topic);
+            match self.producer.send(&record, tag) {
+                Sent::Accepted => {}
+                Sent::QueueFull(back) => {
+                    self.dead_letters.push_front((back, letter));
+                    self.wait_for_report().await?;
+                }
+                Sent::Refused(back, error, refused) => self.on_report(
+                    back,
+                    Outcome::Refused {
+                        error,
+                        record: refused,
+                    },
+                )?,
+                Sent::Failed(back, error) => {
+                    self.dead_letters.push_front((back, letter));
+                    return Err(RelayError::BrokerUnavailable(anyhow!(
+                        "dead-letter write failed: {error}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on one delivery report. Synchronous: no await between taking a report and
+    /// recording what it means.
+    fn on_report(&mut self, tag: Tag, outcome: Outcome) -> Result<(), RelayError> {
+        match (outcome, tag.kind) {
+            (Outcome::Acknowledged, kind) => {
+                match kind {
+                    Kind::Event(counter) => {
+                        counter.inc();
+                        self.counts.events += 1;
+                    }
+                    Kind::DeadLetter(_) => {
+                        self.metrics.dead_letters.inc();
+                        self.counts.dead_letters += 1;
+                    }
+                }
+                self.acknowledged.push_back(tag.ticket);
+                Ok(())
+            }
+            (Outcome::Refused { error, record }, Kind::Event(_)) => {
+                let letter = DeadLetter::refused(&error, record, tag.origin.table.clone(), tag.origin.position);
+                self.queue_dead_letter(tag.ticket, tag.origin, letter);
+                Ok(())
+            }
+            (Outcome::Refused { error, .. }, Kind::DeadLetter(letter)) => {
+                match letter.without_payload(&format!("the dead-letter topic refused it: {error}")) {
+                    Some(cut) => {
+                        self.queue_dead_letter(tag.ticket, tag.origin, cut);
+                        Ok(())
+                    }
+                    None => Err(RelayError::misconfigured(format!(
+                        "the dead-letter topic {} refused the dead letter of the event at {} from {} ({error}) even without \
+                         its payload; nothing after it is confirmed. Fix the topic (its max.message.bytes, or the producer's \
+                         message.max.bytes) or choose another --dead-letter-topic, then restart",
+                        self.dead_letter_topic,
+                        letter.lsn.map_or_else(|| "an unknown position".to_owned(), |l| l.to_string()),
+                        letter.table
+                    ))),
+                }
+            }
+            (Outcome::Failed { error }, _) => Err(RelayError::BrokerUnavailable(anyhow!(
+                "Kafka did not acknowledge an event: {error}; nothing after the last acknowledged event is confirmed"
+            ))),
+        }
+    }
+}
+
+/// Asks the broker for metadata every few seconds (every second while it does not answer)
+/// and publishes the answer for `/ready`.
+async fn probe_broker(probe: BrokerProbe, metrics: Arc<Metrics>) {
+    let probe = Arc::new(probe);
+    loop {
+        let p = probe.clone();
+        let ok = tokio::task::spawn_blocking(move || p())
+            .await
+            .unwrap_or(false);
+        metrics.set_broker_reachable(ok);
+        tokio::time::sleep(Duration::from_secs(if ok { 5 } else { 1 })).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,60 @@
+//! What the producer reports for each record, and what travels with a record while it is in
+//! flight (its [`Tag`]): the ticket that acknowledges it, where it came from, and whether
+//! it is an event or a dead letter.
+
+use super::dead_letter::DeadLetter;
+use super::tracker::Ticket;
+use bytes::Bytes;
+use pgoutput::Lsn;
+use prometheus_client::metrics::counter::Counter;
+use std::sync::Arc;
+
+/// How one record's delivery ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Kafka acknowledged the record (`acks=all`): it is durable.
+    Acknowledged,
+    /// The broker or the producer refused this record for what it is (too large, invalid,
+    /// a partition the topic does not have): retrying cannot help, it is dead-lettered.
+    Refused {
+        error: String,
+        record: RefusedRecord,
+    },
+    /// The record did not reach the broker (timeout, connection, fatal producer state):
+    /// never skipped; the session ends and resumes from the last confirmed position.
+    Failed { error: String },
+}
+
+/// What is kept of a refused record for its dead letter.
+#[derive(Debug, Clone)]
+pub struct RefusedRecord {
+    pub topic: String,
+    pub key: Option<Bytes>,
+    pub event_id: Option<Bytes>,
+    pub value_len: usize,
+}
+
+/// Where an event came from: its table, and its WAL position when it has one (rows read
+/// with SQL by polling mode have none).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub table: Arc<str>,
+    pub position: Option<Lsn>,
+}
+
+/// What travels with a record through the producer and comes back with its outcome.
+#[derive(Debug)]
+pub struct Tag {
+    pub ticket: Ticket,
+    pub origin: Origin,
+    pub kind: Kind,
+}
+
+#[derive(Debug)]
+pub enum Kind {
+    /// An outbox event; the counter is its topic's `outbox_relay_events_total`.
+    Event(Counter),
+    /// The dead letter of an event (kept to send it again without its payload if the
+    /// dead-letter topic refuses it as it is).
+    DeadLetter(Box<DeadLetter>),
+}

@@ -1,0 +1,310 @@
+//! The producer boundary: hand a record over, later get its [`Outcome`] back with its
+//! [`Tag`]. [`Producer`] is what the delivery stage needs of Kafka; [`KafkaProducer`] is the
+//! real one (librdkafka: idempotent, `acks=all`, murmur2 partitioning like Java clients), and
+//! the stage's unit tests use a fake.
+//!
+//! Durability contract: [`Producer::send`] only *accepts* a record; it is durable when
+//! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
+//! acknowledgement tracker count it.
+
+use super::outcome::{Outcome, RefusedRecord, Tag};
+use crate::config::{ClientRole, KafkaSettings};
+use crate::error::RelayError;
+use anyhow::anyhow;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use outbox_router::OutboxRecord;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What [`Producer::send`] did with a record. The tag comes back unless it was accepted.
+#[derive(Debug)]
+pub enum Sent {
+    /// Accepted; its outcome comes from [`Producer::next_report`].
+    Accepted,
+    /// The producer's queue is full: wait for a report, then send the same record again.
+    QueueFull(Tag),
+    /// Refused before sending, for what the record is (e.g. larger than `message.max.bytes`).
+    Refused(Tag, String, RefusedRecord),
+    /// The producer cannot take records at all (a fatal producer state).
+    Failed(Tag, String),
+}
+
+/// Checks that the broker answers (for `/ready`); runs on a blocking thread.
+pub type BrokerProbe = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// What the delivery stage needs of a Kafka producer.
+pub trait Producer {
+    /// Hands `record` over with its tag.
+    fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent;
+    /// The next delivery report. Pending while nothing is in flight. Cancel-safe: a report
+    /// is never lost when the future is dropped before it completes.
+    fn next_report(&mut self) -> impl Future<Output = (Tag, Outcome)>;
+    /// Records accepted and not yet reported.
+    fn in_flight(&self) -> usize;
+    /// Makes sure `topic` exists (many brokers do not create topics on produce).
+    fn ensure_topic(&mut self, topic: &Arc<str>) -> impl Future<Output = Result<(), RelayError>>;
+    /// A broker probe for readiness; `None` when there is nothing to probe.
+    fn probe(&self) -> Option<BrokerProbe>;
+}
+
+/// Errors about the record itself, not the path to the broker: retrying cannot help.
+fn is_refusal(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::UnknownPartition
+    )
+}
+
+/// What a dead letter keeps of `record`.
+pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
+    RefusedRecord {
+        topic: record.topic.to_string(),
+        key: record.key.clone(),
+        event_id: record
+            .headers
+            .iter()
+            .find(|(k, _)| &**k == "id")
+            .map(|(_, v)| v.clone()),
+        value_len: record.value.as_ref().map_or(0, |v| v.len()),
+    }
+}
+
+fn delivery_outcome(error: KafkaError, message: &OwnedMessage, fatal: Option<String>) -> Outcome {
+    match error.rdkafka_error_code().filter(|c| is_refusal(*c)) {
+        Some(_) => Outcome::Refused {
+            error: error.to_string(),
+            record: RefusedRecord {
+                topic: message.topic().to_owned(),
+                key: message.key().map(Bytes::copy_from_slice),
+                event_id: message.headers().and_then(|h| {
+                    h.iter()
+                        .find(|h| h.key == "id")
+                        .and_then(|h| h.value.map(Bytes::copy_from_slice))
+                }),
+                value_len: message.payload().map_or(0, |p| p.len()),
+            },
+        },
+        None => Outcome::Failed {
+            error: match fatal {
+                Some(f) => format!("{error} (producer fatal error: {f})"),
+                None => error.to_string(),
+            },
+        },
+    }
+}
+
+/// The librdkafka producer and the admin client that creates its topics.
+pub struct KafkaProducer {
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    known_topics: HashSet<Arc<str>>,
+    partitions: i32,
+    replication_factor: i32,
+    in_flight: FuturesUnordered<BoxFuture<'static, (Tag, Outcome)>>,
+}
+
+impl KafkaProducer {
+    pub fn new(kafka: &KafkaSettings) -> Result<Self, RelayError> {
+        let producer: FutureProducer =
+            kafka
+                .client_config(ClientRole::Producer)
+                .create()
+                .map_err(|e| {
+                    RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
+                })?;
+        let admin = kafka
+            .client_config(ClientRole::Admin)
+            .create()
+            .map_err(|e| {
+                RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+            })?;
+        Ok(Self {
+            producer,
+            admin,
+            known_topics: HashSet::new(),
+            partitions: kafka.topic_partitions,
+            replication_factor: kafka.topic_replication_factor,
+            in_flight: FuturesUnordered::new(),
+        })
+    }
+
+    async fn topic_exists(&self, topic: &str) -> bool {
+        let producer = self.producer.clone();
+        let name = topic.to_owned();
+        tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&name), Duration::from_secs(10))
+                .map(|md| {
+                    md.topics().iter().any(|t| {
+                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
+                    })
+                })
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    fn fatal_error(&self) -> Option<String> {
+        self.producer
+            .client()
+            .fatal_error()
+            .map(|(code, text)| format!("{code}: {text}"))
+    }
+}
+
+impl Producer for KafkaProducer {
+    fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (name, value) in &record.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(&value[..]),
+            });
+        }
+        let mut future_record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&record.topic).headers(headers);
+        if let Some(p) = record.partition {
+            future_record = future_record.partition(p);
+        }
+        if let Some(t) = record.timestamp_ms {
+            future_record = future_record.timestamp(t);
+        }
+        if let Some(k) = &record.key {
+            future_record = future_record.key(&k[..]);
+        }
+        if let Some(v) = &record.value {
+            future_record = future_record.payload(&v[..]);
+        }
+        match self.producer.send_result(future_record) {
+            Ok(delivery) => {
+                let producer = self.producer.clone();
+                self.in_flight.push(
+                    delivery
+                        .map(move |r| {
+                            let outcome = match r {
+                                Ok(Ok(_)) => Outcome::Acknowledged,
+                                Ok(Err((e, message))) => {
+                                    let fatal = producer
+                                        .client()
+                                        .fatal_error()
+                                        .map(|(code, text)| format!("{code}: {text}"));
+                                    delivery_outcome(e, &message, fatal)
+                                }
+                                Err(_) => Outcome::Failed {
+                                    error: "the producer was dropped before delivery".into(),
+                                },
+                            };
+                            (tag, outcome)
+                        })
+                        .boxed(),
+                );
+                Sent::Accepted
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                Sent::QueueFull(tag)
+            }
+            Err((KafkaError::MessageProduction(code), _)) if is_refusal(code) => {
+                let reason = if code == RDKafkaErrorCode::UnknownPartition {
+                    format!("partition {:?} does not exist in topic {} ({code}); the topic has fewer partitions than the record's partition placement asks for", record.partition, record.topic)
+                } else {
+                    format!(
+                        "the record is larger than the producer's message.max.bytes ({code}); raise it with --producer-property \
+                         message.max.bytes=N (and the topic's max.message.bytes) to relay such events"
+                    )
+                };
+                Sent::Refused(tag, reason, refused_record(record))
+            }
+            Err((e, _)) => {
+                let fatal = self
+                    .fatal_error()
+                    .map(|f| format!(" (producer fatal error: {f})"))
+                    .unwrap_or_default();
+                Sent::Failed(tag, format!("producing to {}: {e}{fatal}", record.topic))
+            }
+        }
+    }
+
+    async fn next_report(&mut self) -> (Tag, Outcome) {
+        match self.in_flight.next().await {
+            Some(report) => report,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Creates `topic` unless this producer already saw it. Topics that exist need no
+    /// CreateTopics permission (and some brokers do not implement that API at all).
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), RelayError> {
+        if self.known_topics.contains(topic) {
+            return Ok(());
+        }
+        if self.topic_exists(topic).await {
+            self.known_topics.insert(topic.clone());
+            return Ok(());
+        }
+        let replication = TopicReplication::Fixed(self.replication_factor);
+        let new_topic = NewTopic::new(topic, self.partitions, replication);
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self
+            .admin
+            .create_topics(&[new_topic], &options)
+            .await
+            .map_err(|e| RelayError::BrokerUnavailable(anyhow!("creating topic {topic}: {e}")))?;
+        for result in results {
+            match result {
+                Ok(_) => tracing::info!(
+                    topic = &**topic,
+                    partitions = self.partitions,
+                    "created topic"
+                ),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((
+                    _,
+                    code @ (RDKafkaErrorCode::TopicAuthorizationFailed
+                    | RDKafkaErrorCode::ClusterAuthorizationFailed),
+                )) => {
+                    return Err(RelayError::MissingPrivilege {
+                        error: anyhow!("not allowed to create topic {topic} ({code})"),
+                        fix: "create it beforehand or grant CREATE on the cluster".into(),
+                    })
+                }
+                Err((_, code)) => {
+                    return Err(RelayError::BrokerUnavailable(anyhow!(
+                        "creating topic {topic}: {code}"
+                    )))
+                }
+            }
+        }
+        self.known_topics.insert(topic.clone());
+        Ok(())
+    }
+
+    fn probe(&self) -> Option<BrokerProbe> {
+        let producer = self.producer.clone();
+        Some(Box::new(move || {
+            producer
+                .client()
+                .fetch_metadata(None, Duration::from_secs(3))
+                .is_ok()
+        }))
+    }
+}

@@ -1,0 +1,271 @@
+//! The delivery stage with a fake producer: out-of-order acknowledgements, dead-letter
+//! ordering and refusals, queue-full backpressure and the drain, in milliseconds.
+
+use super::*;
+use crate::deliver::fake::FakeProducer;
+use bytes::Bytes;
+use pgoutput::Lsn;
+
+pub fn record(topic: &str, n: u8) -> OutboxRecord {
+    OutboxRecord {
+        topic: topic.into(),
+        key: Some(Bytes::from(vec![b'k', n])),
+        value: Some(Bytes::from(vec![n; 10])),
+        headers: vec![("id".into(), Bytes::from(vec![b'e', n]))],
+        partition: None,
+        timestamp_ms: None,
+    }
+}
+
+fn origin(n: u64) -> Origin {
+    Origin {
+        table: "public.outbox".into(),
+        position: Some(Lsn::from_u64(n)),
+    }
+}
+
+fn stage(producer: FakeProducer) -> Deliver<FakeProducer> {
+    Deliver::new(producer, "dlq", Arc::new(Metrics::new()))
+}
+
+#[tokio::test]
+async fn acknowledgements_come_back_as_kafka_gives_them_and_the_tracker_orders_them() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    t.begin();
+    for n in 0..3 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            origin(10),
+        )
+        .await
+        .unwrap();
+    }
+    let _ = t.commit(Lsn::from_u64(100));
+    // Kafka acknowledges the last two first (other partitions).
+    d.producer.complete(2, Outcome::Acknowledged);
+    d.producer.complete(1, Outcome::Acknowledged);
+    let first = d.next_acknowledged().await.unwrap();
+    assert_eq!(t.delivered(first), None);
+    let second = d.next_acknowledged().await.unwrap();
+    assert_eq!(t.delivered(second), None, "event 0 is still in flight");
+    d.producer.complete(0, Outcome::Acknowledged);
+    let last = d.next_acknowledged().await.unwrap();
+    assert_eq!(t.delivered(last), Some(Lsn::from_u64(100)));
+    assert_eq!(d.counts().events, 3);
+    assert!(!d.has_pending());
+}
+
+#[tokio::test]
+async fn a_refused_event_is_acknowledged_only_through_its_dead_letter() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    t.begin();
+    d.submit(
+        Routed::Record(record("A.events", 0)),
+        t.produced(),
+        origin(10),
+    )
+    .await
+    .unwrap();
+    let _ = t.commit(Lsn::from_u64(100));
+    d.producer.complete(
+        0,
+        Outcome::Refused {
+            error: "Broker: Message size too large".into(),
+            record: producer::refused_record(&record("A.events", 0)),
+        },
+    );
+    // The refusal produces the dead letter; its acknowledgement is the event's.
+    let pending =
+        tokio::time::timeout(std::time::Duration::from_millis(50), d.next_acknowledged()).await;
+    assert!(
+        pending.is_err(),
+        "nothing is acknowledged while the dead letter is in flight"
+    );
+    let sent = d.producer.sent_topics();
+    assert_eq!(sent, ["A.events", "dlq"]);
+    let letter = d.producer.sent.last().unwrap().clone();
+    assert_eq!(letter.value, None, "the refused payload is left out");
+    assert!(letter
+        .headers
+        .iter()
+        .any(|(k, v)| &**k == dead_letter::SOURCE_LSN && &v[..] == b"0/A"));
+    d.producer.complete(1, Outcome::Acknowledged);
+    let ticket = d.next_acknowledged().await.unwrap();
+    assert_eq!(t.delivered(ticket), Some(Lsn::from_u64(100)));
+    assert_eq!(d.counts().dead_letters, 1);
+    assert_eq!(d.counts().events, 0);
+    assert_eq!(
+        d.metrics.dead_letters.get(),
+        1,
+        "counted on acknowledgement"
+    );
+}
+
+#[tokio::test]
+async fn dead_letters_keep_the_order_of_their_events() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    let invalid = |n: u8| {
+        Routed::Invalid(outbox_router::InvalidRow {
+            reason: format!("row {n}"),
+            table: "public.outbox".into(),
+            original_topic: None,
+            key: None,
+            value: Some(Bytes::from(vec![n])),
+            event_id: None,
+        })
+    };
+    d.submit(invalid(1), t.produced(), origin(1)).await.unwrap();
+    d.submit(
+        Routed::Record(record("A.events", 2)),
+        t.produced(),
+        origin(2),
+    )
+    .await
+    .unwrap();
+    d.submit(invalid(3), t.produced(), origin(3)).await.unwrap();
+    let reasons: Vec<String> = d
+        .producer
+        .sent
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| &**k == dead_letter::REASON)
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_else(|| r.topic.to_string())
+        })
+        .collect();
+    assert_eq!(reasons, ["row 1", "A.events", "row 3"]);
+}
+
+#[tokio::test]
+async fn a_dead_letter_the_topic_refuses_goes_again_without_payload_then_stops_the_relay() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.submit(
+        Routed::Invalid(outbox_router::InvalidRow {
+            reason: "NULL routing value".into(),
+            table: "public.outbox".into(),
+            original_topic: None,
+            key: None,
+            value: Some(Bytes::from(vec![0; 4000])),
+            event_id: None,
+        }),
+        t.produced(),
+        origin(7),
+    )
+    .await
+    .unwrap();
+    let refused = |d: &Deliver<FakeProducer>| Outcome::Refused {
+        error: "Broker: Message size too large".into(),
+        record: producer::refused_record(d.producer.sent.last().unwrap()),
+    };
+    let outcome = refused(&d);
+    d.producer.complete(0, outcome);
+    let cut =
+        tokio::time::timeout(std::time::Duration::from_millis(50), d.next_acknowledged()).await;
+    assert!(cut.is_err(), "the cut dead letter is in flight");
+    assert_eq!(d.producer.sent.len(), 2);
+    assert_eq!(d.producer.sent[1].value, None);
+    let outcome = refused(&d);
+    d.producer.complete(1, outcome);
+    let err = d.next_acknowledged().await.unwrap_err();
+    assert_eq!(err.consequence(), crate::error::Consequence::Exit, "{err}");
+    assert!(
+        err.to_string().contains("dead-letter topic dlq refused"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_failed_in_transit_ends_the_session_and_confirms_nothing() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    t.begin();
+    d.submit(
+        Routed::Record(record("A.events", 0)),
+        t.produced(),
+        origin(1),
+    )
+    .await
+    .unwrap();
+    let _ = t.commit(Lsn::from_u64(50));
+    d.producer.complete(
+        0,
+        Outcome::Failed {
+            error: "Local: Message timed out".into(),
+        },
+    );
+    let err = d.next_acknowledged().await.unwrap_err();
+    assert_eq!(err.consequence(), crate::error::Consequence::Resume);
+    assert_eq!(t.confirmed(), Lsn::ZERO);
+}
+
+#[tokio::test]
+async fn a_full_queue_waits_for_a_delivery_report_and_keeps_its_acknowledgement() {
+    let mut d = stage(FakeProducer::new(2));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    let first = t.produced();
+    let first_seq = first.seq();
+    d.submit(Routed::Record(record("A.events", 0)), first, origin(1))
+        .await
+        .unwrap();
+    d.submit(
+        Routed::Record(record("A.events", 1)),
+        t.produced(),
+        origin(1),
+    )
+    .await
+    .unwrap();
+    // The third waits: the producer completes the first delivery after a moment.
+    let completer = d.producer.completer();
+    let handle = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        completer.complete(0, Outcome::Acknowledged);
+    });
+    d.submit(
+        Routed::Record(record("A.events", 2)),
+        t.produced(),
+        origin(1),
+    )
+    .await
+    .unwrap();
+    handle.await.unwrap();
+    assert_eq!(d.producer.sent.len(), 3);
+    assert_eq!(d.producer.queue_full_seen, 1);
+    let ticket = d.next_acknowledged().await.unwrap();
+    assert_eq!(
+        ticket.seq(),
+        first_seq,
+        "the acknowledgement seen while waiting is kept"
+    );
+    let _ = t.delivered(ticket);
+}
+
+#[tokio::test]
+async fn the_drain_returns_every_ticket() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    for n in 0..5 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            origin(1),
+        )
+        .await
+        .unwrap();
+    }
+    for n in (0..5).rev() {
+        d.producer.complete(n, Outcome::Acknowledged);
+    }
+    d.drain(|ticket| {
+        let _ = t.delivered(ticket);
+    })
+    .await
+    .unwrap();
+    assert!(t.all_delivered());
+}

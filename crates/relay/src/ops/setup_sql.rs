@@ -1,0 +1,46 @@
+//! `setup-sql`: the DDL a DBA runs by hand — a least-privilege role, the outbox table, the
+//! publication and the slot.
+
+use crate::config::{validate_identifier, validate_slot_name};
+use outbox_router::TableName;
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+
+/// `setup-sql`: least-privilege role, outbox table, publication and slot, for a DBA.
+pub fn setup_sql(
+    table: &TableName,
+    publication: &str,
+    slot: &str,
+    role: &str,
+) -> Result<String, String> {
+    validate_slot_name(slot).map_err(|m| format!("slot: {m}"))?;
+    validate_identifier(publication).map_err(|m| format!("publication: {m}"))?;
+    let schema = escape_identifier(&table.schema);
+    let qualified = format!("{schema}.{}", escape_identifier(&table.name));
+    let role_ident = escape_identifier(role);
+    let ddl = crate::OUTBOX_DDL
+        .replace("public.outbox", &qualified)
+        .replace(
+            "idx_outbox_created_at",
+            &format!("idx_{}_created_at", table.name),
+        );
+    Ok(format!(
+        "-- outbox-relay: run as a superuser (or the table owner) once; then start
+--   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...
+-- The role needs REPLICATION (logical decoding) and SELECT on the outbox table, nothing else.
+
+CREATE ROLE {role_ident} WITH LOGIN REPLICATION PASSWORD 'change-me';
+GRANT USAGE ON SCHEMA {schema} TO {role_ident};
+
+{ddl}
+GRANT SELECT ON {qualified} TO {role_ident};
+
+-- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
+CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
+
+-- The slot holds WAL from now on: events written after this line are relayed.
+SELECT pg_create_logical_replication_slot({}, 'pgoutput');
+",
+        escape_identifier(publication),
+        escape_literal(slot),
+    ))
+}

@@ -1,0 +1,368 @@
+//! The catalog side of the replication source: the outbox table, the publication and the
+//! slot the relay needs, created when missing, checked when present, and the slot's state.
+//! Names are validated in config and quoted here.
+
+use super::sql_rows;
+use crate::config::PublicationMode;
+use crate::error::RelayError;
+use outbox_router::TableName;
+use pgoutput::Lsn;
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+
+/// A failed catalog statement: retried unless it is a missing privilege or object.
+fn catalog_error(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> RelayError {
+    move |e| {
+        RelayError::postgres(context, e, || {
+            "the relay's role needs SELECT on the outbox table and the REPLICATION attribute (see `outbox-relay setup-sql`)".into()
+        })
+    }
+}
+
+/// State of the replication slot, as `pg_replication_slots` reports it.
+#[derive(Debug, Clone)]
+pub struct SlotState {
+    pub plugin: Option<String>,
+    pub database: Option<String>,
+    pub active_pid: Option<i32>,
+    pub confirmed_flush_lsn: Option<Lsn>,
+}
+
+pub async fn slot_state(
+    client: &tokio_postgres::Client,
+    slot: &str,
+) -> Result<Option<SlotState>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text \
+             FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await?;
+    Ok(row.map(|r| SlotState {
+        plugin: r.get(0),
+        database: r.get(1),
+        active_pid: r.get(2),
+        confirmed_flush_lsn: r.get::<_, Option<String>>(3).and_then(|l| Lsn::parse(&l)),
+    }))
+}
+
+/// Creates the publication and the slot when missing; checks what exists. Returns the
+/// slot's confirmed position (where streaming resumes).
+pub async fn ensure_publication_and_slot(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+    publication: &str,
+    mode: PublicationMode,
+    slot: &str,
+    database: &str,
+) -> Result<Lsn, RelayError> {
+    let wal_level: String = client
+        .query_one("SHOW wal_level", &[])
+        .await
+        .map_err(catalog_error("reading wal_level"))?
+        .get(0);
+    if wal_level != "logical" {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "PostgreSQL has wal_level = {wal_level}; logical replication needs `ALTER SYSTEM SET wal_level = logical;` and a server restart"
+        )));
+    }
+    ensure_table_exists(client, table).await?;
+    ensure_publication(client, publication, mode, table).await?;
+    ensure_slot(client, slot, database).await
+}
+
+/// Whether `table` exists (a plain or partitioned table): the one copy of this query.
+pub async fn table_exists(
+    client: &impl tokio_postgres::GenericClient,
+    table: &TableName,
+) -> Result<bool, RelayError> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+            &[&table.schema, &table.name],
+        )
+        .await
+        .map_err(catalog_error("reading the catalog"))?
+        .is_some())
+}
+
+async fn ensure_table_exists(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    if !table_exists(client, table).await? {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "the outbox table {table} does not exist; create it (sql/outbox.sql has the DDL) or pass --table SCHEMA.TABLE"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `table` is partitioned: its rows then reach the relay only through a
+/// publication with `publish_via_partition_root` (otherwise they carry the partitions' names).
+async fn is_partitioned(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<bool, RelayError> {
+    let qualified = sql_rows::qualified(table);
+    let row = client
+        .query_one(
+            "SELECT relkind = 'p' FROM pg_class WHERE oid = $1::text::regclass",
+            &[&qualified],
+        )
+        .await
+        .map_err(catalog_error("reading the catalog"))?;
+    Ok(row.get(0))
+}
+
+async fn publication_exists(
+    client: &tokio_postgres::Client,
+    publication: &str,
+) -> Result<bool, RelayError> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(catalog_error("reading the catalog"))?
+        .is_some())
+}
+
+async fn ensure_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    mode: PublicationMode,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let partitioned = is_partitioned(client, table).await?;
+    let mut exists = publication_exists(client, publication).await?;
+    if !exists && mode != PublicationMode::OutboxInsertsOnly {
+        create_debezium_publication(client, publication, mode, table).await?;
+        exists = true;
+    }
+    if exists {
+        let published = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                &[&publication, &table.schema, &table.name],
+            )
+            .await
+            .map_err(catalog_error("reading the catalog"))?
+            .is_some();
+        let via_root: bool = client
+            .query_one(
+                "SELECT pubviaroot FROM pg_publication WHERE pubname = $1",
+                &[&publication],
+            )
+            .await
+            .map_err(catalog_error("reading the catalog"))?
+            .get(0);
+        if partitioned && !via_root {
+            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "{table} is partitioned but publication {publication} publishes its partitions under their own names, \
+                 which the relay would not recognise; run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
+                escape_identifier(publication)
+            )));
+        }
+        if !published {
+            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
+                escape_identifier(publication),
+                escape_identifier(&table.schema),
+                escape_identifier(&table.name)
+            )));
+        }
+        return Ok(());
+    }
+    // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
+    // even sent, which saves the walsender the work.
+    let sql = format!(
+        "CREATE PUBLICATION {} FOR TABLE {}.{} WITH (publish = 'insert'{})",
+        escape_identifier(publication),
+        escape_identifier(&table.schema),
+        escape_identifier(&table.name),
+        if partitioned {
+            ", publish_via_partition_root = true"
+        } else {
+            ""
+        }
+    );
+    match client.batch_execute(&sql).await {
+        Ok(()) => {
+            tracing::info!(publication, %table, "created publication");
+            Ok(())
+        }
+        // Another instance created it at the same moment.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "could not create publication {publication}: {}; a DBA can run `{sql};` (the table's owner or a superuser may)",
+            crate::error::server_message(&e)
+        ))),
+    }
+}
+
+/// Creates the publication as Debezium's `publication.autocreate.mode` would.
+async fn create_debezium_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    mode: PublicationMode,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let name = escape_identifier(publication);
+    let qualified = sql_rows::qualified(table);
+    let sql = match mode {
+        PublicationMode::Disabled => {
+            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "publication {publication} does not exist and publication.autocreate.mode=disabled; a DBA can run `CREATE PUBLICATION {name} FOR TABLE {qualified};`"
+            )))
+        }
+        PublicationMode::AllTables => format!("CREATE PUBLICATION {name} FOR ALL TABLES"),
+        PublicationMode::NoTables => format!("CREATE PUBLICATION {name}"),
+        PublicationMode::Filtered | PublicationMode::OutboxInsertsOnly => {
+            format!(
+                "CREATE PUBLICATION {name} FOR TABLE {qualified}{}",
+                if is_partitioned(client, table).await? {
+                    " WITH (publish_via_partition_root = true)"
+                } else {
+                    ""
+                }
+            )
+        }
+    };
+    match client.batch_execute(&sql).await {
+        Ok(()) => {
+            tracing::info!(publication, ?mode, "created publication");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "could not create publication {publication} (publication.autocreate.mode={mode:?}): {}; a DBA can run `{sql};`, or use publication.autocreate.mode=filtered (FOR ALL TABLES needs a superuser)",
+            crate::error::server_message(&e)
+        ))),
+    }
+}
+
+/// Nullability and defaults of `table`'s columns, for Kafka Connect schemas.
+pub async fn column_facts(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+) -> Result<Vec<outbox_router::connect::ColumnFacts>, RelayError> {
+    let qualified = sql_rows::qualified(table);
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
+             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+             WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&qualified],
+        )
+        .await
+        .map_err(catalog_error("reading the outbox table's columns"))?;
+    Ok(rows
+        .iter()
+        .map(|r| outbox_router::connect::ColumnFacts {
+            name: r.get(0),
+            not_null: r.get(1),
+            default_expression: r.get(2),
+        })
+        .collect())
+}
+
+async fn ensure_slot(
+    client: &tokio_postgres::Client,
+    slot: &str,
+    database: &str,
+) -> Result<Lsn, RelayError> {
+    let state = slot_state(client, slot)
+        .await
+        .map_err(catalog_error("reading the catalog"))?;
+    let state = match state {
+        Some(state) => state,
+        None => {
+            let sql = format!(
+                "SELECT pg_create_logical_replication_slot({}, 'pgoutput')",
+                escape_literal(slot)
+            );
+            match client.batch_execute(&sql).await {
+                Ok(()) => {
+                    tracing::info!(slot, "created replication slot")
+                }
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {}
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED) => {
+                    return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                        "could not create replication slot {slot}: every slot is in use (max_replication_slots); \
+                         drop an unused slot or raise max_replication_slots (needs a restart)"
+                    )))
+                }
+                Err(e) => {
+                    return Err(RelayError::postgres(
+                        &format!("could not create replication slot {slot}"),
+                        e,
+                        || "the user needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;".into(),
+                    ))
+                }
+            }
+            slot_state(client, slot)
+                .await
+                .map_err(catalog_error("reading the catalog"))?
+                .ok_or_else(|| {
+                    RelayError::ConnectionLost(anyhow::anyhow!(
+                        "slot {slot} vanished right after creation"
+                    ))
+                })?
+        }
+    };
+    if state.plugin.as_deref() != Some("pgoutput") {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "replication slot {slot} uses plugin {:?}, outbox-relay needs pgoutput; drop it (`SELECT pg_drop_replication_slot('{slot}');`) or choose another --slot",
+            state.plugin.unwrap_or_default()
+        )));
+    }
+    if state.database.as_deref() != Some(database) {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+            "replication slot {slot} belongs to database {:?}, not {database:?}; choose another --slot",
+            state.database.unwrap_or_default()
+        )));
+    }
+    Ok(state.confirmed_flush_lsn.unwrap_or(Lsn::ZERO))
+}
+
+/// Moves the slot's confirmed position to `lsn` after streaming stopped. The replication
+/// protocol has no "final status" on close, so a graceful shutdown records its last
+/// acknowledged position this way. Retries while the walsender is still exiting.
+pub async fn advance_slot(url: &str, slot: &str, lsn: Lsn) -> Result<(), RelayError> {
+    let client = super::postgres::connect(url).await?;
+    let mut last_error = None;
+    for _ in 0..50 {
+        let current = slot_state(&client, slot)
+            .await
+            .map_err(catalog_error("reading the catalog"))?;
+        match current {
+            Some(s) if s.confirmed_flush_lsn.unwrap_or(Lsn::ZERO) >= lsn => return Ok(()),
+            Some(s) if s.active_pid.is_some() => {}
+            Some(_) => {
+                let sql = format!(
+                    "SELECT pg_replication_slot_advance({}, '{}')",
+                    escape_literal(slot),
+                    lsn
+                );
+                match client.batch_execute(&sql).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last_error = Some(e.to_string()),
+                }
+            }
+            None => {
+                return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                    "replication slot {slot} was dropped"
+                )))
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(RelayError::ConnectionLost(anyhow::anyhow!(
+        "could not record the final position {} on slot {slot}: {}",
+        lsn,
+        last_error.unwrap_or_else(|| "the slot stayed active".into())
+    )))
+}

@@ -1,0 +1,17 @@
+//! Sources: what produces outbox rows and owns its setup. Every source routes its rows with
+//! the same router (`route.rs`), hands them to the same delivery stage (`deliver/`) with a
+//! ticket from the acknowledgement tracker, and confirms back only what the tracker allows.
+//!
+//! - `replication/`: the pgoutput stream from a logical replication slot (CDC mode).
+//! - `snapshot.rs`: `snapshot.mode=initial`, the rows already in the outbox, once.
+//! - `polling.rs`: `--mode polling`, SELECT ... FOR UPDATE SKIP LOCKED in transactions.
+//! - `catalog.rs`: the outbox table, the publication and the slot, checked and created.
+//! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
+//!   pgoutput messages.
+
+pub mod catalog;
+pub mod polling;
+pub mod postgres;
+pub mod replication;
+pub mod snapshot;
+pub mod sql_rows;

@@ -1,0 +1,187 @@
+//! The one retry loop of every mode. A source runs in *sessions* (one replication connection,
+//! or one polling connection, plus one producer); when a session ends with an error, the
+//! error's [`Consequence`] decides what happens next: stand by for a busy slot (retry about
+//! every second, to take over within seconds once the active instance is gone), back off
+//! and resume from the last confirmed position, or exit non-zero with the fix.
+
+use crate::error::{Consequence, RelayError};
+use crate::ops::metrics::Metrics;
+use rand::Rng;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// One way of relaying (CDC or polling), run session after session by [`supervise`].
+pub trait Source {
+    /// Runs one session until shutdown (Ok) or an error.
+    fn session(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> impl std::future::Future<Output = Result<(), RelayError>>;
+    /// What resuming means for this source's data, for the retry log line.
+    fn resume_note(&self) -> String;
+}
+
+/// Runs `source` until shutdown (Ok) or an error it must exit for.
+pub async fn supervise(
+    mut source: impl Source,
+    metrics: &Metrics,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    let mut backoff = Backoff::default();
+    loop {
+        let started = Instant::now();
+        let result = source.session(&mut shutdown).await;
+        metrics.streaming.set(0);
+        let error = match result {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let stopping = *shutdown.borrow();
+        match error.consequence() {
+            Consequence::Exit => return Err(error),
+            _ if stopping => return Ok(()),
+            Consequence::StandBy => {
+                metrics.active.set(0);
+                tracing::info!("{error}; standing by until the slot is free");
+                let delay = Duration::from_millis(rand::thread_rng().gen_range(800..1200));
+                if pause(delay, &mut shutdown).await {
+                    return Ok(());
+                }
+            }
+            Consequence::Resume => {
+                metrics.reconnects.inc();
+                let delay = backoff.after_session(started.elapsed());
+                tracing::warn!(
+                    retry_in_ms = delay.as_millis() as u64,
+                    "{error}; {}",
+                    source.resume_note()
+                );
+                if pause(delay, &mut shutdown).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Exponential backoff with jitter: 200 ms doubling to 30 s, ±25 %, so that instances
+/// restarted together do not retry in step.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    pub fn next_delay(&mut self) -> Duration {
+        let base = 200u64.saturating_mul(1 << self.attempt.min(8)).min(30_000);
+        self.attempt += 1;
+        let jitter = rand::thread_rng().gen_range(0.75..1.25);
+        Duration::from_millis((base as f64 * jitter) as u64)
+    }
+
+    /// The delay after a session that failed having run for `ran_for`: a session that
+    /// lasted over 30 s was healthy, so the backoff starts again from 200 ms.
+    pub fn after_session(&mut self, ran_for: Duration) -> Duration {
+        if ran_for > Duration::from_secs(30) {
+            self.attempt = 0;
+        }
+        self.next_delay()
+    }
+}
+
+/// Sleeps for `delay` unless a shutdown is requested first; returns whether it was.
+pub async fn pause(delay: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    if *shutdown.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => false,
+        _ = shutdown.changed() => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::anyhow;
+    use std::collections::VecDeque;
+
+    #[test]
+    fn doubles_with_jitter_up_to_thirty_seconds() {
+        let mut b = Backoff::default();
+        let first = b.next_delay().as_millis();
+        assert!((150..=250).contains(&first), "{first}");
+        let second = b.next_delay().as_millis();
+        assert!((300..=500).contains(&second), "{second}");
+        for _ in 0..20 {
+            assert!(b.next_delay() <= Duration::from_millis(37_500));
+        }
+        assert!(b.after_session(Duration::from_secs(31)) <= Duration::from_millis(250));
+    }
+
+    /// Sessions that end with the given errors, then a clean stop.
+    struct Scripted {
+        results: VecDeque<Result<(), RelayError>>,
+        sessions: usize,
+    }
+
+    impl Source for Scripted {
+        async fn session(&mut self, _: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
+            self.sessions += 1;
+            self.results.pop_front().unwrap_or(Ok(()))
+        }
+        fn resume_note(&self) -> String {
+            "resuming".into()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_kind_of_error_gets_its_consequence() {
+        let metrics = Metrics::new();
+        let (_tx, rx) = watch::channel(false);
+        let source = Scripted {
+            results: VecDeque::from([
+                Err(RelayError::SlotBusy {
+                    slot: "s".into(),
+                    detail: "x".into(),
+                }),
+                Err(RelayError::ConnectionLost(anyhow!("reset"))),
+                Err(RelayError::BrokerUnavailable(anyhow!("down"))),
+                Err(RelayError::misconfigured("table missing")),
+                Ok(()),
+            ]),
+            sessions: 0,
+        };
+        let started = tokio::time::Instant::now();
+        let err = supervise(source, &metrics, rx).await.unwrap_err();
+        assert!(err.to_string().contains("table missing"), "{err}");
+        assert_eq!(metrics.reconnects.get(), 2, "two resumed sessions");
+        // Stand-by waits about a second, resuming 200 ms then 400 ms (±25 %).
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(800 + 150 + 300),
+            "{waited:?}"
+        );
+        assert!(
+            waited <= Duration::from_millis(1200 + 250 + 500),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shutdown_during_a_pause_stops_cleanly() {
+        let metrics = Metrics::new();
+        let (tx, rx) = watch::channel(false);
+        let source = Scripted {
+            results: (0..100)
+                .map(|_| Err(RelayError::ConnectionLost(anyhow!("down"))))
+                .collect(),
+            sessions: 0,
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            tx.send(true).unwrap();
+        });
+        supervise(source, &metrics, rx).await.unwrap();
+    }
+}
