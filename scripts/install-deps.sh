@@ -23,6 +23,10 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing a C toolchain (missing: ${need[*]})"
     apt_install build-essential pkg-config util-linux openssl
 fi
+if ! command -v localedef >/dev/null; then
+    echo "install-deps: installing locales (a test runs PostgreSQL in French)"
+    apt_install locales
+fi
 if ! pkg-config --exists openssl 2>/dev/null; then
     echo "install-deps: installing OpenSSL headers (librdkafka's SSL and SASL support)"
     apt_install libssl-dev

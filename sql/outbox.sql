@@ -9,10 +9,14 @@ CREATE TABLE IF NOT EXISTS public.outbox (
     aggregate_id   varchar(255) NOT NULL,
     event_type     varchar(255) NOT NULL,
     payload        jsonb,
-    created_at     timestamptz  NOT NULL DEFAULT now()
+    created_at     timestamptz  NOT NULL DEFAULT now(),
+    -- Insertion order, for polling relays (`--mode polling` orders by it): timestamps tie
+    -- within a transaction and can invert across concurrent ones, ctid follows free space.
+    seq            bigint       GENERATED ALWAYS AS IDENTITY
 );
 
--- Only needed by polling relays; logical replication does not read the table.
+-- Only needed by polling relays (and cleanup jobs); logical replication does not read the table.
+CREATE INDEX IF NOT EXISTS idx_outbox_seq ON public.outbox (seq);
 CREATE INDEX IF NOT EXISTS idx_outbox_created_at ON public.outbox (created_at);
 
 -- Relayed rows can be deleted at any time (DELETEs are not events), e.g. by a cleanup job:

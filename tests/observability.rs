@@ -3,56 +3,10 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
+use outbox_relay_testkit::http::{get as http_get, metric, metrics_address};
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "outbox_relay";
-
-fn http_get(address: &str, path: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: relay\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn metrics_address(relay: &outbox_relay_testkit::RelayProcess) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = relay.log();
-        if let Some(line) = log.lines().find(|l| l.contains("serving /metrics")) {
-            return line
-                .split("address=")
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no metrics address in the log:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn metric(body: &str, name: &str) -> f64 {
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .unwrap_or_else(|| panic!("{name} not in:\n{body}"))
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 async fn wait_status(address: &str, path: &str, want: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -157,7 +157,8 @@ async fn marking_a_processed_column_instead_of_deleting() {
             event_type VARCHAR(255) NOT NULL,
             payload JSONB NOT NULL,
             created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-            published_at TIMESTAMPTZ NULL
+            published_at TIMESTAMPTZ NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY
         );",
     )
     .await;
@@ -253,6 +254,81 @@ async fn check_in_polling_mode_asks_for_table_privileges_not_replication() {
     );
     assert!(
         !stdout.contains("wal_level") && !stdout.contains("publication"),
+        "{stdout}"
+    );
+}
+
+/// Polling follows insertion, not `now()`: a transaction that started earlier but inserted
+/// later (it waited for the aggregate, as a service does) commits after another; ordering by
+/// `created_at` would relay its event first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_relays_an_aggregate_in_insertion_order_not_in_timestamp_order() {
+    let stack = Stack::start().await;
+    let early = stack.pg.connect().await.unwrap();
+    early.batch_execute("BEGIN; SELECT now();").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let insert = |n: u64| {
+        format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('{}', 'Order', 'o-1', 'E{n}', '{{}}')",
+            event_uuid(n)
+        )
+    };
+    stack.db.batch_execute(&insert(1)).await.unwrap();
+    early.batch_execute(&insert(2)).await.unwrap();
+    early.batch_execute("COMMIT").await.unwrap();
+    let by_time: Vec<String> = stack
+        .db
+        .query("SELECT event_type FROM outbox ORDER BY created_at", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(by_time, ["E2", "E1"], "the timestamps are inverted");
+    let relay = stack.spawn_relay(&POLLING);
+    wait_drained(&stack, &relay, Duration::from_secs(60)).await;
+    let order: Vec<String> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| r.header_str("eventType").to_owned())
+        .collect();
+    assert_eq!(order, ["E1", "E2"], "insertion order");
+}
+
+/// A table without an insertion-order column is refused, by `run` and `check`, with the DDL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_refuses_a_table_without_an_insertion_order_column() {
+    let stack = Stack::start().await;
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox DROP COLUMN seq")
+        .await
+        .unwrap();
+    let mut relay = stack.spawn_relay(&POLLING);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("kept running:\n{}", relay.log()));
+    assert!(!status.success());
+    assert!(
+        relay
+            .log()
+            .contains("ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY"),
+        "{}",
+        relay.log()
+    );
+    let mut args = stack.relay_args(&POLLING);
+    args[0] = "check".into();
+    let out = std::process::Command::new(RELAY)
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL") && stdout.contains("no identity or serial column"),
         "{stdout}"
     );
 }

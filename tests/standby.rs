@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use outbox_relay_testkit::Storage;
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "outbox_relay";
@@ -17,15 +18,9 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
     stack
         .wait_delivered(SLOT, Duration::from_secs(60), Some(&active))
         .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !standby.log().contains("standing by") {
-        assert!(
-            Instant::now() < deadline,
-            "the second instance does not say it waits:\n{}",
-            standby.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    standby
+        .wait_for_log("standing by", Duration::from_secs(10))
+        .await;
 
     active.kill9();
     let killed_at = Instant::now();
@@ -41,4 +36,58 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
     );
     let (lost, _) = lost_and_duplicated(&stack, 1000).await;
     assert_eq!(lost, 0, "events lost in the takeover");
+}
+
+/// The busy slot is recognised by its SQLSTATE, not by English text: against a server that
+/// answers in French, the standby still stands by (retrying about every second) instead of
+/// backing off exponentially, and takes over within about two seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_as_fast_from_a_server_that_speaks_french() {
+    let french = outbox_relay_testkit::locale::ensure("fr_FR")
+        .unwrap_or_else(|e| panic!("cannot run PostgreSQL in French for this test: {e:#}"));
+    let stack = Stack::start_with_postgres_config(
+        Storage::Sqlite,
+        OUTBOX_DDL,
+        &format!("lc_messages = '{french}'"),
+    )
+    .await;
+    let said: String = stack
+        .db
+        .query_one("SELECT current_setting('lc_messages')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(said, french);
+    let mut active = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    let standby = stack.spawn_relay(&[]);
+    standby
+        .wait_for_log("standing by", Duration::from_secs(10))
+        .await;
+    // Several seconds of standing by: still about one attempt a second, no backoff.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let log = standby.log();
+    assert!(
+        log.contains("actif pour le PID"),
+        "the server's French message is passed on:\n{log}"
+    );
+    assert!(
+        !log.contains("reconnecting"),
+        "a busy slot is not a lost connection:\n{log}"
+    );
+
+    active.kill9();
+    let killed_at = Instant::now();
+    insert_events(&stack.db, 0, 200, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(30), Some(&standby))
+        .await;
+    let takeover = killed_at.elapsed();
+    eprintln!("standby took over from a French-speaking server {takeover:?} after the kill");
+    assert!(
+        takeover < Duration::from_secs(4),
+        "takeover took {takeover:?}:\n{}",
+        standby.log()
+    );
+    let (lost, _) = lost_and_duplicated(&stack, 200).await;
+    assert_eq!(lost, 0);
 }

@@ -30,7 +30,16 @@ impl Stack {
 
     /// PostgreSQL with `ddl` applied (another outbox shape), and a broker.
     pub async fn start_with_schema(storage: Storage, ddl: &str) -> Stack {
-        let pg = PgCluster::start()
+        Self::start_with_postgres_config(storage, ddl, "").await
+    }
+
+    /// PostgreSQL with `postgres_config` appended to postgresql.conf and `ddl` applied.
+    pub async fn start_with_postgres_config(
+        storage: Storage,
+        ddl: &str,
+        postgres_config: &str,
+    ) -> Stack {
+        let pg = PgCluster::start_with_config(postgres_config)
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
         let broker = Broker::start(storage)
             .unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));

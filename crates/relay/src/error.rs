@@ -58,6 +58,9 @@ pub enum Consequence {
 /// SQLSTATE classes and codes the relay acts on (PostgreSQL's Appendix A).
 mod sqlstate {
     pub const OBJECT_IN_USE: &str = "55006";
+    /// object_not_in_prerequisite_state: on a replication connection, the slot was
+    /// invalidated (its WAL removed) or cannot stream.
+    pub const NOT_IN_PREREQUISITE_STATE: &str = "55000";
     pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
     pub const INVALID_PASSWORD: &str = "28P01";
     pub const INVALID_AUTHORIZATION: &str = "28000";
@@ -102,6 +105,12 @@ impl RelayError {
                 slot: slot.unwrap_or_default().to_owned(),
                 detail: format!("{error:#}"),
             },
+            sqlstate::NOT_IN_PREREQUISITE_STATE if slot.is_some() => {
+                RelayError::Misconfiguration(error.context(
+                    "the replication slot cannot stream (invalidated by max_slot_wal_keep_size, or not a logical slot); \
+                     see `outbox-relay status` and pg_replication_slots.wal_status",
+                ))
+            }
             sqlstate::INVALID_PASSWORD | sqlstate::INVALID_AUTHORIZATION => {
                 RelayError::Authentication {
                     error,
@@ -258,6 +267,12 @@ mod tests {
             Consequence::Exit
         );
         assert_eq!(server("no code at all").consequence(), Consequence::Resume);
+        assert_eq!(
+            server("can no longer get changes from replication slot (SQLSTATE 55000)")
+                .consequence(),
+            Consequence::Exit,
+            "an invalidated slot is never retried"
+        );
         let io = PgWireError::Io(std::sync::Arc::new(std::io::Error::other("reset")));
         assert_eq!(
             RelayError::replication(io, "db", "s").consequence(),

@@ -11,7 +11,7 @@ use pgoutput::Lsn;
 /// What to hand to the delivery stage, if anything. `position` is the row's WAL position
 /// (`None` for rows read with SQL).
 pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Routed>, RelayError> {
-    let at = || position.map_or_else(String::new, |p| format!(" at LSN {p}"));
+    let lsn = position.map(|p| p.to_string());
     match outcome {
         RouteOutcome::Ignored => Ok(None),
         RouteOutcome::Record(record) => Ok(Some(Routed::Record(record))),
@@ -20,11 +20,11 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
             table,
             error: false,
         } => {
-            tracing::warn!(%table, "an UPDATE of an outbox row{} was skipped (table.op.invalid.behavior=warn)", at());
+            tracing::warn!(%table, lsn, "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=warn)");
             Ok(None)
         }
         RouteOutcome::SkippedUpdate { table, error: true } => {
-            tracing::error!(%table, "an UPDATE of an outbox row{} was skipped (table.op.invalid.behavior=error)", at());
+            tracing::error!(%table, lsn, "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=error)");
             Ok(None)
         }
         RouteOutcome::Fatal(reason) => Err(RelayError::misconfigured(format!(

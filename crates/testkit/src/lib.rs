@@ -4,7 +4,9 @@
 //! Nothing here is a mock. When a component cannot be started the error says how to install it.
 
 pub mod broker;
+pub mod http;
 pub mod kafka;
+pub mod locale;
 pub mod net;
 pub mod postgres;
 pub mod relay;

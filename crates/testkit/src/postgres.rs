@@ -19,6 +19,12 @@ pub struct PgCluster {
 impl PgCluster {
     /// Creates and starts a new cluster. Stopped and deleted on drop.
     pub fn start() -> Result<Self> {
+        Self::start_with_config("")
+    }
+
+    /// Like [`start`](Self::start), with `extra` appended to postgresql.conf (e.g.
+    /// `lc_messages = 'fr_FR.UTF-8'`; see [`crate::locale::ensure`]).
+    pub fn start_with_config(extra: &str) -> Result<Self> {
         let bin_dir = std::env::var_os("OUTBOX_RELAY_PG_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_BIN_DIR));
@@ -72,7 +78,8 @@ impl PgCluster {
              fsync = off\nfull_page_writes = off\nshared_buffers = 128MB\nmax_connections = 100\n\
              wal_sender_timeout = 60s\nlog_min_messages = warning\n",
             path_str(cluster.dir.path())
-        );
+        ) + extra
+            + "\n";
         let conf_path = data.join("postgresql.conf");
         let mut existing = std::fs::read_to_string(&conf_path)?;
         existing.push_str(&conf);

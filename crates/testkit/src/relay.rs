@@ -74,6 +74,19 @@ impl RelayProcess {
         }
     }
 
+    /// Waits until the log contains `needle`; panics with the log after `timeout`.
+    pub async fn wait_for_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} in the relay's log within {timeout:?}:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

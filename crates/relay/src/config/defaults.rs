@@ -19,7 +19,6 @@ pub const STATUS_INTERVAL_MS: u64 = 1000;
 pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
 pub const POLL_INTERVAL_MS: u64 = 500;
 pub const POLL_BATCH_SIZE: i64 = 1000;
-pub const POLL_ORDER_BY: &str = "created_at";
 
 /// `text [default: value]`, the help line of an option whose default is one of the above.
 pub fn help(text: &str, default: impl std::fmt::Display) -> String {

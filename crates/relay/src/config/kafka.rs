@@ -48,6 +48,10 @@ impl KafkaSettings {
                         self.max_in_flight.clamp(1, 10_000_000).to_string(),
                     )
                     .set("queue.buffering.max.kbytes", "1048576")
+                    // A record never times out: one that did could let a later record of
+                    // the same key be sent before it. While the broker is away, records
+                    // wait (bounded by the in-flight limit) and nothing is confirmed.
+                    .set("message.timeout.ms", "0")
                     .set("log_level", "4");
                 for (k, v) in &self.properties {
                     config.set(k, v);
@@ -84,12 +88,16 @@ pub fn parse_producer_property(text: &str) -> Result<(String, String), ConfigErr
     let breaks_guarantee = match key.as_str() {
         "enable.idempotence" => value != "true",
         "acks" | "request.required.acks" => value != "all" && value != "-1",
+        "message.timeout.ms" | "delivery.timeout.ms" => value != "0",
         _ => false,
     };
     if breaks_guarantee {
         return Err(super::invalid(
             "producer-property",
-            format!("{key}={value} would allow lost or reordered events; outbox-relay always uses enable.idempotence=true and acks=all"),
+            format!(
+                "{key}={value} would allow lost or reordered events (a record that times out lets a later one of its key \
+                 be sent first); outbox-relay always uses enable.idempotence=true, acks=all and message.timeout.ms=0"
+            ),
         ));
     }
     Ok((key, value))
@@ -124,6 +132,13 @@ mod tests {
         assert_eq!(admin.get("compression.codec"), None);
         assert_eq!(producer.get("enable.idempotence"), Some("true"));
         assert_eq!(producer.get("acks"), Some("all"));
+        assert_eq!(
+            producer.get("message.timeout.ms"),
+            Some("0"),
+            "records never time out"
+        );
+        assert!(parse_producer_property("delivery.timeout.ms=120000").is_err());
+        assert!(parse_producer_property("message.timeout.ms=0").is_ok());
         assert_eq!(admin.get("bootstrap.servers"), Some("k:9092"));
     }
 }

@@ -300,10 +300,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                     o.poll_interval_ms.unwrap_or(defaults::POLL_INTERVAL_MS),
                 ),
                 batch_size,
-                order_by: o
-                    .poll_order_by
-                    .clone()
-                    .unwrap_or_else(|| defaults::POLL_ORDER_BY.into()),
+                order_by: o.poll_order_by.clone(),
                 retire: match o.processed_column.clone() {
                     Some(c) => Retire::MarkProcessed(c),
                     None => Retire::Delete,

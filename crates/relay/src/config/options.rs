@@ -59,8 +59,12 @@ pub struct RunOptions {
         help = defaults::help("Polling mode: rows per poll (one transaction)", defaults::POLL_BATCH_SIZE))]
     pub poll_batch_size: Option<i64>,
 
-    #[arg(long, env = "OUTBOX_RELAY_POLL_ORDER_BY", value_name = "COLUMN",
-        help = defaults::help("Polling mode: the column giving the outbox order", defaults::POLL_ORDER_BY))]
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_POLL_ORDER_BY",
+        value_name = "COLUMN",
+        help = "Polling mode: the identity or serial column that gives the insertion order [default: the table's identity or serial column]"
+    )]
     pub poll_order_by: Option<String>,
 
     /// Polling mode: set this timestamp column to now() instead of deleting relayed rows;

@@ -26,7 +26,8 @@ pub struct CdcSettings {
 pub struct PollingSettings {
     pub interval: Duration,
     pub batch_size: i64,
-    pub order_by: String,
+    /// An identity or serial column (insertion order); `None`: the table's own.
+    pub order_by: Option<String>,
     pub retire: Retire,
 }
 

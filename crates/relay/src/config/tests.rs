@@ -114,7 +114,7 @@ fn the_mode_is_a_value_and_polling_options_need_it() {
     match s.source {
         SourceSettings::Polling(p) => {
             assert_eq!(p.batch_size, defaults::POLL_BATCH_SIZE);
-            assert_eq!(p.order_by, defaults::POLL_ORDER_BY);
+            assert_eq!(p.order_by, None, "the table's identity column");
         }
         other => panic!("{other:?}"),
     }
@@ -150,8 +150,8 @@ fn every_option_can_come_from_the_file() {
         panic!("mode from the file")
     };
     assert_eq!(
-        (p.interval.as_millis(), p.batch_size, p.order_by.as_str()),
-        (7, 3, "id")
+        (p.interval.as_millis(), p.batch_size, p.order_by.as_deref()),
+        (7, 3, Some("id"))
     );
     assert_eq!(p.retire, Retire::MarkProcessed("published_at".into()));
     assert_eq!(s.table().to_string(), "app.box");

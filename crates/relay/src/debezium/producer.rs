@@ -11,7 +11,6 @@ const SAME_NAME: &[&str] = &[
     "batch.size",
     "batch.num.messages",
     "request.timeout.ms",
-    "delivery.timeout.ms",
     "retry.backoff.ms",
     "reconnect.backoff.ms",
     "reconnect.backoff.max.ms",
@@ -33,7 +32,12 @@ const SAME_NAME: &[&str] = &[
 
 /// Java-only settings with no effect on what is written (serialisers are the converters'
 /// job, buffer sizes are librdkafka's own).
+///
+/// `delivery.timeout.ms` is ignored too: outbox-relay never lets a record time out (one that
+/// did could be overtaken by a later record of its key); Kafka Connect's own default is
+/// effectively infinite as well.
 const IGNORED: &[&str] = &[
+    "delivery.timeout.ms",
     "key.serializer",
     "value.serializer",
     "buffer.memory",

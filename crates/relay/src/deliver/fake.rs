@@ -14,6 +14,8 @@ pub struct FakeProducer {
     /// Every accepted record, in order; a record's index is its id for `complete`.
     pub sent: Vec<OutboxRecord>,
     pub queue_full_seen: usize,
+    /// Topics the fake broker refuses to create.
+    pub refused_topics: Vec<String>,
     in_flight: HashMap<usize, Tag>,
     reports: mpsc::UnboundedReceiver<(usize, Outcome)>,
     completer: Completer,
@@ -38,6 +40,7 @@ impl FakeProducer {
             capacity,
             sent: Vec::new(),
             queue_full_seen: 0,
+            refused_topics: Vec::new(),
             in_flight: HashMap::new(),
             reports: rx,
             completer: Completer(tx),
@@ -82,8 +85,12 @@ impl Producer for FakeProducer {
         self.in_flight.len()
     }
 
-    async fn ensure_topic(&mut self, _topic: &Arc<str>) -> Result<(), RelayError> {
-        Ok(())
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
+        Ok(self
+            .refused_topics
+            .iter()
+            .find(|t| **t == **topic)
+            .map(|t| format!("topic {t} refused")))
     }
 
     fn probe(&self) -> Option<BrokerProbe> {

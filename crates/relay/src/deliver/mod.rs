@@ -120,7 +120,16 @@ impl<P: Producer> Deliver<P> {
     ) -> Result<(), RelayError> {
         match routed {
             Routed::Record(record) => {
-                self.producer.ensure_topic(&record.topic).await?;
+                if let Some(reason) = self.producer.ensure_topic(&record.topic).await? {
+                    let letter = DeadLetter::refused(
+                        &reason,
+                        producer::refused_record(&record),
+                        origin.table.clone(),
+                        origin.position,
+                    );
+                    self.queue_dead_letter(ticket, origin, letter);
+                    return self.send_dead_letters().await;
+                }
                 let counter = self.topic_counter(&record.topic);
                 let tag = Tag {
                     ticket,
@@ -219,7 +228,7 @@ impl<P: Producer> Deliver<P> {
     }
 
     fn queue_dead_letter(&mut self, ticket: Ticket, origin: Origin, letter: DeadLetter) {
-        tracing::warn!(table = %letter.table, lsn = ?letter.lsn.map(|l| l.to_string()), reason = %letter.reason,
+        tracing::warn!(table = %letter.table, lsn = letter.lsn.map(|l| l.to_string()), reason = %letter.reason,
             dead_letter_topic = &*self.dead_letter_topic, "sending an outbox event to the dead-letter topic");
         let tag = Tag {
             ticket,
@@ -235,7 +244,11 @@ impl<P: Producer> Deliver<P> {
             return Ok(());
         }
         let topic = self.dead_letter_topic.clone();
-        self.producer.ensure_topic(&topic).await?;
+        if let Some(reason) = self.producer.ensure_topic(&topic).await? {
+            return Err(RelayError::misconfigured(format!(
+                "{reason}; the dead-letter topic must exist: choose another --dead-letter-topic or create it"
+            )));
+        }
         while let Some((tag, letter)) = self.dead_letters.pop_front() {
             let record = letter.to_record(&topic);
             match self.producer.send(&record, tag) {

@@ -21,7 +21,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +52,12 @@ pub trait Producer {
     /// Records accepted and not yet reported.
     fn in_flight(&self) -> usize;
     /// Makes sure `topic` exists (many brokers do not create topics on produce).
-    fn ensure_topic(&mut self, topic: &Arc<str>) -> impl Future<Output = Result<(), RelayError>>;
+    /// `Ok(Some(reason))`: the broker refuses this topic itself (its name, a topic policy):
+    /// its records are refused records, to dead-letter.
+    fn ensure_topic(
+        &mut self,
+        topic: &Arc<str>,
+    ) -> impl Future<Output = Result<Option<String>, RelayError>>;
     /// A broker probe for readiness; `None` when there is nothing to probe.
     fn probe(&self) -> Option<BrokerProbe>;
 }
@@ -107,11 +112,63 @@ fn delivery_outcome(error: KafkaError, message: &OwnedMessage, fatal: Option<Str
     }
 }
 
+/// Topic configs for topics the relay creates. With `acks=all`, a record is acknowledged once
+/// every in-sync replica has it; with `min.insync.replicas=1` that can be the leader alone,
+/// which may then fail and lose a record whose position is already confirmed. So a
+/// replicated topic needs at least two in-sync replicas to accept a write — the relay
+/// prefers waiting (PostgreSQL keeps the WAL) to losing. With the broker's default
+/// replication factor (-1) the broker's own `min.insync.replicas` applies.
+pub fn topic_configs(replication_factor: i32) -> Vec<(&'static str, String)> {
+    if replication_factor >= 2 {
+        vec![("min.insync.replicas", 2.to_string())]
+    } else {
+        Vec::new()
+    }
+}
+
+enum TopicRefusal {
+    /// The broker refuses this topic (its name, a naming policy): its records are dead-lettered.
+    ThisTopic(String),
+    /// Every topic would be refused, or the broker is away: stop (or resume) with the cause.
+    Fatal(RelayError),
+}
+
+/// What a CreateTopics error code means for the relay. Only codes, never message text.
+fn topic_refusal(
+    topic: &str,
+    code: RDKafkaErrorCode,
+    partitions: i32,
+    replication: i32,
+) -> TopicRefusal {
+    use RDKafkaErrorCode as C;
+    match code {
+        C::InvalidTopic | C::PolicyViolation => TopicRefusal::ThisTopic(format!(
+            "the broker refused to create topic {topic} ({code}); create it beforehand, or route such rows elsewhere"
+        )),
+        C::InvalidReplicationFactor | C::InvalidPartitions | C::InvalidReplicaAssignment | C::InvalidConfig => {
+            TopicRefusal::Fatal(RelayError::misconfigured(format!(
+                "the broker refused to create topic {topic} with {partitions} partition(s) and replication factor \
+                 {replication} ({code}); pass --topic-partitions / --topic-replication-factor values the cluster accepts \
+                 (-1 = the broker's default), or create the topics beforehand"
+            )))
+        }
+        C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed => {
+            TopicRefusal::Fatal(RelayError::MissingPrivilege {
+                error: anyhow!("not allowed to create topic {topic} ({code})"),
+                fix: "create it beforehand or grant CREATE on the cluster".into(),
+            })
+        }
+        _ => TopicRefusal::Fatal(RelayError::BrokerUnavailable(anyhow!("creating topic {topic}: {code}"))),
+    }
+}
+
 /// The librdkafka producer and the admin client that creates its topics.
 pub struct KafkaProducer {
     producer: FutureProducer,
     admin: AdminClient<DefaultClientContext>,
     known_topics: HashSet<Arc<str>>,
+    /// Topics the broker refused to create, with why.
+    refused_topics: HashMap<Arc<str>, String>,
     partitions: i32,
     replication_factor: i32,
     in_flight: FuturesUnordered<BoxFuture<'static, (Tag, Outcome)>>,
@@ -136,6 +193,7 @@ impl KafkaProducer {
             producer,
             admin,
             known_topics: HashSet::new(),
+            refused_topics: HashMap::new(),
             partitions: kafka.topic_partitions,
             replication_factor: kafka.topic_replication_factor,
             in_flight: FuturesUnordered::new(),
@@ -253,16 +311,23 @@ impl Producer for KafkaProducer {
 
     /// Creates `topic` unless this producer already saw it. Topics that exist need no
     /// CreateTopics permission (and some brokers do not implement that API at all).
-    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), RelayError> {
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
         if self.known_topics.contains(topic) {
-            return Ok(());
+            return Ok(None);
+        }
+        if let Some(reason) = self.refused_topics.get(topic) {
+            return Ok(Some(reason.clone()));
         }
         if self.topic_exists(topic).await {
             self.known_topics.insert(topic.clone());
-            return Ok(());
+            return Ok(None);
         }
         let replication = TopicReplication::Fixed(self.replication_factor);
-        let new_topic = NewTopic::new(topic, self.partitions, replication);
+        let configs = topic_configs(self.replication_factor);
+        let mut new_topic = NewTopic::new(topic, self.partitions, replication);
+        for (key, value) in &configs {
+            new_topic = new_topic.set(key, value);
+        }
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = self
             .admin
@@ -277,25 +342,19 @@ impl Producer for KafkaProducer {
                     "created topic"
                 ),
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((
-                    _,
-                    code @ (RDKafkaErrorCode::TopicAuthorizationFailed
-                    | RDKafkaErrorCode::ClusterAuthorizationFailed),
-                )) => {
-                    return Err(RelayError::MissingPrivilege {
-                        error: anyhow!("not allowed to create topic {topic} ({code})"),
-                        fix: "create it beforehand or grant CREATE on the cluster".into(),
-                    })
-                }
                 Err((_, code)) => {
-                    return Err(RelayError::BrokerUnavailable(anyhow!(
-                        "creating topic {topic}: {code}"
-                    )))
+                    match topic_refusal(topic, code, self.partitions, self.replication_factor) {
+                        TopicRefusal::ThisTopic(reason) => {
+                            self.refused_topics.insert(topic.clone(), reason.clone());
+                            return Ok(Some(reason));
+                        }
+                        TopicRefusal::Fatal(e) => return Err(e),
+                    }
                 }
             }
         }
         self.known_topics.insert(topic.clone());
-        Ok(())
+        Ok(None)
     }
 
     fn probe(&self) -> Option<BrokerProbe> {
@@ -306,5 +365,42 @@ impl Producer for KafkaProducer {
                 .fetch_metadata(None, Duration::from_secs(3))
                 .is_ok()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_topic_is_dead_lettered_and_a_refused_setting_stops_the_relay() {
+        use crate::error::Consequence;
+        let per_record = |c| matches!(topic_refusal("t", c, 1, 1), TopicRefusal::ThisTopic(_));
+        assert!(per_record(RDKafkaErrorCode::InvalidTopic));
+        assert!(per_record(RDKafkaErrorCode::PolicyViolation));
+        let fatal = |c| match topic_refusal("t", c, 1, 3) {
+            TopicRefusal::Fatal(e) => e.consequence(),
+            TopicRefusal::ThisTopic(_) => panic!("{c:?} is not about one topic"),
+        };
+        assert_eq!(
+            fatal(RDKafkaErrorCode::InvalidReplicationFactor),
+            Consequence::Exit
+        );
+        assert_eq!(
+            fatal(RDKafkaErrorCode::TopicAuthorizationFailed),
+            Consequence::Exit
+        );
+        assert_eq!(
+            fatal(RDKafkaErrorCode::RequestTimedOut),
+            Consequence::Resume
+        );
+    }
+
+    #[test]
+    fn replicated_topics_need_two_in_sync_replicas_to_acknowledge() {
+        assert!(topic_configs(-1).is_empty(), "the broker's default applies");
+        assert!(topic_configs(1).is_empty());
+        assert_eq!(topic_configs(2), [("min.insync.replicas", "2".to_string())]);
+        assert_eq!(topic_configs(3), [("min.insync.replicas", "2".to_string())]);
     }
 }

@@ -269,3 +269,36 @@ async fn the_drain_returns_every_ticket() {
     .unwrap();
     assert!(t.all_delivered());
 }
+
+#[tokio::test]
+async fn records_for_a_topic_the_broker_refuses_are_dead_lettered_and_the_stream_goes_on() {
+    let mut producer = FakeProducer::new(100);
+    producer.refused_topics.push("bad name!.events".into());
+    let mut d = stage(producer);
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.submit(
+        Routed::Record(record("bad name!.events", 0)),
+        t.produced(),
+        origin(1),
+    )
+    .await
+    .unwrap();
+    d.submit(
+        Routed::Record(record("A.events", 1)),
+        t.produced(),
+        origin(2),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d.producer.sent_topics(), ["dlq", "A.events"]);
+    let reason = d.producer.sent[0]
+        .headers
+        .iter()
+        .find(|(k, _)| &**k == dead_letter::REASON)
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .unwrap();
+    assert!(
+        reason.contains("topic bad name!.events refused"),
+        "{reason}"
+    );
+}

@@ -176,6 +176,34 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
                     format!("GRANT {privilege} ON {qualified} TO CURRENT_USER;  -- as the owner"),
                 ));
             }
+            if table_exists {
+                match catalog::insertion_order_column(&client, table, polling.order_by.as_deref())
+                    .await
+                {
+                    Ok(column) => out.push(ok(format!(
+                        "polling mode orders {table} by {column} (insertion order)"
+                    ))),
+                    Err(e) => {
+                        let text = e.to_string();
+                        let (what, fix) = text.rsplit_once("; ").unwrap_or((&text, ""));
+                        out.push(fail(what.to_owned(), fix.to_owned()))
+                    }
+                }
+            }
+            if table_exists {
+                match catalog::insertion_order_column(&client, table, polling.order_by.as_deref())
+                    .await
+                {
+                    Ok(column) => out.push(ok(format!(
+                        "polling mode orders {table} by {column} (insertion order)"
+                    ))),
+                    Err(e) => {
+                        let text = e.to_string();
+                        let (what, fix) = text.rsplit_once("; ").unwrap_or((&text, ""));
+                        out.push(fail(what.to_owned(), fix.to_owned()))
+                    }
+                }
+            }
             return out;
         }
     };
@@ -191,10 +219,25 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
         escape_identifier(&cdc.publication)
     );
     match publication {
-        Ok(Some(row)) if row.get::<_, bool>(0) => out.push(ok(format!(
-            "publication {} includes {table}",
-            cdc.publication
-        ))),
+        Ok(Some(row)) if row.get::<_, bool>(0) => {
+            match catalog::publication_problem(&client, &cdc.publication, table).await {
+                Ok(None) => out.push(ok(format!(
+                    "publication {} includes {table}",
+                    cdc.publication
+                ))),
+                Ok(Some(problem)) => {
+                    let (what, fix) = problem
+                        .split_once("; ")
+                        .or_else(|| problem.split_once(". "))
+                        .unwrap_or((&problem, ""));
+                    out.push(fail(what.to_owned(), fix.to_owned()))
+                }
+                Err(e) => out.push(fail(
+                    format!("cannot read publication {}: {e}", cdc.publication),
+                    "check the user's privileges",
+                )),
+            }
+        }
         Ok(Some(_)) => out.push(fail(
             format!("publication {} exists without {table}", cdc.publication),
             format!(
@@ -237,6 +280,10 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
         Ok(Some(state)) if state.plugin.as_deref() != Some("pgoutput") => out.push(fail(
             format!("slot {} uses plugin {:?}, not pgoutput", cdc.slot, state.plugin.unwrap_or_default()),
             format!("SELECT pg_drop_replication_slot({});  -- or choose another --slot", escape_literal(&cdc.slot)),
+        )),
+        Ok(Some(state)) if state.wal_status.as_deref() == Some("lost") => out.push(fail(
+            format!("slot {} was invalidated (max_slot_wal_keep_size): events after its position are gone", cdc.slot),
+            format!("{}", catalog::invalidated_slot(&cdc.slot)),
         )),
         Ok(Some(state)) if state.database.as_deref() != Some(conn.database.as_str()) => out.push(fail(
             format!("slot {} belongs to database {:?}", cdc.slot, state.database.unwrap_or_default()),

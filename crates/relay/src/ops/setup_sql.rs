@@ -22,7 +22,8 @@ pub fn setup_sql(
         .replace(
             "idx_outbox_created_at",
             &format!("idx_{}_created_at", table.name),
-        );
+        )
+        .replace("idx_outbox_seq", &format!("idx_{}_seq", table.name));
     Ok(format!(
         "-- outbox-relay: run as a superuser (or the table owner) once; then start
 --   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...

@@ -25,6 +25,8 @@ pub struct SlotState {
     pub database: Option<String>,
     pub active_pid: Option<i32>,
     pub confirmed_flush_lsn: Option<Lsn>,
+    /// `reserved`, `extended`, `unreserved` or `lost` (invalidated by max_slot_wal_keep_size).
+    pub wal_status: Option<String>,
 }
 
 pub async fn slot_state(
@@ -33,7 +35,7 @@ pub async fn slot_state(
 ) -> Result<Option<SlotState>, tokio_postgres::Error> {
     let row = client
         .query_opt(
-            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text \
+            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, wal_status \
              FROM pg_replication_slots WHERE slot_name = $1",
             &[&slot],
         )
@@ -43,6 +45,7 @@ pub async fn slot_state(
         database: r.get(1),
         active_pid: r.get(2),
         confirmed_flush_lsn: r.get::<_, Option<String>>(3).and_then(|l| Lsn::parse(&l)),
+        wal_status: r.get(4),
     }))
 }
 
@@ -174,6 +177,9 @@ async fn ensure_publication(
                 escape_identifier(&table.name)
             )));
         }
+        if let Some(problem) = publication_problem(client, publication, table).await? {
+            return Err(RelayError::Misconfiguration(anyhow::anyhow!("{problem}")));
+        }
         return Ok(());
     }
     // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
@@ -201,6 +207,50 @@ async fn ensure_publication(
             crate::error::server_message(&e)
         ))),
     }
+}
+
+/// What makes an existing publication relay less than every INSERT into `table` — it does
+/// not publish inserts, or it filters rows — while keepalives still move the slot past
+/// them: the events would be lost silently. `None` when it publishes every insert.
+pub async fn publication_problem(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    table: &TableName,
+) -> Result<Option<String>, RelayError> {
+    let row = client
+        .query_opt(
+            "SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, pt.rowfilter \
+             FROM pg_publication p LEFT JOIN pg_publication_tables pt \
+               ON pt.pubname = p.pubname AND pt.schemaname = $2 AND pt.tablename = $3 \
+             WHERE p.pubname = $1",
+            &[&publication, &table.schema, &table.name],
+        )
+        .await
+        .map_err(catalog_error("reading the publication"))?;
+    let Some(row) = row else { return Ok(None) };
+    let name = escape_identifier(publication);
+    if !row.get::<_, bool>(0) {
+        let mut publish = vec!["insert"];
+        for (i, op) in [(1, "update"), (2, "delete"), (3, "truncate")] {
+            if row.get::<_, bool>(i) {
+                publish.push(op);
+            }
+        }
+        return Ok(Some(format!(
+            "publication {publication} does not publish INSERTs, so no outbox event would be relayed while the slot moves past them; \
+             run `ALTER PUBLICATION {name} SET (publish = '{}');`",
+            publish.join(", ")
+        )));
+    }
+    if let Some(filter) = row.get::<_, Option<String>>(4) {
+        let qualified = sql_rows::qualified(table);
+        return Ok(Some(format!(
+            "publication {publication} publishes only the rows of {table} WHERE {filter}; the other events would be lost \
+             while the slot moves past them. Remove the filter: `ALTER PUBLICATION {name} DROP TABLE {qualified}; \
+             ALTER PUBLICATION {name} ADD TABLE {qualified};`"
+        )));
+    }
+    Ok(None)
 }
 
 /// Creates the publication as Debezium's `publication.autocreate.mode` would.
@@ -325,6 +375,9 @@ async fn ensure_slot(
             state.database.unwrap_or_default()
         )));
     }
+    if state.wal_status.as_deref() == Some("lost") {
+        return Err(invalidated_slot(slot));
+    }
     Ok(state.confirmed_flush_lsn.unwrap_or(Lsn::ZERO))
 }
 
@@ -365,4 +418,69 @@ pub async fn advance_slot(url: &str, slot: &str, lsn: Lsn) -> Result<(), RelayEr
         lsn,
         last_error.unwrap_or_else(|| "the slot stayed active".into())
     )))
+}
+
+/// The slot lost WAL it still needed (max_slot_wal_keep_size): the events in that WAL can
+/// never be streamed again. Retrying cannot help; a person must choose.
+pub fn invalidated_slot(slot: &str) -> RelayError {
+    RelayError::Misconfiguration(anyhow::anyhow!(
+        "replication slot {slot} was invalidated (it exceeded max_slot_wal_keep_size): PostgreSQL removed WAL it had \
+         not streamed, so events written while it fell behind cannot be relayed from it. Events still in the outbox \
+         table can be re-read: drop the slot (`SELECT pg_drop_replication_slot({});`) and start again with \
+         snapshot.mode=initial (--debezium-config), or accept the gap by dropping the slot and starting as usual; \
+         raise max_slot_wal_keep_size (or set it to -1) to keep this from happening again",
+        escape_literal(slot)
+    ))
+}
+
+/// The columns of `table` whose values follow insertion: identity columns and columns whose
+/// default draws from a sequence (serial). Polling orders by one of them: timestamps tie
+/// within a transaction (`now()`) and can invert across concurrent ones, and `ctid` follows
+/// free space, not insertion.
+pub async fn insertion_order_columns(
+    client: &impl tokio_postgres::GenericClient,
+    table: &TableName,
+) -> Result<Vec<String>, RelayError> {
+    let rows = client
+        .query(
+            "SELECT attname::text FROM pg_attribute \
+             WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped \
+               AND (attidentity IN ('a', 'd') OR pg_get_serial_sequence($1, attname) IS NOT NULL) \
+             ORDER BY attnum",
+            &[&sql_rows::qualified(table)],
+        )
+        .await
+        .map_err(catalog_error("reading the outbox table's columns"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The column polling orders by: `wanted` if it follows insertion, else the table's own;
+/// refused with the DDL that adds one.
+pub async fn insertion_order_column(
+    client: &impl tokio_postgres::GenericClient,
+    table: &TableName,
+    wanted: Option<&str>,
+) -> Result<String, RelayError> {
+    let columns = insertion_order_columns(client, table).await?;
+    let add = format!(
+        "ALTER TABLE {} ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY; CREATE INDEX ON {} (seq);",
+        sql_rows::qualified(table),
+        sql_rows::qualified(table)
+    );
+    match wanted {
+        Some(column) if columns.iter().any(|c| c == column) => Ok(column.to_owned()),
+        Some(column) => Err(RelayError::misconfigured(format!(
+            "--poll-order-by {column} is not an identity or serial column of {table}: polling must order rows by \
+             something that follows insertion (timestamps tie within a transaction and invert across concurrent ones; \
+             ctid follows free space). Pass one of [{}], or add one: `{add}`",
+            columns.join(", ")
+        ))),
+        None => columns.into_iter().next().ok_or_else(|| {
+            RelayError::misconfigured(format!(
+                "{table} has no identity or serial column to order polled rows by insertion (timestamps tie within a \
+                 transaction and invert across concurrent ones; ctid follows free space); add one: `{add}` \
+                 (sql/outbox.sql has it), or pass --poll-order-by"
+            ))
+        }),
+    }
 }

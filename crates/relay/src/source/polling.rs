@@ -7,7 +7,7 @@
 //! One poll, in one transaction:
 //! ```sql
 //! SELECT ctid, <columns as text> FROM outbox WHERE <not processed>
-//!  ORDER BY <order column>, ctid LIMIT <batch> FOR UPDATE SKIP LOCKED;
+//!  ORDER BY <identity or serial column> LIMIT <batch> FOR UPDATE SKIP LOCKED;
 //! -- per aggregate, keep the batch's rows up to its first pending row not in the batch
 //! -- produce those rows, wait for every acknowledgement
 //! DELETE FROM outbox WHERE ctid = ANY(...);   -- or UPDATE ... SET <processed> = now()
@@ -59,8 +59,15 @@ impl supervisor::Source for Polling<'_> {
             router.set_column_facts(&table, catalog::column_facts(&client, &table).await?);
         }
         router.route(&LogicalMessage::Relation(relation.clone()));
-        let (select, pending_by_key, retire) =
-            statements(&settings.router.key_column, polling, &table, &relation)?;
+        let order_by =
+            catalog::insertion_order_column(&client, &table, polling.order_by.as_deref()).await?;
+        let (select, pending_by_key, retire) = statements(
+            &settings.router.key_column,
+            &order_by,
+            polling,
+            &table,
+            &relation,
+        )?;
         let key_position = 1 + relation
             .column_index(&settings.router.key_column)
             .expect("statements() checked the key column");
@@ -70,7 +77,7 @@ impl supervisor::Source for Polling<'_> {
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
         );
-        tracing::info!(%table, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
+        tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         self.metrics.streaming.set(1);
         self.metrics.active.set(1);
         let mut poller = Poller {
@@ -113,6 +120,7 @@ struct Poller<P: Producer> {
 
 fn statements(
     key: &str,
+    order_by: &str,
     polling: &PollingSettings,
     table: &TableName,
     relation: &pgoutput::Relation,
@@ -123,9 +131,6 @@ fn statements(
             "{what} column {c:?} is not a column of {table}; pass an existing column"
         ))
     };
-    if !has(&polling.order_by) {
-        return Err(missing("--poll-order-by", &polling.order_by));
-    }
     if !has(key) {
         return Err(missing("key", key));
     }
@@ -136,18 +141,20 @@ fn statements(
         Retire::MarkProcessed(c) => return Err(missing("--processed-column", c)),
     };
     let select = format!(
-        "SELECT ctid::text, {columns} FROM {qualified} \
-         WHERE {pending} ORDER BY {order}, ctid LIMIT {limit} FOR UPDATE SKIP LOCKED",
+        // `outbox.<column>`: a bare name would sort by the output column of that name,
+        // i.e. by its text (1, 10, 2, ...).
+        "SELECT ctid::text, {columns} FROM {qualified} AS outbox \
+         WHERE {pending} ORDER BY outbox.{order} LIMIT {limit} FOR UPDATE SKIP LOCKED",
         columns = sql_rows::select_list(relation),
-        order = escape_identifier(&polling.order_by),
+        order = escape_identifier(order_by),
         limit = polling.batch_size,
     );
     let pending_by_key = format!(
-        "SELECT k, array_agg(ctid::text ORDER BY o, ctid) FROM \
+        "SELECT k, array_agg(ctid::text ORDER BY o) FROM \
            (SELECT {key}::text AS k, ctid, {order} AS o FROM {qualified} WHERE {pending} AND {key}::text = ANY($1)) pending \
          GROUP BY k",
         key = escape_identifier(key),
-        order = escape_identifier(&polling.order_by),
+        order = escape_identifier(order_by),
     );
     let retire = match &polling.retire {
         Retire::Delete => format!("DELETE FROM {qualified} WHERE ctid = ANY($1::text[]::tid[])"),

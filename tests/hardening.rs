@@ -1,0 +1,110 @@
+//! Ways to lose events silently that real deployments hit, each refused or handled.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::Storage;
+use std::time::Duration;
+
+const SLOT: &str = "outbox_relay";
+
+/// `run` refuses a publication that would let the slot move past events it never sends,
+/// exits non-zero with the SQL that fixes it, and `check` says the same.
+async fn refused_publication(ddl: &str, expected: &str) {
+    let stack = Stack::start().await;
+    stack.db.batch_execute(ddl).await.unwrap();
+    let mut relay = stack.spawn_relay(&["--publication", "existing"]);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+    assert!(!status.success());
+    let log = relay.log();
+    assert!(log.contains(expected), "{log}");
+    assert!(
+        log.contains("ALTER PUBLICATION \"existing\""),
+        "the fix is printed:\n{log}"
+    );
+    assert!(
+        stack.confirmed_flush_lsn(SLOT).await.is_none(),
+        "no slot was created to move past events"
+    );
+    let mut args = stack.relay_args(&["--publication", "existing"]);
+    args[0] = "check".into();
+    let out = std::process::Command::new(RELAY)
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("FAIL {expected}")) || stdout.contains(expected),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publication_without_inserts_is_refused_with_the_fix() {
+    refused_publication(
+        "CREATE PUBLICATION existing FOR TABLE outbox WITH (publish = 'update, delete')",
+        "does not publish INSERTs",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publication_with_a_row_filter_is_refused_with_the_fix() {
+    refused_publication(
+        "CREATE PUBLICATION existing FOR TABLE outbox WHERE (aggregate_type = 'Order')",
+        "publishes only the rows of public.outbox WHERE",
+    )
+    .await;
+}
+
+/// A slot invalidated by max_slot_wal_keep_size has lost the WAL of events it never
+/// streamed: the relay stops with the cause and the choices instead of retrying forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_invalidated_by_max_slot_wal_keep_size_stops_the_relay_with_the_choices() {
+    let stack = Stack::start_with_postgres_config(
+        Storage::Sqlite,
+        OUTBOX_DDL,
+        "max_slot_wal_keep_size = '1MB'\nmin_wal_size = '32MB'\nmax_wal_size = '64MB'",
+    )
+    .await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    relay.terminate(Duration::from_secs(30)).unwrap();
+    // Events written while no relay runs, then WAL past the slot's allowance is recycled.
+    for round in 0..6 {
+        insert_events(&stack.db, round * 2000, 2000, 100, 10)
+            .await
+            .unwrap();
+        stack
+            .db
+            .batch_execute("SELECT pg_switch_wal(); CHECKPOINT;")
+            .await
+            .unwrap();
+    }
+    let status: String = stack
+        .db
+        .query_one(
+            "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1",
+            &[&SLOT],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "lost", "the test needs an invalidated slot");
+    let mut relay = stack.spawn_relay(&[]);
+    let exit = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept retrying:\n{}", relay.log()));
+    assert!(!exit.success());
+    let log = relay.log();
+    assert!(log.contains("was invalidated"), "{log}");
+    assert!(
+        log.contains("pg_drop_replication_slot"),
+        "the choices are named:\n{log}"
+    );
+    assert!(!log.contains("reconnecting"), "never retried:\n{log}");
+}
