@@ -643,6 +643,94 @@ async fn initial_snapshot_relays_existing_rows_once_then_streams() {
     assert_eq!(stack.read_topic("Order.events").await.len(), 801 * 2);
 }
 
+/// The seeds' cleanup pattern (insert, then delete in the same transaction) while the relay
+/// creates its slot and takes the initial snapshot: the rows are read in the snapshot the slot
+/// exported, so every transaction committed after the slot's consistent point is streamed —
+/// none falls between the slot and the snapshot — and every row before it comes once from the
+/// snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initial_snapshot_loses_no_event_deleted_in_its_own_transaction() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, SEED_OUTBOX).await;
+    let row = |n: u64| {
+        format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ('{}', 'Order', 'o-{n}', 'Created', '{{\"n\": {n}}}');",
+            uuid(n)
+        )
+    };
+    for n in 0..200 {
+        stack.db.batch_execute(&row(n)).await.unwrap();
+    }
+    const TOTAL: u64 = 900;
+    let writer = {
+        let url = stack.pg.url();
+        tokio::spawn(async move {
+            let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            let mut before = Vec::new();
+            for n in 200..TOTAL {
+                before.push(outbox_relay_testkit::current_wal_lsn(&db).await);
+                db.batch_execute(&format!(
+                    "BEGIN; {} DELETE FROM outbox WHERE id = '{}'; COMMIT;",
+                    row(n),
+                    uuid(n)
+                ))
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            before
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut relay = stack.spawn_relay(&[
+        "--debezium-config",
+        &fixture("seed-000-outbox-connector.json"),
+    ]);
+    let before = writer.await.unwrap();
+    wait_all_confirmed(&stack, "debezium", &relay).await;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    let consistent_point: String = stack
+        .db
+        .query_one(
+            "SELECT snapshot_lsn FROM outbox_relay_snapshots WHERE slot_name = 'debezium'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let consistent_point = outbox_relay_testkit::Lsn::parse(&consistent_point).unwrap();
+    let mut counts = vec![0u32; TOTAL as usize];
+    for r in stack.read_topic("Order.events").await {
+        let n = u64::from_str_radix(r.header_str("id").rsplit('-').next().unwrap(), 16).unwrap();
+        counts[n as usize] += 1;
+    }
+    assert!(
+        counts[..200].iter().all(|c| *c == 1),
+        "snapshot rows once: {:?}",
+        &counts[..200]
+    );
+    let after: Vec<u64> = (200..TOTAL)
+        .filter(|n| before[(n - 200) as usize] >= consistent_point)
+        .collect();
+    assert!(
+        after.len() > 100,
+        "the writer ran on after the slot was created ({} events)",
+        after.len()
+    );
+    let wrong: Vec<(u64, u32)> = after
+        .iter()
+        .map(|n| (*n, counts[*n as usize]))
+        .filter(|(_, c)| *c != 1)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "insert-then-delete events after the consistent point, not exactly once: {wrong:?}"
+    );
+    assert!(relay.log().contains("exported snapshot"), "{}", relay.log());
+}
+
 #[test]
 fn configurations_outbox_relay_cannot_honour_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -108,3 +108,58 @@ async fn a_slot_invalidated_by_max_slot_wal_keep_size_stops_the_relay_with_the_c
     );
     assert!(!log.contains("reconnecting"), "never retried:\n{log}");
 }
+
+/// A failover to a standby that carries the slot (here a disk copy of the primary, promoted
+/// to a new timeline): the old primary had gone on, and the relay had confirmed positions
+/// the new timeline never reached. The relay notices the new timeline and resumes from the
+/// slot's own position, so events written after the failover — at positions below what it
+/// had confirmed before — are not skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_the_relay_resumes_from_the_new_servers_slot() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    let log = || relay.log();
+    insert_events(&stack.db, 0, 100, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    // The standby's disk is the primary's at this point.
+    stack.pg.stop().unwrap();
+    let standby = stack.pg.copy_stopped().unwrap();
+    stack.pg.start_again().unwrap();
+    // The old primary goes on: these events reach Kafka and the relay confirms past them,
+    // but the standby never gets them.
+    let primary = stack.pg.connect().await.unwrap();
+    insert_events(&primary, 100, 400, 10, 10).await.unwrap();
+    let confirmed_on_old =
+        outbox_relay_testkit::wait_delivered(&primary, SLOT, Duration::from_secs(90), log).await;
+    drop(primary);
+    stack.pg.stop().unwrap();
+    standby.start_promoted().unwrap();
+    let db = standby.connect().await.unwrap();
+    let slot_on_new = outbox_relay_testkit::confirmed_flush_lsn(&db, SLOT)
+        .await
+        .unwrap();
+    assert!(
+        slot_on_new < confirmed_on_old,
+        "the new server's slot is behind"
+    );
+    insert_events(&db, 500, 100, 10, 10).await.unwrap();
+    let written = outbox_relay_testkit::current_wal_lsn(&db).await;
+    assert!(
+        written < confirmed_on_old,
+        "the new timeline's events lie below the position confirmed on the old one ({written} vs {confirmed_on_old})"
+    );
+    outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(90), log).await;
+    let stack = Stack { db, ..stack };
+    let (lost, _) = lost_and_duplicated(&stack, 600).await;
+    assert_eq!(
+        lost,
+        0,
+        "events written after the failover were skipped:\n{}",
+        relay.log()
+    );
+    assert!(relay.log().contains("timeline changed"), "{}", relay.log());
+    drop(stack);
+    drop(standby);
+}

@@ -40,6 +40,12 @@ impl Confirmations {
         start
     }
 
+    /// Forgets this process's position: the next session starts from the slot's own (after a
+    /// failover, or on a slot created just now).
+    pub fn forget(&mut self) {
+        self.confirmed = None;
+    }
+
     pub fn last(&self) -> Option<Lsn> {
         self.confirmed
     }

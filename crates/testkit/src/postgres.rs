@@ -377,6 +377,53 @@ impl PgCluster {
         Ok(())
     }
 
+    /// A file-level copy of this (stopped) cluster, on the same port: what a standby built
+    /// from a disk snapshot is. It carries the replication slots, unlike pg_basebackup.
+    /// Not started; see [`start_promoted`](Self::start_promoted).
+    pub fn copy_stopped(&self) -> Result<PgCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-relay-pg-copy-")
+            .tempdir()?;
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(self.data_dir())
+            .arg(dir.path().join("data"))
+            .status()?;
+        if !status.success() {
+            bail!("copying {} failed", self.data_dir().display());
+        }
+        if self.run_as_postgres {
+            Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()?;
+        }
+        Ok(PgCluster {
+            bin_dir: self.bin_dir.clone(),
+            dir,
+            port: self.port,
+            run_as_postgres: self.run_as_postgres,
+        })
+    }
+
+    /// Starts this copy as a standby and promotes it: a failover, with a new timeline.
+    pub fn start_promoted(&self) -> Result<()> {
+        std::fs::write(self.data_dir().join("standby.signal"), "")?;
+        if self.run_as_postgres {
+            Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(self.data_dir().join("standby.signal"))
+                .status()?;
+        }
+        self.pg_ctl_start()?;
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data), "-w", "-t", "60", "promote"],
+        )
+        .with_context(|| format!("promoting the copy; its log: {}", self.log()))
+    }
+
     /// Starts a stopped cluster again.
     pub fn start_again(&self) -> Result<()> {
         self.pg_ctl_start()

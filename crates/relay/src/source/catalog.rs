@@ -49,16 +49,14 @@ pub async fn slot_state(
     }))
 }
 
-/// Creates the publication and the slot when missing; checks what exists. Returns the
-/// slot's confirmed position (where streaming resumes).
-pub async fn ensure_publication_and_slot(
+/// Checks that logical replication is on and the outbox table exists; creates the
+/// publication when missing (as `mode` says) and checks an existing one.
+pub async fn ensure_publication(
     client: &tokio_postgres::Client,
     table: &TableName,
     publication: &str,
     mode: PublicationMode,
-    slot: &str,
-    database: &str,
-) -> Result<Lsn, RelayError> {
+) -> Result<(), RelayError> {
     let wal_level: String = client
         .query_one("SHOW wal_level", &[])
         .await
@@ -70,8 +68,7 @@ pub async fn ensure_publication_and_slot(
         )));
     }
     ensure_table_exists(client, table).await?;
-    ensure_publication(client, publication, mode, table).await?;
-    ensure_slot(client, slot, database).await
+    ensure_publication_exists(client, publication, mode, table).await
 }
 
 /// Whether `table` exists (a plain or partitioned table): the one copy of this query.
@@ -133,7 +130,7 @@ async fn publication_exists(
         .is_some())
 }
 
-async fn ensure_publication(
+async fn ensure_publication_exists(
     client: &tokio_postgres::Client,
     publication: &str,
     mode: PublicationMode,
@@ -319,7 +316,9 @@ pub async fn column_facts(
         .collect())
 }
 
-async fn ensure_slot(
+/// Creates the slot when missing (no snapshot) and checks an existing one. Returns its
+/// confirmed position, where streaming resumes.
+pub async fn ensure_slot(
     client: &tokio_postgres::Client,
     slot: &str,
     database: &str,

@@ -1,17 +1,21 @@
 //! `snapshot.mode=initial`: the outbox rows that exist when the slot is created are relayed
-//! once, before streaming, and exactly once with respect to the stream.
+//! once, before streaming, and none is missed.
 //!
-//! Consistency: the slot is created first (its consistent point C), then the rows are read
-//! in a REPEATABLE READ snapshot S taken after C. A transaction committed between C and S
-//! is in both; while streaming, a transaction whose commit LSN is at or before S's WAL
-//! position and whose xid S sees is skipped: its rows were in the snapshot.
+//! Consistency: a new slot is created on the replication connection with an *exported
+//! snapshot* (`CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')`), and the rows are read in
+//! exactly that snapshot (`SET TRANSACTION SNAPSHOT`). Every transaction is then either in
+//! the snapshot or in the stream from the slot's consistent point — never both, never
+//! neither. An outbox that deletes its rows in the writing transaction (or a cleanup job)
+//! loses nothing: what the snapshot does not see, the stream carries. Rows are emitted in
+//! insertion order (the table's identity or serial column).
 //!
 //! Durability: a marker row (`<schema>.outbox_relay_snapshots`) is written *before* the
 //! slot is created and marked complete only after Kafka acknowledged every snapshot row.
-//! A crash anywhere in between finds an incomplete marker on restart and takes the
-//! snapshot again (duplicates, never loss). A slot that already exists without a marker
-//! (Debezium's slot, or one created with `no_data`) is never snapshotted: switching from
-//! Debezium does not replay history.
+//! A crash in between finds an incomplete marker on restart and takes the snapshot again,
+//! in a new snapshot, while the stream still starts at the slot's position: nothing is
+//! skipped by transaction, so a retake may duplicate, never lose. A slot that already exists
+//! without a marker (Debezium's slot, or one created with `no_data`) is never snapshotted:
+//! switching from Debezium does not replay history.
 
 use super::sql_rows;
 use crate::error::RelayError;
@@ -83,14 +87,14 @@ pub async fn register_new_slot(
 }
 
 /// What the marker says once the slot exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotState {
     /// No marker: nothing to do.
     None,
     /// The snapshot is owed (or was interrupted): take it now.
     Owed,
-    /// Taken and acknowledged; skip the stream's copies of its transactions.
-    Done(TakenSnapshot),
+    /// Taken and acknowledged.
+    Done,
 }
 
 pub async fn state(
@@ -108,7 +112,7 @@ pub async fn state(
     let row = sql
         .query_opt(
             &format!(
-                "SELECT completed, snapshot, snapshot_lsn FROM {} WHERE slot_name = $1",
+                "SELECT completed FROM {} WHERE slot_name = $1",
                 marker_table(table)
             ),
             &[&slot],
@@ -117,86 +121,49 @@ pub async fn state(
         .map_err(sql_error("reading the snapshot marker", table))?;
     Ok(match row {
         None => SnapshotState::None,
-        Some(r) if !r.get::<_, bool>(0) => SnapshotState::Owed,
-        Some(r) => match (r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)) {
-            (Some(snapshot), Some(lsn)) => SnapshotState::Done(
-                TakenSnapshot::parse(&snapshot, &lsn).map_err(RelayError::Misconfiguration)?,
-            ),
-            _ => SnapshotState::None,
-        },
+        Some(r) if r.get::<_, bool>(0) => SnapshotState::Done,
+        Some(_) => SnapshotState::Owed,
     })
 }
 
+/// Records the snapshot complete, with the exported snapshot's name and the slot's
+/// consistent point (for operators: the snapshot holds every transaction committed before
+/// it; both `None` for a retake).
 pub async fn mark_complete(
     sql: &tokio_postgres::Client,
     table: &TableName,
     slot: &str,
-    taken: &TakenSnapshot,
+    (snapshot, position): (Option<String>, Option<Lsn>),
 ) -> Result<(), RelayError> {
     sql.execute(
         &format!(
             "UPDATE {} SET completed = true, snapshot = $2, snapshot_lsn = $3 WHERE slot_name = $1",
             marker_table(table)
         ),
-        &[&slot, &taken.snapshot_text, &taken.wal_lsn.to_string()],
+        &[&slot, &snapshot, &position.map(|p| p.to_string())],
     )
     .await
     .map_err(sql_error("recording the completed snapshot", table))?;
     Ok(())
 }
 
-/// The snapshot the rows were read in: which transactions it saw, and the WAL position
-/// after which no transaction it saw can commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TakenSnapshot {
-    snapshot_text: String,
-    xmax: u32,
-    in_progress: Vec<u32>,
-    pub wal_lsn: Lsn,
-}
-
-impl TakenSnapshot {
-    /// `xmin:xmax:xip,...` (pg_current_snapshot) and an LSN `X/Y`.
-    pub fn parse(snapshot: &str, lsn: &str) -> Result<Self, anyhow::Error> {
-        let bad = || anyhow::anyhow!("unreadable snapshot marker {snapshot:?} / {lsn:?}");
-        let mut parts = snapshot.split(':');
-        let _xmin = parts.next().ok_or_else(bad)?;
-        let xmax: u64 = parts.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
-        let in_progress = parts
-            .next()
-            .unwrap_or("")
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(|x| x.parse::<u64>().map(|x| x as u32).map_err(|_| bad()))
-            .collect::<Result<_, _>>()?;
-        let wal_lsn = Lsn::parse(lsn).ok_or_else(bad)?;
-        Ok(Self {
-            snapshot_text: snapshot.to_owned(),
-            xmax: xmax as u32,
-            in_progress,
-            wal_lsn,
-        })
-    }
-
-    /// Whether the streamed transaction `xid` committing at `commit_lsn` was already in the
-    /// snapshot. xids are compared modulo 2^32 as PostgreSQL does; the LSN bound keeps the
-    /// comparison to transactions near the snapshot.
-    pub fn already_relayed(&self, xid: u32, commit_lsn: Lsn) -> bool {
-        commit_lsn <= self.wal_lsn
-            && (xid.wrapping_sub(self.xmax) as i32) < 0
-            && !self.in_progress.contains(&xid)
-    }
-}
-
-/// The outbox rows in snapshot order, as pgoutput would describe them.
+/// The outbox rows in insertion order, as pgoutput would describe them.
 pub struct SnapshotRows {
     pub relation: Relation,
     pub rows: Vec<Insert>,
-    pub taken: TakenSnapshot,
+    /// The exported snapshot the rows were read in, or `None` for a retake.
+    pub snapshot: Option<String>,
+    /// The slot's consistent point when the snapshot was exported with the slot.
+    pub position: Option<Lsn>,
 }
 
-/// Reads every row of `table` in a REPEATABLE READ snapshot, as text (pgoutput's format).
-pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayError> {
+/// Reads every row of `table` as text (pgoutput's format): in the snapshot `exported` with the
+/// slot (its name and consistent point), or, for a retake, in a new REPEATABLE READ snapshot.
+pub async fn read(
+    url: &str,
+    table: &TableName,
+    exported: Option<(&str, Lsn)>,
+) -> Result<SnapshotRows, RelayError> {
     let mut client = super::postgres::connect(url).await?;
     let read_error = |context: &'static str| {
         move |e| {
@@ -212,22 +179,28 @@ pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayErr
         .start()
         .await
         .map_err(read_error("starting the snapshot"))?;
-    let marks = tx
-        .query_one(
-            "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text",
-            &[],
-        )
+    if let Some((name, _)) = exported {
+        tx.batch_execute(&format!(
+            "SET TRANSACTION SNAPSHOT {}",
+            escape_literal(name)
+        ))
         .await
-        .map_err(read_error("starting the snapshot"))?;
-    let taken =
-        TakenSnapshot::parse(marks.get(0), marks.get(1)).map_err(RelayError::Misconfiguration)?;
+        .map_err(read_error("importing the slot's snapshot"))?;
+    }
     let relation = sql_rows::relation(&tx, table, SNAPSHOT_RELATION_ID).await?;
-    // Physical order, as Debezium's snapshot reads it: insertion order for an
-    // insert-only table.
+    let order = super::catalog::insertion_order_columns(&tx, table).await?;
+    let order_by = match order.first() {
+        Some(column) => format!(" ORDER BY outbox.{}", escape_identifier(column)),
+        None => {
+            tracing::warn!(%table, "the outbox has no identity or serial column: snapshot rows are read in physical order, \
+                which need not be insertion order (sql/outbox.sql has a seq column)");
+            String::new()
+        }
+    };
     let rows = tx
         .query(
             &format!(
-                "SELECT {} FROM {}",
+                "SELECT {} FROM {} AS outbox{order_by}",
                 sql_rows::select_list(&relation),
                 sql_rows::qualified(table)
             ),
@@ -245,36 +218,7 @@ pub async fn read(url: &str, table: &TableName) -> Result<SnapshotRows, RelayErr
     Ok(SnapshotRows {
         relation,
         rows,
-        taken,
+        snapshot: exported.map(|(name, _)| name.to_owned()),
+        position: exported.map(|(_, lsn)| lsn),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_snapshot_sees_committed_xids_below_xmax_only() {
-        let s = TakenSnapshot::parse("100:105:101,103", "0/1000").unwrap();
-        let l = Lsn::from_u64;
-        assert!(s.already_relayed(99, l(0x800)));
-        assert!(s.already_relayed(102, l(0x1000)));
-        assert!(
-            !s.already_relayed(101, l(0x800)),
-            "in progress at snapshot time"
-        );
-        assert!(
-            !s.already_relayed(105, l(0x800)),
-            "started after the snapshot"
-        );
-        assert!(
-            !s.already_relayed(99, l(0x1001)),
-            "commits after the snapshot's WAL position"
-        );
-        // xids wrap around modulo 2^32.
-        let wrapped = TakenSnapshot::parse("4294967290:4294967300:", "0/10").unwrap();
-        assert!(wrapped.already_relayed(4294967295, l(1)));
-        assert!(wrapped.already_relayed(2, l(1)));
-        assert!(!wrapped.already_relayed(5, l(1)));
-    }
 }

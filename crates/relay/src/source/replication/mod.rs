@@ -37,6 +37,8 @@ pub struct Replication<'a> {
     conn: ConnectionInfo,
     metrics: Arc<Metrics>,
     confirmations: Confirmations,
+    /// The server the last session reached.
+    identity: Option<Identity>,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -72,8 +74,41 @@ impl<'a> Replication<'a> {
             conn,
             confirmations: Confirmations::new(metrics.clone()),
             metrics,
+            identity: None,
             _heartbeat: heartbeat,
         })
+    }
+
+    fn replication_config(&self, start: Lsn) -> ReplicationConfig {
+        ReplicationConfig::new(
+            self.conn.host.clone(),
+            self.conn.user.clone(),
+            self.conn.password.clone(),
+            self.conn.database.clone(),
+            self.cdc.slot.clone(),
+            self.cdc.publication.as_str(),
+        )
+        .with_port(self.conn.port)
+        .with_tls(self.conn.tls.clone())
+        .with_start_lsn(PgLsn::from_u64(start.as_u64()))
+        .with_status_interval(self.cdc.status_interval)
+        .with_application_name("outbox-relay")
+    }
+
+    /// A replication session that has not started streaming, and the server it reached.
+    async fn connect_gated(&self, start: Lsn) -> Result<(ReplicationClient, Identity), RelayError> {
+        let error = |e| RelayError::replication(e, &self.conn.display, &self.cdc.slot);
+        let mut client = ReplicationClient::connect_gated(self.replication_config(start))
+            .await
+            .map_err(error)?;
+        let system = client.identify_system().await.map_err(error)?;
+        Ok((
+            client,
+            Identity {
+                system_id: system.system_id,
+                timeline: system.timeline,
+            },
+        ))
     }
 
     async fn run_session(
@@ -87,41 +122,63 @@ impl<'a> Replication<'a> {
         if initial_snapshot {
             snapshot::register_new_slot(&sql, table, &cdc.slot).await?;
         }
-        let slot_position = catalog::ensure_publication_and_slot(
-            &sql,
-            table,
-            &cdc.publication,
-            cdc.publication_mode,
-            &cdc.slot,
-            &self.conn.database,
-        )
-        .await?;
+        catalog::ensure_publication(&sql, table, &cdc.publication, cdc.publication_mode).await?;
         let snapshot_state = if initial_snapshot {
             snapshot::state(&sql, table, &cdc.slot).await?
         } else {
             snapshot::SnapshotState::None
         };
-        let start = self.confirmations.resume_from(slot_position);
-        let producer = KafkaProducer::new(&settings.kafka)?;
-        let config = ReplicationConfig::new(
-            self.conn.host.clone(),
-            self.conn.user.clone(),
-            self.conn.password.clone(),
-            self.conn.database.clone(),
-            cdc.slot.clone(),
-            cdc.publication.as_str(),
-        )
-        .with_port(self.conn.port)
-        .with_tls(self.conn.tls.clone())
-        .with_start_lsn(PgLsn::from_u64(start.as_u64()))
-        .with_status_interval(cdc.status_interval)
-        .with_application_name("outbox-relay");
-        let client = ReplicationClient::connect(config)
+        let slot_exists = catalog::slot_state(&sql, &cdc.slot)
             .await
-            .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
-        tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display, "streaming");
-        self.metrics.streaming.set(1);
-        self.metrics.active.set(1);
+            .map_err(|e| {
+                RelayError::postgres("reading the replication slots", e, || {
+                    "the role needs the REPLICATION attribute".into()
+                })
+            })?
+            .is_some();
+        // A new slot that owes a snapshot is created on the replication connection with its
+        // snapshot exported, so the rows are read at exactly the slot's consistent point.
+        let export = !slot_exists && snapshot_state == snapshot::SnapshotState::Owed;
+        let slot_position = if export {
+            None
+        } else {
+            Some(catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database).await?)
+        };
+        let start = match slot_position {
+            Some(position) => self.confirmations.resume_from(position),
+            None => Lsn::ZERO,
+        };
+        let (mut client, identity) = self.connect_gated(start).await?;
+        if let (Some(previous), Some(position)) = (&self.identity, slot_position) {
+            if *previous != identity {
+                // A failover: what this process confirmed to the old server says nothing
+                // about the new one (its WAL may be behind it). Start from the slot's own.
+                tracing::warn!(
+                    previous_system = %previous.system_id, previous_timeline = previous.timeline,
+                    system = %identity.system_id, timeline = identity.timeline, slot_lsn = %position,
+                    "PostgreSQL's system or timeline changed (a failover): resuming from the slot's own position"
+                );
+                self.confirmations.forget();
+                let start = self.confirmations.resume_from(position);
+                drop(client);
+                client = self.connect_gated(start).await?.0;
+            }
+        }
+        self.identity = Some(identity);
+        let exported = if export {
+            let (snapshot_name, consistent_point) =
+                create_slot_exporting_snapshot(&mut client, &cdc.slot)
+                    .await
+                    .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
+            tracing::info!(slot = %cdc.slot, %consistent_point, "created replication slot with an exported snapshot");
+            self.confirmations.forget();
+            self.confirmations.resume_from(consistent_point);
+            Some((snapshot_name, consistent_point))
+        } else {
+            None
+        };
+        let start = exported.as_ref().map_or(start, |(_, point)| *point);
+        let producer = KafkaProducer::new(&settings.kafka)?;
         let stream = PgStream {
             client,
             sql,
@@ -143,42 +200,34 @@ impl<'a> Replication<'a> {
             table,
             settings.kafka.max_in_flight,
         );
-        let result = match snapshot_state {
-            snapshot::SnapshotState::Owed => {
-                let rows = snapshot::read(settings.postgres_url.expose(), table).await;
-                match rows {
-                    Ok(rows) => {
-                        tracing::info!(%table, rows = rows.rows.len(), "snapshot.mode=initial: relaying the rows already in the outbox");
-                        let taken = rows.taken.clone();
-                        let relayed = streamer.relay_snapshot(rows, start).await;
-                        match relayed {
-                            Ok(()) => snapshot::mark_complete(
-                                &streamer.stream.sql,
-                                table,
-                                &cdc.slot,
-                                &taken,
-                            )
-                            .await
-                            .map(|()| {
-                                tracing::info!(%table, "snapshot complete; streaming");
-                                streamer.skip_snapshot(taken);
-                            }),
-                            Err(e) => Err(e),
-                        }
-                    }
-                    Err(e) => Err(e),
-                }
+        let result = async {
+            if snapshot_state == snapshot::SnapshotState::Owed {
+                let snapshot = exported.as_ref().map(|(name, point)| (name.as_str(), *point));
+                let rows = snapshot::read(settings.postgres_url.expose(), table, snapshot).await?;
+                tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
+                    "snapshot.mode=initial: relaying the rows already in the outbox");
+                let taken = (rows.snapshot.clone(), rows.position);
+                streamer.relay_snapshot(rows, taken.1.unwrap_or(start)).await?;
+                snapshot::mark_complete(&streamer.stream.sql, table, &cdc.slot, taken).await?;
+                tracing::info!(%table, "snapshot complete; streaming");
             }
-            snapshot::SnapshotState::Done(taken) => {
-                streamer.skip_snapshot(taken);
-                Ok(())
-            }
-            snapshot::SnapshotState::None => Ok(()),
-        };
-        let result = match result {
-            Ok(()) => streamer.stream(shutdown).await,
-            Err(e) => Err(e),
-        };
+            let stream = &mut streamer.stream;
+            stream
+                .client
+                .start()
+                .await
+                .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
+            stream
+                .client
+                .wait_started()
+                .await
+                .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
+            tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display, "streaming");
+            self.metrics.streaming.set(1);
+            self.metrics.active.set(1);
+            streamer.stream(shutdown).await
+        }
+        .await;
         if let Err(e) = result {
             streamer.stream.client.abort();
             return Err(e);
@@ -191,6 +240,46 @@ impl<'a> Replication<'a> {
         tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, "stopped");
         Ok(())
     }
+}
+
+/// Which server a session reached (IDENTIFY_SYSTEM): a new system or timeline means a
+/// failover or a restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    system_id: String,
+    timeline: u32,
+}
+
+/// `CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')` on a gated session: returns the
+/// snapshot's name and the slot's consistent point. The snapshot stays importable until the
+/// session runs its next command.
+async fn create_slot_exporting_snapshot(
+    client: &mut ReplicationClient,
+    slot: &str,
+) -> Result<(String, Lsn), pgwire_replication::PgWireError> {
+    use pgwire_replication::PgWireError;
+    // The slot name is validated to [a-z0-9_] in config.
+    let rows = client
+        .simple_query(&format!(
+            "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'export')"
+        ))
+        .await?;
+    let row = rows
+        .into_iter()
+        .next()
+        .ok_or_else(|| PgWireError::Protocol("CREATE_REPLICATION_SLOT returned no row".into()))?;
+    let text = |i: usize| {
+        row.get(i)
+            .and_then(|v| v.as_ref())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or_else(|| {
+                PgWireError::Protocol(format!("CREATE_REPLICATION_SLOT: column {i} is missing"))
+            })
+    };
+    let consistent_point = Lsn::parse(&text(1)?).ok_or_else(|| {
+        PgWireError::Protocol("CREATE_REPLICATION_SLOT: unreadable consistent_point".into())
+    })?;
+    Ok((text(2)?, consistent_point))
 }
 
 impl supervisor::Source for Replication<'_> {
@@ -227,10 +316,7 @@ impl ChangeStream for PgStream {
             .await
             .map_err(|e| RelayError::replication(e, &self.display, &self.slot))?;
         Ok(event.map(|event| match event {
-            ReplicationEvent::Begin { xid, final_lsn, .. } => Change::Begin {
-                xid,
-                final_lsn: Lsn::from_u64(final_lsn.as_u64()),
-            },
+            ReplicationEvent::Begin { .. } => Change::Begin,
             ReplicationEvent::XLogData {
                 wal_start,
                 wal_end,

@@ -9,7 +9,7 @@ use crate::deliver::{AckTracker, Counts, Deliver, Origin, Producer, Ticket};
 use crate::error::RelayError;
 use crate::ops::metrics::Metrics;
 use crate::route;
-use crate::source::snapshot::{SnapshotRows, TakenSnapshot};
+use crate::source::snapshot::SnapshotRows;
 use anyhow::anyhow;
 use bytes::Bytes;
 use outbox_router::connect::ColumnFacts;
@@ -30,10 +30,7 @@ pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// One change of the replication stream, as the loop needs it.
 #[derive(Debug, Clone)]
 pub enum Change {
-    Begin {
-        xid: u32,
-        final_lsn: Lsn,
-    },
+    Begin,
     /// One pgoutput message.
     Data {
         wal_start: Lsn,
@@ -73,10 +70,6 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     metrics: Arc<Metrics>,
     table: Arc<str>,
     max_in_flight: usize,
-    /// The initial snapshot, whose transactions the stream must not relay again.
-    already_relayed: Option<TakenSnapshot>,
-    /// The open transaction's rows were in the initial snapshot.
-    skipping_transaction: bool,
 }
 
 impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
@@ -100,14 +93,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             metrics,
             table: table.to_string().into(),
             max_in_flight,
-            already_relayed: None,
-            skipping_transaction: false,
         }
-    }
-
-    /// Transactions of `snapshot` were relayed by the initial snapshot: skip them.
-    pub fn skip_snapshot(&mut self, snapshot: TakenSnapshot) {
-        self.already_relayed = Some(snapshot);
     }
 
     pub fn counts(&self) -> Counts {
@@ -215,13 +201,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
 
     async fn on_change(&mut self, change: Change) -> Result<(), RelayError> {
         match change {
-            Change::Begin { xid, final_lsn } => {
-                self.skipping_transaction = self
-                    .already_relayed
-                    .as_ref()
-                    .is_some_and(|s| s.already_relayed(xid, final_lsn));
-                self.tracker.begin()
-            }
+            Change::Begin => self.tracker.begin(),
             Change::Commit {
                 end_lsn,
                 commit_time_micros,
@@ -249,9 +229,6 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 };
                 // Inserts, nearly all of the stream, take the router's zero-allocation path.
                 if data.first() == Some(&b'I') {
-                    if self.skipping_transaction {
-                        return Ok(());
-                    }
                     let outcome = self.router.route_message(&data).map_err(undecodable)?;
                     self.deliver_outcome(outcome, wal_start).await?;
                 } else {

@@ -101,12 +101,9 @@ struct Harness {
 }
 
 impl Harness {
-    fn transaction(&self, xid: u32, rows: &[(u32, Option<&str>)], end: u64) {
+    fn transaction(&self, rows: &[(u32, Option<&str>)], end: u64) {
         let send = |c| self.feed.send(c).unwrap();
-        send(Change::Begin {
-            xid,
-            final_lsn: lsn(end - 8),
-        });
+        send(Change::Begin);
         send(Change::Data {
             wal_start: lsn(end - 100),
             wal_end: lsn(end - 100),
@@ -199,8 +196,8 @@ async fn settle() {
 #[tokio::test]
 async fn only_the_delivered_prefix_of_transactions_is_confirmed() {
     let (sent, final_lsn) = run(100, 100, |h| async move {
-        h.transaction(1, &[(0, Some("Order")), (1, Some("Order"))], 1000);
-        h.transaction(2, &[(2, Some("Customer"))], 2000);
+        h.transaction(&[(0, Some("Order")), (1, Some("Order"))], 1000);
+        h.transaction(&[(2, Some("Customer"))], 2000);
         settle().await;
         assert_eq!(h.last_confirmed(), None, "nothing acknowledged yet");
         // Kafka acknowledges the second transaction's event first.
@@ -226,11 +223,7 @@ async fn only_the_delivered_prefix_of_transactions_is_confirmed() {
 #[tokio::test]
 async fn an_unroutable_row_holds_the_position_until_its_dead_letter_is_acknowledged() {
     let (sent, _) = run(100, 100, |h| async move {
-        h.transaction(
-            1,
-            &[(0, Some("Order")), (1, None), (2, Some("Order"))],
-            1000,
-        );
+        h.transaction(&[(0, Some("Order")), (1, None), (2, Some("Order"))], 1000);
         settle().await;
         h.completer.complete(0, Outcome::Acknowledged);
         h.completer.complete(2, Outcome::Acknowledged);
@@ -258,7 +251,6 @@ async fn an_unroutable_row_holds_the_position_until_its_dead_letter_is_acknowled
 async fn reading_pauses_while_the_in_flight_window_is_full() {
     let (sent, final_lsn) = run(2, 100, |h| async move {
         h.transaction(
-            1,
             &[
                 (0, Some("A")),
                 (1, Some("A")),
@@ -293,7 +285,7 @@ async fn reading_pauses_while_the_in_flight_window_is_full() {
 #[tokio::test]
 async fn a_full_producer_queue_is_backpressure_not_an_error() {
     let (sent, final_lsn) = run(100, 1, |h| async move {
-        h.transaction(1, &[(0, Some("A")), (1, Some("A")), (2, Some("A"))], 1000);
+        h.transaction(&[(0, Some("A")), (1, Some("A")), (2, Some("A"))], 1000);
         for id in 0..3 {
             settle().await;
             h.completer.complete(id, Outcome::Acknowledged);
@@ -311,12 +303,7 @@ async fn a_full_producer_queue_is_backpressure_not_an_error() {
 async fn a_graceful_stop_finishes_the_open_transaction_and_drains() {
     let (sent, final_lsn) = run(100, 100, |h| async move {
         // Stop requested in the middle of a transaction: the loop reads to its commit.
-        h.feed
-            .send(Change::Begin {
-                xid: 1,
-                final_lsn: lsn(992),
-            })
-            .unwrap();
+        h.feed.send(Change::Begin).unwrap();
         h.feed
             .send(Change::Data {
                 wal_start: lsn(900),
