@@ -46,7 +46,7 @@ async fn reset(stack: &Stack, slot: &str, publication: &str) {
         .batch_execute(&format!(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}';
              DROP PUBLICATION IF EXISTS {publication};
-             DROP TABLE IF EXISTS public.outbox, public.outbox_events, public.outbox_relay_snapshots;"
+             DROP TABLE IF EXISTS public.outbox, public.outbox_events, public.outbox_relay_snapshots, public.outbox_relay_slots;"
         ))
         .await
         .unwrap();

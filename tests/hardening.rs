@@ -163,3 +163,117 @@ async fn after_a_failover_the_relay_resumes_from_the_new_servers_slot() {
     drop(stack);
     drop(standby);
 }
+
+/// A slot the relay streamed from is dropped while it is stopped (a DBA, a failover that
+/// did not carry it): the relay does not quietly start a new slot at the current position,
+/// skipping what was written meanwhile. It stops and names the choices; `reread` relays
+/// every row still in the outbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_slot_is_noticed_and_the_user_chooses_what_happens() {
+    let stack = Stack::start().await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    insert_events(&stack.db, 0, 100, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    relay.terminate(Duration::from_secs(30)).unwrap();
+    stack
+        .db
+        .batch_execute(&format!("SELECT pg_drop_replication_slot('{SLOT}')"))
+        .await
+        .unwrap();
+    insert_events(&stack.db, 100, 100, 10, 10).await.unwrap();
+
+    let mut relay = stack.spawn_relay(&[]);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay created a new slot and went on:\n{}", relay.log()));
+    assert!(!status.success());
+    let log = relay.log();
+    assert!(
+        log.contains("replication slot outbox_relay is gone"),
+        "{log}"
+    );
+    assert!(
+        log.contains("--on-missing-slot reread") && log.contains("--on-missing-slot accept-gap"),
+        "{log}"
+    );
+    assert!(
+        stack.confirmed_flush_lsn(SLOT).await.is_none(),
+        "no slot was created"
+    );
+    let mut args = stack.relay_args(&[]);
+    args[0] = "check".into();
+    let out = std::process::Command::new(RELAY)
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("FAIL slot outbox_relay is gone"),
+        "{stdout}"
+    );
+
+    let relay = stack.spawn_relay(&["--on-missing-slot", "reread"]);
+    stack.wait_for_slot(SLOT, &relay).await;
+    insert_events(&stack.db, 200, 50, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    let (lost, duplicated) = lost_and_duplicated(&stack, 250).await;
+    assert_eq!(
+        lost,
+        0,
+        "the rows written while the slot was gone are re-read:\n{}",
+        relay.log()
+    );
+    assert_eq!(
+        duplicated, 100,
+        "the rows relayed before come again (documented)"
+    );
+}
+
+/// The replication connection dies without closing (a lost network path): no error, no
+/// data. After a silence the relay checks that the server still streams to it, finds it
+/// does not answer, reconnects, ends its own stale walsender (which would hold the slot
+/// until the server's wal_sender_timeout) and streams on — well before TCP or the server
+/// would notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_dead_replication_connection_is_noticed_and_replaced() {
+    let stack = Stack::start().await;
+    let target = format!("127.0.0.1:{}", stack.pg.port()).parse().unwrap();
+    let proxy = outbox_relay_testkit::proxy::TcpProxy::start(target)
+        .await
+        .unwrap();
+    let url = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port());
+    let relay = stack.spawn_relay_as(&url, &[], &[]);
+    stack.wait_for_slot(SLOT, &relay).await;
+    insert_events(&stack.db, 0, 100, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    proxy.stall_open_connections();
+    let stalled_at = std::time::Instant::now();
+    insert_events(&stack.db, 100, 100, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
+        .await;
+    let took = stalled_at.elapsed();
+    eprintln!("a half-open replication connection was replaced and its events delivered {took:?} after the stall");
+    // The test cluster's wal_sender_timeout is 60 s: the relay acts well before the server.
+    assert!(
+        took < Duration::from_secs(40),
+        "took {took:?}:\n{}",
+        relay.log()
+    );
+    let log = relay.log();
+    assert!(log.contains("presumed dead"), "{log}");
+    assert!(
+        log.contains("previous replication connection still holds the slot"),
+        "{log}"
+    );
+    let (lost, _) = lost_and_duplicated(&stack, 200).await;
+    assert_eq!(lost, 0);
+}

@@ -9,6 +9,7 @@ pub mod kafka;
 pub mod locale;
 pub mod net;
 pub mod postgres;
+pub mod proxy;
 pub mod relay;
 pub mod slot;
 

@@ -16,8 +16,8 @@ mod source;
 pub use kafka::{parse_producer_property, ClientRole, KafkaSettings};
 pub use options::{Mode, RunOptions};
 pub use source::{
-    validate_identifier, validate_slot_name, CdcSettings, Heartbeat, PollingSettings,
-    PublicationMode, Retire, SnapshotMode, SourceSettings,
+    validate_identifier, validate_slot_name, CdcSettings, Heartbeat, OnMissingSlot,
+    PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
 };
 
 use crate::secret::Secret;
@@ -285,9 +285,16 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                         .unwrap_or(defaults::STATUS_INTERVAL_MS)
                         .max(10),
                 ),
+                on_missing_slot: o.on_missing_slot.unwrap_or_default(),
             }))
         }
         Mode::Polling => {
+            if o.on_missing_slot.is_some() {
+                return Err(invalid(
+                    "on-missing-slot",
+                    "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
             let batch_size = o.poll_batch_size.unwrap_or(defaults::POLL_BATCH_SIZE);
             if !(1..=1_000_000).contains(&batch_size) {
                 return Err(invalid(

@@ -72,6 +72,18 @@ pub struct RunOptions {
     #[arg(long, env = "OUTBOX_RELAY_PROCESSED_COLUMN", value_name = "COLUMN")]
     pub processed_column: Option<String>,
 
+    /// What to do when a replication slot this relay streamed from before is gone (dropped,
+    /// or not carried over by a failover): refuse (stop and say so), reread (create it again
+    /// and relay every row still in the outbox table) or accept-gap (create it at the current
+    /// position; events written in between are not relayed) [default: refuse].
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_ON_MISSING_SLOT",
+        value_enum,
+        value_name = "refuse|reread|accept-gap"
+    )]
+    pub on_missing_slot: Option<super::OnMissingSlot>,
+
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
     #[arg(

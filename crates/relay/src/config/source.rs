@@ -19,6 +19,33 @@ pub struct CdcSettings {
     pub heartbeat: Option<Heartbeat>,
     /// How often the confirmed position is reported to PostgreSQL.
     pub status_interval: Duration,
+    /// What to do when a slot this relay streamed from before is gone.
+    pub on_missing_slot: OnMissingSlot,
+}
+
+/// `--on-missing-slot`: a slot the relay streamed from before has disappeared.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnMissingSlot {
+    /// Stop with an error that names the slot and the choices (the default).
+    #[default]
+    Refuse,
+    /// Create it again with an exported snapshot and relay every row still in the outbox
+    /// table (rows relayed before come again: consumers deduplicate by event id).
+    Reread,
+    /// Create it again at the current position, accepting that events written since the old
+    /// slot's position are not relayed.
+    AcceptGap,
 }
 
 /// `run --mode polling`.

@@ -295,6 +295,17 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             state.confirmed_flush_lsn.map(|l| l.to_string()).unwrap_or_default(),
             state.active_pid.map(|p| format!("; held by pid {p}: run will wait for it (standby)")).unwrap_or_default()
         ))),
+        Ok(None) if crate::source::slot_history::remembered(&client, &table.schema, &cdc.slot)
+            .await
+            .ok()
+            .flatten()
+            .is_some() =>
+        {
+            out.push(fail(
+                format!("slot {} is gone, but this relay streamed from it: events since its last position would be skipped", cdc.slot),
+                "run with --on-missing-slot reread (relay every row still in the outbox again) or --on-missing-slot accept-gap",
+            ))
+        }
         Ok(None) => match one("SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)::int").await {
             Ok(row) if row.get::<_, i32>(0) > 0 => out.push(ok(format!("slot {} is missing; run will create it ({} free)", cdc.slot, row.get::<_, i32>(0)))),
             Ok(_) => out.push(fail(

@@ -27,13 +27,17 @@ pub fn setup_sql(
     Ok(format!(
         "-- outbox-relay: run as a superuser (or the table owner) once; then start
 --   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...
--- The role needs REPLICATION (logical decoding) and SELECT on the outbox table, nothing else.
+-- The role needs REPLICATION (logical decoding) and SELECT on the outbox table; it records the
+-- slots it streams from in {history}, so that a dropped slot is noticed instead of skipped past.
 
 CREATE ROLE {role_ident} WITH LOGIN REPLICATION PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA {schema} TO {role_ident};
 
 {ddl}
 GRANT SELECT ON {qualified} TO {role_ident};
+
+{history_ddl};
+GRANT SELECT, INSERT, DELETE ON {history} TO {role_ident};
 
 -- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
 CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
@@ -43,5 +47,10 @@ SELECT pg_create_logical_replication_slot({}, 'pgoutput');
 ",
         escape_identifier(publication),
         escape_literal(slot),
+        history_ddl = crate::source::slot_history::ddl(&table.schema),
+        history = crate::source::sql_rows::qualified(&TableName {
+            schema: table.schema.clone(),
+            name: crate::source::slot_history::TABLE.into(),
+        }),
     ))
 }

@@ -5,7 +5,8 @@
 //! - `replication/`: the pgoutput stream from a logical replication slot (CDC mode).
 //! - `snapshot.rs`: `snapshot.mode=initial`, the rows already in the outbox, once.
 //! - `polling.rs`: `--mode polling`, SELECT ... FOR UPDATE SKIP LOCKED in transactions.
-//! - `catalog.rs`: the outbox table, the publication and the slot, checked and created.
+//! - `catalog.rs`: the outbox table, the publication and the slot, checked and created;
+//!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
 
@@ -13,5 +14,6 @@ pub mod catalog;
 pub mod polling;
 pub mod postgres;
 pub mod replication;
+pub mod slot_history;
 pub mod snapshot;
 pub mod sql_rows;

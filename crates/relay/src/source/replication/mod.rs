@@ -10,11 +10,14 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT};
+pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT, SILENCE_BEFORE_PROBE};
+
+/// How long the liveness probe waits for PostgreSQL's answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 use super::postgres::{self, ConnectionInfo};
-use super::{catalog, snapshot};
-use crate::config::{CdcSettings, Heartbeat, Settings, SnapshotMode};
+use super::{catalog, slot_history, snapshot};
+use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
 use crate::confirm::Confirmations;
 use crate::deliver::{Deliver, KafkaProducer};
 use crate::error::RelayError;
@@ -39,6 +42,11 @@ pub struct Replication<'a> {
     confirmations: Confirmations,
     /// The server the last session reached.
     identity: Option<Identity>,
+    /// The slot is in the slot history (or the role cannot write it: warned once).
+    remembered: bool,
+    /// The walsender of this process's last session: if a dead connection left it holding
+    /// the slot, the next session ends it instead of standing by for its own ghost.
+    walsender_pid: Option<i32>,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -75,6 +83,8 @@ impl<'a> Replication<'a> {
             confirmations: Confirmations::new(metrics.clone()),
             metrics,
             identity: None,
+            remembered: false,
+            walsender_pid: None,
             _heartbeat: heartbeat,
         })
     }
@@ -123,11 +133,6 @@ impl<'a> Replication<'a> {
             snapshot::register_new_slot(&sql, table, &cdc.slot).await?;
         }
         catalog::ensure_publication(&sql, table, &cdc.publication, cdc.publication_mode).await?;
-        let snapshot_state = if initial_snapshot {
-            snapshot::state(&sql, table, &cdc.slot).await?
-        } else {
-            snapshot::SnapshotState::None
-        };
         let slot_exists = catalog::slot_state(&sql, &cdc.slot)
             .await
             .map_err(|e| {
@@ -136,6 +141,12 @@ impl<'a> Replication<'a> {
                 })
             })?
             .is_some();
+        if !slot_exists {
+            self.on_missing_slot(&sql).await?;
+        }
+        self.end_own_stale_walsender(&sql).await;
+        // Any mode: a marker left owed (a snapshot, or a reread of a lost slot) is honoured.
+        let snapshot_state = snapshot::state(&sql, table, &cdc.slot).await?;
         // A new slot that owes a snapshot is created on the replication connection with its
         // snapshot exported, so the rows are read at exactly the slot's consistent point.
         let export = !slot_exists && snapshot_state == snapshot::SnapshotState::Owed;
@@ -164,6 +175,10 @@ impl<'a> Replication<'a> {
                 client = self.connect_gated(start).await?.0;
             }
         }
+        if !self.remembered {
+            slot_history::remember(&sql, &table.schema, &cdc.slot, &identity.system_id).await;
+            self.remembered = true;
+        }
         self.identity = Some(identity);
         let exported = if export {
             let (snapshot_name, consistent_point) =
@@ -179,11 +194,14 @@ impl<'a> Replication<'a> {
         };
         let start = exported.as_ref().map_or(start, |(_, point)| *point);
         let producer = KafkaProducer::new(&settings.kafka)?;
+        let walsender_pid = walsender_pid(&mut client).await;
+        self.walsender_pid = walsender_pid;
         let stream = PgStream {
             client,
             sql,
             display: self.conn.display.clone(),
             slot: cdc.slot.clone(),
+            walsender_pid,
         };
         let deliver = Deliver::new(
             producer,
@@ -242,6 +260,14 @@ impl<'a> Replication<'a> {
     }
 }
 
+/// The pid of the walsender serving a gated session (SQL runs on a database replication
+/// connection).
+async fn walsender_pid(client: &mut ReplicationClient) -> Option<i32> {
+    let rows = client.simple_query("SELECT pg_backend_pid()").await.ok()?;
+    let value = rows.first()?.first()?.as_ref()?;
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 /// Which server a session reached (IDENTIFY_SYSTEM): a new system or timeline means a
 /// failover or a restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,6 +308,79 @@ async fn create_slot_exporting_snapshot(
     Ok((text(2)?, consistent_point))
 }
 
+impl Replication<'_> {
+    /// A previous session of this process died without the server noticing (a half-open
+    /// connection): its walsender may still hold the slot until `wal_sender_timeout`. It is
+    /// ours, so end it rather than stand by for it. Another instance's walsender is never
+    /// touched (that is a standby's wait).
+    async fn end_own_stale_walsender(&mut self, sql: &tokio_postgres::Client) {
+        let Some(ours) = self.walsender_pid.take() else {
+            return;
+        };
+        let holder = catalog::slot_state(sql, &self.cdc.slot)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.active_pid);
+        if holder != Some(ours) {
+            return;
+        }
+        tracing::warn!(pid = ours, "this relay's previous replication connection still holds the slot on the server: ending it");
+        let ended = sql
+            .query_one("SELECT pg_terminate_backend($1)", &[&ours])
+            .await
+            .map(|r| r.get::<_, bool>(0));
+        if let Err(e) = ended {
+            tracing::warn!(
+                "could not end the stale walsender {ours}: {}",
+                crate::error::server_message(&e)
+            );
+            return;
+        }
+        for _ in 0..50 {
+            let still = catalog::slot_state(sql, &self.cdc.slot)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|s| s.active_pid);
+            if still != Some(ours) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The slot is missing: a first start creates it; a slot this relay streamed from
+    /// before is gone, and creating a new one at the current position would skip every event
+    /// written since — so that happens only when the user chose it.
+    async fn on_missing_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
+        let (table, slot) = (self.settings.table(), &self.cdc.slot);
+        let Some(since) = slot_history::remembered(sql, &table.schema, slot).await? else {
+            return Ok(());
+        };
+        // Positions of the old slot mean nothing for a new one.
+        self.confirmations.forget();
+        match self.cdc.on_missing_slot {
+            OnMissingSlot::Refuse => Err(RelayError::misconfigured(format!(
+                "replication slot {slot} is gone (dropped, or not carried over by a failover), but this relay has \
+                 streamed from it since {since}: a new slot at the current position would skip every event written \
+                 since the old one's last confirmed position. Choose, and start again with one of: \
+                 --on-missing-slot reread (create the slot again and relay every row still in {table}; rows relayed \
+                 before come again, consumers deduplicate by event id), or --on-missing-slot accept-gap (create it at \
+                 the current position; events written in between are not relayed)"
+            ))),
+            OnMissingSlot::Reread => {
+                tracing::warn!(%slot, %table, "replication slot {slot} is gone: creating it again and relaying every row still in {table} (--on-missing-slot reread)");
+                snapshot::register_new_slot(sql, table, slot).await
+            }
+            OnMissingSlot::AcceptGap => {
+                tracing::warn!(%slot, "replication slot {slot} is gone: creating it again at the current position; events written since the old slot's position are not relayed (--on-missing-slot accept-gap)");
+                Ok(())
+            }
+        }
+    }
+}
+
 impl supervisor::Source for Replication<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         // Every line a session logs names its slot (and publication).
@@ -306,6 +405,8 @@ pub struct PgStream {
     sql: tokio_postgres::Client,
     display: String,
     slot: String,
+    /// The server process that streams to this connection.
+    walsender_pid: Option<i32>,
 }
 
 impl ChangeStream for PgStream {
@@ -346,6 +447,36 @@ impl ChangeStream for PgStream {
     fn confirm(&mut self, lsn: Lsn) {
         self.client
             .update_applied_lsn(PgLsn::from_u64(lsn.as_u64()));
+    }
+
+    /// The slot must still be held by this connection's walsender, and PostgreSQL must
+    /// answer within [`PROBE_TIMEOUT`] (over the session's SQL connection, which shares the
+    /// replication connection's path).
+    async fn probe(&mut self) -> Result<(), RelayError> {
+        let query = catalog::slot_state(&self.sql, &self.slot);
+        let state = match tokio::time::timeout(PROBE_TIMEOUT, query).await {
+            Err(_) => {
+                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                    "no data for {SILENCE_BEFORE_PROBE:?} and PostgreSQL at {} did not answer a liveness check within \
+                     {PROBE_TIMEOUT:?}: the connection is presumed dead",
+                    self.display
+                )))
+            }
+            Ok(result) => result.map_err(|e| {
+                RelayError::postgres("checking the replication connection", e, || {
+                    "the role needs the REPLICATION attribute".into()
+                })
+            })?,
+        };
+        let holder = state.and_then(|s| s.active_pid);
+        if self.walsender_pid.is_some() && holder != self.walsender_pid {
+            return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                "the server no longer streams slot {} to this relay (held by {holder:?}, ours was {:?})",
+                self.slot,
+                self.walsender_pid
+            )));
+        }
+        Ok(())
     }
 
     async fn column_facts(&mut self, table: &TableName) -> Result<Vec<ColumnFacts>, RelayError> {

@@ -23,6 +23,11 @@ use tokio::sync::watch;
 /// How long a graceful shutdown keeps reading to reach the end of an open transaction.
 const TRANSACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Silence on the replication connection after which the relay checks that the server still
+/// streams to it. A connection can die without closing (a network path lost, a NAT entry
+/// dropped): without this check a lone instance would wait for TCP to give up (~15 min).
+pub const SILENCE_BEFORE_PROBE: Duration = Duration::from_secs(10);
+
 /// How long a graceful shutdown waits for in-flight deliveries before giving up on them
 /// (they are then re-sent by the next run: nothing is confirmed for them).
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,6 +59,9 @@ pub trait ChangeStream {
     fn recv(&mut self) -> impl Future<Output = Result<Option<Change>, RelayError>>;
     /// Reports `lsn` as flushed. Only ever called with a position the tracker allows.
     fn confirm(&mut self, lsn: Lsn);
+    /// Checks, after a silence, that the server still streams to this connection; an error
+    /// ends the session (the supervisor reconnects).
+    fn probe(&mut self) -> impl Future<Output = Result<(), RelayError>>;
     /// Nullability and defaults of `table`'s columns (Kafka Connect schemas need them).
     fn column_facts(
         &mut self,
@@ -110,6 +118,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         // On shutdown, read on to the end of the open transaction (bounded in time): its
         // events are then confirmed rather than sent again by the next run.
         let mut stop_by: Option<Instant> = None;
+        let mut last_heard = tokio::time::Instant::now();
         loop {
             if stop_by.is_none() && *shutdown.borrow() {
                 stop_by = Some(Instant::now() + TRANSACTION_FINISH_TIMEOUT);
@@ -128,10 +137,17 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 acknowledged = self.deliver.next_acknowledged(), if pending => {
                     self.on_acknowledged(acknowledged?);
                 }
-                change = self.stream.recv(), if room => match change? {
-                    Some(change) => self.on_change(change).await?,
-                    None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
-                },
+                change = self.stream.recv(), if room => {
+                    last_heard = tokio::time::Instant::now();
+                    match change? {
+                        Some(change) => self.on_change(change).await?,
+                        None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
+                    }
+                }
+                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() => {
+                    self.stream.probe().await?;
+                    last_heard = tokio::time::Instant::now();
+                }
             }
             self.metrics.in_flight.set(self.deliver.in_flight() as i64);
         }

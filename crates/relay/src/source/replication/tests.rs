@@ -87,6 +87,9 @@ impl ChangeStream for FakeStream {
     fn confirm(&mut self, lsn: Lsn) {
         self.confirmed.lock().unwrap().push(lsn);
     }
+    async fn probe(&mut self) -> Result<(), RelayError> {
+        Ok(())
+    }
     async fn column_facts(&mut self, _: &TableName) -> Result<Vec<ColumnFacts>, RelayError> {
         Ok(Vec::new())
     }
