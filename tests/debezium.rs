@@ -731,6 +731,86 @@ async fn an_initial_snapshot_loses_no_event_deleted_in_its_own_transaction() {
     assert!(relay.log().contains("exported snapshot"), "{}", relay.log());
 }
 
+/// One bad row never stops the stream or loops forever: a partition placement beyond the
+/// topic's partitions, and an unroutable row whose dead letter is itself too large for the
+/// producer (it goes again without its payload, size and reason in headers), both end on the
+/// dead-letter topic; the events around them arrive and everything is confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_pills_are_dead_lettered_and_the_stream_goes_on() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "poison",
+        serde_json::json!({
+            "transforms.outbox.table.fields.additional.placement": "shard:partition",
+            "producer.override.message.max.bytes": "8192",
+        }),
+    )
+    .await;
+    let insert = |n: u64, kind: Option<&'static str>, shard: i32, payload: String| {
+        let db = &stack.db;
+        async move {
+            db.execute(
+                "INSERT INTO public.events (id, aggregatetype, aggregateid, type, payload, shard) \
+                 VALUES ($1::text::uuid, $2, $3, 'Created', $4::text::jsonb, $5)",
+                &[&uuid(n), &kind, &format!("agg-{n}"), &payload, &shard],
+            )
+            .await
+            .unwrap();
+        }
+    };
+    insert(1, Some("Order"), 0, "{}".into()).await;
+    insert(2, Some("Order"), 7, "{}".into()).await;
+    insert(
+        3,
+        None,
+        0,
+        format!("{{\"blob\": \"{}\"}}", "x".repeat(20_000)),
+    )
+    .await;
+    insert(4, Some("Order"), 2, "{}".into()).await;
+    wait_all_confirmed(&stack, "poison", &relay).await;
+    let orders = stack.read_topic("outbox.event.Order").await;
+    let ids: Vec<&str> = orders.iter().map(|r| r.header_str("id")).collect();
+    assert_eq!(
+        ids,
+        [uuid(1), uuid(4)],
+        "the events around the bad rows arrive"
+    );
+    let mut dead = stack.read_topic("outbox-relay.dlq").await;
+    dead.sort_by_key(|r| r.header_str("id").to_owned());
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert_eq!(dead[0].header_str("id"), uuid(2));
+    assert!(
+        dead[0]
+            .header_str("outbox-relay.error.reason")
+            .contains("partition"),
+        "{dead:?}"
+    );
+    assert_eq!(
+        dead[0].header_str("outbox-relay.original.topic"),
+        "outbox.event.Order"
+    );
+    assert_eq!(dead[1].header_str("id"), uuid(3));
+    let reason = dead[1].header_str("outbox-relay.error.reason");
+    assert!(
+        reason.contains("NULL") && reason.contains("payload left out"),
+        "{reason}"
+    );
+    assert_eq!(dead[1].value, None);
+    assert!(
+        dead[1]
+            .header_str("outbox-relay.original.size")
+            .parse::<usize>()
+            .unwrap()
+            > 20_000
+    );
+    let mut relay = relay;
+    assert!(relay.is_running(), "{}", relay.log());
+}
+
 #[test]
 fn configurations_outbox_relay_cannot_honour_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
