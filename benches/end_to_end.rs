@@ -79,7 +79,7 @@ fn main() {
     let steady_seconds = env_u64("OUTBOX_RELAY_BENCH_STEADY_SECONDS", 10);
     tokio::runtime::Runtime::new().unwrap().block_on(async move {
         let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
-        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-deps.sh)");
+        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
         let db = pg.connect().await.unwrap();
         db.batch_execute(include_str!("../sql/outbox.sql")).await.unwrap();
         db.batch_execute("CREATE PUBLICATION outbox_relay FOR TABLE outbox WITH (publish = 'insert')").await.unwrap();

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-tansu.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 for bench in decode_route big_transaction end_to_end cdc_vs_polling; do
     echo "=== cargo bench --bench $bench"

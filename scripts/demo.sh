@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The demo: throwaway PostgreSQL + local broker + outbox-relay; a sample order service
-# commits orders with their outbox events, and a consumer prints the events as they arrive.
-# ORDERS=0 runs until Ctrl-C.
+# The demo: a throwaway PostgreSQL, an embedded Kafka-protocol broker (librdkafka's mock
+# cluster, on a loopback port) and the real outbox-relay binary; a sample order service commits
+# orders with their outbox events, and a consumer prints the events as they arrive.
+# ORDERS=0 runs until Ctrl-C. `scripts/demo.sh --bootstrap-servers HOST:PORT` uses a real Kafka.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --locked -p outbox-relay -p outbox-relay-testkit --bins
-exec target/debug/outbox-relay-demo target/debug/outbox-relay --orders "${ORDERS:-5}"
+exec target/debug/outbox-relay-demo target/debug/outbox-relay --orders "${ORDERS:-5}" "$@"

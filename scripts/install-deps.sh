@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
-# PostgreSQL 15 server binaries, a C toolchain for the bundled librdkafka, and the tansu
-# Kafka-protocol broker (built from crates.io once, ~20 minutes, then reused).
+# PostgreSQL 15 server binaries, a C toolchain and OpenSSL headers for the bundled librdkafka,
+# and locales. The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
 set -euo pipefail
 
 SUDO=""
@@ -34,13 +34,4 @@ fi
 if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2
     exit 1
-fi
-
-TANSU=${OUTBOX_RELAY_TANSU:-$(command -v tansu || echo "$HOME/.cargo/bin/tansu")}
-if [ -x "$TANSU" ] && "$TANSU" --version 2>/dev/null | grep -q "0.6.0" \
-    && "$TANSU" --help 2>/dev/null | grep -q "dynostore, libsql"; then
-    :
-else
-    echo "install-deps: building the tansu broker (cargo install, about 20 minutes the first time)"
-    cargo install tansu --version 0.6.0 --locked --features dynostore,libsql
 fi

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-const INSTALL_HINT: &str = "install the tansu broker with `scripts/install-deps.sh` \
+const INSTALL_HINT: &str = "install the tansu broker with `scripts/install-tansu.sh` \
      (cargo install tansu --version 0.6.0 --locked --features dynostore,libsql), \
      or point OUTBOX_RELAY_TANSU at the binary";
 

@@ -1,11 +1,17 @@
-//! The demo behind `scripts/demo.sh`: a throwaway PostgreSQL and broker, the relay, a sample
-//! order service writing an order and its outbox event in ONE transaction, and a consumer
-//! printing events as they arrive on `Order.events`.
+//! The demo behind `scripts/demo.sh`: a throwaway PostgreSQL, a Kafka-protocol broker, the
+//! real relay binary, a sample order service writing an order and its outbox event in ONE
+//! transaction, and a consumer printing events as they arrive on `Order.events`.
 //!
-//! Usage: outbox-relay-demo RELAY_BINARY [--orders N] (N = 0: until Ctrl-C)
+//! The broker is embedded unless `--bootstrap-servers` names one: librdkafka's mock cluster,
+//! running in this process and listening on a loopback port. The relay (another process)
+//! and the consumer talk to it over the Kafka protocol like to any broker; it keeps data in
+//! memory, which is all a demo needs, and costs no broker build.
+//!
+//! Usage: outbox-relay-demo RELAY_BINARY [--orders N] [--bootstrap-servers HOST:PORT]
+//! (N = 0: until Ctrl-C)
 
 use anyhow::{bail, Context, Result};
-use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
+use outbox_relay_testkit::{PgCluster, RelayProcess};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -22,17 +28,34 @@ async fn main() -> Result<()> {
             .context("usage: outbox-relay-demo RELAY_BINARY [--orders N]")?,
     );
     let mut orders: u64 = 5;
+    let mut external: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--orders" => orders = args.next().context("--orders N")?.parse()?,
+            "--bootstrap-servers" => {
+                external = Some(args.next().context("--bootstrap-servers HOST:PORT")?)
+            }
             other => bail!("unknown argument {other}"),
         }
     }
 
     println!("==> starting a throwaway PostgreSQL 15 (wal_level=logical)");
     let pg = PgCluster::start()?;
-    println!("==> starting a local Kafka-protocol broker (tansu)");
-    let broker = Broker::start(Storage::Sqlite)?;
+    let (bootstrap, _embedded) = match external {
+        Some(servers) => {
+            println!("==> using the Kafka at {servers} (--bootstrap-servers)");
+            (servers, None)
+        }
+        None => {
+            let broker = EmbeddedBroker::start(&["Order.events", "outbox-relay.dlq"])?;
+            println!(
+                "==> embedded Kafka-protocol broker: librdkafka's mock cluster in this process, listening on {} \
+                 (in memory; for a real Kafka: scripts/demo.sh --bootstrap-servers HOST:PORT)",
+                broker.bootstrap
+            );
+            (broker.bootstrap.clone(), Some(broker))
+        }
+    };
     let db = pg.connect().await?;
     db.batch_execute(OUTBOX_DDL).await?;
     db.batch_execute(
@@ -45,7 +68,7 @@ async fn main() -> Result<()> {
         "--postgres-url",
         &pg.url(),
         "--bootstrap-servers",
-        &broker.bootstrap_servers(),
+        &bootstrap,
         "--topic-replication-factor",
         "1",
         "--status-interval-ms",
@@ -60,7 +83,6 @@ async fn main() -> Result<()> {
     let mut relay = RelayProcess::spawn(&relay_bin, &relay_args, &[])?;
     wait_for_slot(&db, &relay).await?;
 
-    let bootstrap = broker.bootstrap_servers();
     let expected = orders;
     let consumer = tokio::task::spawn_blocking(move || print_events(&bootstrap, expected));
 
@@ -174,4 +196,52 @@ fn print_events(bootstrap: &str, expected: u64) -> Result<u64> {
         }
     }
     Ok(received)
+}
+
+/// librdkafka's mock cluster on its own thread (it is not `Send`), with `topics` created (one
+/// partition each), until dropped.
+struct EmbeddedBroker {
+    bootstrap: String,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl EmbeddedBroker {
+    fn start(topics: &[&str]) -> Result<EmbeddedBroker> {
+        let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let started = (|| -> Result<_> {
+                let cluster = rdkafka::mocking::MockCluster::new(1)?;
+                for topic in &topics {
+                    cluster.create_topic(topic, 1, 1)?;
+                }
+                Ok(cluster)
+            })();
+            match started {
+                Ok(cluster) => {
+                    let _ = ready_tx.send(Ok(cluster.bootstrap_servers()));
+                    let _ = stop_rx.recv();
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            }
+        });
+        let bootstrap = ready_rx
+            .recv()
+            .context("the embedded broker's thread ended")??;
+        Ok(EmbeddedBroker {
+            bootstrap,
+            stop: Some(stop_tx),
+        })
+    }
+}
+
+impl Drop for EmbeddedBroker {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }

@@ -180,6 +180,10 @@ impl<'a> Replication<'a> {
             self.remembered = true;
         }
         self.identity = Some(identity);
+        // Before CREATE_REPLICATION_SLOT: the snapshot it exports lives only until the
+        // session's next command.
+        let walsender_pid = walsender_pid(&mut client).await;
+        self.walsender_pid = walsender_pid;
         let exported = if export {
             let (snapshot_name, consistent_point) =
                 create_slot_exporting_snapshot(&mut client, &cdc.slot)
@@ -194,8 +198,6 @@ impl<'a> Replication<'a> {
         };
         let start = exported.as_ref().map_or(start, |(_, point)| *point);
         let producer = KafkaProducer::new(&settings.kafka)?;
-        let walsender_pid = walsender_pid(&mut client).await;
-        self.walsender_pid = walsender_pid;
         let stream = PgStream {
             client,
             sql,
@@ -278,7 +280,8 @@ struct Identity {
 
 /// `CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')` on a gated session: returns the
 /// snapshot's name and the slot's consistent point. The snapshot stays importable until the
-/// session runs its next command.
+/// session runs its next command: the next one must be START_REPLICATION, after the rows
+/// are read.
 async fn create_slot_exporting_snapshot(
     client: &mut ReplicationClient,
     slot: &str,
