@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --locked -p outbox-relay -p outbox-relay-testkit --bins
-exec target/debug/outbox-relay-demo target/debug/outbox-relay --orders "${ORDERS:-5}" "$@"
+bin="${CARGO_TARGET_DIR:-target}/debug"
+exec "$bin/outbox-relay-demo" "$bin/outbox-relay" --orders "${ORDERS:-5}" "$@"

@@ -155,11 +155,11 @@ fn services_ports_and_files_line_up() {
 
 #[test]
 fn the_dashboard_queries_metrics_the_relay_exports() {
-    let metrics = outbox_relay_core::ops::metrics::Metrics::new();
+    let metrics = outbox_relay_core::metrics::Metrics::new();
     // A labelled family is exported once it has a series.
     metrics
         .events
-        .get_or_create(&outbox_relay_core::ops::metrics::TopicLabels {
+        .get_or_create(&outbox_relay_core::metrics::TopicLabels {
             topic: "Order.events".into(),
         })
         .inc();

@@ -200,7 +200,7 @@ async fn run(settings: Settings) -> ExitCode {
         tracing::info!("signal received: finishing in-flight deliveries");
         let _ = stop_tx.send(true);
     });
-    let metrics = std::sync::Arc::new(crate::ops::metrics::Metrics::new());
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     match crate::ops::http::serve(&settings.metrics_address, metrics.clone()).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {

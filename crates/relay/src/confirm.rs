@@ -4,7 +4,7 @@
 //! session resumes from. Polling mode confirms by committing its batch's transaction
 //! (`source/polling.rs`).
 
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use pgoutput::Lsn;
 use std::collections::VecDeque;
 use std::sync::Arc;

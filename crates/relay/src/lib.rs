@@ -15,8 +15,8 @@
 //! - [`confirm`]: what goes back to the source once delivered.
 //! - [`supervisor`]: the one retry loop; [`error`]: errors by what the caller must do.
 //! - [`config`]: settings by concern; [`debezium`] translates a Debezium connector into them.
-//! - [`ops`]: `check`, `status`, `setup-sql`, metrics and the HTTP endpoints; [`cli`]: the
-//!   command line.
+//! - [`metrics`]: what every step counts; [`ops`]: `check`, `status`, `setup-sql` and the
+//!   HTTP endpoints; [`cli`]: the command line.
 
 pub mod cli;
 pub mod config;
@@ -24,6 +24,7 @@ pub mod confirm;
 pub mod debezium;
 pub mod deliver;
 pub mod error;
+pub mod metrics;
 pub mod ops;
 pub mod route;
 pub mod secret;

@@ -5,7 +5,7 @@
 //! and resume from the last confirmed position, or exit non-zero with the fix.
 
 use crate::error::{Consequence, RelayError};
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use rand::Rng;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;

@@ -11,10 +11,12 @@
 pub mod defaults;
 mod kafka;
 mod options;
+mod postgres;
 mod source;
 
 pub use kafka::{parse_producer_property, ClientRole, KafkaSettings};
 pub use options::{Mode, RunOptions};
+pub use postgres::ConnectionInfo;
 pub use source::{
     validate_identifier, validate_slot_name, CdcSettings, Heartbeat, OnMissingSlot,
     PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
@@ -196,8 +198,7 @@ fn resolve_postgres_url(o: &RunOptions) -> Result<Secret, ConfigError> {
         }
         None => url,
     };
-    crate::source::postgres::ConnectionInfo::parse(url.expose())
-        .map_err(|e| invalid("postgres-url", e.to_string()))?;
+    ConnectionInfo::parse(url.expose()).map_err(|e| invalid("postgres-url", e.to_string()))?;
     Ok(url)
 }
 

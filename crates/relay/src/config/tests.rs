@@ -63,10 +63,9 @@ fn a_password_from_a_file_replaces_the_urls() {
         with_password("host=h user=u", "it's").unwrap(),
         "host=h user=u password='it\\'s'"
     );
-    let c = crate::source::postgres::ConnectionInfo::parse(
-        &with_password("postgres://u@h/db", "p:w@d").unwrap(),
-    )
-    .unwrap();
+    let c =
+        crate::config::ConnectionInfo::parse(&with_password("postgres://u@h/db", "p:w@d").unwrap())
+            .unwrap();
     assert_eq!(c.password, "p:w@d");
 }
 

@@ -316,5 +316,5 @@ fn database_options_build_the_connection_url() {
         url.expose(),
         "postgres://u:p%40ss%20word@db:6432/app?sslmode=verify-full&sslrootcert=%2Fcerts%2Fca%2Epem"
     );
-    crate::source::postgres::ConnectionInfo::parse(url.expose()).unwrap();
+    crate::config::ConnectionInfo::parse(url.expose()).unwrap();
 }

@@ -29,7 +29,7 @@ pub use producer::{BrokerProbe, KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
 
 use crate::error::RelayError;
-use crate::ops::metrics::{Metrics, TopicLabels};
+use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;

@@ -1,8 +1,9 @@
 //! `check`: can `run` work here with these settings, and if not, what fixes it.
 
+use crate::config::ConnectionInfo;
 use crate::config::{ClientRole, Retire, Settings, SourceSettings};
 use crate::source::catalog;
-use crate::source::postgres::{self, ConnectionInfo};
+use crate::source::postgres;
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

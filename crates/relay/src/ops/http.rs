@@ -1,7 +1,7 @@
 //! `/metrics` (Prometheus text format), `/health` (the process is alive) and `/ready`
 //! (streaming and the broker reachable) on `--metrics-address`.
 
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;

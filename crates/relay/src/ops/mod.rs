@@ -1,8 +1,8 @@
 //! Operating the relay: the `check`, `status` and `setup-sql` commands, and what a running
-//! relay exposes (`/metrics`, `/health`, `/ready` in `http.rs`, the metrics in `metrics.rs`).
+//! relay exposes (`/metrics`, `/health`, `/ready` in `http.rs`; the metrics themselves are
+//! `crate::metrics`, shared by every step).
 
 pub mod check;
 pub mod http;
-pub mod metrics;
 pub mod setup_sql;
 pub mod status;

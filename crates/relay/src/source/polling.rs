@@ -23,7 +23,7 @@ use super::{catalog, postgres, sql_rows};
 use crate::config::{PollingSettings, Retire, Settings};
 use crate::deliver::{AckTracker, Deliver, KafkaProducer, Origin, Producer};
 use crate::error::RelayError;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::route;
 use crate::supervisor::{self, pause};
 use anyhow::anyhow;

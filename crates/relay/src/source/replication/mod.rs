@@ -15,13 +15,14 @@ pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT, SILENCE
 /// How long the liveness probe waits for PostgreSQL's answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-use super::postgres::{self, ConnectionInfo};
+use super::postgres;
 use super::{catalog, slot_history, snapshot};
+use crate::config::ConnectionInfo;
 use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
 use crate::confirm::Confirmations;
 use crate::deliver::{Deliver, KafkaProducer};
 use crate::error::RelayError;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::secret::Secret;
 use crate::supervisor;
 use outbox_router::connect::ColumnFacts;

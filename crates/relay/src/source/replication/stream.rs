@@ -7,7 +7,7 @@
 use crate::confirm::Confirmations;
 use crate::deliver::{AckTracker, Counts, Deliver, Origin, Producer, Ticket};
 use crate::error::RelayError;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::route;
 use crate::source::snapshot::SnapshotRows;
 use anyhow::anyhow;
