@@ -13,13 +13,8 @@ const SLOT: &str = "outbox_relay";
 async fn refused_publication(ddl: &str, expected: &str) {
     let stack = Stack::start().await;
     stack.db.batch_execute(ddl).await.unwrap();
-    let mut relay = stack.spawn_relay(&["--publication", "existing"]);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
-    assert!(!status.success());
-    let log = relay.log();
+    let (succeeded, log) = stack.run_until_exit(&["--publication", "existing"]);
+    assert!(!succeeded, "{log}");
     assert!(log.contains(expected), "{log}");
     assert!(
         log.contains("ALTER PUBLICATION \"existing\""),
@@ -29,14 +24,8 @@ async fn refused_publication(ddl: &str, expected: &str) {
         stack.confirmed_flush_lsn(SLOT).await.is_none(),
         "no slot was created to move past events"
     );
-    let mut args = stack.relay_args(&["--publication", "existing"]);
-    args[0] = "check".into();
-    let out = std::process::Command::new(RELAY)
-        .args(&args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout) = stack.check(&["--publication", "existing"]);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains(&format!("FAIL {expected}")) || stdout.contains(expected),
         "{stdout}"
@@ -94,13 +83,8 @@ async fn a_slot_invalidated_by_max_slot_wal_keep_size_stops_the_relay_with_the_c
         .unwrap()
         .get(0);
     assert_eq!(status, "lost", "the test needs an invalidated slot");
-    let mut relay = stack.spawn_relay(&[]);
-    let exit = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay kept retrying:\n{}", relay.log()));
-    assert!(!exit.success());
-    let log = relay.log();
+    let (succeeded, log) = stack.run_until_exit(&[]);
+    assert!(!succeeded, "{log}");
     assert!(log.contains("was invalidated"), "{log}");
     assert!(
         log.contains("pg_drop_replication_slot"),
@@ -184,13 +168,8 @@ async fn a_dropped_slot_is_noticed_and_the_user_chooses_what_happens() {
         .unwrap();
     insert_events(&stack.db, 100, 100, 10, 10).await.unwrap();
 
-    let mut relay = stack.spawn_relay(&[]);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay created a new slot and went on:\n{}", relay.log()));
-    assert!(!status.success());
-    let log = relay.log();
+    let (succeeded, log) = stack.run_until_exit(&[]);
+    assert!(!succeeded, "{log}");
     assert!(
         log.contains("replication slot outbox_relay is gone"),
         "{log}"
@@ -203,13 +182,8 @@ async fn a_dropped_slot_is_noticed_and_the_user_chooses_what_happens() {
         stack.confirmed_flush_lsn(SLOT).await.is_none(),
         "no slot was created"
     );
-    let mut args = stack.relay_args(&[]);
-    args[0] = "check".into();
-    let out = std::process::Command::new(RELAY)
-        .args(&args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (code, stdout) = stack.check(&[]);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("FAIL slot outbox_relay is gone"),
         "{stdout}"

@@ -306,27 +306,14 @@ async fn polling_refuses_a_table_without_an_insertion_order_column() {
         .batch_execute("ALTER TABLE outbox DROP COLUMN seq")
         .await
         .unwrap();
-    let mut relay = stack.spawn_relay(&POLLING);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("kept running:\n{}", relay.log()));
-    assert!(!status.success());
+    let (succeeded, log) = stack.run_until_exit(&POLLING);
+    assert!(!succeeded, "{log}");
     assert!(
-        relay
-            .log()
-            .contains("ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY"),
-        "{}",
-        relay.log()
+        log.contains("ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY"),
+        "{log}"
     );
-    let mut args = stack.relay_args(&POLLING);
-    args[0] = "check".into();
-    let out = std::process::Command::new(RELAY)
-        .args(&args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout) = stack.check(&POLLING);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("FAIL") && stdout.contains("no identity or serial column"),
         "{stdout}"

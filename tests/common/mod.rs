@@ -93,6 +93,31 @@ impl Stack {
         .expect("start outbox-relay")
     }
 
+    /// Runs the relay until it exits by itself (a refusal); panics if it keeps running.
+    /// Returns whether it succeeded, and its log.
+    pub fn run_until_exit(&self, extra: &[&str]) -> (bool, String) {
+        let mut relay = self.spawn_relay(extra);
+        let status = relay
+            .wait_timeout(Duration::from_secs(30))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+        (status.success(), relay.log())
+    }
+
+    /// `outbox-relay check` with the settings `run` gets: (exit code, stdout).
+    pub fn check(&self, extra: &[&str]) -> (Option<i32>, String) {
+        let mut args = self.relay_args(extra);
+        args[0] = "check".into();
+        let out = std::process::Command::new(RELAY)
+            .args(&args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
     pub fn spawn_relay(&self, extra: &[&str]) -> RelayProcess {
         RelayProcess::spawn(std::path::Path::new(RELAY), &self.relay_args(extra), &[])
             .expect("start outbox-relay")

@@ -32,6 +32,15 @@ fn fail(what: impl Into<String>, fix: impl Into<String>) -> Finding {
     }
 }
 
+/// A refusal the relay prints as "what is wrong; what fixes it", as a failed finding.
+fn fail_with_fix(message: &str) -> Finding {
+    let (what, fix) = message
+        .rsplit_once("; ")
+        .or_else(|| message.split_once(". "))
+        .unwrap_or((message, ""));
+    fail(what.to_owned(), fix.to_owned())
+}
+
 /// Runs every check, prints them, returns whether `run` can work.
 pub async fn check(settings: &Settings) -> bool {
     let mut findings = vec![ok("configuration is valid")];
@@ -184,25 +193,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
                     Ok(column) => out.push(ok(format!(
                         "polling mode orders {table} by {column} (insertion order)"
                     ))),
-                    Err(e) => {
-                        let text = e.to_string();
-                        let (what, fix) = text.rsplit_once("; ").unwrap_or((&text, ""));
-                        out.push(fail(what.to_owned(), fix.to_owned()))
-                    }
-                }
-            }
-            if table_exists {
-                match catalog::insertion_order_column(&client, table, polling.order_by.as_deref())
-                    .await
-                {
-                    Ok(column) => out.push(ok(format!(
-                        "polling mode orders {table} by {column} (insertion order)"
-                    ))),
-                    Err(e) => {
-                        let text = e.to_string();
-                        let (what, fix) = text.rsplit_once("; ").unwrap_or((&text, ""));
-                        out.push(fail(what.to_owned(), fix.to_owned()))
-                    }
+                    Err(e) => out.push(fail_with_fix(&e.to_string())),
                 }
             }
             return out;
