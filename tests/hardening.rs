@@ -143,7 +143,14 @@ async fn after_a_failover_the_relay_resumes_from_the_new_servers_slot() {
         "events written after the failover were skipped:\n{}",
         relay.log()
     );
-    assert!(relay.log().contains("timeline changed"), "{}", relay.log());
+    let log = relay.log();
+    let after_failover = &log[log
+        .find("timeline changed")
+        .unwrap_or_else(|| panic!("{log}"))..];
+    assert!(
+        after_failover.contains(&format!("start_lsn={slot_on_new}")),
+        "the session after the failover starts at the new server's slot ({slot_on_new}):\n{log}"
+    );
     drop(stack);
     drop(standby);
 }

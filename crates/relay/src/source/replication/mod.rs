@@ -156,7 +156,7 @@ impl<'a> Replication<'a> {
         } else {
             Some(catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database).await?)
         };
-        let start = match slot_position {
+        let mut start = match slot_position {
             Some(position) => self.confirmations.resume_from(position),
             None => Lsn::ZERO,
         };
@@ -171,7 +171,7 @@ impl<'a> Replication<'a> {
                     "PostgreSQL's system or timeline changed (a failover): resuming from the slot's own position"
                 );
                 self.confirmations.forget();
-                let start = self.confirmations.resume_from(position);
+                start = self.confirmations.resume_from(position);
                 drop(client);
                 client = self.connect_gated(start).await?.0;
             }
