@@ -68,6 +68,8 @@ mod sqlstate {
     pub const UNDEFINED_OBJECT: &str = "42704";
     pub const UNDEFINED_TABLE: &str = "42P01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+    /// configuration_limit_exceeded: every replication slot (or walsender) is in use.
+    pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
     /// Class 08 (connection exception), 53 (insufficient resources), 57 (operator
     /// intervention: shutdown, terminated backend), 58 (system error): all pass.
     pub const TRANSIENT_CLASSES: &[&str] = &["08", "53", "57", "58", "40"];
@@ -122,6 +124,9 @@ impl RelayError {
                 error,
                 fix: privilege_fix(),
             },
+            sqlstate::CONFIGURATION_LIMIT_EXCEEDED => RelayError::Misconfiguration(error.context(
+                "raise max_replication_slots / max_wal_senders (needs a restart) or drop an unused slot",
+            )),
             sqlstate::INVALID_CATALOG_NAME
             | sqlstate::UNDEFINED_OBJECT
             | sqlstate::UNDEFINED_TABLE
@@ -267,6 +272,10 @@ mod tests {
             Consequence::Exit
         );
         assert_eq!(server("no code at all").consequence(), Consequence::Resume);
+        assert_eq!(
+            server("all replication slots are in use (SQLSTATE 53400)").consequence(),
+            Consequence::Exit
+        );
         assert_eq!(
             server("can no longer get changes from replication slot (SQLSTATE 55000)")
                 .consequence(),

@@ -16,6 +16,8 @@ pub struct FakeProducer {
     pub queue_full_seen: usize,
     /// Topics the fake broker refuses to create.
     pub refused_topics: Vec<String>,
+    /// Records with a value longer than this never fit the queue (QueueFull every time).
+    pub queue_bytes: Option<usize>,
     in_flight: HashMap<usize, Tag>,
     reports: mpsc::UnboundedReceiver<(usize, Outcome)>,
     completer: Completer,
@@ -41,6 +43,7 @@ impl FakeProducer {
             sent: Vec::new(),
             queue_full_seen: 0,
             refused_topics: Vec::new(),
+            queue_bytes: None,
             in_flight: HashMap::new(),
             reports: rx,
             completer: Completer(tx),
@@ -63,7 +66,10 @@ impl FakeProducer {
 
 impl Producer for FakeProducer {
     fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
-        if self.in_flight.len() >= self.capacity {
+        let too_big = self
+            .queue_bytes
+            .is_some_and(|max| record.value.as_ref().is_some_and(|v| v.len() > max));
+        if self.in_flight.len() >= self.capacity || too_big {
             self.queue_full_seen += 1;
             return Sent::QueueFull(tag);
         }

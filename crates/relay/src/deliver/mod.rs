@@ -192,11 +192,28 @@ impl<P: Producer> Deliver<P> {
     /// Hands `record` to the producer, waiting for a delivery report whenever its queue is
     /// full: the queue-full policy of every mode.
     async fn send(&mut self, record: &OutboxRecord, mut tag: Tag) -> Result<(), RelayError> {
+        let mut full_while_idle = 0;
         loop {
             match self.producer.send(record, tag) {
                 Sent::Accepted => return Ok(()),
+                // A queue full with nothing of ours in it for a second: the record alone is
+                // larger than the producer's queue (queue.buffering.max.kbytes).
+                Sent::QueueFull(back) if full_while_idle >= 200 => {
+                    let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
+                                  with --producer-property to relay such events";
+                    return self.on_report(
+                        back,
+                        Outcome::Refused {
+                            error: reason.into(),
+                            record: producer::refused_record(record),
+                        },
+                    );
+                }
                 Sent::QueueFull(back) => {
                     tag = back;
+                    if self.producer.in_flight() == 0 {
+                        full_while_idle += 1;
+                    }
                     self.wait_for_report().await?;
                 }
                 Sent::Refused(back, error, refused) => {
@@ -314,6 +331,12 @@ impl<P: Producer> Deliver<P> {
                     ))),
                 }
             }
+            (Outcome::Forbidden { error }, _) => Err(RelayError::MissingPrivilege {
+                error: anyhow!("Kafka refused the relay: {error}; nothing after the last acknowledged event is confirmed"),
+                fix: "grant the relay's principal WRITE on its topics and IDEMPOTENT_WRITE on the cluster, or check its \
+                      SASL/TLS credentials (--producer-property / --producer-properties-file)"
+                    .into(),
+            }),
             (Outcome::Failed { error }, _) => Err(RelayError::BrokerUnavailable(anyhow!(
                 "Kafka did not acknowledge an event: {error}; nothing after the last acknowledged event is confirmed"
             ))),

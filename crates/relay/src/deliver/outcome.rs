@@ -20,6 +20,9 @@ pub enum Outcome {
         error: String,
         record: RefusedRecord,
     },
+    /// The broker refuses the relay itself (authorization, authentication): nothing gets
+    /// through until an operator acts, so the relay stops with the fix.
+    Forbidden { error: String },
     /// The record did not reach the broker (timeout, connection, fatal producer state):
     /// never skipped; the session ends and resumes from the last confirmed position.
     Failed { error: String },

@@ -74,6 +74,17 @@ fn is_refusal(code: RDKafkaErrorCode) -> bool {
     )
 }
 
+/// The broker refuses the relay's principal, not the record: retrying cannot help.
+fn is_forbidden(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+            | RDKafkaErrorCode::Authentication
+    )
+}
+
 /// What a dead letter keeps of `record`.
 pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
     RefusedRecord {
@@ -88,9 +99,14 @@ pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
     }
 }
 
-fn delivery_outcome(error: KafkaError, message: &OwnedMessage, fatal: Option<String>) -> Outcome {
-    match error.rdkafka_error_code().filter(|c| is_refusal(*c)) {
-        Some(_) => Outcome::Refused {
+fn delivery_outcome(
+    error: KafkaError,
+    message: &OwnedMessage,
+    fatal: Option<(RDKafkaErrorCode, String)>,
+) -> Outcome {
+    let code = error.rdkafka_error_code();
+    if code.is_some_and(is_refusal) {
+        return Outcome::Refused {
             error: error.to_string(),
             record: RefusedRecord {
                 topic: message.topic().to_owned(),
@@ -102,13 +118,16 @@ fn delivery_outcome(error: KafkaError, message: &OwnedMessage, fatal: Option<Str
                 }),
                 value_len: message.payload().map_or(0, |p| p.len()),
             },
-        },
-        None => Outcome::Failed {
-            error: match fatal {
-                Some(f) => format!("{error} (producer fatal error: {f})"),
-                None => error.to_string(),
-            },
-        },
+        };
+    }
+    let error = match &fatal {
+        Some((code, text)) => format!("{error} (producer fatal error: {code}: {text})"),
+        None => error.to_string(),
+    };
+    if code.is_some_and(is_forbidden) || fatal.as_ref().is_some_and(|(c, _)| is_forbidden(*c)) {
+        Outcome::Forbidden { error }
+    } else {
+        Outcome::Failed { error }
     }
 }
 
@@ -152,6 +171,9 @@ fn topic_refusal(
                  (-1 = the broker's default), or create the topics beforehand"
             )))
         }
+        C::UnsupportedVersion | C::InvalidRequest => TopicRefusal::Fatal(RelayError::misconfigured(format!(
+            "the broker cannot create topic {topic} ({code}); create it (and the dead-letter topic) beforehand"
+        ))),
         C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed => {
             TopicRefusal::Fatal(RelayError::MissingPrivilege {
                 error: anyhow!("not allowed to create topic {topic} ({code})"),
@@ -258,10 +280,7 @@ impl Producer for KafkaProducer {
                             let outcome = match r {
                                 Ok(Ok(_)) => Outcome::Acknowledged,
                                 Ok(Err((e, message))) => {
-                                    let fatal = producer
-                                        .client()
-                                        .fatal_error()
-                                        .map(|(code, text)| format!("{code}: {text}"));
+                                    let fatal = producer.client().fatal_error();
                                     delivery_outcome(e, &message, fatal)
                                 }
                                 Err(_) => Outcome::Failed {

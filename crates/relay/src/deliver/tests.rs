@@ -302,3 +302,30 @@ async fn records_for_a_topic_the_broker_refuses_are_dead_lettered_and_the_stream
         "{reason}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_record_larger_than_the_whole_queue_is_dead_lettered_not_retried_forever() {
+    let mut producer = FakeProducer::new(100);
+    producer.queue_bytes = Some(5);
+    let mut d = stage(producer);
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.submit(
+        Routed::Record(record("A.events", 0)),
+        t.produced(),
+        origin(1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        d.producer.sent_topics(),
+        ["dlq"],
+        "after a second of a full, idle queue"
+    );
+    let reason = d.producer.sent[0]
+        .headers
+        .iter()
+        .find(|(k, _)| &**k == dead_letter::REASON)
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .unwrap();
+    assert!(reason.contains("queue.buffering.max.kbytes"), "{reason}");
+}

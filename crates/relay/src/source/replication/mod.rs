@@ -47,7 +47,7 @@ pub struct Replication<'a> {
     remembered: bool,
     /// The walsender of this process's last session: if a dead connection left it holding
     /// the slot, the next session ends it instead of standing by for its own ghost.
-    walsender_pid: Option<i32>,
+    walsender: Option<Walsender>,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -85,7 +85,7 @@ impl<'a> Replication<'a> {
             metrics,
             identity: None,
             remembered: false,
-            walsender_pid: None,
+            walsender: None,
             _heartbeat: heartbeat,
         })
     }
@@ -176,15 +176,12 @@ impl<'a> Replication<'a> {
                 client = self.connect_gated(start).await?.0;
             }
         }
-        if !self.remembered {
-            slot_history::remember(&sql, &table.schema, &cdc.slot, &identity.system_id).await;
-            self.remembered = true;
-        }
+        let system_id = identity.system_id.clone();
         self.identity = Some(identity);
         // Before CREATE_REPLICATION_SLOT: the snapshot it exports lives only until the
         // session's next command.
-        let walsender_pid = walsender_pid(&mut client).await;
-        self.walsender_pid = walsender_pid;
+        let walsender = walsender(&mut client).await;
+        self.walsender = walsender.clone();
         let exported = if export {
             let (snapshot_name, consistent_point) =
                 create_slot_exporting_snapshot(&mut client, &cdc.slot)
@@ -198,13 +195,19 @@ impl<'a> Replication<'a> {
             None
         };
         let start = exported.as_ref().map_or(start, |(_, point)| *point);
+        // The slot exists now: remember it (a failed first start is not a lost slot).
+        if !self.remembered {
+            slot_history::remember(&sql, &table.schema, &cdc.slot, &system_id).await;
+            self.remembered = true;
+        }
         let producer = KafkaProducer::new(&settings.kafka)?;
         let stream = PgStream {
             client,
             sql,
+            url: settings.postgres_url.clone(),
             display: self.conn.display.clone(),
             slot: cdc.slot.clone(),
-            walsender_pid,
+            walsender: walsender.clone(),
         };
         let deliver = Deliver::new(
             producer,
@@ -263,12 +266,48 @@ impl<'a> Replication<'a> {
     }
 }
 
-/// The pid of the walsender serving a gated session (SQL runs on a database replication
-/// connection).
-async fn walsender_pid(client: &mut ReplicationClient) -> Option<i32> {
-    let rows = client.simple_query("SELECT pg_backend_pid()").await.ok()?;
-    let value = rows.first()?.first()?.as_ref()?;
-    std::str::from_utf8(value).ok()?.parse().ok()
+/// A server process, by pid and start time (a pid alone can be reused after a restart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Walsender {
+    pid: i32,
+    backend_start: String,
+}
+
+/// The walsender that holds `slot` now, if any.
+async fn slot_holder(sql: &tokio_postgres::Client, slot: &str) -> Option<Walsender> {
+    sql.query_opt(
+        "SELECT a.pid, a.backend_start::text FROM pg_replication_slots s \
+         JOIN pg_stat_activity a ON a.pid = s.active_pid WHERE s.slot_name = $1",
+        &[&slot],
+    )
+    .await
+    .ok()
+    .flatten()
+    .map(|r| Walsender {
+        pid: r.get(0),
+        backend_start: r.get::<_, Option<String>>(1).unwrap_or_default(),
+    })
+}
+
+/// The walsender serving a gated session (SQL runs on a database replication connection).
+async fn walsender(client: &mut ReplicationClient) -> Option<Walsender> {
+    let rows = client
+        .simple_query(
+            "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+        )
+        .await
+        .ok()?;
+    let row = rows.first()?;
+    let text = |i: usize| {
+        row.get(i)
+            .and_then(|v| v.as_ref())
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(str::to_owned)
+    };
+    Some(Walsender {
+        pid: text(0)?.parse().ok()?,
+        backend_start: text(1)?,
+    })
 }
 
 /// Which server a session reached (IDENTIFY_SYSTEM): a new system or timeline means a
@@ -318,36 +357,27 @@ impl Replication<'_> {
     /// ours, so end it rather than stand by for it. Another instance's walsender is never
     /// touched (that is a standby's wait).
     async fn end_own_stale_walsender(&mut self, sql: &tokio_postgres::Client) {
-        let Some(ours) = self.walsender_pid.take() else {
+        let Some(ours) = self.walsender.take() else {
             return;
         };
-        let holder = catalog::slot_state(sql, &self.cdc.slot)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|s| s.active_pid);
-        if holder != Some(ours) {
+        let slot = self.cdc.slot.as_str();
+        if slot_holder(sql, slot).await.as_ref() != Some(&ours) {
             return;
         }
-        tracing::warn!(pid = ours, "this relay's previous replication connection still holds the slot on the server: ending it");
-        let ended = sql
-            .query_one("SELECT pg_terminate_backend($1)", &[&ours])
+        tracing::warn!(pid = ours.pid, "this relay's previous replication connection still holds the slot on the server: ending it");
+        if let Err(e) = sql
+            .query_one("SELECT pg_terminate_backend($1)", &[&ours.pid])
             .await
-            .map(|r| r.get::<_, bool>(0));
-        if let Err(e) = ended {
+        {
             tracing::warn!(
-                "could not end the stale walsender {ours}: {}",
+                "could not end the stale walsender {}: {}",
+                ours.pid,
                 crate::error::server_message(&e)
             );
             return;
         }
         for _ in 0..50 {
-            let still = catalog::slot_state(sql, &self.cdc.slot)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|s| s.active_pid);
-            if still != Some(ours) {
+            if slot_holder(sql, slot).await.as_ref() != Some(&ours) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -359,8 +389,12 @@ impl Replication<'_> {
     /// written since — so that happens only when the user chose it.
     async fn on_missing_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
         let (table, slot) = (self.settings.table(), &self.cdc.slot);
-        let Some(since) = slot_history::remembered(sql, &table.schema, slot).await? else {
-            return Ok(());
+        let since = match slot_history::remembered(sql, &table.schema, slot).await? {
+            Some(since) => since,
+            // This process streamed from it (the history may be unwritable for the role, or
+            // a failover brought a server without it).
+            None if self.confirmations.last().is_some() => "this process started".to_owned(),
+            None => return Ok(()),
         };
         // Positions of the old slot mean nothing for a new one.
         self.confirmations.forget();
@@ -407,10 +441,11 @@ impl supervisor::Source for Replication<'_> {
 pub struct PgStream {
     client: ReplicationClient,
     sql: tokio_postgres::Client,
+    url: Secret,
     display: String,
     slot: String,
     /// The server process that streams to this connection.
-    walsender_pid: Option<i32>,
+    walsender: Option<Walsender>,
 }
 
 impl ChangeStream for PgStream {
@@ -457,6 +492,15 @@ impl ChangeStream for PgStream {
     /// answer within [`PROBE_TIMEOUT`] (over the session's SQL connection, which shares the
     /// replication connection's path).
     async fn probe(&mut self) -> Result<(), RelayError> {
+        // The SQL connection may have been closed while idle (idle_session_timeout, a
+        // pooler): one fresh connection before judging the replication connection.
+        if self.sql.is_closed() {
+            if let Ok(Ok(fresh)) =
+                tokio::time::timeout(PROBE_TIMEOUT, postgres::connect(self.url.expose())).await
+            {
+                self.sql = fresh;
+            }
+        }
         let query = catalog::slot_state(&self.sql, &self.slot);
         let state = match tokio::time::timeout(PROBE_TIMEOUT, query).await {
             Err(_) => {
@@ -473,11 +517,11 @@ impl ChangeStream for PgStream {
             })?,
         };
         let holder = state.and_then(|s| s.active_pid);
-        if self.walsender_pid.is_some() && holder != self.walsender_pid {
+        let ours = self.walsender.as_ref().map(|w| w.pid);
+        if ours.is_some() && holder != ours {
             return Err(RelayError::ConnectionLost(anyhow::anyhow!(
-                "the server no longer streams slot {} to this relay (held by {holder:?}, ours was {:?})",
-                self.slot,
-                self.walsender_pid
+                "the server no longer streams slot {} to this relay (held by {holder:?}, ours was {ours:?})",
+                self.slot
             )));
         }
         Ok(())

@@ -119,6 +119,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         // events are then confirmed rather than sent again by the next run.
         let mut stop_by: Option<Instant> = None;
         let mut last_heard = tokio::time::Instant::now();
+        let mut had_room = true;
         loop {
             if stop_by.is_none() && *shutdown.borrow() {
                 stop_by = Some(Instant::now() + TRANSACTION_FINISH_TIMEOUT);
@@ -129,6 +130,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
             }
             let room = self.deliver.in_flight() < self.max_in_flight;
+            if room && !had_room {
+                // Not reading while the window was full is not the server's silence.
+                last_heard = tokio::time::Instant::now();
+            }
+            had_room = room;
             let pending = self.deliver.has_pending();
             tokio::select! {
                 biased;
@@ -144,7 +150,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
                     }
                 }
-                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() => {
+                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() && room => {
                     self.stream.probe().await?;
                     last_heard = tokio::time::Instant::now();
                 }
