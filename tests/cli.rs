@@ -131,3 +131,28 @@ fn connection_errors_never_print_the_password() {
         "SIGTERM while reconnecting exits 0: {err}"
     );
 }
+
+#[test]
+fn version_names_the_commit_and_librdkafka() {
+    let out = Command::new(common::RELAY)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.starts_with(&format!("outbox-relay {} (git ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    assert!(text.contains("librdkafka 2."), "{text}");
+}
+
+#[test]
+fn health_fails_when_nothing_answers() {
+    let out = Command::new(common::RELAY)
+        .args(["health", "--address", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/health at 127.0.0.1:1"));
+}

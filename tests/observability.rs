@@ -54,10 +54,33 @@ async fn metrics_health_and_readiness_tell_an_operator_what_the_relay_does() {
     );
     assert_eq!(metric(&body, "outbox_relay_reconnects_total"), 0.0);
 
+    let build = body
+        .lines()
+        .find(|l| l.starts_with("outbox_relay_build_info{"))
+        .unwrap_or_else(|| panic!("no build_info in:\n{body}"));
+    assert!(
+        build.contains("librdkafka=\"2.") && build.contains("git_sha=") && build.ends_with(" 1"),
+        "{build}"
+    );
+
+    // `outbox-relay health` is what a container HEALTHCHECK runs (no curl needed).
+    let health = |extra: &[&str]| {
+        std::process::Command::new(RELAY)
+            .args(["health", "--address", &address])
+            .args(extra)
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(health(&[]), Some(0));
+    assert_eq!(health(&["--ready"]), Some(0));
+
     // The broker goes away: not ready (alive all the same); back: ready again.
     stack.broker.stop();
     wait_status(&address, "/ready", 503).await;
     assert_eq!(http_get(&address, "/health").0, 200);
+    assert_eq!(health(&["--ready"]), Some(1), "not ready without a broker");
+    assert_eq!(health(&[]), Some(0), "alive all the same");
     stack.broker.restart().unwrap();
     wait_status(&address, "/ready", 200).await;
 }

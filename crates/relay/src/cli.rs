@@ -1,7 +1,7 @@
 //! The `outbox-relay` command line.
 
 use crate::config::{ConfigError, RunOptions, Settings, SourceSettings};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use tokio::sync::watch;
 
@@ -48,6 +48,25 @@ pub enum Command {
     /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
     /// outbox only), the outbox table, the publication and the slot.
     SetupSql(SetupSqlArgs),
+
+    /// Probe a running relay's /health (or /ready) endpoint: exit 0 if it answers 200, 1
+    /// otherwise. For container HEALTHCHECKs on images without curl.
+    Health(HealthArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    /// The relay's --metrics-address.
+    #[arg(
+        long,
+        env = "OUTBOX_RELAY_METRICS_ADDRESS",
+        value_name = "HOST:PORT",
+        default_value = crate::config::defaults::METRICS_ADDRESS
+    )]
+    pub address: String,
+    /// Probe /ready (streaming, with the broker reachable) instead of /health.
+    #[arg(long)]
+    pub ready: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -106,7 +125,11 @@ pub fn main() -> ExitCode {
     // One TLS crypto provider for every rustls user in the process (both the SQL and the
     // replication connection), whichever rustls features the dependency graph enables.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let cli = Cli::parse();
+    let command = Cli::command().version(version());
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging(cli.log_format);
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
@@ -128,6 +151,23 @@ pub fn main() -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
+            }
+        }
+        Command::Health(args) => {
+            let path = if args.ready { "/ready" } else { "/health" };
+            match crate::ops::http::probe(&args.address, path) {
+                Ok(200) => {
+                    println!("{path} at {}: 200", args.address);
+                    ExitCode::SUCCESS
+                }
+                Ok(status) => {
+                    println!("{path} at {}: {status}", args.address);
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    println!("{path} at {}: {e}", args.address);
+                    ExitCode::FAILURE
+                }
             }
         }
         Command::Status(args) => {
@@ -178,6 +218,19 @@ pub fn main() -> ExitCode {
             runtime().block_on(run(settings))
         }
     }
+}
+
+/// `--version`: the release, the git commit it was built from, and the librdkafka it runs.
+fn version() -> &'static str {
+    let (_, librdkafka) = rdkafka::util::get_rdkafka_version();
+    Box::leak(
+        format!(
+            "{} (git {}, librdkafka {librdkafka})",
+            env!("CARGO_PKG_VERSION"),
+            env!("OUTBOX_RELAY_GIT_SHA")
+        )
+        .into_boxed_str(),
+    )
 }
 
 /// The options, their `--config` file and their `--debezium-config` preset, resolved.

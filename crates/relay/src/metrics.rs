@@ -10,6 +10,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// `outbox_relay_build_info{version, librdkafka, git_sha} 1`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub librdkafka: String,
+    pub git_sha: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicLabels {
     pub topic: String,
@@ -106,6 +114,19 @@ impl Metrics {
             "streaming",
             "1 while the replication stream is open",
             m.streaming.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                librdkafka: rdkafka::util::get_rdkafka_version().1,
+                git_sha: env!("OUTBOX_RELAY_GIT_SHA").into(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "The running build: release, librdkafka version, git commit",
+            build_info,
         );
         registry.register(
             "active",

@@ -53,3 +53,24 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<Socke
     });
     Ok(bound)
 }
+
+/// `GET path` on a relay's metrics address: the HTTP status (`outbox-relay health`).
+pub fn probe(address: &str, path: &str) -> std::io::Result<u16> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let target = address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{address} names no address")))?;
+    let timeout = std::time::Duration::from_secs(3);
+    let mut stream = std::net::TcpStream::connect_timeout(&target, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}

@@ -1,0 +1,20 @@
+//! Records the git commit the binary is built from, for `--version` and
+//! `outbox_relay_build_info` ("unknown" outside a git checkout).
+
+fn main() {
+    let sha = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=OUTBOX_RELAY_GIT_SHA={sha}");
+    for path in ["../../.git/HEAD", "../../.git/refs/heads"] {
+        if std::path::Path::new(path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+}
