@@ -17,6 +17,16 @@ pub fn record(topic: &str, n: u8) -> OutboxRecord {
     }
 }
 
+/// The dead letter's reason header.
+fn reason(record: &OutboxRecord) -> String {
+    record
+        .headers
+        .iter()
+        .find(|(k, _)| &**k == dead_letter::REASON)
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .expect("a dead letter has a reason")
+}
+
 fn origin(n: u64) -> Origin {
     Origin {
         table: "public.outbox".into(),
@@ -291,12 +301,7 @@ async fn records_for_a_topic_the_broker_refuses_are_dead_lettered_and_the_stream
     .await
     .unwrap();
     assert_eq!(d.producer.sent_topics(), ["dlq", "A.events"]);
-    let reason = d.producer.sent[0]
-        .headers
-        .iter()
-        .find(|(k, _)| &**k == dead_letter::REASON)
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        .unwrap();
+    let reason = reason(&d.producer.sent[0]);
     assert!(
         reason.contains("topic bad name!.events refused"),
         "{reason}"
@@ -321,11 +326,6 @@ async fn a_record_larger_than_the_whole_queue_is_dead_lettered_not_retried_forev
         ["dlq"],
         "after a second of a full, idle queue"
     );
-    let reason = d.producer.sent[0]
-        .headers
-        .iter()
-        .find(|(k, _)| &**k == dead_letter::REASON)
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        .unwrap();
+    let reason = reason(&d.producer.sent[0]);
     assert!(reason.contains("queue.buffering.max.kbytes"), "{reason}");
 }
