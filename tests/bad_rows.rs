@@ -152,3 +152,56 @@ async fn with_json_expansion_a_payload_that_is_not_json_is_dead_lettered() {
         "the original payload is kept"
     );
 }
+
+/// A topic whose `max.message.bytes` is below the producer's batch size: Kafka refuses a
+/// batch larger than it whole, every record in it. The relay learns the limit
+/// (DescribeConfigs), builds batches no larger, and dead-letters the one record that does
+/// not fit by itself: record by record, never a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_with_a_small_max_message_bytes_dead_letters_only_the_record_that_does_not_fit() {
+    let stack = Stack::start().await;
+    outbox_relay_testkit::kafka::create_topic_with_configs(
+        &stack.broker.bootstrap_servers(),
+        "Order.events",
+        1,
+        &[("max.message.bytes", "16384")],
+    )
+    .await
+    .unwrap();
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+               SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(g), 12, '0'))::uuid, 'Order', 'o-' || (g % 3),
+                      CASE WHEN g = 150 THEN 'Big' ELSE 'Small' END,
+                      jsonb_build_object('n', g, 'pad', repeat('x', CASE WHEN g = 150 THEN 30000 ELSE 1000 END))
+               FROM generate_series(1, 300) g;",
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+
+    let orders = stack.read_topic("Order.events").await;
+    let ids: Vec<String> = orders
+        .iter()
+        .map(|r| r.header_str("id").to_owned())
+        .collect();
+    let expected: Vec<String> = (1..=300u64).filter(|n| *n != 150).map(event_uuid).collect();
+    assert_eq!(ids, expected, "every record that fits arrives, in order");
+    let dead = stack.read_topic(DLQ).await;
+    assert_eq!(dead.len(), 1, "only the record that does not fit");
+    assert_eq!(dead[0].header_str("id"), event_uuid(150));
+    let reason = dead[0].header_str("outbox-relay.error.reason");
+    assert!(
+        reason.contains("larger than topic Order.events's max.message.bytes (16384)"),
+        "{reason}"
+    );
+    let log = relay.log();
+    assert!(
+        log.contains("building batches of at most max.message.bytes"),
+        "{log}"
+    );
+}

@@ -56,8 +56,21 @@ fn base_config(bootstrap: &str) -> ClientConfig {
 }
 
 pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_topic_with_configs(bootstrap, topic, partitions, &[]).await
+}
+
+/// Creates `topic` with topic configs (`max.message.bytes`, …).
+pub async fn create_topic_with_configs(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
     let res = admin.create_topics(&[new], &AdminOptions::new()).await?;
     for r in res {
         match r {

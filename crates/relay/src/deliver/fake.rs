@@ -18,6 +18,11 @@ pub struct FakeProducer {
     pub refused_topics: Vec<String>,
     /// Records with a value longer than this never fit the queue (QueueFull every time).
     pub queue_bytes: Option<usize>,
+    /// Topics whose first use asks for a rebuild (a smaller batch size).
+    pub rebuild_for_topics: Vec<String>,
+    /// `sent.len()` at each rebuild, and what was in flight then.
+    pub rebuilds: Vec<(usize, usize)>,
+    wants_rebuild: bool,
     in_flight: HashMap<usize, Tag>,
     reports: mpsc::UnboundedReceiver<(usize, Outcome)>,
     completer: Completer,
@@ -44,6 +49,9 @@ impl FakeProducer {
             queue_full_seen: 0,
             refused_topics: Vec::new(),
             queue_bytes: None,
+            rebuild_for_topics: Vec::new(),
+            rebuilds: Vec::new(),
+            wants_rebuild: false,
             in_flight: HashMap::new(),
             reports: rx,
             completer: Completer(tx),
@@ -92,6 +100,10 @@ impl Producer for FakeProducer {
     }
 
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
+        if let Some(i) = self.rebuild_for_topics.iter().position(|t| **t == **topic) {
+            self.rebuild_for_topics.remove(i);
+            self.wants_rebuild = true;
+        }
         Ok(self
             .refused_topics
             .iter()
@@ -101,5 +113,15 @@ impl Producer for FakeProducer {
 
     fn probe(&self) -> Option<BrokerProbe> {
         None
+    }
+
+    fn needs_rebuild(&self) -> bool {
+        self.wants_rebuild
+    }
+
+    fn rebuild(&mut self) -> Result<(), RelayError> {
+        self.rebuilds.push((self.sent.len(), self.in_flight.len()));
+        self.wants_rebuild = false;
+        Ok(())
     }
 }

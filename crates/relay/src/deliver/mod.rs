@@ -130,6 +130,7 @@ impl<P: Producer> Deliver<P> {
                     self.queue_dead_letter(ticket, origin, letter);
                     return self.send_dead_letters().await;
                 }
+                self.rebuild_if_needed().await?;
                 let counter = self.topic_counter(&record.topic);
                 let tag = Tag {
                     ticket,
@@ -172,6 +173,19 @@ impl<P: Producer> Deliver<P> {
             on_ack(self.next_acknowledged().await?);
         }
         Ok(())
+    }
+
+    /// Rebuilds the producer when it asks for it, once everything it holds came back: the
+    /// records of a partition never travel through two producers at once.
+    async fn rebuild_if_needed(&mut self) -> Result<(), RelayError> {
+        if !self.producer.needs_rebuild() {
+            return Ok(());
+        }
+        while self.producer.in_flight() > 0 {
+            let (tag, outcome) = self.producer.next_report().await;
+            self.on_report(tag, outcome)?;
+        }
+        self.producer.rebuild()
     }
 
     fn topic_counter(&mut self, topic: &Arc<str>) -> Counter {
@@ -266,6 +280,7 @@ impl<P: Producer> Deliver<P> {
                 "{reason}; the dead-letter topic must exist: choose another --dead-letter-topic or create it"
             )));
         }
+        self.rebuild_if_needed().await?;
         while let Some((tag, letter)) = self.dead_letters.pop_front() {
             let record = letter.to_record(&topic);
             match self.producer.send(&record, tag) {

@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use outbox_router::OutboxRecord;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
@@ -60,6 +60,37 @@ pub trait Producer {
     ) -> impl Future<Output = Result<Option<String>, RelayError>>;
     /// A broker probe for readiness; `None` when there is nothing to probe.
     fn probe(&self) -> Option<BrokerProbe>;
+    /// True when the producer must be rebuilt before its next record (a topic it just met
+    /// takes smaller batches than it builds). The stage then waits for everything in
+    /// flight and calls [`rebuild`](Self::rebuild): records of one partition never travel
+    /// through two producers at once, so their order holds.
+    fn needs_rebuild(&self) -> bool {
+        false
+    }
+    /// Rebuilds the producer with what it learned. Only called with nothing in flight.
+    fn rebuild(&mut self) -> Result<(), RelayError> {
+        Ok(())
+    }
+}
+
+/// librdkafka's default `batch.size`.
+const DEFAULT_BATCH_SIZE: usize = 1_000_000;
+
+/// An upper bound of a record's size on the wire when it travels alone in a record batch
+/// (format v2, uncompressed): the batch header, then each varint at its widest.
+/// Kafka compares a batch's size with the topic's `max.message.bytes`.
+pub fn record_wire_size(record: &OutboxRecord) -> usize {
+    const BATCH_HEADER: usize = 61;
+    const VARINT: usize = 5;
+    let record_overhead = VARINT + 1 + 10 + VARINT + VARINT + VARINT + VARINT;
+    let key = record.key.as_ref().map_or(0, |k| k.len());
+    let value = record.value.as_ref().map_or(0, |v| v.len());
+    let headers: usize = record
+        .headers
+        .iter()
+        .map(|(k, v)| 2 * VARINT + k.len() + v.len())
+        .sum();
+    BATCH_HEADER + record_overhead + key + value + headers
 }
 
 /// Errors about the record itself, not the path to the broker: retrying cannot help.
@@ -194,17 +225,29 @@ pub struct KafkaProducer {
     partitions: i32,
     replication_factor: i32,
     in_flight: FuturesUnordered<BoxFuture<'static, (Tag, Outcome)>>,
+    /// Each known topic's `max.message.bytes`, where the broker says it.
+    topic_limits: HashMap<Arc<str>, usize>,
+    /// The settings the producer was built from, with `batch.size` as it is now.
+    settings: KafkaSettings,
+    /// The `batch.size` the producer builds batches up to.
+    batch_size: usize,
+    /// The smaller `batch.size` a topic asks for, until the producer is rebuilt with it.
+    wanted_batch_size: Option<usize>,
+    /// Whether records are compressed (then the broker, not the relay, judges a record's size).
+    compressed: bool,
 }
 
 impl KafkaProducer {
     pub fn new(kafka: &KafkaSettings) -> Result<Self, RelayError> {
-        let producer: FutureProducer =
-            kafka
-                .client_config(ClientRole::Producer)
-                .create()
-                .map_err(|e| {
-                    RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
-                })?;
+        let producer = Self::create_producer(kafka)?;
+        let config = kafka.client_config(ClientRole::Producer);
+        let batch_size = config
+            .get("batch.size")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_BATCH_SIZE);
+        let compressed = ["compression.type", "compression.codec"]
+            .iter()
+            .any(|k| config.get(k).is_some_and(|v| v != "none"));
         let admin = kafka
             .client_config(ClientRole::Admin)
             .create()
@@ -219,6 +262,72 @@ impl KafkaProducer {
             partitions: kafka.topic_partitions,
             replication_factor: kafka.topic_replication_factor,
             in_flight: FuturesUnordered::new(),
+            topic_limits: HashMap::new(),
+            settings: kafka.clone(),
+            batch_size,
+            wanted_batch_size: None,
+            compressed,
+        })
+    }
+
+    fn create_producer(kafka: &KafkaSettings) -> Result<FutureProducer, RelayError> {
+        kafka
+            .client_config(ClientRole::Producer)
+            .create()
+            .map_err(|e| {
+                RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
+            })
+    }
+
+    /// The topic's `max.message.bytes`, when the broker tells it (DescribeConfigs).
+    async fn topic_limit(&self, topic: &str) -> Option<usize> {
+        let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+        let results = self
+            .admin
+            .describe_configs(&[ResourceSpecifier::Topic(topic)], &options)
+            .await
+            .inspect_err(|e| tracing::debug!(topic, error = %e, "describing the topic's configs"))
+            .ok()?;
+        results.into_iter().find_map(|result| {
+            result
+                .ok()?
+                .get("max.message.bytes")?
+                .value
+                .as_deref()?
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Learns `topic`'s record size limit; asks for smaller batches when it is below the
+    /// batch size (a batch larger than the limit is refused whole, every record in it).
+    async fn learn_limit(&mut self, topic: &Arc<str>) {
+        let Some(limit) = self.topic_limit(topic).await else {
+            return;
+        };
+        self.topic_limits.insert(topic.clone(), limit);
+        let current = self.wanted_batch_size.unwrap_or(self.batch_size);
+        if limit < current {
+            tracing::info!(
+                topic = &**topic,
+                max_message_bytes = limit,
+                batch_size = self.batch_size,
+                "the topic takes smaller record batches than the producer builds: building batches of at most max.message.bytes"
+            );
+            self.wanted_batch_size = Some(limit);
+        }
+    }
+
+    /// Why `record` cannot go to its topic as it is, judged before sending.
+    fn too_large_for_topic(&self, record: &OutboxRecord) -> Option<String> {
+        let limit = *self.topic_limits.get(&record.topic)?;
+        let size = record_wire_size(record);
+        (!self.compressed && size > limit).then(|| {
+            format!(
+                "the record ({size} bytes on the wire) is larger than topic {}'s max.message.bytes ({limit}); raise the \
+                 topic's max.message.bytes to relay such events",
+                record.topic
+            )
         })
     }
 
@@ -250,6 +359,9 @@ impl KafkaProducer {
 
 impl Producer for KafkaProducer {
     fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
+        if let Some(reason) = self.too_large_for_topic(record) {
+            return Sent::Refused(tag, reason, refused_record(record));
+        }
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (name, value) in &record.headers {
             headers = headers.insert(Header {
@@ -338,6 +450,7 @@ impl Producer for KafkaProducer {
             return Ok(Some(reason.clone()));
         }
         if self.topic_exists(topic).await {
+            self.learn_limit(topic).await;
             self.known_topics.insert(topic.clone());
             return Ok(None);
         }
@@ -372,8 +485,27 @@ impl Producer for KafkaProducer {
                 }
             }
         }
+        self.learn_limit(topic).await;
         self.known_topics.insert(topic.clone());
         Ok(None)
+    }
+
+    fn needs_rebuild(&self) -> bool {
+        self.wanted_batch_size.is_some()
+    }
+
+    fn rebuild(&mut self) -> Result<(), RelayError> {
+        debug_assert_eq!(self.in_flight.len(), 0, "rebuilt with records in flight");
+        let Some(batch_size) = self.wanted_batch_size.take() else {
+            return Ok(());
+        };
+        self.settings.properties.retain(|(k, _)| k != "batch.size");
+        self.settings
+            .properties
+            .push(("batch.size".into(), batch_size.to_string()));
+        self.producer = Self::create_producer(&self.settings)?;
+        self.batch_size = batch_size;
+        Ok(())
     }
 
     fn probe(&self) -> Option<BrokerProbe> {
@@ -413,6 +545,23 @@ mod tests {
             fatal(RDKafkaErrorCode::RequestTimedOut),
             Consequence::Resume
         );
+    }
+
+    #[test]
+    fn a_record_alone_in_a_batch_is_never_larger_than_its_estimate() {
+        // A v2 batch holding one record of 3 B key, 1000 B value and header id=abc is
+        // 61 (batch header) + 2 (length) + 1 + 1 + 1 + 1 + 3 + 2 + 1000 + 1 + 1 + 2 + 1 + 3 = 1080 B;
+        // the estimate takes every varint at its widest.
+        let record = OutboxRecord {
+            topic: "t".into(),
+            key: Some(Bytes::from_static(b"key")),
+            value: Some(Bytes::from(vec![0u8; 1000])),
+            headers: vec![("id".into(), Bytes::from_static(b"abc"))],
+            partition: None,
+            timestamp_ms: None,
+        };
+        let estimate = record_wire_size(&record);
+        assert!((1080..1080 + 40).contains(&estimate), "{estimate}");
     }
 
     #[test]

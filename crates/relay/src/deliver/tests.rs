@@ -329,3 +329,56 @@ async fn a_record_larger_than_the_whole_queue_is_dead_lettered_not_retried_forev
     let reason = reason(&d.producer.sent[0]);
     assert!(reason.contains("queue.buffering.max.kbytes"), "{reason}");
 }
+
+#[tokio::test]
+async fn a_producer_is_rebuilt_only_once_everything_it_holds_came_back() {
+    let mut producer = FakeProducer::new(100);
+    producer.rebuild_for_topics = vec!["Small.events".into()];
+    let mut d = stage(producer);
+    let mut t = AckTracker::new(Lsn::ZERO);
+    t.begin();
+    for n in 0..2 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            origin(1),
+        )
+        .await
+        .unwrap();
+    }
+    let completer = d.producer.completer();
+    let acks = tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        completer.complete(1, Outcome::Acknowledged);
+        completer.complete(0, Outcome::Acknowledged);
+    });
+    // The first record for a topic with smaller batches waits for both in flight.
+    d.submit(
+        Routed::Record(record("Small.events", 2)),
+        t.produced(),
+        origin(2),
+    )
+    .await
+    .unwrap();
+    acks.await.unwrap();
+    assert_eq!(
+        d.producer.rebuilds,
+        [(2, 0)],
+        "rebuilt after two records, with nothing in flight"
+    );
+    assert_eq!(
+        d.producer.sent_topics(),
+        ["A.events", "A.events", "Small.events"]
+    );
+    let _ = t.commit(Lsn::from_u64(5));
+    d.producer.complete(2, Outcome::Acknowledged);
+    let mut confirmed = None;
+    d.drain(|ticket| confirmed = t.delivered(ticket).or(confirmed))
+        .await
+        .unwrap();
+    assert_eq!(
+        confirmed,
+        Some(Lsn::from_u64(5)),
+        "no ticket lost in the rebuild"
+    );
+}
