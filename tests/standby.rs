@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use outbox_relay_testkit::http::{get as http_get, metric, metrics_address};
 use outbox_relay_testkit::Storage;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,27 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
     standby
         .wait_for_log("standing by", Duration::from_secs(10))
         .await;
+    // Both are healthy and ready (a rolling update of the pair must not stall on the
+    // standby); the gauge says which one streams.
+    let (active_at, standby_at) = (metrics_address(&active), metrics_address(&standby));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(&standby_at, "/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "the standby never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And stays ready while it retries the slot about every second.
+    for _ in 0..20 {
+        for address in [&active_at, &standby_at] {
+            let (status, body) = http_get(address, "/ready");
+            assert_eq!(status, 200, "{address}: {body}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(http_get(&standby_at, "/ready").1.contains("standing by"));
+    let active_gauge =
+        |address: &str| metric(&http_get(address, "/metrics").1, "outbox_relay_active");
+    assert_eq!(active_gauge(&active_at), 1.0);
+    assert_eq!(active_gauge(&standby_at), 0.0);
 
     active.kill9();
     let killed_at = Instant::now();
@@ -30,6 +52,11 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
         .await;
     let takeover = killed_at.elapsed();
     eprintln!("standby took over and confirmed everything {takeover:?} after the active instance was killed");
+    assert_eq!(
+        active_gauge(&standby_at),
+        1.0,
+        "the standby is now the active one"
+    );
     assert!(
         takeover < Duration::from_secs(15),
         "takeover took {takeover:?}"

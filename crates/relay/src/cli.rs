@@ -264,6 +264,13 @@ async fn run(settings: Settings) -> ExitCode {
     if let Some(preset) = &settings.preset {
         log_preset(preset);
     }
+    let _probe = match crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone()) {
+        Ok(probe) => AbortOnDrop(probe),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match &settings.source {
         SourceSettings::Cdc(cdc) => {
             match crate::source::replication::Replication::new(&settings, cdc, metrics.clone()) {
@@ -287,6 +294,15 @@ async fn run(settings: Settings) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

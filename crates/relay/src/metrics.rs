@@ -42,6 +42,8 @@ pub struct Metrics {
     /// 1 on the instance that holds the slot (or polls), 0 on a standby.
     pub active: Gauge,
     broker_reachable: AtomicBool,
+    /// A standby that reached PostgreSQL and found the slot held by another instance.
+    standing_by: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -68,6 +70,7 @@ impl Metrics {
             streaming: Gauge::default(),
             active: Gauge::default(),
             broker_reachable: AtomicBool::new(false),
+            standing_by: AtomicBool::new(false),
             registry: Registry::default(),
         };
         registry.register(
@@ -158,9 +161,31 @@ impl Metrics {
         self.broker_reachable.store(ok, Ordering::Relaxed);
     }
 
-    /// Ready: streaming, and the broker answered recently.
+    /// Whether this instance stands by for a slot another instance holds (PostgreSQL
+    /// answered: it said the slot is busy).
+    pub fn set_standing_by(&self, standing_by: bool) {
+        self.standing_by.store(standing_by, Ordering::Relaxed);
+    }
+
+    /// Ready: able to do its job. The broker answered recently, and this instance either
+    /// streams (or polls) or stands by for the slot with PostgreSQL reachable — a standby
+    /// is healthy, and a rolling update of an active/standby pair must not wait for it.
+    pub fn readiness(&self) -> Result<&'static str, &'static str> {
+        let broker = self.broker_reachable.load(Ordering::Relaxed);
+        let streaming = self.streaming.get() == 1;
+        let standing_by = self.standing_by.load(Ordering::Relaxed);
+        match (broker, streaming, standing_by) {
+            (true, true, _) => Ok("ready: active\n"),
+            (true, false, true) => Ok("ready: standing by for the slot\n"),
+            (false, _, _) => Err("not ready: the broker is unreachable\n"),
+            (true, false, false) => {
+                Err("not ready: not streaming (starting or reconnecting to PostgreSQL)\n")
+            }
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
-        self.streaming.get() == 1 && self.broker_reachable.load(Ordering::Relaxed)
+        self.readiness().is_ok()
     }
 
     pub fn encode(&self) -> String {

@@ -42,6 +42,7 @@ pub async fn supervise(
             _ if stopping => return Ok(()),
             Consequence::StandBy => {
                 metrics.active.set(0);
+                metrics.set_standing_by(true);
                 tracing::info!("{error}; standing by until the slot is free");
                 let delay = Duration::from_millis(rand::thread_rng().gen_range(800..1200));
                 if pause(delay, &mut shutdown).await {
@@ -49,6 +50,7 @@ pub async fn supervise(
                 }
             }
             Consequence::Resume => {
+                metrics.set_standing_by(false);
                 metrics.reconnects.inc();
                 let delay = backoff.after_session(started.elapsed());
                 tracing::warn!(

@@ -2,7 +2,7 @@
 //! says so (in any order), and refuses with QueueFull past its capacity.
 
 use super::outcome::{Outcome, Tag};
-use super::producer::{BrokerProbe, Producer, Sent};
+use super::producer::{Producer, Sent};
 use crate::error::RelayError;
 use outbox_router::OutboxRecord;
 use std::collections::HashMap;
@@ -109,10 +109,6 @@ impl Producer for FakeProducer {
             .iter()
             .find(|t| **t == **topic)
             .map(|t| format!("topic {t} refused")))
-    }
-
-    fn probe(&self) -> Option<BrokerProbe> {
-        None
     }
 
     fn needs_rebuild(&self) -> bool {

@@ -2,8 +2,7 @@
 //! its routed rows to. It produces each event or dead-letters it, and gives back each
 //! event's [`Ticket`] once Kafka acknowledged the event or its dead letter — the only way a
 //! source learns that an event is safe. It also owns the queue-full policy (wait for a
-//! delivery report, never sleep-poll), the shutdown drain, the dead-letter rules and counts,
-//! and the broker probe that `/ready` uses.
+//! delivery report, never sleep-poll), the shutdown drain, and the dead-letter rules and counts.
 //!
 //! - `tracker.rs`: the acknowledgement rule (what position may be confirmed).
 //! - `producer.rs`: the producer boundary and librdkafka behind it.
@@ -25,7 +24,7 @@ pub mod tracker;
 
 pub use dead_letter::DeadLetter;
 pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
-pub use producer::{BrokerProbe, KafkaProducer, Producer, Sent};
+pub use producer::{KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
 
 use crate::error::RelayError;
@@ -62,22 +61,10 @@ pub struct Deliver<P: Producer> {
     /// `outbox_relay_events_total` per topic, looked up once per topic.
     counters: HashMap<Arc<str>, Counter>,
     counts: Counts,
-    _probe: Option<AbortOnDrop>,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl<P: Producer> Deliver<P> {
     pub fn new(producer: P, dead_letter_topic: &str, metrics: Arc<Metrics>) -> Self {
-        let probe = producer
-            .probe()
-            .map(|probe| AbortOnDrop(tokio::spawn(probe_broker(probe, metrics.clone()))));
         Self {
             producer,
             dead_letter_topic: dead_letter_topic.into(),
@@ -86,7 +73,6 @@ impl<P: Producer> Deliver<P> {
             dead_letters: VecDeque::new(),
             counters: HashMap::new(),
             counts: Counts::default(),
-            _probe: probe,
         }
     }
 
@@ -356,20 +342,6 @@ impl<P: Producer> Deliver<P> {
                 "Kafka did not acknowledge an event: {error}; nothing after the last acknowledged event is confirmed"
             ))),
         }
-    }
-}
-
-/// Asks the broker for metadata every few seconds (every second while it does not answer)
-/// and publishes the answer for `/ready`.
-async fn probe_broker(probe: BrokerProbe, metrics: Arc<Metrics>) {
-    let probe = Arc::new(probe);
-    loop {
-        let p = probe.clone();
-        let ok = tokio::task::spawn_blocking(move || p())
-            .await
-            .unwrap_or(false);
-        metrics.set_broker_reachable(ok);
-        tokio::time::sleep(Duration::from_secs(if ok { 5 } else { 1 })).await;
     }
 }
 

@@ -39,9 +39,6 @@ pub enum Sent {
     Failed(Tag, String),
 }
 
-/// Checks that the broker answers (for `/ready`); runs on a blocking thread.
-pub type BrokerProbe = Box<dyn Fn() -> bool + Send + Sync>;
-
 /// What the delivery stage needs of a Kafka producer.
 pub trait Producer {
     /// Hands `record` over with its tag.
@@ -58,8 +55,6 @@ pub trait Producer {
         &mut self,
         topic: &Arc<str>,
     ) -> impl Future<Output = Result<Option<String>, RelayError>>;
-    /// A broker probe for readiness; `None` when there is nothing to probe.
-    fn probe(&self) -> Option<BrokerProbe>;
     /// True when the producer must be rebuilt before its next record (a topic it just met
     /// takes smaller batches than it builds). The stage then waits for everything in
     /// flight and calls [`rebuild`](Self::rebuild): records of one partition never travel
@@ -506,16 +501,6 @@ impl Producer for KafkaProducer {
         self.producer = Self::create_producer(&self.settings)?;
         self.batch_size = batch_size;
         Ok(())
-    }
-
-    fn probe(&self) -> Option<BrokerProbe> {
-        let producer = self.producer.clone();
-        Some(Box::new(move || {
-            producer
-                .client()
-                .fetch_metadata(None, Duration::from_secs(3))
-                .is_ok()
-        }))
     }
 }
 

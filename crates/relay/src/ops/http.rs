@@ -1,13 +1,19 @@
 //! `/metrics` (Prometheus text format), `/health` (the process is alive) and `/ready`
-//! (streaming and the broker reachable) on `--metrics-address`.
+//! (streaming or standing by, and the broker reachable) on `--metrics-address`; the broker
+//! probe that `/ready` uses.
 
+use crate::config::{ClientRole, KafkaSettings};
+use crate::error::RelayError;
 use crate::metrics::Metrics;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Binds now (so a taken port is reported at start-up) and serves in the background.
 pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<SocketAddr> {
@@ -35,14 +41,9 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<Socke
         .route(
             "/ready",
             get(move || async move {
-                if metrics.is_ready() {
-                    (StatusCode::OK, "ready\n").into_response()
-                } else {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "not ready: not streaming or the broker is unreachable\n",
-                    )
-                        .into_response()
+                match metrics.readiness() {
+                    Ok(text) => (StatusCode::OK, text).into_response(),
+                    Err(text) => (StatusCode::SERVICE_UNAVAILABLE, text).into_response(),
                 }
             }),
         );
@@ -52,6 +53,36 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<Socke
         }
     });
     Ok(bound)
+}
+
+/// Asks the broker for metadata every few seconds (every second while it does not answer)
+/// and publishes the answer for `/ready`, for the life of the process: a standby probes too.
+pub fn spawn_broker_probe(
+    kafka: &KafkaSettings,
+    metrics: Arc<Metrics>,
+) -> Result<tokio::task::JoinHandle<()>, RelayError> {
+    let admin: AdminClient<DefaultClientContext> = kafka
+        .client_config(ClientRole::Admin)
+        .create()
+        .map_err(|e| {
+            RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+        })?;
+    let admin = Arc::new(admin);
+    Ok(tokio::spawn(async move {
+        loop {
+            let client = admin.clone();
+            let ok = tokio::task::spawn_blocking(move || {
+                client
+                    .inner()
+                    .fetch_metadata(None, Duration::from_secs(3))
+                    .is_ok()
+            })
+            .await
+            .unwrap_or(false);
+            metrics.set_broker_reachable(ok);
+            tokio::time::sleep(Duration::from_secs(if ok { 5 } else { 1 })).await;
+        }
+    }))
 }
 
 /// `GET path` on a relay's metrics address: the HTTP status (`outbox-relay health`).
