@@ -21,6 +21,15 @@ fn relay(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// Exit code and standard output alone (for output meant for programs).
+fn relay_stdout(args: &[&str]) -> (i32, String) {
+    let out = Command::new(RELAY).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works_with() {
     let pg = PgCluster::start()
@@ -123,6 +132,19 @@ async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works
         "{out}"
     );
     assert!(out.contains("lag "), "{out}");
+
+    let (code, out) = relay_stdout(&["status", "--postgres-url", &url, "--output", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let status: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(status["slot"], SLOT);
+    assert_eq!(status["plugin"], "pgoutput");
+    assert_eq!(status["active"], true);
+    assert!(status["active_pid"].as_i64().is_some(), "{status}");
+    assert!(status["lag_bytes"].as_i64().is_some(), "{status}");
+    assert!(
+        status["confirmed_lsn"].as_str().unwrap().contains('/'),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,6 +209,22 @@ async fn check_names_what_blocks_run_and_the_sql_that_fixes_it() {
     );
 
     let (code, out) = relay(&["status", "--postgres-url", &stack.pg.url()]);
-    assert_eq!(code, 1, "no slot yet: {out}");
+    assert_eq!(code, 3, "no slot yet: {out}");
     assert!(out.contains("does not exist"), "{out}");
+    let (code, out) = relay_stdout(&[
+        "status",
+        "--postgres-url",
+        &stack.pg.url(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 3, "no slot yet: {out}");
+    let status: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(status["exists"], false);
+    let (code, _) = relay(&[
+        "status",
+        "--postgres-url",
+        "postgres://postgres@127.0.0.1:1/postgres",
+    ]);
+    assert_eq!(code, 1, "an error is not a missing slot");
 }

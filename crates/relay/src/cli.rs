@@ -42,7 +42,9 @@ pub enum Command {
     /// when anything blocks `run`.
     Check(RunOptions),
 
-    /// Show the replication slot: active process, confirmed LSN, lag in bytes.
+    /// Show the replication slot: active process, confirmed LSN, lag in bytes. Exit codes: 0
+    /// the slot exists, 3 no such slot, 1 an error (PostgreSQL unreachable, no privilege), 2 a
+    /// bad argument.
     Status(StatusArgs),
 
     /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
@@ -87,7 +89,20 @@ pub struct StatusArgs {
         default_value = "outbox_relay"
     )]
     pub slot: String,
+    /// `json`: one JSON object (slot, exists, plugin, database, active, active_pid,
+    /// confirmed_lsn, server_wal_lsn, lag_bytes, wal_status).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// `status`: no such slot.
+const EXIT_NO_SLOT: u8 = 3;
 
 #[derive(Debug, clap::Args)]
 pub struct SetupSqlArgs {
@@ -174,10 +189,17 @@ pub fn main() -> ExitCode {
             match runtime().block_on(crate::ops::status::status(
                 args.postgres_url.expose(),
                 &args.slot,
+                args.output == OutputFormat::Json,
             )) {
                 Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
+                Ok(false) => ExitCode::from(EXIT_NO_SLOT),
                 Err(e) => {
+                    if args.output == OutputFormat::Json {
+                        println!(
+                            "{}",
+                            serde_json::json!({ "slot": args.slot, "error": e.to_string() })
+                        );
+                    }
                     eprintln!("error: {e}");
                     ExitCode::FAILURE
                 }

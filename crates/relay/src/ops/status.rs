@@ -4,8 +4,56 @@ use crate::config::validate_slot_name;
 use crate::error::RelayError;
 use crate::source::postgres;
 
-/// `status`: where the slot is and how far behind the server it is.
-pub async fn status(url: &str, slot: &str) -> Result<bool, RelayError> {
+/// What `status` found.
+#[derive(Debug)]
+pub enum SlotStatus {
+    Missing,
+    Found(serde_json::Value),
+}
+
+/// `status`: the slot, as text or (`json`) one JSON object. `Ok(false)`: no such slot.
+pub async fn status(url: &str, slot: &str, json: bool) -> Result<bool, RelayError> {
+    let found = read(url, slot).await?;
+    match (found, json) {
+        (SlotStatus::Missing, false) => {
+            println!("slot {slot} does not exist; `outbox-relay run` creates it (or see `outbox-relay setup-sql`)");
+            Ok(false)
+        }
+        (SlotStatus::Missing, true) => {
+            println!("{}", serde_json::json!({ "slot": slot, "exists": false }));
+            Ok(false)
+        }
+        (SlotStatus::Found(object), true) => {
+            println!("{object}");
+            Ok(true)
+        }
+        (SlotStatus::Found(o), false) => {
+            let text = |key: &str| match &o[key] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            println!("slot            {slot}");
+            println!("plugin          {}", text("plugin"));
+            println!("database        {}", text("database"));
+            match o["active_pid"].as_i64() {
+                Some(pid) => println!("active          yes (pid {pid})"),
+                None => println!("active          no"),
+            }
+            println!("confirmed LSN   {}", text("confirmed_lsn"));
+            println!("server WAL LSN  {}", text("server_wal_lsn"));
+            println!(
+                "lag             {} bytes",
+                o["lag_bytes"].as_i64().unwrap_or(0)
+            );
+            println!("WAL status      {}", text("wal_status"));
+            Ok(true)
+        }
+    }
+}
+
+/// Reads the slot's row.
+pub async fn read(url: &str, slot: &str) -> Result<SlotStatus, RelayError> {
     validate_slot_name(slot).map_err(|m| RelayError::misconfigured(format!("slot: {m}")))?;
     let client = postgres::connect(url).await?;
     let row = client
@@ -18,37 +66,18 @@ pub async fn status(url: &str, slot: &str) -> Result<bool, RelayError> {
         .await
         .map_err(|e| RelayError::postgres("reading the replication slots", e, || "the role needs the REPLICATION attribute or pg_monitor".into()))?;
     let Some(r) = row else {
-        println!("slot {slot} does not exist; `outbox-relay run` creates it (or see `outbox-relay setup-sql`)");
-        return Ok(false);
+        return Ok(SlotStatus::Missing);
     };
-    let active: Option<i32> = r.get(2);
-    println!("slot            {slot}");
-    println!(
-        "plugin          {}",
-        r.get::<_, Option<String>>(0).unwrap_or_default()
-    );
-    println!(
-        "database        {}",
-        r.get::<_, Option<String>>(1).unwrap_or_default()
-    );
-    println!(
-        "active          {}",
-        active
-            .map(|p| format!("yes (pid {p})"))
-            .unwrap_or_else(|| "no".into())
-    );
-    println!(
-        "confirmed LSN   {}",
-        r.get::<_, Option<String>>(3).unwrap_or_default()
-    );
-    println!("server WAL LSN  {}", r.get::<_, String>(4));
-    println!(
-        "lag             {} bytes",
-        r.get::<_, Option<i64>>(5).unwrap_or(0)
-    );
-    println!(
-        "WAL status      {}",
-        r.get::<_, Option<String>>(6).unwrap_or_default()
-    );
-    Ok(true)
+    Ok(SlotStatus::Found(serde_json::json!({
+        "slot": slot,
+        "exists": true,
+        "plugin": r.get::<_, Option<String>>(0),
+        "database": r.get::<_, Option<String>>(1),
+        "active": r.get::<_, Option<i32>>(2).is_some(),
+        "active_pid": r.get::<_, Option<i32>>(2),
+        "confirmed_lsn": r.get::<_, Option<String>>(3),
+        "server_wal_lsn": r.get::<_, String>(4),
+        "lag_bytes": r.get::<_, Option<i64>>(5),
+        "wal_status": r.get::<_, Option<String>>(6),
+    })))
 }
