@@ -156,3 +156,34 @@ fn health_fails_when_nothing_answers() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("/health at 127.0.0.1:1"));
 }
+
+#[test]
+fn run_help_groups_its_options_and_the_binary_writes_completions_and_a_man_page() {
+    let stdout = |args: &[&str]| {
+        let out = Command::new(common::RELAY).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let help = stdout(&["run", "--help"]);
+    for heading in [
+        "Source (PostgreSQL):",
+        "Routing (EventRouter):",
+        "Kafka:",
+        "Operations:",
+    ] {
+        assert!(
+            help.lines().any(|l| l == heading),
+            "{heading} missing:\n{help}"
+        );
+    }
+    let bash = stdout(&["completions", "bash"]);
+    assert!(
+        bash.contains("complete -F _outbox__relay") && bash.contains("--postgres-url"),
+        "{bash}"
+    );
+    let zsh = stdout(&["completions", "zsh"]);
+    assert!(zsh.starts_with("#compdef outbox-relay"), "{zsh}");
+    let man = stdout(&["man"]);
+    assert!(man.contains(".TH outbox-relay 1"), "{man}");
+    assert!(man.contains("setup\\-sql"), "subcommands are listed: {man}");
+}

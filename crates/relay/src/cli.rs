@@ -54,6 +54,16 @@ pub enum Command {
     /// Probe a running relay's /health (or /ready) endpoint: exit 0 if it answers 200, 1
     /// otherwise. For container HEALTHCHECKs on images without curl.
     Health(HealthArgs),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout, e.g.
+    /// `outbox-relay completions bash > /etc/bash_completion.d/outbox-relay`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the man page (roff) to stdout, e.g. `outbox-relay man > outbox-relay.1`.
+    Man,
 }
 
 #[derive(Debug, clap::Args)]
@@ -229,6 +239,22 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "outbox-relay", &mut script);
+            write_stdout(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            let command = Cli::command().version(version());
+            match clap_mangen::Man::new(command).render(&mut page) {
+                Ok(()) => write_stdout(&page),
+                Err(e) => {
+                    eprintln!("error: rendering the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run(options) => {
             let settings = match settings(options) {
                 Ok(s) => s,
@@ -238,6 +264,19 @@ pub fn main() -> ExitCode {
                 }
             };
             runtime().block_on(run(settings))
+        }
+    }
+}
+
+/// Writes generated output; a closed pipe (`| head`) is not an error worth a panic.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().write_all(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }

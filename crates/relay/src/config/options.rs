@@ -26,7 +26,12 @@ pub enum Mode {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RunOptions {
     /// TOML file with any of these options (keys are the long option names, e.g. `slot = "outbox_relay"`).
-    #[arg(long, env = "OUTBOX_RELAY_CONFIG", value_name = "FILE")]
+    #[arg(
+        help_heading = "Configuration files",
+        long,
+        env = "OUTBOX_RELAY_CONFIG",
+        value_name = "FILE"
+    )]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
@@ -34,12 +39,18 @@ pub struct RunOptions {
     /// ({"name": ..., "config": {...}} or the config object) or a .properties file. Its
     /// database.*, slot, publication, table, EventRouter and converter options apply; the
     /// options above (URL, servers, slot, ...) still override it.
-    #[arg(long, env = "OUTBOX_RELAY_DEBEZIUM_CONFIG", value_name = "FILE")]
+    #[arg(
+        help_heading = "Configuration files",
+        long,
+        env = "OUTBOX_RELAY_DEBEZIUM_CONFIG",
+        value_name = "FILE"
+    )]
     pub debezium_config: Option<PathBuf>,
 
     /// Kafka Connect worker properties (connect-distributed.properties), with --debezium-config:
     /// supplies bootstrap.servers, converters and producer.* the connector config leaves out.
     #[arg(
+        help_heading = "Configuration files",
         long,
         env = "OUTBOX_RELAY_WORKER_CONFIG",
         value_name = "FILE",
@@ -47,19 +58,20 @@ pub struct RunOptions {
     )]
     pub worker_config: Option<PathBuf>,
 
-    #[arg(long, env = "OUTBOX_RELAY_MODE", value_enum,
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_MODE", value_enum,
         help = defaults::help("How rows are read: cdc (logical replication) or polling (SELECT ... FOR UPDATE SKIP LOCKED, then DELETE, for databases without logical replication)", defaults::MODE))]
     pub mode: Option<Mode>,
 
-    #[arg(long, env = "OUTBOX_RELAY_POLL_INTERVAL_MS", value_name = "MS",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_POLL_INTERVAL_MS", value_name = "MS",
         help = defaults::help("Polling mode: pause between polls that found less than a full batch, in milliseconds", defaults::POLL_INTERVAL_MS))]
     pub poll_interval_ms: Option<u64>,
 
-    #[arg(long, env = "OUTBOX_RELAY_POLL_BATCH_SIZE", value_name = "N",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_POLL_BATCH_SIZE", value_name = "N",
         help = defaults::help("Polling mode: rows per poll (one transaction)", defaults::POLL_BATCH_SIZE))]
     pub poll_batch_size: Option<i64>,
 
     #[arg(
+        help_heading = "Source (PostgreSQL)",
         long,
         env = "OUTBOX_RELAY_POLL_ORDER_BY",
         value_name = "COLUMN",
@@ -69,7 +81,12 @@ pub struct RunOptions {
 
     /// Polling mode: set this timestamp column to now() instead of deleting relayed rows;
     /// rows where it IS NULL are pending (the seeds' `published_at`).
-    #[arg(long, env = "OUTBOX_RELAY_PROCESSED_COLUMN", value_name = "COLUMN")]
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_PROCESSED_COLUMN",
+        value_name = "COLUMN"
+    )]
     pub processed_column: Option<String>,
 
     /// What to do when a replication slot this relay streamed from before is gone (dropped,
@@ -77,6 +94,7 @@ pub struct RunOptions {
     /// and relay every row still in the outbox table) or accept-gap (create it at the current
     /// position; events written in between are not relayed) [default: refuse].
     #[arg(
+        help_heading = "Source (PostgreSQL)",
         long,
         env = "OUTBOX_RELAY_ON_MISSING_SLOT",
         value_enum,
@@ -87,6 +105,7 @@ pub struct RunOptions {
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
     #[arg(
+        help_heading = "Source (PostgreSQL)",
         long,
         env = "OUTBOX_RELAY_POSTGRES_URL",
         value_name = "URL",
@@ -97,63 +116,74 @@ pub struct RunOptions {
 
     /// File holding the PostgreSQL password (e.g. a mounted secret); overrides a password in
     /// the URL. OUTBOX_RELAY_POSTGRES_PASSWORD does the same from the environment.
-    #[arg(long, env = "OUTBOX_RELAY_POSTGRES_PASSWORD_FILE", value_name = "FILE")]
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_POSTGRES_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
     pub postgres_password_file: Option<PathBuf>,
 
     /// Kafka bootstrap servers, comma-separated HOST:PORT.
-    #[arg(long, env = "OUTBOX_RELAY_BOOTSTRAP_SERVERS", value_name = "HOSTS")]
+    #[arg(
+        help_heading = "Kafka",
+        long,
+        env = "OUTBOX_RELAY_BOOTSTRAP_SERVERS",
+        value_name = "HOSTS"
+    )]
     pub bootstrap_servers: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_TABLE", value_name = "SCHEMA.TABLE",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_TABLE", value_name = "SCHEMA.TABLE",
         help = defaults::help("Outbox table to relay, SCHEMA.TABLE", defaults::TABLE))]
     pub table: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_SLOT", value_name = "NAME",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_SLOT", value_name = "NAME",
         help = defaults::help("Logical replication slot (pgoutput), created when missing", defaults::SLOT))]
     pub slot: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_PUBLICATION", value_name = "NAME",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_PUBLICATION", value_name = "NAME",
         help = defaults::help("Publication for the outbox table, created when missing", defaults::PUBLICATION))]
     pub publication: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_ID_COLUMN", value_name = "COLUMN",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_ID_COLUMN", value_name = "COLUMN",
         help = defaults::help("Column whose value becomes header `id` (Debezium table.field.event.id)", defaults::ID_COLUMN))]
     pub id_column: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_KEY_COLUMN", value_name = "COLUMN",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_KEY_COLUMN", value_name = "COLUMN",
         help = defaults::help("Column whose value is the record key (table.field.event.key)", defaults::KEY_COLUMN))]
     pub key_column: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_PAYLOAD_COLUMN", value_name = "COLUMN",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_PAYLOAD_COLUMN", value_name = "COLUMN",
         help = defaults::help("Column whose value is the record value (table.field.event.payload)", defaults::PAYLOAD_COLUMN))]
     pub payload_column: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_ROUTE_BY_COLUMN", value_name = "COLUMN",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_ROUTE_BY_COLUMN", value_name = "COLUMN",
         help = defaults::help("Column whose value builds the topic name (route.by.field)", defaults::ROUTE_BY_COLUMN))]
     pub route_by_column: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_TOPIC_TEMPLATE", value_name = "TEMPLATE",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_TOPIC_TEMPLATE", value_name = "TEMPLATE",
         help = defaults::help("Topic name template (route.topic.replacement)", defaults::TOPIC_TEMPLATE))]
     pub topic_template: Option<String>,
 
     /// Produce the payload as compact JSON without null fields and empty arrays (Debezium's
     /// table.expand.json.payload); a payload that is not JSON goes to the dead-letter topic.
-    #[arg(long, env = "OUTBOX_RELAY_EXPAND_JSON_PAYLOAD", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_EXPAND_JSON_PAYLOAD", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub expand_json_payload: Option<bool>,
 
-    #[arg(long, env = "OUTBOX_RELAY_ADDITIONAL_PLACEMENT", value_name = "LIST",
+    #[arg(help_heading = "Routing (EventRouter)", long, env = "OUTBOX_RELAY_ADDITIONAL_PLACEMENT", value_name = "LIST",
         help = defaults::help("Extra columns as headers, Debezium's table.fields.additional.placement syntax: COLUMN:header[:ALIAS],...; pass \"\" for none", defaults::ADDITIONAL_PLACEMENT))]
     pub additional_placement: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_DEAD_LETTER_TOPIC", value_name = "TOPIC",
+    #[arg(help_heading = "Kafka", long, env = "OUTBOX_RELAY_DEAD_LETTER_TOPIC", value_name = "TOPIC",
         help = defaults::help("Topic for rows that cannot be routed or that the broker refuses (NULL or invalid routing value, missing column, too large)", defaults::DEAD_LETTER_TOPIC))]
     pub dead_letter_topic: Option<String>,
 
-    #[arg(long, env = "OUTBOX_RELAY_TOPIC_PARTITIONS", value_name = "N",
+    #[arg(help_heading = "Kafka", long, env = "OUTBOX_RELAY_TOPIC_PARTITIONS", value_name = "N",
         help = defaults::help("Partitions of topics the relay creates", defaults::TOPIC_PARTITIONS))]
     pub topic_partitions: Option<i32>,
 
     #[arg(
+        help_heading = "Kafka",
         long,
         env = "OUTBOX_RELAY_TOPIC_REPLICATION_FACTOR",
         value_name = "N",
@@ -161,15 +191,15 @@ pub struct RunOptions {
         help = defaults::help("Replication factor of topics the relay creates; -1 = the broker's default", defaults::TOPIC_REPLICATION_FACTOR))]
     pub topic_replication_factor: Option<i32>,
 
-    #[arg(long, env = "OUTBOX_RELAY_MAX_IN_FLIGHT", value_name = "N",
+    #[arg(help_heading = "Kafka", long, env = "OUTBOX_RELAY_MAX_IN_FLIGHT", value_name = "N",
         help = defaults::help("Events produced but not yet acknowledged before reading pauses (backpressure)", defaults::MAX_IN_FLIGHT))]
     pub max_in_flight: Option<usize>,
 
-    #[arg(long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS",
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS",
         help = defaults::help("How often the confirmed position is reported to PostgreSQL, in milliseconds", defaults::STATUS_INTERVAL_MS))]
     pub status_interval_ms: Option<u64>,
 
-    #[arg(long, env = "OUTBOX_RELAY_METRICS_ADDRESS", value_name = "HOST:PORT",
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_METRICS_ADDRESS", value_name = "HOST:PORT",
         help = defaults::help("Where /metrics (Prometheus), /health and /ready are served, HOST:PORT; port 0 picks a free port (logged at start-up)", defaults::METRICS_ADDRESS))]
     pub metrics_address: Option<String>,
 
@@ -177,6 +207,7 @@ pub struct RunOptions {
     /// compression.codec=lz4. Applied after the relay's own settings; the relay refuses
     /// values that would break its guarantees (enable.idempotence=false, acks other than all).
     #[arg(
+        help_heading = "Kafka",
         long = "producer-property",
         env = "OUTBOX_RELAY_PRODUCER_PROPERTIES",
         value_name = "KEY=VALUE",
@@ -189,6 +220,7 @@ pub struct RunOptions {
     /// File of librdkafka producer properties, one KEY=VALUE per line (# comments), for
     /// secrets such as sasl.password or ssl.key.password. --producer-property wins over it.
     #[arg(
+        help_heading = "Kafka",
         long,
         env = "OUTBOX_RELAY_PRODUCER_PROPERTIES_FILE",
         value_name = "FILE"
