@@ -84,3 +84,46 @@ async fn metrics_health_and_readiness_tell_an_operator_what_the_relay_does() {
     stack.broker.restart().unwrap();
     wait_status(&address, "/ready", 200).await;
 }
+
+/// `--log-format json`: every line the relay writes on stderr is one JSON object with the
+/// message at the top level, from start-up to a fatal error — nothing a log shipper has to
+/// special-case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line_with_the_message_at_the_top_level() {
+    let stack = Stack::start().await;
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot(SLOT, &["--log-format", "json"])
+        .await;
+    insert_events(&stack.db, 0, 20, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    let streaming_log = relay.log();
+    // A fatal error (a bad option) too.
+    let out = std::process::Command::new(RELAY)
+        .args(stack.relay_args(&["--log-format", "json", "--slot", "Not-Valid"]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let fatal_log = String::from_utf8_lossy(&out.stderr).into_owned();
+    for log in [&streaming_log, &fatal_log] {
+        let mut messages = Vec::new();
+        for line in log.lines().filter(|l| !l.trim().is_empty()) {
+            let object: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            assert!(object["level"].is_string(), "{line}");
+            let message = object["message"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no top-level message: {line}"));
+            messages.push(message.to_owned());
+        }
+        assert!(!messages.is_empty());
+    }
+    assert!(
+        streaming_log.contains("serving /metrics"),
+        "{streaming_log}"
+    );
+    assert!(streaming_log.contains("signal received"), "{streaming_log}");
+    assert!(fatal_log.contains("Not-Valid"), "{fatal_log}");
+}

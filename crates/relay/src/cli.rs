@@ -210,7 +210,7 @@ pub fn main() -> ExitCode {
                             serde_json::json!({ "slot": args.slot, "error": e.to_string() })
                         );
                     }
-                    eprintln!("error: {e}");
+                    report_error(&e);
                     ExitCode::FAILURE
                 }
             }
@@ -219,7 +219,7 @@ pub fn main() -> ExitCode {
             let table = match outbox_router::TableName::parse(&args.table) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("error: table: {e}");
+                    report_error(&format_args!("table: {e}"));
                     return ExitCode::from(2);
                 }
             };
@@ -234,7 +234,7 @@ pub fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    report_error(&e);
                     ExitCode::from(2)
                 }
             }
@@ -250,7 +250,7 @@ pub fn main() -> ExitCode {
             match clap_mangen::Man::new(command).render(&mut page) {
                 Ok(()) => write_stdout(&page),
                 Err(e) => {
-                    eprintln!("error: rendering the man page: {e}");
+                    report_error(&format_args!("rendering the man page: {e}"));
                     ExitCode::FAILURE
                 }
             }
@@ -259,12 +259,25 @@ pub fn main() -> ExitCode {
             let settings = match settings(options) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: invalid configuration: {e}");
+                    report_error(&format_args!("invalid configuration: {e}"));
                     return ExitCode::from(2);
                 }
             };
             runtime().block_on(run(settings))
         }
+    }
+}
+
+/// Whether logs (and so error reports) are JSON lines.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reports an error that ends the command on stderr: `error: …` for a person, or with
+/// `--log-format json` one JSON log line like every other (no stray plain-text line).
+fn report_error(error: &dyn std::fmt::Display) {
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!("{error}");
+    } else {
+        eprintln!("error: {error}");
     }
 }
 
@@ -275,7 +288,7 @@ fn write_stdout(bytes: &[u8]) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            report_error(&e);
             ExitCode::FAILURE
         }
     }
@@ -318,7 +331,7 @@ async fn run(settings: Settings) -> ExitCode {
     match crate::ops::http::serve(&settings.metrics_address, metrics.clone()).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {
-            eprintln!("error: {e}");
+            report_error(&e);
             return ExitCode::from(2);
         }
     }
@@ -328,7 +341,7 @@ async fn run(settings: Settings) -> ExitCode {
     let _probe = match crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone()) {
         Ok(probe) => AbortOnDrop(probe),
         Err(e) => {
-            eprintln!("error: {e}");
+            report_error(&e);
             return ExitCode::FAILURE;
         }
     };
@@ -351,8 +364,10 @@ async fn run(settings: Settings) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("error: {e}");
+            if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+                tracing::error!("{e}");
+            }
+            report_error(&e);
             ExitCode::FAILURE
         }
     }
@@ -410,6 +425,9 @@ fn init_logging(format: LogFormat) {
         .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => {
+            JSON_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
+            builder.json().flatten_event(true).init()
+        }
     }
 }
