@@ -4,7 +4,7 @@
 
 mod common;
 
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -13,7 +13,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn compose() -> Value {
     let text = std::fs::read_to_string(format!("{ROOT}/docker/docker-compose.yml")).unwrap();
-    serde_yaml::from_str(&text).expect("docker-compose.yml is valid YAML")
+    serde_norway::from_str(&text).expect("docker-compose.yml is valid YAML")
 }
 
 fn env<'a>(service: &'a Value, key: &str) -> &'a str {
@@ -194,4 +194,57 @@ fn the_dashboard_queries_metrics_the_relay_exports() {
         }
     }
     assert!(used >= 6);
+    // Works with any Prometheus data source and any job/instance names.
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(variables, ["datasource", "job", "instance"]);
+    for panel in dashboard["panels"].as_array().unwrap() {
+        assert_eq!(panel["datasource"]["uid"], "${datasource}");
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            assert!(expr.contains("job=~\"$job\""), "{expr}");
+            if expr.contains("histogram_quantile") {
+                assert!(
+                    expr.contains("sum by (le)"),
+                    "quantiles across instances: {expr}"
+                );
+            }
+        }
+    }
+
+    // The alert rules Prometheus loads beside its config query exported metrics too.
+    let rules: serde_norway::Value = serde_norway::from_str(
+        &std::fs::read_to_string(format!("{ROOT}/docker/alerts.yml")).unwrap(),
+    )
+    .unwrap();
+    let prometheus = std::fs::read_to_string(format!("{ROOT}/docker/prometheus.yml")).unwrap();
+    assert!(prometheus.contains("/etc/prometheus/alerts.yml"));
+    let mut alerts = Vec::new();
+    for rule in rules["groups"][0]["rules"].as_sequence().unwrap() {
+        alerts.push(rule["alert"].as_str().unwrap().to_owned());
+        let expr = rule["expr"].as_str().unwrap();
+        for token in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|t| t.starts_with("outbox_relay_"))
+        {
+            let base = token.strip_suffix("_total").unwrap_or(token);
+            assert!(names.contains(base), "alert {expr} uses {token}");
+        }
+    }
+    for wanted in [
+        "OutboxRelayNoActiveInstance",
+        "OutboxRelayNotStreaming",
+        "OutboxRelayLagBytes",
+        "OutboxRelayLagSeconds",
+        "OutboxRelayDeadLetters",
+    ] {
+        assert!(
+            alerts.iter().any(|a| a == wanted),
+            "{wanted} missing: {alerts:?}"
+        );
+    }
 }

@@ -53,6 +53,26 @@ async fn metrics_health_and_readiness_tell_an_operator_what_the_relay_does() {
         "one observation per transaction"
     );
     assert_eq!(metric(&body, "outbox_relay_reconnects_total"), 0.0);
+    // Per-slot series carry the slot; dead letters their reason; caught up = 0 s behind.
+    assert_eq!(
+        metric(&body, "outbox_relay_streaming{slot=\"outbox_relay\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "outbox_relay_dead_letters_total{reason=\"unroutable\"}"
+        ),
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "outbox_relay_replication_lag_seconds{slot=\"outbox_relay\"}"
+        ),
+        0.0,
+        "caught up"
+    );
 
     let build = body
         .lines()
@@ -75,9 +95,17 @@ async fn metrics_health_and_readiness_tell_an_operator_what_the_relay_does() {
     assert_eq!(health(&[]), Some(0));
     assert_eq!(health(&["--ready"]), Some(0));
 
-    // The broker goes away: not ready (alive all the same); back: ready again.
+    // The broker goes away: not ready (alive all the same), and the relay falls behind in
+    // seconds as well as bytes; back: ready again.
     stack.broker.stop();
     wait_status(&address, "/ready", 503).await;
+    insert_events(&stack.db, 400, 10, 10, 10).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let behind = metric(
+        &http_get(&address, "/metrics").1,
+        "outbox_relay_replication_lag_seconds",
+    );
+    assert!(behind >= 2.0, "{behind} s behind while the broker is away");
     assert_eq!(http_get(&address, "/health").0, 200);
     assert_eq!(health(&["--ready"]), Some(1), "not ready without a broker");
     assert_eq!(health(&[]), Some(0), "alive all the same");

@@ -327,7 +327,11 @@ async fn run(settings: Settings) -> ExitCode {
         tracing::info!("signal received: finishing in-flight deliveries");
         let _ = stop_tx.send(true);
     });
-    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    let slot = match &settings.source {
+        SourceSettings::Cdc(cdc) => Some(cdc.slot.as_str()),
+        SourceSettings::Polling(_) => None,
+    };
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::for_slot(slot));
     match crate::ops::http::serve(&settings.metrics_address, metrics.clone()).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {

@@ -37,6 +37,7 @@ impl Confirmations {
             .map_or(slot_position, |c| c.max(slot_position));
         self.confirmed = Some(start);
         self.commit_times.clear();
+        self.metrics.set_commit_times(None, None);
         start
     }
 
@@ -53,6 +54,10 @@ impl Confirmations {
     /// A transaction committed at `end_lsn` (its events may still be in flight).
     pub fn committed(&mut self, end_lsn: Lsn, commit_time_micros: i64) {
         self.commit_times.push_back((end_lsn, commit_time_micros));
+        if self.commit_times.len() == 1 {
+            self.metrics
+                .set_commit_times(Some(commit_time_micros), None);
+        }
     }
 
     /// `lsn` may be confirmed: every event at or before it is acknowledged.
@@ -60,21 +65,25 @@ impl Confirmations {
         self.confirmed = Some(lsn);
         self.metrics.set_confirmed(lsn);
         let now = pg_now_micros();
+        let mut newest = None;
         while let Some(&(end_lsn, committed_at)) = self.commit_times.front() {
             if end_lsn > lsn {
                 break;
             }
             self.commit_times.pop_front();
+            newest = Some(committed_at);
             self.metrics
                 .commit_to_ack_seconds
                 .observe((now - committed_at).max(0) as f64 / 1e6);
         }
+        self.metrics
+            .set_commit_times(self.commit_times.front().map(|&(_, t)| t), newest);
         tracing::debug!(%lsn, "confirmed");
     }
 }
 
 /// Microseconds since 2000-01-01 UTC, PostgreSQL's epoch, to compare with commit times.
-fn pg_now_micros() -> i64 {
+pub fn pg_now_micros() -> i64 {
     const PG_EPOCH_UNIX_SECS: i64 = 946_684_800;
     let unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// `outbox_relay_build_info{version, librdkafka, git_sha} 1`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,11 +23,17 @@ pub struct TopicLabels {
     pub topic: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// Events acknowledged by Kafka, per destination topic.
     pub events: Family<TopicLabels, Counter>,
-    pub dead_letters: Counter,
+    /// Dead letters acknowledged, per reason (`unroutable`, `refused`).
+    dead_letters: Family<ReasonLabels, Counter>,
     pub confirmed_lsn: Gauge,
     /// Latest WAL position the server reported (keepalive or data).
     pub server_wal_lsn: Gauge,
@@ -41,6 +47,13 @@ pub struct Metrics {
     pub streaming: Gauge,
     /// 1 on the instance that holds the slot (or polls), 0 on a standby.
     pub active: Gauge,
+    /// Seconds behind PostgreSQL, set when scraped (see [`Metrics::encode`]).
+    replication_lag_seconds: Gauge<f64, AtomicU64>,
+    /// PostgreSQL commit time (micros since 2000) of the oldest transaction received and
+    /// not yet confirmed; 0 when none.
+    oldest_unconfirmed_commit: AtomicI64,
+    /// Commit time of the newest confirmed transaction; 0 before the first.
+    newest_confirmed_commit: AtomicI64,
     broker_reachable: AtomicBool,
     /// A standby that reached PostgreSQL and found the slot held by another instance.
     standing_by: AtomicBool,
@@ -54,10 +67,16 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("outbox_relay");
+        Self::for_slot(None)
+    }
+
+    /// The metrics of a relay streaming from `slot`: every series but the build's carries a
+    /// `slot` label (polling mode has no slot: no label).
+    pub fn for_slot(slot: Option<&str>) -> Self {
+        let mut root = Registry::with_prefix("outbox_relay");
         let m = Self {
             events: Family::default(),
-            dead_letters: Counter::default(),
+            dead_letters: Family::default(),
             confirmed_lsn: Gauge::default(),
             server_wal_lsn: Gauge::default(),
             replication_lag_bytes: Gauge::default(),
@@ -69,9 +88,29 @@ impl Metrics {
             reconnects: Counter::default(),
             streaming: Gauge::default(),
             active: Gauge::default(),
+            replication_lag_seconds: Gauge::default(),
+            oldest_unconfirmed_commit: AtomicI64::new(0),
+            newest_confirmed_commit: AtomicI64::new(0),
             broker_reachable: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
             registry: Registry::default(),
+        };
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                librdkafka: rdkafka::util::get_rdkafka_version().1,
+                git_sha: env!("OUTBOX_RELAY_GIT_SHA").into(),
+            })
+            .set(1);
+        root.register(
+            "build_info",
+            "The running build: release, librdkafka version, git commit",
+            build_info,
+        );
+        let registry = match slot {
+            Some(slot) => root.sub_registry_with_label(("slot".into(), slot.to_owned().into())),
+            None => &mut root,
         };
         registry.register(
             "events",
@@ -80,7 +119,7 @@ impl Metrics {
         );
         registry.register(
             "dead_letters",
-            "Events sent to the dead-letter topic",
+            "Events sent to the dead-letter topic, per reason (unroutable, refused)",
             m.dead_letters.clone(),
         );
         registry.register(
@@ -118,25 +157,75 @@ impl Metrics {
             "1 while the replication stream is open",
             m.streaming.clone(),
         );
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        build_info
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION").into(),
-                librdkafka: rdkafka::util::get_rdkafka_version().1,
-                git_sha: env!("OUTBOX_RELAY_GIT_SHA").into(),
-            })
-            .set(1);
-        registry.register(
-            "build_info",
-            "The running build: release, librdkafka version, git commit",
-            build_info,
-        );
         registry.register(
             "active",
             "1 on the instance that holds the replication slot (or polls), 0 on a standby",
             m.active.clone(),
         );
-        Self { registry, ..m }
+        registry.register(
+            "replication_lag_seconds",
+            "Seconds since the oldest transaction not yet confirmed was committed in PostgreSQL (0 when caught \
+             up); while not streaming, since the newest confirmed one was (Debezium's MilliSecondsBehindSource, in seconds)",
+            m.replication_lag_seconds.clone(),
+        );
+        for reason in ["unroutable", "refused"] {
+            // Both series exist from the start, so rate() works before the first dead letter.
+            let _ = m.dead_letters.get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            });
+        }
+        Self {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// A dead letter acknowledged, for `reason`.
+    pub fn dead_letter(&self, reason: &str) {
+        self.dead_letters
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Dead letters acknowledged, all reasons.
+    pub fn dead_letters_total(&self) -> u64 {
+        ["unroutable", "refused"]
+            .iter()
+            .map(|r| {
+                self.dead_letters
+                    .get_or_create(&ReasonLabels {
+                        reason: (*r).to_owned(),
+                    })
+                    .get()
+            })
+            .sum()
+    }
+
+    /// Commit times (micros since 2000-01-01) for the lag in seconds: of the oldest
+    /// transaction received and not confirmed (`None`: all confirmed), and of the newest
+    /// confirmed one.
+    pub fn set_commit_times(&self, oldest_unconfirmed: Option<i64>, newest_confirmed: Option<i64>) {
+        self.oldest_unconfirmed_commit
+            .store(oldest_unconfirmed.unwrap_or(0), Ordering::Relaxed);
+        if let Some(t) = newest_confirmed {
+            self.newest_confirmed_commit.store(t, Ordering::Relaxed);
+        }
+    }
+
+    /// The lag in seconds at `now` (micros since 2000-01-01).
+    pub fn lag_seconds_at(&self, now: i64) -> f64 {
+        let oldest = self.oldest_unconfirmed_commit.load(Ordering::Relaxed);
+        let newest = self.newest_confirmed_commit.load(Ordering::Relaxed);
+        let since = if oldest != 0 {
+            oldest
+        } else if self.streaming.get() == 1 || newest == 0 {
+            return 0.0;
+        } else {
+            newest
+        };
+        (now - since).max(0) as f64 / 1e6
     }
 
     pub fn set_confirmed(&self, lsn: Lsn) {
@@ -189,6 +278,8 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
+        self.replication_lag_seconds
+            .set(self.lag_seconds_at(crate::confirm::pg_now_micros()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");

@@ -43,12 +43,36 @@ pub fn metrics_address(relay: &crate::RelayProcess) -> String {
 
 /// The value of the sample `name` (without labels) in a Prometheus text body.
 pub fn metric(body: &str, name: &str) -> f64 {
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .unwrap_or_else(|| panic!("{name} not in:\n{body}"))
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    metric_opt(body, name).unwrap_or_else(|| panic!("{name} not in:\n{body}"))
+}
+
+/// The sum of the series `query` selects: `name` or `name{label="value",…}`, where the
+/// labels given must be among the series' own (others, like `slot`, may be there too).
+pub fn metric_opt(body: &str, query: &str) -> Option<f64> {
+    let (name, wanted) = split_series(query);
+    let mut found = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (series_name, labels) = split_series(series);
+        if series_name == name && wanted.iter().all(|w| labels.contains(w)) {
+            *found.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+        }
+    }
+    found
+}
+
+fn split_series(series: &str) -> (&str, Vec<&str>) {
+    match series.split_once('{') {
+        Some((name, labels)) => (
+            name,
+            labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .collect(),
+        ),
+        None => (series, Vec::new()),
+    }
 }

@@ -14,9 +14,28 @@ pub const SOURCE_LSN: &str = "outbox-relay.source.lsn";
 pub const ORIGINAL_TOPIC: &str = "outbox-relay.original.topic";
 pub const ORIGINAL_SIZE: &str = "outbox-relay.original.size";
 
+/// Why, in one word, for the `reason` label of `outbox_relay_dead_letters_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The row could not be routed (a missing or malformed column).
+    Unroutable,
+    /// The broker or producer refused the event (too large, a refused topic, no such partition).
+    Refused,
+}
+
+impl Cause {
+    pub fn label(self) -> &'static str {
+        match self {
+            Cause::Unroutable => "unroutable",
+            Cause::Refused => "refused",
+        }
+    }
+}
+
 /// An event that goes to the dead-letter topic instead of its own.
 #[derive(Debug, Clone)]
 pub struct DeadLetter {
+    pub cause: Cause,
     pub reason: String,
     pub table: Arc<str>,
     pub original_topic: Option<String>,
@@ -33,6 +52,7 @@ pub struct DeadLetter {
 impl DeadLetter {
     pub fn from_invalid_row(row: InvalidRow, lsn: Option<Lsn>) -> Self {
         Self {
+            cause: Cause::Unroutable,
             reason: row.reason,
             table: row.table.into(),
             original_topic: row.original_topic,
@@ -48,6 +68,7 @@ impl DeadLetter {
     /// help. Its payload is left out (it is usually what was refused); its size is kept.
     pub fn refused(error: &str, record: RefusedRecord, table: Arc<str>, lsn: Option<Lsn>) -> Self {
         Self {
+            cause: Cause::Refused,
             reason: format!("the broker refused the event: {error}"),
             table,
             original_topic: Some(record.topic),

@@ -303,8 +303,8 @@ impl<P: Producer> Deliver<P> {
                         counter.inc();
                         self.counts.events += 1;
                     }
-                    Kind::DeadLetter(_) => {
-                        self.metrics.dead_letters.inc();
+                    Kind::DeadLetter(letter) => {
+                        self.metrics.dead_letter(letter.cause.label());
                         self.counts.dead_letters += 1;
                     }
                 }

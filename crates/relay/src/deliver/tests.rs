@@ -108,7 +108,7 @@ async fn a_refused_event_is_acknowledged_only_through_its_dead_letter() {
     assert_eq!(d.counts().dead_letters, 1);
     assert_eq!(d.counts().events, 0);
     assert_eq!(
-        d.metrics.dead_letters.get(),
+        d.metrics.dead_letters_total(),
         1,
         "counted on acknowledgement"
     );
