@@ -160,7 +160,7 @@ async fn every_seed_connector_config_runs_as_it_is_with_debezium_bytes() {
                 escaped(n)
             )
         );
-        assert_eq!(r.headers.len(), 1, "only the id header: {:?}", r.headers);
+        assert_eq!(router_headers(r, "orders-server"), ["id"]);
         assert_eq!(r.header_str("id"), uuid(n));
     }
 
@@ -283,13 +283,50 @@ async fn insert_event(stack: &Stack, n: u64, kind: Option<&str>, payload: Option
 }
 
 async fn start(stack: &Stack, dir: &Path, slot: &str, extra: serde_json::Value) -> RelayProcess {
+    start_with_args(stack, dir, slot, extra, &[]).await
+}
+
+async fn start_with_args(
+    stack: &Stack,
+    dir: &Path,
+    slot: &str,
+    extra: serde_json::Value,
+    args: &[&str],
+) -> RelayProcess {
     let path = write_config(dir, &format!("{slot}.json"), connector(slot, extra));
-    stack
-        .spawn_relay_and_wait_for_slot(
-            slot,
-            &["--debezium-config", &path, "--topic-partitions", "3"],
-        )
-        .await
+    let mut all = vec!["--debezium-config", &path, "--topic-partitions", "3"];
+    all.extend_from_slice(args);
+    stack.spawn_relay_and_wait_for_slot(slot, &all).await
+}
+
+/// The headers after Debezium's four context headers (checked here: topic.prefix, task 0,
+/// the plugin name and a UUIDv7 run id; `DebeziumHeaderProducer.contextHeaders`).
+fn router_headers<'a>(r: &'a ConsumedRecord, topic_prefix: &str) -> Vec<&'a str> {
+    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names[..4],
+        [
+            "__debezium.context.connectorLogicalName",
+            "__debezium.context.taskId",
+            "__debezium.context.connectorName",
+            "__debezium.context.runId"
+        ],
+        "{names:?}"
+    );
+    assert_eq!(
+        r.header_str("__debezium.context.connectorLogicalName"),
+        topic_prefix
+    );
+    assert_eq!(r.header_str("__debezium.context.taskId"), "0");
+    assert_eq!(
+        r.header_str("__debezium.context.connectorName"),
+        "postgresql"
+    );
+    let run_id = r.header_str("__debezium.context.runId");
+    let groups: Vec<usize> = run_id.split('-').map(str::len).collect();
+    assert_eq!(groups, [8, 4, 4, 4, 12], "{run_id}");
+    assert_eq!(&run_id[14..15], "7", "a UUIDv7: {run_id}");
+    names[4..].to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,8 +335,9 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     let dir = tempfile::tempdir().unwrap();
 
     // A: Kafka Connect defaults (JsonConverter with schemas), envelope + header + partition
-    // placements, schema version, timestamp field, tracing context, default topic template.
-    let relay = start(
+    // placements, schema version, timestamp field, tracing context (asked for: Debezium
+    // writes it only with an OpenTelemetry agent), default topic template.
+    let relay = start_with_args(
         &stack,
         dir.path(),
         "golden_a",
@@ -308,6 +346,7 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
             "transforms.outbox.table.field.event.schema.version": "version",
             "transforms.outbox.table.field.event.timestamp": "occurred_at",
         }),
+        &["--propagate-tracing"],
     )
     .await;
     insert_event(&stack, 1, Some("Order"), Some(r#"{"total": 42.5}"#)).await;
@@ -332,8 +371,7 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
         text(&r.key),
         r#"{"schema":{"type":"string","optional":false},"payload":"agg-1"}"#
     );
-    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(names, ["id", "eventType", "traceparent"]);
+    assert_eq!(router_headers(r, "app"), ["traceparent", "id", "eventType"]);
     assert_eq!(r.header_str("id"), uuid(1));
     assert_eq!(
         r.header_str("traceparent"),
@@ -976,11 +1014,10 @@ async fn expand_behaviours_missing_columns_overrides_and_fatal_updates() {
             r#""optional":true,"name":"payload"},"payload":{"n":1,"note":null,"lines":[]}}"#
         )
     );
-    let names: Vec<&str> = records[0].headers.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
-        names,
-        ["id", "eventType", "traceparent"],
-        "the missing column is skipped"
+        router_headers(&records[0], "app"),
+        ["id", "eventType"],
+        "the missing column is skipped; no trace headers unless asked for"
     );
 
     let before = stack.confirmed_flush_lsn("golden_d").await.unwrap();
@@ -1004,5 +1041,80 @@ async fn expand_behaviours_missing_columns_overrides_and_fatal_updates() {
     assert!(
         after < update_lsn,
         "the UPDATE was confirmed past: {before} -> {after}"
+    );
+}
+
+/// Records as the current Debezium 3.x release writes them, on a table migrations bring:
+/// an enum routing column, a NULL header column, timestamptz columns of two precisions and
+/// function defaults. Expected bytes, from Debezium's and Kafka's code:
+/// - context headers first: `DebeziumHeaderProducer.contextHeaders`,
+///   `EventDispatcher.getExtendedHeaders` (3.2+; runId 3.4+);
+/// - a NULL header column is a header with a null value: `EventRouterDelegate.apply`
+///   (`headers.add(alias, eventStruct.get(field), schema)`), `SimpleHeaderConverter.fromConnectHeader`
+///   (null → null bytes), `AbstractWorkerSourceTask.convertHeaderFor` (added, not skipped);
+/// - `io.debezium.time.ZonedTimestamp` has exactly the column's precision in fraction digits:
+///   `PostgresValueConverter.convertTimestampWithZone` (`column.scale()`),
+///   `ZonedTimestamp.toIsoString(…, fractionalWidth)`;
+/// - enums are `io.debezium.data.Enum` with `allowed` in enumsortorder: `SchemaFactory.datatypeEnumSchema`;
+/// - function defaults are placeholders in the schema: `PostgresDefaultValueConverter`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debezium_3x_records_enums_null_headers_and_fixed_width_zoned_timestamps() {
+    let stack = Stack::start_with_schema(
+        Storage::Sqlite,
+        "CREATE TYPE aggregate_kind AS ENUM ('Order', 'Customer', 'Invoice');
+         CREATE TABLE public.outbox3 (
+             id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+             aggregatetype aggregate_kind NOT NULL,
+             aggregateid varchar(255) NOT NULL,
+             type varchar(64),
+             payload jsonb,
+             created_at timestamptz NOT NULL DEFAULT now(),
+             created3 timestamptz(3)
+         );",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "golden_3x",
+        serde_json::json!({
+            "table.include.list": "public.outbox3",
+            "transforms.outbox.table.fields.additional.placement":
+                "type:header:eventType, created_at:header:createdAt, created3:envelope:created3, created_at:envelope:createdAt, aggregatetype:envelope:kind",
+        }),
+    )
+    .await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO public.outbox3 (id, aggregatetype, aggregateid, type, payload, created_at, created3) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', NULL, '{\"n\": 1}',
+                '2026-03-04 05:06:07.12+00', '2026-03-04 05:06:07.12+00')",
+        )
+        .await
+        .unwrap();
+    wait_all_confirmed(&stack, "golden_3x", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(router_headers(r, "app"), ["id", "eventType", "createdAt"]);
+    let event_type = r.headers.iter().find(|(k, _)| k == "eventType").unwrap();
+    assert_eq!(
+        event_type.1, None,
+        "a NULL column is a header with a null value"
+    );
+    assert_eq!(r.header_str("createdAt"), "2026-03-04T05:06:07.120000Z");
+    assert_eq!(
+        text(&r.value),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":["#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"created3"},"#,
+            r#"{"type":"string","optional":false,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00.000000Z","field":"createdAt"},"#,
+            r#"{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"Order,Customer,Invoice"},"field":"kind"}],"#,
+            r#""optional":false,"name":"app.public.outbox3.Order.Value"},"#,
+            r#""payload":{"payload":"{\"n\": 1}","created3":"2026-03-04T05:06:07.120Z","createdAt":"2026-03-04T05:06:07.120000Z","kind":"Order"}}"#
+        )
     );
 }

@@ -165,6 +165,54 @@ pub struct ConnectFormat {
     /// `route.tombstone.on.empty.payload`: a NULL or blank payload is a tombstone; when
     /// off, a NULL payload is written as the converter writes null (`null` in JSON).
     pub tombstone_on_empty_payload: bool,
+    /// Debezium's context headers on every record (`extended.headers.enabled`, default
+    /// true since 3.2); `None` when disabled.
+    pub context_headers: Option<ContextHeaders>,
+}
+
+/// `__debezium.context.*` (`DebeziumHeaderProducer.contextHeaders`), in this order, before
+/// the EventRouter's own headers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextHeaders {
+    /// `connectorLogicalName`: `topic.prefix`.
+    pub connector_logical_name: String,
+    /// `taskId`: "0" (the PostgreSQL connector has one task).
+    pub task_id: String,
+    /// `connectorName`: the plugin's name, "postgresql" (not the Connect connector's name).
+    pub connector_name: String,
+    /// `runId` (Debezium 3.4+): a UUIDv7 per task start; `None` writes no `runId` header.
+    pub run_id: Option<String>,
+}
+
+impl ContextHeaders {
+    /// What Debezium's PostgreSQL connector writes with this `topic.prefix`.
+    pub fn postgres(topic_prefix: &str, run_id: Option<String>) -> Self {
+        Self {
+            connector_logical_name: topic_prefix.to_owned(),
+            task_id: "0".into(),
+            connector_name: "postgresql".into(),
+            run_id,
+        }
+    }
+
+    /// `(name, value)` in Debezium's order.
+    pub fn entries(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![
+            (
+                "__debezium.context.connectorLogicalName",
+                self.connector_logical_name.as_str(),
+            ),
+            ("__debezium.context.taskId", self.task_id.as_str()),
+            (
+                "__debezium.context.connectorName",
+                self.connector_name.as_str(),
+            ),
+        ];
+        if let Some(run_id) = &self.run_id {
+            out.push(("__debezium.context.runId", run_id.as_str()));
+        }
+        out
+    }
 }
 
 impl Default for RouterConfig {

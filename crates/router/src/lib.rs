@@ -16,7 +16,8 @@ mod router;
 mod topic;
 
 pub use config::{
-    AdditionalField, ConnectFormat, InvalidOperation, Output, Placement, RouterConfig, TableName,
+    AdditionalField, ConnectFormat, ContextHeaders, InvalidOperation, Output, Placement,
+    RouterConfig, TableName,
 };
 pub use error::ConfigError;
 pub use record::{InvalidRow, OutboxRecord, RouteOutcome};

@@ -9,8 +9,9 @@ pub struct OutboxRecord {
     pub key: Option<Bytes>,
     /// `None` is a tombstone.
     pub value: Option<Bytes>,
-    /// In order: `id` first, then additional fields, as Debezium writes them.
-    pub headers: Vec<(Arc<str>, Bytes)>,
+    /// In order, as Debezium writes them: its context headers (Debezium mode), `id`, then
+    /// additional fields. `None` is a header with a null value (a NULL column).
+    pub headers: Vec<(Arc<str>, Option<Bytes>)>,
     /// An explicit partition (`partition` placement); `None` = by key.
     pub partition: Option<i32>,
     /// Record timestamp in epoch milliseconds (`table.field.event.timestamp`); `None` =

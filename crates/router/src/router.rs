@@ -285,14 +285,14 @@ impl Router {
         };
         let mut headers = Vec::with_capacity(1 + plan.headers.len());
         match &event_id {
-            Ok(Some(id)) => headers.push((self.id_header.clone(), row.owned(*id))),
+            Ok(Some(id)) => headers.push((self.id_header.clone(), Some(row.owned(*id)))),
             // Debezium writes no header for a NULL id; neither do we.
             Ok(None) => {}
             Err(e) => return invalid(e.clone(), None),
         }
         for (position, name) in &plan.headers {
             match value_at(position) {
-                Ok(Some(v)) => headers.push((name.clone(), row.owned(v))),
+                Ok(Some(v)) => headers.push((name.clone(), Some(row.owned(v)))),
                 Ok(None) => {}
                 Err(e) => return invalid(e, None),
             }

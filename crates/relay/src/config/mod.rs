@@ -105,10 +105,22 @@ impl Settings {
             None => TableName::parse(defaults::TABLE).expect("the default table name is valid"),
         };
         let router = match &preset {
-            Some(p) => RouterConfig {
-                tables: vec![table],
-                ..p.router.clone()
-            },
+            Some(p) => {
+                let mut router = RouterConfig {
+                    tables: vec![table],
+                    ..p.router.clone()
+                };
+                if let outbox_router::Output::Connect(format) = &mut router.output {
+                    if !o.propagate_tracing.unwrap_or(false) {
+                        format.tracing_span_context_column = None;
+                    }
+                    // One run id per start, like a Debezium task's (UUIDv7: time-ordered).
+                    if let Some(context) = &mut format.context_headers {
+                        context.run_id = Some(uuid::Uuid::now_v7().to_string());
+                    }
+                }
+                router
+            }
             None => resolve_router(&o, table)?,
         };
         let source = resolve_source(&o, preset.as_ref())?;

@@ -79,6 +79,19 @@ pub struct RunOptions {
     )]
     pub poll_order_by: Option<String>,
 
+    /// With --debezium-config: propagate `traceparent`/`tracestate` from the
+    /// tracing.span.context.field column. Off by default, as Debezium writes trace headers only
+    /// with an OpenTelemetry SDK or agent configured.
+    #[arg(
+        help_heading = "Routing (EventRouter)",
+        long,
+        env = "OUTBOX_RELAY_PROPAGATE_TRACING",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub propagate_tracing: Option<bool>,
+
     /// Polling mode: set this timestamp column to now() instead of deleting relayed rows;
     /// rows where it IS NULL are pending (the seeds' `published_at`).
     #[arg(

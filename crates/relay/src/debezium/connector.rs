@@ -267,8 +267,23 @@ pub fn translate(
             "topic.prefix (database.server.name before Debezium 2.0) is required, as in Debezium",
         )?
         .to_owned();
+    // Debezium 3.2+ adds its context headers to every record unless this is false.
+    let extended_headers = match o
+        .get("extended.headers.enabled")
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => true,
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" => false,
+        Some(other) => {
+            return Err(format!(
+                "extended.headers.enabled: {other:?} is not true or false"
+            ))
+        }
+    };
 
     // --- the EventRouter ---
+    let topic_prefix_for_headers = topic_prefix.clone();
     let transform = event_router(&o)?;
     let t = |name: &str| format!("transforms.{transform}.{name}");
     let get = |name: &str| o.get(&t(name));
@@ -447,6 +462,10 @@ pub fn translate(
                 schema_version_column,
                 tracing_span_context_column,
                 tombstone_on_empty_payload,
+                // The run id (a UUIDv7 per start) is the relay's to fill in when it starts.
+                context_headers: extended_headers.then(|| {
+                    outbox_router::ContextHeaders::postgres(&topic_prefix_for_headers, None)
+                }),
             }),
         },
         producer_properties,

@@ -318,3 +318,16 @@ fn database_options_build_the_connection_url() {
     );
     crate::config::ConnectionInfo::parse(url.expose()).unwrap();
 }
+
+#[test]
+fn context_headers_follow_extended_headers_enabled() {
+    // CommonConnectorConfig.EXTENDED_HEADERS_ENABLED: default true.
+    let on = translate(&config(&[]), None).unwrap();
+    let context = connect(&on).context_headers.clone().expect("on by default");
+    assert_eq!(context.connector_logical_name, "app", "topic.prefix");
+    assert_eq!(context.connector_name, "postgresql");
+    assert_eq!(context.task_id, "0");
+    let off = translate(&config(&[("extended.headers.enabled", "false")]), None).unwrap();
+    assert_eq!(connect(&off).context_headers, None);
+    assert!(translate(&config(&[("extended.headers.enabled", "maybe")]), None).is_err());
+}

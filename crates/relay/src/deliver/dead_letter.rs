@@ -94,20 +94,23 @@ impl DeadLetter {
 
     /// The record written to `topic`.
     pub fn to_record(&self, topic: &Arc<str>) -> OutboxRecord {
-        let mut headers: Vec<(Arc<str>, Bytes)> = Vec::with_capacity(6);
+        let mut headers: Vec<(Arc<str>, Option<Bytes>)> = Vec::with_capacity(6);
         if let Some(id) = &self.event_id {
-            headers.push(("id".into(), id.clone()));
+            headers.push(("id".into(), Some(id.clone())));
         }
-        headers.push((REASON.into(), Bytes::from(self.reason.clone())));
-        headers.push((SOURCE_TABLE.into(), Bytes::from(self.table.to_string())));
+        headers.push((REASON.into(), Some(Bytes::from(self.reason.clone()))));
+        headers.push((
+            SOURCE_TABLE.into(),
+            Some(Bytes::from(self.table.to_string())),
+        ));
         if let Some(lsn) = self.lsn {
-            headers.push((SOURCE_LSN.into(), Bytes::from(lsn.to_string())));
+            headers.push((SOURCE_LSN.into(), Some(Bytes::from(lsn.to_string()))));
         }
         if let Some(original) = &self.original_topic {
-            headers.push((ORIGINAL_TOPIC.into(), Bytes::from(original.clone())));
+            headers.push((ORIGINAL_TOPIC.into(), Some(Bytes::from(original.clone()))));
         }
         if let Some(size) = self.original_size {
-            headers.push((ORIGINAL_SIZE.into(), Bytes::from(size.to_string())));
+            headers.push((ORIGINAL_SIZE.into(), Some(Bytes::from(size.to_string()))));
         }
         OutboxRecord {
             topic: topic.clone(),
@@ -128,7 +131,7 @@ mod tests {
         r.headers
             .iter()
             .find(|(k, _)| &**k == name)
-            .map(|(_, v)| &v[..])
+            .and_then(|(_, v)| v.as_deref())
     }
 
     #[test]

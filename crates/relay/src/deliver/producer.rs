@@ -83,7 +83,7 @@ pub fn record_wire_size(record: &OutboxRecord) -> usize {
     let headers: usize = record
         .headers
         .iter()
-        .map(|(k, v)| 2 * VARINT + k.len() + v.len())
+        .map(|(k, v)| 2 * VARINT + k.len() + v.as_ref().map_or(0, |v| v.len()))
         .sum();
     BATCH_HEADER + record_overhead + key + value + headers
 }
@@ -120,7 +120,7 @@ pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
             .headers
             .iter()
             .find(|(k, _)| &**k == "id")
-            .map(|(_, v)| v.clone()),
+            .and_then(|(_, v)| v.clone()),
         value_len: record.value.as_ref().map_or(0, |v| v.len()),
     }
 }
@@ -361,7 +361,7 @@ impl Producer for KafkaProducer {
         for (name, value) in &record.headers {
             headers = headers.insert(Header {
                 key: name,
-                value: Some(&value[..]),
+                value: value.as_deref(),
             });
         }
         let mut future_record: FutureRecord<'_, [u8], [u8]> =
@@ -541,7 +541,7 @@ mod tests {
             topic: "t".into(),
             key: Some(Bytes::from_static(b"key")),
             value: Some(Bytes::from(vec![0u8; 1000])),
-            headers: vec![("id".into(), Bytes::from_static(b"abc"))],
+            headers: vec![("id".into(), Some(Bytes::from_static(b"abc")))],
             partition: None,
             timestamp_ms: None,
         };

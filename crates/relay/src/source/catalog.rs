@@ -291,7 +291,7 @@ async fn create_debezium_publication(
     }
 }
 
-/// Nullability and defaults of `table`'s columns, for Kafka Connect schemas.
+/// Nullability, defaults and enum labels of `table`'s columns, for Kafka Connect schemas.
 pub async fn column_facts(
     client: &tokio_postgres::Client,
     table: &TableName,
@@ -299,7 +299,8 @@ pub async fn column_facts(
     let qualified = sql_rows::qualified(table);
     let rows = client
         .query(
-            "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
+            "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
+                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = a.atttypid) \
              FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
              WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped",
             &[&qualified],
@@ -312,6 +313,7 @@ pub async fn column_facts(
             name: r.get(0),
             not_null: r.get(1),
             default_expression: r.get(2),
+            enum_labels: r.get(3),
         })
         .collect())
 }

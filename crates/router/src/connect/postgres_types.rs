@@ -11,6 +11,8 @@ pub struct ColumnFacts {
     pub not_null: bool,
     /// `pg_get_expr(adbin, adrelid)`, e.g. `'pending'::character varying` or `now()`.
     pub default_expression: Option<String>,
+    /// The labels of an enum column's type, in `enumsortorder`; `None` for other types.
+    pub enum_labels: Option<Vec<String>>,
 }
 
 /// The kind of a column, by type OID.
@@ -31,8 +33,13 @@ pub enum ColumnKind {
     Timestamp {
         millis: bool,
     },
-    /// `timestamptz`: ISO-8601 text in UTC (io.debezium.time.ZonedTimestamp).
-    TimestampTz,
+    /// `timestamptz(p)`: ISO-8601 text in UTC with exactly `precision` fraction digits
+    /// (io.debezium.time.ZonedTimestamp; fixed width since Debezium 2.2).
+    TimestampTz {
+        precision: u8,
+    },
+    /// A user-defined enum (io.debezium.data.Enum; its labels go in the schema's `allowed`).
+    Enum,
     /// days since the epoch (io.debezium.time.Date).
     Date,
 }
@@ -56,7 +63,14 @@ impl ColumnKind {
             1114 => Self::Timestamp {
                 millis: (0..=3).contains(&type_modifier),
             },
-            1184 => Self::TimestampTz,
+            // pgjdbc TypeInfoCache.getScale: TIMESTAMPTZ typmod -1 → 6, else the typmod.
+            1184 => Self::TimestampTz {
+                precision: if (0..=6).contains(&type_modifier) {
+                    type_modifier as u8
+                } else {
+                    6
+                },
+            },
             1082 => Self::Date,
             _ => return None,
         })
@@ -82,9 +96,11 @@ impl ColumnKind {
             Self::Timestamp { millis: false } => {
                 s(SchemaType::Int64).named("io.debezium.time.MicroTimestamp", Some(1))
             }
-            Self::TimestampTz => {
+            Self::TimestampTz { .. } => {
                 s(SchemaType::String).named("io.debezium.time.ZonedTimestamp", Some(1))
             }
+            // `allowed` is added by the caller, which knows the labels.
+            Self::Enum => s(SchemaType::String).named("io.debezium.data.Enum", Some(1)),
             Self::Date => s(SchemaType::Int32).named("io.debezium.time.Date", Some(1)),
         }
     }
@@ -99,7 +115,9 @@ impl ColumnKind {
             )
         };
         Ok(match self {
-            Self::Text | Self::Json | Self::Uuid | Self::Xml => Value::String(text.clone()),
+            Self::Text | Self::Json | Self::Uuid | Self::Xml | Self::Enum => {
+                Value::String(text.clone())
+            }
             Self::Boolean => Value::Boolean(&text[..] == b"t"),
             Self::Int16 | Self::Int32 | Self::Int64 => {
                 Value::Int(str()?.parse().map_err(|_| bad("an integer"))?)
@@ -122,10 +140,14 @@ impl ColumnKind {
                     micros
                 })
             }
-            Self::TimestampTz => {
-                let micros = parse_timestamp_micros(str()?).ok_or_else(|| bad("a timestamptz"))?;
-                Value::text(&format_iso_utc(micros))
-            }
+            Self::TimestampTz { precision } => match str()? {
+                // Debezium passes PostgreSQL's infinities through as text.
+                "infinity" | "-infinity" => Value::String(text.clone()),
+                t => {
+                    let micros = parse_timestamp_micros(t).ok_or_else(|| bad("a timestamptz"))?;
+                    Value::text(&format_iso_utc(micros, precision))
+                }
+            },
             Self::Date => {
                 let t = str()?;
                 let days = parse_date(t).ok_or_else(|| bad("a date"))?;
@@ -138,7 +160,7 @@ impl ColumnKind {
     pub fn epoch_millis(self, text: &Bytes) -> Result<i64, String> {
         let t = std::str::from_utf8(text).map_err(|_| "column text is not UTF-8".to_owned())?;
         match self {
-            Self::Timestamp { .. } | Self::TimestampTz => parse_timestamp_micros(t)
+            Self::Timestamp { .. } | Self::TimestampTz { .. } => parse_timestamp_micros(t)
                 .map(|m| m.div_euclid(1000))
                 .ok_or_else(|| format!("cannot read a timestamp from {t:?}")),
             // Debezium refuses a plain bigint (no logical type); it is taken as epoch
@@ -153,10 +175,15 @@ impl ColumnKind {
     }
 }
 
-/// A literal column default the way Debezium puts it in the schema; `None` for
-/// expressions (`now()`, `gen_random_uuid()`, sequences), which Debezium leaves out too.
+/// A column default the way Debezium puts it in the schema
+/// (`PostgresDefaultValueConverter`): a literal as its value; a function call (`now()`,
+/// `gen_random_uuid()`, `nextval(…)`, `CURRENT_TIMESTAMP`) as Debezium's placeholder for the
+/// type (the zero UUID, the epoch, 0); anything else none.
 pub fn default_value(kind: ColumnKind, expression: &str) -> Option<Value> {
     let expression = expression.trim();
+    if is_function_default(expression) {
+        return function_placeholder(kind);
+    }
     if let Some(rest) = expression.strip_prefix('\'') {
         let end = rest
             .rfind("'::")
@@ -256,7 +283,52 @@ fn parse_timestamp_micros(text: &str) -> Option<i64> {
 }
 
 /// `2026-01-02T03:04:05.123456Z`, fraction without trailing zeros (ISO_OFFSET_DATE_TIME).
-fn format_iso_utc(micros: i64) -> String {
+/// `PostgresDefaultValueConverter.FUNCTION_DEFAULT_PATTERN` (`^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)`)
+/// and its `CURRENT_DATE_TIMES` (`current_timestamp`, `current_time`, `current_date`,
+/// `localtime`, `localtimestamp`, with an optional precision).
+fn is_function_default(expression: &str) -> bool {
+    let lower = expression.to_ascii_lowercase();
+    let bare = lower.split('(').next().unwrap_or("").trim();
+    if [
+        "current_timestamp",
+        "current_time",
+        "current_date",
+        "localtime",
+        "localtimestamp",
+    ]
+    .contains(&bare)
+    {
+        return true;
+    }
+    let e = expression.strip_prefix('(').unwrap_or(expression);
+    let name_end = e
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(e.len());
+    name_end > 0 && e[name_end..].starts_with('(') && e.contains(')')
+}
+
+/// The placeholder Debezium gives a function default of a column of `kind`.
+fn function_placeholder(kind: ColumnKind) -> Option<Value> {
+    Some(match kind {
+        ColumnKind::Uuid => Value::text("00000000-0000-0000-0000-000000000000"),
+        ColumnKind::TimestampTz { precision } => Value::text(&format_iso_utc(0, precision)),
+        ColumnKind::Timestamp { .. } | ColumnKind::Date => Value::Int(0),
+        ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64 => Value::Int(0),
+        ColumnKind::Json => Value::text("{}"),
+        // No placeholder known for these: no default, as for an expression.
+        ColumnKind::Float32
+        | ColumnKind::Float64
+        | ColumnKind::Boolean
+        | ColumnKind::Text
+        | ColumnKind::Enum
+        | ColumnKind::Xml
+        | ColumnKind::Bytea => return None,
+    })
+}
+
+/// ISO-8601 in UTC with exactly `precision` fraction digits (`ZonedTimestamp.toIsoString`
+/// with the column's scale; none at all for precision 0).
+fn format_iso_utc(micros: i64, precision: u8) -> String {
     let seconds = micros.div_euclid(1_000_000);
     let fraction = micros.rem_euclid(1_000_000);
     let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
@@ -267,8 +339,10 @@ fn format_iso_utc(micros: i64) -> String {
         s / 60 % 60,
         s % 60
     );
-    if fraction != 0 {
-        out.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+    if precision > 0 {
+        let digits = format!("{fraction:06}");
+        out.push('.');
+        out.push_str(&digits[..usize::from(precision.min(6))]);
     }
     out.push('Z');
     out
@@ -291,11 +365,35 @@ mod tests {
                 .unwrap(),
             1500
         );
-        let tz = ColumnKind::TimestampTz;
+        // Fixed width since Debezium 2.2: as many digits as the column's precision
+        // (PostgresValueConverter.convertTimestampWithZone → ZonedTimestamp.toIsoString
+        // with column.scale(); pgjdbc TypeInfoCache.getScale: timestamptz typmod -1 → 6).
+        let tz = ColumnKind::from_type(1184, -1).unwrap();
         assert_eq!(
             tz.value(&Bytes::from_static(b"2026-01-02 04:04:05.12+01"))
                 .unwrap(),
-            Value::text("2026-01-02T03:04:05.12Z")
+            Value::text("2026-01-02T03:04:05.120000Z")
+        );
+        assert_eq!(
+            tz.value(&Bytes::from_static(b"2026-01-02 03:04:05+00"))
+                .unwrap(),
+            Value::text("2026-01-02T03:04:05.000000Z")
+        );
+        let tz3 = ColumnKind::from_type(1184, 3).unwrap();
+        assert_eq!(
+            tz3.value(&Bytes::from_static(b"2026-03-04 05:06:07.12+00"))
+                .unwrap(),
+            Value::text("2026-03-04T05:06:07.120Z")
+        );
+        let tz0 = ColumnKind::from_type(1184, 0).unwrap();
+        assert_eq!(
+            tz0.value(&Bytes::from_static(b"2026-03-04 05:06:07+00"))
+                .unwrap(),
+            Value::text("2026-03-04T05:06:07Z")
+        );
+        assert_eq!(
+            tz.value(&Bytes::from_static(b"infinity")).unwrap(),
+            Value::text("infinity")
         );
         assert_eq!(
             tz.epoch_millis(&Bytes::from_static(b"1969-12-31 19:00:00-05"))
@@ -311,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn literal_defaults_only() {
+    fn literal_defaults_and_debeziums_placeholders_for_functions() {
         assert_eq!(
             default_value(ColumnKind::Text, "'pending'::character varying"),
             Some(Value::text("pending"))
@@ -321,8 +419,25 @@ mod tests {
             Some(Value::text("it's"))
         );
         assert_eq!(default_value(ColumnKind::Int32, "0"), Some(Value::Int(0)));
-        assert_eq!(default_value(ColumnKind::TimestampTz, "now()"), None);
-        assert_eq!(default_value(ColumnKind::Uuid, "gen_random_uuid()"), None);
+        // PostgresDefaultValueConverter: function defaults get a placeholder per type.
+        let tz = ColumnKind::from_type(1184, -1).unwrap();
+        assert_eq!(
+            default_value(tz, "now()"),
+            Some(Value::text("1970-01-01T00:00:00.000000Z"))
+        );
+        assert_eq!(
+            default_value(tz, "CURRENT_TIMESTAMP"),
+            Some(Value::text("1970-01-01T00:00:00.000000Z"))
+        );
+        assert_eq!(
+            default_value(ColumnKind::Uuid, "gen_random_uuid()"),
+            Some(Value::text("00000000-0000-0000-0000-000000000000"))
+        );
+        assert_eq!(
+            default_value(ColumnKind::Int64, "nextval('outbox_seq'::regclass)"),
+            Some(Value::Int(0))
+        );
+        assert_eq!(default_value(ColumnKind::Text, "upper(x)"), None);
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub(crate) struct ConnectPlan {
     value_schema_prefix: String,
     /// Whether any additional field goes into the envelope.
     envelope: bool,
+    /// Debezium's context headers, converted once.
+    context: Vec<(Arc<str>, Option<Bytes>)>,
 }
 
 impl ConnectPlan {
@@ -60,17 +62,26 @@ impl ConnectPlan {
                 .column_index(name)
                 .ok_or_else(|| format!("column {name:?} is missing from the table"))?;
             let column = &relation.columns[position];
-            let Some(kind) = ColumnKind::from_type(column.type_oid, column.type_modifier) else {
+            let fact = facts.iter().find(|f| f.name == name);
+            let enum_labels = fact.and_then(|f| f.enum_labels.as_ref());
+            let kind = match enum_labels {
+                Some(_) => Some(ColumnKind::Enum),
+                None => ColumnKind::from_type(column.type_oid, column.type_modifier),
+            };
+            let Some(kind) = kind else {
                 unsupported.get_or_insert_with(|| format!(
                     "column {name:?} of {}.{} has type OID {}, which outbox-relay cannot write the way Kafka Connect does \
-                     (supported: text types, json/jsonb, uuid, integers, floats, boolean, bytea, timestamp[tz], date); \
+                     (supported: text types, json/jsonb, uuid, enums, integers, floats, boolean, bytea, timestamp[tz], date); \
                      change the column type or use outbox-relay's native options instead of --debezium-config",
                     relation.namespace, relation.name, column.type_oid
                 ));
                 return Err(format!("column {name:?} has an unsupported type"));
             };
-            let fact = facts.iter().find(|f| f.name == name);
             let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
+            if let Some(labels) = enum_labels {
+                // SchemaFactory.datatypeEnumSchema: the labels in enumsortorder, joined by ",".
+                schema.parameters = vec![("allowed".into(), labels.join(",").into())];
+            }
             schema.default = fact
                 .and_then(|f| f.default_expression.as_deref())
                 .and_then(|e| default_value(kind, e));
@@ -108,6 +119,19 @@ impl ConnectPlan {
         let envelope = additional
             .iter()
             .any(|(p, _, _)| matches!(p, Placed::Envelope));
+        let string = Schema::new(SchemaType::String, false);
+        let context = format
+            .context_headers
+            .iter()
+            .flat_map(|c| c.entries())
+            .map(|(name, value)| {
+                let bytes = format
+                    .header
+                    .encode(&string, &Value::text(value))
+                    .expect("a string header always converts");
+                (Arc::<str>::from(name), bytes)
+            })
+            .collect();
         Self {
             unsupported,
             id,
@@ -123,6 +147,7 @@ impl ConnectPlan {
                 format.topic_prefix, relation.namespace, relation.name
             ),
             envelope,
+            context,
         }
     }
 
@@ -182,13 +207,27 @@ impl ConnectPlan {
         };
         let with_topic = |reason: String| invalid(reason, Some(topic.to_string()));
 
-        let mut headers = Vec::with_capacity(1 + self.additional.len());
-        let (id, id_column) = or_invalid!(value_of(columns, &self.id));
-        if let Some(bytes) = or_invalid!(format.header.encode(&id_column.schema, &id)) {
-            headers.push((Arc::<str>::from("id"), bytes));
+        // The record's headers: Debezium's context headers, trace context (opt-in), `id`, then
+        // additional fields (EventRouterDelegate.apply appends to the record's headers). A
+        // NULL column is a header with a null value (SimpleHeaderConverter), not a missing one.
+        let mut headers = Vec::with_capacity(self.context.len() + 1 + self.additional.len());
+        headers.extend(self.context.iter().cloned());
+        // Propagated trace context goes where Debezium's tracing SMT puts it: before `id`.
+        if let Some(context) = self.tracing.and_then(|p| match columns.get(p) {
+            Some(ColumnValue::Text(b)) => Some(b.clone()),
+            _ => None,
+        }) {
+            headers.extend(
+                trace_headers(&context)
+                    .into_iter()
+                    .map(|(k, v)| (k, Some(v))),
+            );
         }
+        let (id, id_column) = or_invalid!(field_of(columns, &self.id));
+        let id_bytes = or_invalid!(format.header.encode(&id_column.schema, &id));
+        headers.push((Arc::<str>::from("id"), id_bytes));
 
-        let (mut payload, payload_column) = or_invalid!(value_of(columns, &self.payload));
+        let (mut payload, payload_column) = or_invalid!(field_of(columns, &self.payload));
         let mut payload_schema = payload_column.schema.clone();
         if let (Some(behaviour), Value::String(text)) = (format.expand, &payload) {
             if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
@@ -201,12 +240,14 @@ impl ConnectPlan {
         let mut envelope_values = vec![payload.clone()];
         let mut partition = None;
         for (placed, alias, column) in &self.additional {
-            let (value, column) = or_invalid!(value_of(columns, column));
+            let (value, column) = match placed {
+                Placed::Partition => or_invalid!(value_of(columns, column)),
+                _ => or_invalid!(field_of(columns, column)),
+            };
             match placed {
                 Placed::Header(name) => {
-                    if let Some(bytes) = or_invalid!(format.header.encode(&column.schema, &value)) {
-                        headers.push((name.clone(), bytes));
-                    }
+                    let bytes = or_invalid!(format.header.encode(&column.schema, &value));
+                    headers.push((name.clone(), bytes));
                 }
                 Placed::Envelope => {
                     envelope_fields.push((alias.clone(), column.schema.clone()));
@@ -224,12 +265,6 @@ impl ConnectPlan {
                     }
                 }
             }
-        }
-        if let Some(context) = self.tracing.and_then(|p| match columns.get(p) {
-            Some(ColumnValue::Text(b)) => Some(b.clone()),
-            _ => None,
-        }) {
-            headers.extend(trace_headers(&context));
         }
 
         let timestamp_ms = match &self.timestamp {
@@ -271,7 +306,7 @@ impl ConnectPlan {
             or_invalid!(format.value.encode(Some(&payload_schema), &payload))
         };
 
-        let (key, key_column) = or_invalid!(value_of(columns, &self.key));
+        let (key, key_column) = or_invalid!(field_of(columns, &self.key));
         let key = or_invalid!(format.key.encode(Some(&key_column.schema), &key));
 
         RouteOutcome::Record(OutboxRecord {
@@ -282,6 +317,20 @@ impl ConnectPlan {
             partition,
             timestamp_ms,
         })
+    }
+}
+
+/// A column as the EventRouter reads it with `Struct.get`: NULL becomes the column's
+/// default when its schema has one (id, key, payload, header and envelope fields; the
+/// routing, timestamp and schema-version columns are read without it).
+fn field_of<'a>(
+    columns: &[ColumnValue],
+    column: &'a Result<TypedColumn, String>,
+) -> Result<(Value, &'a TypedColumn), String> {
+    let (value, column) = value_of(columns, column)?;
+    match (&value, &column.schema.default) {
+        (Value::Null, Some(default)) => Ok((default.clone(), column)),
+        _ => Ok((value, column)),
     }
 }
 

@@ -46,6 +46,7 @@ fn format(key: Converter, value: Converter, tombstone: bool) -> ConnectFormat {
         schema_version_column: None,
         tracing_span_context_column: None,
         tombstone_on_empty_payload: tombstone,
+        context_headers: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn router_with(config: RouterConfig) -> Router {
             name: (*c).into(),
             not_null: *c != "payload",
             default_expression: None,
+            enum_labels: None,
         })
         .collect();
     router.route(&seed_relation());
@@ -128,7 +130,7 @@ fn kafka_connect_defaults_write_schema_envelopes() {
     );
     assert_eq!(&*rec.headers[0].0, "id");
     assert_eq!(
-        &rec.headers[0].1[..],
+        rec.headers[0].1.as_deref().unwrap(),
         b"6b1c0e4e-0000-4000-8000-000000000001"
     );
     assert_eq!(rec.timestamp_ms, None);
