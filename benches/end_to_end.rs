@@ -268,7 +268,9 @@ fn histogram(address: &str) -> Vec<(f64, f64)> {
     let mut body = String::new();
     stream.read_to_string(&mut body).unwrap();
     body.lines()
-        .filter_map(|l| l.strip_prefix("outbox_relay_commit_to_ack_seconds_bucket{le=\""))
+        .filter(|l| l.starts_with("outbox_relay_commit_to_ack_seconds_bucket{"))
+        // The bucket's bound, whatever labels (slot) come before it.
+        .filter_map(|l| l.split_once("le=\"").map(|(_, rest)| rest))
         .map(|l| {
             let (le, rest) = l.split_once('"').unwrap();
             let le = if le == "+Inf" {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::http::{get as http_get, metric, metrics_address};
+use outbox_relay_testkit::http::{get as http_get, metric, metric_opt, metrics_address};
 use outbox_relay_testkit::{ConsumedRecord, RelayProcess};
 use std::time::{Duration, Instant};
 
@@ -99,11 +99,7 @@ async fn refusals_in(mode: Mode) -> (Vec<ConsumedRecord>, f64, f64) {
         let body = http_get(&address, "/metrics").1;
         let counted = (
             metric(&body, "outbox_relay_dead_letters_total"),
-            body.lines()
-                .find(|l| l.starts_with("outbox_relay_events_total{topic=\"Order.events\"}"))
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0),
+            metric_opt(&body, "outbox_relay_events_total{topic=\"Order.events\"}").unwrap_or(0.0),
         );
         if counted == (2.0, 1.0) || Instant::now() > deadline {
             break counted;
