@@ -102,6 +102,11 @@ async fn refusals_in(mode: Mode) -> (Vec<ConsumedRecord>, f64, f64) {
             metric_opt(&body, "outbox_relay_events_total{topic=\"Order.events\"}").unwrap_or(0.0),
         );
         if counted == (2.0, 1.0) || Instant::now() > deadline {
+            // One of each reason: the oversized event (refused), the NULL routing value (unroutable).
+            for reason in ["refused", "unroutable"] {
+                let query = format!("outbox_relay_dead_letters_total{{reason=\"{reason}\"}}");
+                assert_eq!(metric(&body, &query), 1.0, "{mode:?}: {query}");
+            }
             break counted;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

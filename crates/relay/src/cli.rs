@@ -203,6 +203,10 @@ pub fn main() -> ExitCode {
             )) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(EXIT_NO_SLOT),
+                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
+                    report_error(&e);
+                    ExitCode::from(2)
+                }
                 Err(e) => {
                     if args.output == OutputFormat::Json {
                         println!(
@@ -275,7 +279,13 @@ static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// `--log-format json` one JSON log line like every other (no stray plain-text line).
 fn report_error(error: &dyn std::fmt::Display) {
     if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
-        tracing::error!("{error}");
+        // Written directly, not through the log filter: RUST_LOG must not hide why it stopped.
+        let line = serde_json::json!({
+            "level": "ERROR",
+            "message": error.to_string(),
+            "target": "outbox_relay_core::cli",
+        });
+        eprintln!("{line}");
     } else {
         eprintln!("error: {error}");
     }

@@ -254,6 +254,11 @@ impl Metrics {
     /// answered: it said the slot is busy).
     pub fn set_standing_by(&self, standing_by: bool) {
         self.standing_by.store(standing_by, Ordering::Relaxed);
+        if standing_by {
+            // Another instance holds the slot: this one is behind nothing.
+            self.newest_confirmed_commit.store(0, Ordering::Relaxed);
+            self.oldest_unconfirmed_commit.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Ready: able to do its job. The broker answered recently, and this instance either

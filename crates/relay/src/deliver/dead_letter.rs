@@ -69,7 +69,7 @@ impl DeadLetter {
     pub fn refused(error: &str, record: RefusedRecord, table: Arc<str>, lsn: Option<Lsn>) -> Self {
         Self {
             cause: Cause::Refused,
-            reason: format!("the broker refused the event: {error}"),
+            reason: format!("the event was refused: {error}"),
             table,
             original_topic: Some(record.topic),
             key: record.key,

@@ -68,24 +68,39 @@ pub trait Producer {
     }
 }
 
+/// How long a topic's `max.message.bytes` is trusted before it is read again.
+const LIMIT_TTL: Duration = Duration::from_secs(60);
+
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
-/// An upper bound of a record's size on the wire when it travels alone in a record batch
-/// (format v2, uncompressed): the batch header, then each varint at its widest.
-/// Kafka compares a batch's size with the topic's `max.message.bytes`.
+/// A record's size on the wire when it travels alone in a record batch (format v2,
+/// uncompressed): what Kafka compares with the topic's `max.message.bytes`
+/// (`batch.sizeInBytes()`). Alone in its batch, its offset and timestamp deltas are 0.
 pub fn record_wire_size(record: &OutboxRecord) -> usize {
     const BATCH_HEADER: usize = 61;
-    const VARINT: usize = 5;
-    let record_overhead = VARINT + 1 + 10 + VARINT + VARINT + VARINT + VARINT;
-    let key = record.key.as_ref().map_or(0, |k| k.len());
-    let value = record.value.as_ref().map_or(0, |v| v.len());
+    let bytes = |b: Option<usize>| varint_size(b.map_or(-1, |n| n as i64)) + b.unwrap_or(0);
+    let key = bytes(record.key.as_ref().map(|k| k.len()));
+    let value = bytes(record.value.as_ref().map(|v| v.len()));
     let headers: usize = record
         .headers
         .iter()
-        .map(|(k, v)| 2 * VARINT + k.len() + v.as_ref().map_or(0, |v| v.len()))
+        .map(|(k, v)| bytes(Some(k.len())) + bytes(v.as_ref().map(|v| v.len())))
         .sum();
-    BATCH_HEADER + record_overhead + key + value + headers
+    // attributes, timestamp delta 0, offset delta 0, key, value, header count, headers.
+    let body = 1 + 1 + 1 + key + value + varint_size(record.headers.len() as i64) + headers;
+    BATCH_HEADER + varint_size(body as i64) + body
+}
+
+/// Bytes of Kafka's zig-zag varint of `n`.
+fn varint_size(n: i64) -> usize {
+    let mut v = ((n << 1) ^ (n >> 63)) as u64;
+    let mut size = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        size += 1;
+    }
+    size
 }
 
 /// Errors about the record itself, not the path to the broker: retrying cannot help.
@@ -222,6 +237,9 @@ pub struct KafkaProducer {
     in_flight: FuturesUnordered<BoxFuture<'static, (Tag, Outcome)>>,
     /// Each known topic's `max.message.bytes`, where the broker says it.
     topic_limits: HashMap<Arc<str>, usize>,
+    /// When each topic's limit was last read: it is read again after [`LIMIT_TTL`], so an
+    /// operator who raises (or lowers) it does not have to restart the relay.
+    limits_read: HashMap<Arc<str>, std::time::Instant>,
     /// The settings the producer was built from, with `batch.size` as it is now.
     settings: KafkaSettings,
     /// The `batch.size` the producer builds batches up to.
@@ -258,6 +276,7 @@ impl KafkaProducer {
             replication_factor: kafka.topic_replication_factor,
             in_flight: FuturesUnordered::new(),
             topic_limits: HashMap::new(),
+            limits_read: HashMap::new(),
             settings: kafka.clone(),
             batch_size,
             wanted_batch_size: None,
@@ -281,7 +300,10 @@ impl KafkaProducer {
             .admin
             .describe_configs(&[ResourceSpecifier::Topic(topic)], &options)
             .await
-            .inspect_err(|e| tracing::debug!(topic, error = %e, "describing the topic's configs"))
+            .inspect_err(|e| {
+                tracing::warn!(topic, error = %e, "cannot read the topic's max.message.bytes (DescribeConfigs); \
+                    records are not checked against it: grant DESCRIBE_CONFIGS on the topic")
+            })
             .ok()?;
         results.into_iter().find_map(|result| {
             result
@@ -297,9 +319,14 @@ impl KafkaProducer {
     /// Learns `topic`'s record size limit; asks for smaller batches when it is below the
     /// batch size (a batch larger than the limit is refused whole, every record in it).
     async fn learn_limit(&mut self, topic: &Arc<str>) {
+        self.limits_read
+            .insert(topic.clone(), std::time::Instant::now());
         let Some(limit) = self.topic_limit(topic).await else {
+            self.topic_limits.remove(topic);
             return;
         };
+        // batch.size 0 is refused by librdkafka; a limit that small refuses every record anyway.
+        let limit = limit.max(1);
         self.topic_limits.insert(topic.clone(), limit);
         let current = self.wanted_batch_size.unwrap_or(self.batch_size);
         if limit < current {
@@ -439,6 +466,13 @@ impl Producer for KafkaProducer {
     /// CreateTopics permission (and some brokers do not implement that API at all).
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
         if self.known_topics.contains(topic) {
+            if self
+                .limits_read
+                .get(topic)
+                .is_some_and(|read| read.elapsed() > LIMIT_TTL)
+            {
+                self.learn_limit(topic).await;
+            }
             return Ok(None);
         }
         if let Some(reason) = self.refused_topics.get(topic) {
@@ -498,7 +532,9 @@ impl Producer for KafkaProducer {
         self.settings
             .properties
             .push(("batch.size".into(), batch_size.to_string()));
-        self.producer = Self::create_producer(&self.settings)?;
+        let old = std::mem::replace(&mut self.producer, Self::create_producer(&self.settings)?);
+        // Dropping a librdkafka client flushes and joins its threads: not on a runtime thread.
+        tokio::task::spawn_blocking(move || drop(old));
         self.batch_size = batch_size;
         Ok(())
     }
@@ -533,10 +569,9 @@ mod tests {
     }
 
     #[test]
-    fn a_record_alone_in_a_batch_is_never_larger_than_its_estimate() {
+    fn a_record_alone_in_a_batch_has_the_size_kafka_checks() {
         // A v2 batch holding one record of 3 B key, 1000 B value and header id=abc is
         // 61 (batch header) + 2 (length) + 1 + 1 + 1 + 1 + 3 + 2 + 1000 + 1 + 1 + 2 + 1 + 3 = 1080 B;
-        // the estimate takes every varint at its widest.
         let record = OutboxRecord {
             topic: "t".into(),
             key: Some(Bytes::from_static(b"key")),
@@ -545,8 +580,14 @@ mod tests {
             partition: None,
             timestamp_ms: None,
         };
-        let estimate = record_wire_size(&record);
-        assert!((1080..1080 + 40).contains(&estimate), "{estimate}");
+        assert_eq!(record_wire_size(&record), 1080);
+        let tombstone = OutboxRecord {
+            value: None,
+            ..record
+        };
+        // value length -1 (1 byte) and no value; the record length now fits one byte:
+        // 61 + 1 + (1 + 1 + 1 + 1 + 3 + 1 + 1 + 1 + 2 + 1 + 3) = 78.
+        assert_eq!(record_wire_size(&tombstone), 78);
     }
 
     #[test]

@@ -79,6 +79,7 @@ impl supervisor::Source for Polling<'_> {
         );
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         self.metrics.streaming.set(1);
+        self.metrics.set_standing_by(false);
         self.metrics.active.set(1);
         let mut poller = Poller {
             deliver,

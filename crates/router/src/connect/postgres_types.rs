@@ -315,14 +315,11 @@ fn function_placeholder(kind: ColumnKind) -> Option<Value> {
         ColumnKind::Timestamp { .. } | ColumnKind::Date => Value::Int(0),
         ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64 => Value::Int(0),
         ColumnKind::Json => Value::text("{}"),
-        // No placeholder known for these: no default, as for an expression.
-        ColumnKind::Float32
-        | ColumnKind::Float64
-        | ColumnKind::Boolean
-        | ColumnKind::Text
-        | ColumnKind::Enum
-        | ColumnKind::Xml
-        | ColumnKind::Bytea => return None,
+        ColumnKind::Text | ColumnKind::Xml => Value::text(""),
+        ColumnKind::Boolean => Value::Boolean(false),
+        ColumnKind::Float32 | ColumnKind::Float64 => Value::Float(0.0),
+        // No placeholder in Debezium for these: no default.
+        ColumnKind::Enum | ColumnKind::Bytea => return None,
     })
 }
 
@@ -437,7 +434,14 @@ mod tests {
             default_value(ColumnKind::Int64, "nextval('outbox_seq'::regclass)"),
             Some(Value::Int(0))
         );
-        assert_eq!(default_value(ColumnKind::Text, "upper(x)"), None);
+        assert_eq!(
+            default_value(ColumnKind::Text, "(gen_random_uuid())::text"),
+            Some(Value::text(""))
+        );
+        assert_eq!(
+            default_value(ColumnKind::Boolean, "is_enabled()"),
+            Some(Value::Boolean(false))
+        );
     }
 
     #[test]

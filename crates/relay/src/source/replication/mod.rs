@@ -248,6 +248,7 @@ impl<'a> Replication<'a> {
                 .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
             tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display, "streaming");
             self.metrics.streaming.set(1);
+            self.metrics.set_standing_by(false);
             self.metrics.active.set(1);
             streamer.stream(shutdown).await
         }
