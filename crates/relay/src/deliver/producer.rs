@@ -240,6 +240,8 @@ pub struct KafkaProducer {
     /// When each topic's limit was last read: it is read again after [`LIMIT_TTL`], so an
     /// operator who raises (or lowers) it does not have to restart the relay.
     limits_read: HashMap<Arc<str>, std::time::Instant>,
+    /// False once the broker did not answer DescribeConfigs.
+    describe_configs_works: bool,
     /// The settings the producer was built from, with `batch.size` as it is now.
     settings: KafkaSettings,
     /// The `batch.size` the producer builds batches up to.
@@ -277,6 +279,7 @@ impl KafkaProducer {
             in_flight: FuturesUnordered::new(),
             topic_limits: HashMap::new(),
             limits_read: HashMap::new(),
+            describe_configs_works: true,
             settings: kafka.clone(),
             batch_size,
             wanted_batch_size: None,
@@ -294,17 +297,27 @@ impl KafkaProducer {
     }
 
     /// The topic's `max.message.bytes`, when the broker tells it (DescribeConfigs).
-    async fn topic_limit(&self, topic: &str) -> Option<usize> {
-        let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
-        let results = self
+    /// A broker that does not answer DescribeConfigs (or refuses the relay) is asked once
+    /// per producer: no stall per topic, no stall per re-read.
+    async fn topic_limit(&mut self, topic: &str) -> Option<usize> {
+        if !self.describe_configs_works {
+            return None;
+        }
+        let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
+        let results = match self
             .admin
             .describe_configs(&[ResourceSpecifier::Topic(topic)], &options)
             .await
-            .inspect_err(|e| {
-                tracing::warn!(topic, error = %e, "cannot read the topic's max.message.bytes (DescribeConfigs); \
-                    records are not checked against it: grant DESCRIBE_CONFIGS on the topic")
-            })
-            .ok()?;
+        {
+            Ok(results) => results,
+            Err(e) => {
+                self.describe_configs_works = false;
+                tracing::warn!(topic, error = %e, "cannot read topics' max.message.bytes (DescribeConfigs); records \
+                    are not checked against it and batches keep librdkafka's batch.size: grant DESCRIBE_CONFIGS on the \
+                    topics, or keep their max.message.bytes at or above batch.size");
+                return None;
+            }
+        };
         results.into_iter().find_map(|result| {
             result
                 .ok()?
@@ -329,6 +342,7 @@ impl KafkaProducer {
         let limit = limit.max(1);
         self.topic_limits.insert(topic.clone(), limit);
         let current = self.wanted_batch_size.unwrap_or(self.batch_size);
+        debug_assert!(current > 0);
         if limit < current {
             tracing::info!(
                 topic = &**topic,
@@ -466,11 +480,12 @@ impl Producer for KafkaProducer {
     /// CreateTopics permission (and some brokers do not implement that API at all).
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
         if self.known_topics.contains(topic) {
-            if self
-                .limits_read
-                .get(topic)
-                .is_some_and(|read| read.elapsed() > LIMIT_TTL)
-            {
+            let stale = self.topic_limits.contains_key(topic)
+                && self
+                    .limits_read
+                    .get(topic)
+                    .is_some_and(|read| read.elapsed() > LIMIT_TTL);
+            if stale {
                 self.learn_limit(topic).await;
             }
             return Ok(None);
