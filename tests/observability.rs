@@ -4,16 +4,12 @@ mod common;
 
 use common::*;
 use outbox_relay_testkit::http::{get as http_get, metric, metrics_address};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SLOT: &str = "outbox_relay";
 
 async fn wait_status(address: &str, path: &str, want: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(address, path).0 != want {
-        assert!(Instant::now() < deadline, "{path} never answered {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    outbox_relay_testkit::http::wait_status(address, path, want, Duration::from_secs(30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

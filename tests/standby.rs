@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::http::{get as http_get, metric, metrics_address};
+use outbox_relay_testkit::http::{get as http_get, metric, metrics_address, wait_status};
 use outbox_relay_testkit::Storage;
 use std::time::{Duration, Instant};
 
@@ -25,11 +25,7 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
     // Both are healthy and ready (a rolling update of the pair must not stall on the
     // standby); the gauge says which one streams.
     let (active_at, standby_at) = (metrics_address(&active), metrics_address(&standby));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while http_get(&standby_at, "/ready").0 != 200 {
-        assert!(Instant::now() < deadline, "the standby never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_status(&standby_at, "/ready", 200, Duration::from_secs(10)).await;
     // And stays ready while it retries the slot about every second.
     for _ in 0..20 {
         for address in [&active_at, &standby_at] {

@@ -353,7 +353,7 @@ async fn run(settings: Settings) -> ExitCode {
         log_preset(preset);
     }
     let _probe = match crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone()) {
-        Ok(probe) => AbortOnDrop(probe),
+        Ok(probe) => crate::supervisor::AbortOnDrop(probe),
         Err(e) => {
             report_error(&e);
             return ExitCode::FAILURE;
@@ -384,15 +384,6 @@ async fn run(settings: Settings) -> ExitCode {
             report_error(&e);
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Stops a background task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -28,6 +28,9 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// The `reason` label values of `outbox_relay_dead_letters_total` (`deliver::dead_letter::Cause`).
+pub const DEAD_LETTER_REASONS: [&str; 2] = ["unroutable", "refused"];
+
 pub struct Metrics {
     registry: Registry,
     /// Events acknowledged by Kafka, per destination topic.
@@ -168,7 +171,7 @@ impl Metrics {
              up); while not streaming, since the newest confirmed one was (Debezium's MilliSecondsBehindSource, in seconds)",
             m.replication_lag_seconds.clone(),
         );
-        for reason in ["unroutable", "refused"] {
+        for reason in DEAD_LETTER_REASONS {
             // Both series exist from the start, so rate() works before the first dead letter.
             let _ = m.dead_letters.get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
@@ -191,7 +194,7 @@ impl Metrics {
 
     /// Dead letters acknowledged, all reasons.
     pub fn dead_letters_total(&self) -> u64 {
-        ["unroutable", "refused"]
+        DEAD_LETTER_REASONS
             .iter()
             .map(|r| {
                 self.dead_letters

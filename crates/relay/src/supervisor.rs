@@ -91,6 +91,15 @@ impl Backoff {
     }
 }
 
+/// A background task (heartbeat, broker probe) that stops when its owner is dropped.
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Sleeps for `delay` unless a shutdown is requested first; returns whether it was.
 pub async fn pause(delay: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     if *shutdown.borrow() {

@@ -18,6 +18,18 @@ pub fn get(address: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Polls `GET path` until it answers `want`; panics after `timeout`.
+pub async fn wait_status(address: &str, path: &str, want: u16, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while get(address, path).0 != want {
+        assert!(
+            Instant::now() < deadline,
+            "{path} at {address} never answered {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The address the relay logged for /metrics (it may have picked a free port).
 pub fn metrics_address(relay: &crate::RelayProcess) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -12,6 +12,8 @@ mod tests;
 
 pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT, SILENCE_BEFORE_PROBE};
 
+use crate::supervisor::AbortOnDrop;
+
 /// How long the liveness probe waits for PostgreSQL's answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -49,14 +51,6 @@ pub struct Replication<'a> {
     /// the slot, the next session ends it instead of standing by for its own ghost.
     walsender: Option<Walsender>,
     _heartbeat: Option<AbortOnDrop>,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl<'a> Replication<'a> {
