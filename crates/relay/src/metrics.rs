@@ -60,6 +60,10 @@ pub struct Metrics {
     broker_reachable: AtomicBool,
     /// A standby that reached PostgreSQL and found the slot held by another instance.
     standing_by: AtomicBool,
+    /// `--exactly-once`: replayed events found already in Kafka and not produced again.
+    pub exactly_once_skipped: Counter,
+    /// `--exactly-once`: partition tails written by another producer (they prove nothing).
+    pub exactly_once_foreign_tails: Counter,
 }
 
 impl Default for Metrics {
@@ -96,6 +100,8 @@ impl Metrics {
             newest_confirmed_commit: AtomicI64::new(0),
             broker_reachable: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
+            exactly_once_skipped: Counter::default(),
+            exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
         };
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -170,6 +176,16 @@ impl Metrics {
             "Seconds since the oldest transaction not yet confirmed was committed in PostgreSQL (0 when caught \
              up); while not streaming, since the newest confirmed one was (Debezium's MilliSecondsBehindSource, in seconds)",
             m.replication_lag_seconds.clone(),
+        );
+        registry.register(
+            "exactly_once_skipped",
+            "--exactly-once: replayed events already in Kafka (found at or before their partition's last record), not produced again",
+            m.exactly_once_skipped.clone(),
+        );
+        registry.register(
+            "exactly_once_foreign_tails",
+            "--exactly-once: partitions whose last record another producer wrote (replays to them may duplicate)",
+            m.exactly_once_foreign_tails.clone(),
         );
         for reason in DEAD_LETTER_REASONS {
             // Both series exist from the start, so rate() works before the first dead letter.

@@ -200,3 +200,41 @@ fn to_record(
         timestamp_millis: m.timestamp().to_millis(),
     }
 }
+
+/// Produces one record to `topic`/`partition` as another producer would (no relay headers)
+/// and waits for the broker's acknowledgement.
+pub fn produce_one(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    key: &[u8],
+    value: &[u8],
+    headers: &[(&str, &[u8])],
+) -> Result<()> {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let mut owned = OwnedHeaders::new();
+    for (key, value) in headers {
+        owned = owned.insert(Header {
+            key,
+            value: Some(*value),
+        });
+    }
+    let producer: BaseProducer = base_config(bootstrap)
+        .set("acks", "all")
+        .create()
+        .context("creating a producer")?;
+    producer
+        .send(
+            BaseRecord::to(topic)
+                .partition(partition)
+                .key(key)
+                .payload(value)
+                .headers(owned),
+        )
+        .map_err(|(e, _)| anyhow::anyhow!("producing to {topic}/{partition}: {e}"))?;
+    producer
+        .flush(Duration::from_secs(30))
+        .context("flushing the producer")?;
+    Ok(())
+}

@@ -28,6 +28,19 @@ pub enum ClientRole {
 }
 
 impl KafkaSettings {
+    /// The producer's `request.timeout.ms` (librdkafka's default 30 s unless set): how long
+    /// a produce request already sent may still be answered.
+    pub fn request_timeout(&self) -> std::time::Duration {
+        let ms = self
+            .properties
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "request.timeout.ms")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(30_000);
+        std::time::Duration::from_millis(ms)
+    }
+
     pub fn client_config(&self, role: ClientRole) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_servers);

@@ -74,6 +74,8 @@ pub struct Preset {
     pub snapshot: SnapshotMode,
     pub heartbeat: Option<Heartbeat>,
     pub status_interval: Option<Duration>,
+    /// `exactly.once.support=required` (or the worker's `exactly.once.source.support=enabled`).
+    pub exactly_once: bool,
     pub topic_partitions: Option<i32>,
     pub topic_replication_factor: Option<i32>,
     pub router: RouterConfig,
@@ -178,6 +180,7 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
     o.slot = o.slot.take().or(Some(p.slot.clone()));
     o.publication = o.publication.take().or(Some(p.publication.clone()));
     o.table = o.table.take().or(Some(p.table.to_string()));
+    o.exactly_once = o.exactly_once.or(p.exactly_once.then_some(true));
     o.topic_partitions = o.topic_partitions.or(p.topic_partitions);
     o.topic_replication_factor = o.topic_replication_factor.or(p.topic_replication_factor);
     o.status_interval_ms = o
@@ -299,6 +302,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                         .max(10),
                 ),
                 on_missing_slot: o.on_missing_slot.unwrap_or_default(),
+                exactly_once: o.exactly_once.unwrap_or(false),
             }))
         }
         Mode::Polling => {
@@ -306,6 +310,12 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 return Err(invalid(
                     "on-missing-slot",
                     "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.exactly_once == Some(true) {
+                return Err(invalid(
+                    "exactly-once",
+                    "applies only with --mode cdc: rows read by polling have no commit position to compare with what                      Kafka holds (a row that commits late gets an older id than rows already relayed)",
                 ));
             }
             let batch_size = o.poll_batch_size.unwrap_or(defaults::POLL_BATCH_SIZE);

@@ -115,6 +115,22 @@ pub struct RunOptions {
     )]
     pub on_missing_slot: Option<super::OnMissingSlot>,
 
+    /// No duplicates after a crash, a broker restart or a standby takeover: every record
+    /// carries its source position (header __outbox_relay.position) and, after a restart, the
+    /// replayed events already at or before their partition's last record are not produced
+    /// again. The relay chooses partitions itself (murmur2 of the key, as librdkafka does).
+    /// Assumes the relay is the only writer of its partitions (detected and warned otherwise).
+    /// CDC mode only.
+    #[arg(
+        help_heading = "Kafka",
+        long,
+        env = "OUTBOX_RELAY_EXACTLY_ONCE",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub exactly_once: Option<bool>,
+
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
     #[arg(

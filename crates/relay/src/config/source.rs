@@ -21,6 +21,8 @@ pub struct CdcSettings {
     pub status_interval: Duration,
     /// What to do when a slot this relay streamed from before is gone.
     pub on_missing_slot: OnMissingSlot,
+    /// `--exactly-once`: replays skip what Kafka already has.
+    pub exactly_once: bool,
 }
 
 /// `--on-missing-slot`: a slot the relay streamed from before has disappeared.

@@ -190,3 +190,20 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn exactly_once_is_for_cdc_mode_only() {
+    let s = resolve(RunOptions {
+        exactly_once: Some(true),
+        ..base()
+    })
+    .unwrap();
+    assert!(s.cdc().unwrap().exactly_once);
+    let err = resolve(RunOptions {
+        exactly_once: Some(true),
+        mode: Some(Mode::Polling),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("exactly-once:"), "{err}");
+}

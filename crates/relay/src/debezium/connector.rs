@@ -104,10 +104,6 @@ const REFUSED: &[(&str, &str)] = &[
         "column.blacklist",
         "columns are never dropped from outbox rows",
     ),
-    (
-        "exactly.once.support",
-        "Kafka transactions are not used; see the README on duplicates",
-    ),
     ("transaction.boundary", "Kafka transactions are not used"),
     ("predicates", "transform predicates are not supported"),
     (
@@ -149,16 +145,31 @@ pub fn translate(
     }
     for (key, why) in REFUSED {
         if let Some(value) = o.get(key) {
-            let harmless = matches!(
-                (*key, value),
-                ("exactly.once.support", "disabled" | "requested")
-            );
-            if !harmless {
-                return Err(format!(
-                    "{key}={value} is not supported by outbox-relay: {why}"
-                ));
-            }
+            return Err(format!(
+                "{key}={value} is not supported by outbox-relay: {why}"
+            ));
         }
+    }
+    // Kafka Connect runs a source connector exactly-once when the connector requires it or
+    // the worker enables exactly-once source support; outbox-relay's --exactly-once gives
+    // the same promise without transactions (see the README's "Exactly-once").
+    let worker_exactly_once = w
+        .as_ref()
+        .and_then(|w| w.get("exactly.once.source.support"))
+        .is_some_and(|v| v == "enabled");
+    let exactly_once = match o.get("exactly.once.support") {
+        Some("required") => true,
+        None | Some("requested") => worker_exactly_once,
+        Some("disabled") => false,
+        Some(other) => {
+            return Err(format!(
+                "exactly.once.support: {other:?} is not a value Kafka Connect accepts; use requested or required"
+            ))
+        }
+    };
+    if exactly_once {
+        notes.push("exactly-once delivery (exactly.once.support / exactly.once.source.support): every record carries \
+            its source position in the __outbox_relay.position header; replays skip what Kafka already has".into());
     }
     if let Some(key) = o
         .keys_with_prefix("column.mask.")
@@ -421,6 +432,7 @@ pub fn translate(
     }
 
     o.accept(NO_EFFECT);
+    o.accept(&["exactly.once.support"]);
     o.accept_prefix("database.");
     let mut unknown = o.unused();
     unknown.extend(producer_unknown);
@@ -435,6 +447,7 @@ pub fn translate(
         snapshot,
         heartbeat,
         status_interval,
+        exactly_once,
         topic_partitions,
         topic_replication_factor,
         router: RouterConfig {

@@ -331,3 +331,30 @@ fn context_headers_follow_extended_headers_enabled() {
     assert_eq!(connect(&off).context_headers, None);
     assert!(translate(&config(&[("extended.headers.enabled", "maybe")]), None).is_err());
 }
+
+#[test]
+fn exactly_once_support_turns_on_exactly_once_delivery() {
+    let on = |connector: &[(&str, &str)], worker: Option<&[(&str, &str)]>| {
+        let worker = worker.map(|w| RawConfig {
+            name: None,
+            entries: w
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        });
+        translate(&config(connector), worker.as_ref()).map(|s| s.exactly_once)
+    };
+    assert_eq!(on(&[], None), Ok(false));
+    assert_eq!(on(&[("exactly.once.support", "required")], None), Ok(true));
+    assert_eq!(
+        on(&[("exactly.once.support", "requested")], None),
+        Ok(false)
+    );
+    assert_eq!(
+        on(&[], Some(&[("exactly.once.source.support", "enabled")])),
+        Ok(true),
+        "the worker's exactly-once source support"
+    );
+    let err = on(&[("exactly.once.support", "always")], None).unwrap_err();
+    assert!(err.starts_with("exactly.once.support:"), "{err}");
+}

@@ -1,6 +1,7 @@
 //! A producer for unit tests: records what it was given, reports outcomes when the test
 //! says so (in any order), and refuses with QueueFull past its capacity.
 
+use super::exactly_once::TailRead;
 use super::outcome::{Outcome, Tag};
 use super::producer::{Producer, Sent};
 use crate::error::RelayError;
@@ -22,6 +23,14 @@ pub struct FakeProducer {
     pub rebuild_for_topics: Vec<String>,
     /// `sent.len()` at each rebuild, and what was in flight then.
     pub rebuilds: Vec<(usize, usize)>,
+    /// Every topic's partition count.
+    pub partitions: i32,
+    /// The last record of each (topic, partition); absent = empty.
+    pub tails: HashMap<(String, i32), TailRead>,
+    /// Tail reads, in order.
+    pub tail_reads: Vec<(String, i32)>,
+    /// Records with a value longer than this are refused by the relay's own checks.
+    pub refuse_longer_than: Option<usize>,
     wants_rebuild: bool,
     in_flight: HashMap<usize, Tag>,
     reports: mpsc::UnboundedReceiver<(usize, Outcome)>,
@@ -51,6 +60,10 @@ impl FakeProducer {
             queue_bytes: None,
             rebuild_for_topics: Vec::new(),
             rebuilds: Vec::new(),
+            partitions: 1,
+            tails: HashMap::new(),
+            tail_reads: Vec::new(),
+            refuse_longer_than: None,
             wants_rebuild: false,
             in_flight: HashMap::new(),
             reports: rx,
@@ -113,6 +126,29 @@ impl Producer for FakeProducer {
 
     fn needs_rebuild(&self) -> bool {
         self.wants_rebuild
+    }
+
+    fn partition_count(&self, _topic: &str) -> Option<i32> {
+        Some(self.partitions)
+    }
+
+    async fn read_tail(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+    ) -> Result<TailRead, RelayError> {
+        self.tail_reads.push((topic.to_string(), partition));
+        Ok(self
+            .tails
+            .get(&(topic.to_string(), partition))
+            .cloned()
+            .unwrap_or(TailRead::Empty))
+    }
+
+    fn refuses(&self, record: &OutboxRecord) -> Option<String> {
+        let max = self.refuse_longer_than?;
+        let len = record.value.as_ref().map_or(0, |v| v.len());
+        (len > max).then(|| format!("{len} bytes is over {max}"))
     }
 
     fn rebuild(&mut self) -> Result<(), RelayError> {

@@ -8,6 +8,7 @@
 //! - `producer.rs`: the producer boundary and librdkafka behind it.
 //! - `dead_letter.rs`: what a dead letter carries.
 //! - `outcome.rs`: what a delivery report says.
+//! - `exactly_once.rs`: `--exactly-once`, which replayed events are already in Kafka.
 //!
 //! Refusals, in every mode alike: an event the broker refuses for what it is goes to the
 //! dead-letter topic with its ticket; a dead letter refused as it is goes again without its
@@ -16,6 +17,7 @@
 //! session (`BrokerUnavailable`): nothing after it is confirmed.
 
 pub mod dead_letter;
+pub mod exactly_once;
 #[cfg(test)]
 pub mod fake;
 pub mod outcome;
@@ -23,6 +25,7 @@ pub mod producer;
 pub mod tracker;
 
 pub use dead_letter::DeadLetter;
+pub use exactly_once::{EventPosition, Fence};
 pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
@@ -30,6 +33,7 @@ pub use tracker::{AckTracker, Seq, Ticket};
 use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
+use exactly_once::{Decision, Distrust, Tails};
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, VecDeque};
@@ -48,6 +52,15 @@ pub enum Routed {
 pub struct Counts {
     pub events: u64,
     pub dead_letters: u64,
+    /// Replayed events (or dead letters) found already in Kafka (`--exactly-once`).
+    pub skipped: u64,
+}
+
+/// `--exactly-once`: the tails of the partitions this session writes to.
+struct ExactlyOnce {
+    tails: Tails,
+    /// No tail is read before it (a takeover waits out the old holder's last requests).
+    fence: Option<Fence>,
 }
 
 pub struct Deliver<P: Producer> {
@@ -61,6 +74,7 @@ pub struct Deliver<P: Producer> {
     /// `outbox_relay_events_total` per topic, looked up once per topic.
     counters: HashMap<Arc<str>, Counter>,
     counts: Counts,
+    exactly_once: Option<ExactlyOnce>,
 }
 
 impl<P: Producer> Deliver<P> {
@@ -73,7 +87,19 @@ impl<P: Producer> Deliver<P> {
             dead_letters: VecDeque::new(),
             counters: HashMap::new(),
             counts: Counts::default(),
+            exactly_once: None,
         }
+    }
+
+    /// `--exactly-once`: every record carries its position; replayed events already in their
+    /// partition are acknowledged without being produced again. `slot` names this relay's
+    /// records; no tail is read before `fence`.
+    pub fn with_exactly_once(mut self, slot: &str, fence: Option<Fence>) -> Self {
+        self.exactly_once = Some(ExactlyOnce {
+            tails: Tails::new(slot),
+            fence,
+        });
+        self
     }
 
     /// Records handed over and not yet acknowledged (the in-flight bound uses it).
@@ -105,7 +131,7 @@ impl<P: Producer> Deliver<P> {
         origin: Origin,
     ) -> Result<(), RelayError> {
         match routed {
-            Routed::Record(record) => {
+            Routed::Record(mut record) => {
                 if let Some(reason) = self.producer.ensure_topic(&record.topic).await? {
                     let letter = DeadLetter::refused(
                         &reason,
@@ -117,6 +143,30 @@ impl<P: Producer> Deliver<P> {
                     return self.send_dead_letters().await;
                 }
                 self.rebuild_if_needed().await?;
+                if let Some(event) = origin.event.clone().filter(|_| self.exactly_once.is_some()) {
+                    // The relay's own refusals first, in position order: an event refused here
+                    // never reaches its partition, so its partition's tail proves nothing about it.
+                    let partition = self.place(&mut record, &event);
+                    if let Some(reason) = self.producer.refuses(&record) {
+                        let letter = DeadLetter::refused(
+                            &reason,
+                            producer::refused_record(&record),
+                            origin.table.clone(),
+                            origin.position,
+                        );
+                        self.queue_dead_letter(ticket, origin, letter);
+                        return self.send_dead_letters().await;
+                    }
+                    if let Some(partition) = partition {
+                        if self
+                            .already_in_kafka(&record.topic, partition, &event)
+                            .await?
+                        {
+                            self.skipped(ticket);
+                            return self.send_dead_letters().await;
+                        }
+                    }
+                }
                 let counter = self.topic_counter(&record.topic);
                 let tag = Tag {
                     ticket,
@@ -244,6 +294,79 @@ impl<P: Producer> Deliver<P> {
         self.on_report(tag, outcome)
     }
 
+    /// `--exactly-once`: chooses `record`'s partition (as librdkafka would for its key) and
+    /// writes its position header. `None` when the topic's partition count is unknown or the
+    /// record's own partition does not exist (the producer then refuses it).
+    fn place(&mut self, record: &mut OutboxRecord, event: &EventPosition) -> Option<i32> {
+        let eo = self.exactly_once.as_ref()?;
+        let count = self.producer.partition_count(&record.topic)?;
+        let partition = exactly_once::partition_for(record, count);
+        let header = exactly_once::Written::encode(eo.tails.slot(), event, count);
+        record
+            .headers
+            .push((exactly_once::POSITION_HEADER.into(), Some(header)));
+        if !(0..count).contains(&partition) {
+            return None;
+        }
+        record.partition = Some(partition);
+        Some(partition)
+    }
+
+    /// `--exactly-once`: whether the replayed event at `event` is already in
+    /// `topic`/`partition` (at or before the partition's last record), reading that record
+    /// first when this session has not yet.
+    async fn already_in_kafka(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        event: &EventPosition,
+    ) -> Result<bool, RelayError> {
+        loop {
+            let eo = self.exactly_once.as_mut().expect("exactly-once mode");
+            match eo.tails.decide(topic, partition, event) {
+                (Decision::Skip, _) => return Ok(true),
+                (Decision::Produce, skipped) => {
+                    if let Some(skipped) = skipped.filter(|n| *n > 0) {
+                        tracing::info!(topic = &**topic, partition, skipped, "replayed events already in Kafka were not produced again (--exactly-once); producing from here");
+                    }
+                    return Ok(false);
+                }
+                (Decision::ReadTail, _) => {
+                    if let Some(fence) = eo.fence.take() {
+                        let wait = fence
+                            .not_before
+                            .saturating_duration_since(std::time::Instant::now());
+                        if !wait.is_zero() {
+                            tracing::info!(wait_ms = wait.as_millis() as u64, "this instance took the slot over: waiting until the previous holder's last produce requests cannot land any more before reading partition tails (--exactly-once)");
+                            tokio::time::sleep(wait).await;
+                        }
+                    }
+                    let read = self.producer.read_tail(topic, partition).await?;
+                    let count = self.producer.partition_count(topic).unwrap_or(0);
+                    let eo = self.exactly_once.as_mut().expect("exactly-once mode");
+                    match eo.tails.learned(topic, partition, count, read) {
+                        None => {}
+                        Some(Distrust::Foreign { offset, found }) => {
+                            self.metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, found, "the partition's last record was not written by this relay with --exactly-once (another producer, another slot, or this relay before the flag): events replayed to this partition are produced again and may be duplicated once. Exactly-once needs the relay to be the only writer of its partitions");
+                        }
+                        Some(Distrust::PartitionsChanged { offset, then, now }) => {
+                            self.metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, then, now, "the partition's last record was written when the topic had another partition count: keys moved partitions, so events replayed to this partition are produced again and may be duplicated once");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A replayed event (or dead letter) already in Kafka: acknowledged without producing.
+    fn skipped(&mut self, ticket: Ticket) {
+        self.metrics.exactly_once_skipped.inc();
+        self.counts.skipped += 1;
+        self.acknowledged.push_back(ticket);
+    }
+
     fn queue_dead_letter(&mut self, ticket: Ticket, origin: Origin, letter: DeadLetter) {
         tracing::warn!(table = %letter.table, lsn = letter.lsn.map(|l| l.to_string()), reason = %letter.reason,
             dead_letter_topic = &*self.dead_letter_topic, "sending an outbox event to the dead-letter topic");
@@ -267,8 +390,24 @@ impl<P: Producer> Deliver<P> {
             )));
         }
         self.rebuild_if_needed().await?;
-        while let Some((tag, letter)) = self.dead_letters.pop_front() {
-            let record = letter.to_record(&topic);
+        while let Some((tag, letter)) = self.dead_letters.front() {
+            let mut record = letter.to_record(&topic);
+            if let Some(event) = tag
+                .origin
+                .event
+                .clone()
+                .filter(|_| self.exactly_once.is_some())
+            {
+                // Awaits before the letter leaves its queue: cancel-safe.
+                if let Some(partition) = self.place(&mut record, &event) {
+                    if self.already_in_kafka(&topic, partition, &event).await? {
+                        let (tag, _) = self.dead_letters.pop_front().expect("the front letter");
+                        self.skipped(tag.ticket);
+                        continue;
+                    }
+                }
+            }
+            let (tag, letter) = self.dead_letters.pop_front().expect("the front letter");
             match self.producer.send(&record, tag) {
                 Sent::Accepted => {}
                 Sent::QueueFull(back) => {

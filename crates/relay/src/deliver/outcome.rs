@@ -3,6 +3,7 @@
 //! it is an event or a dead letter.
 
 use super::dead_letter::DeadLetter;
+use super::exactly_once::EventPosition;
 use super::tracker::Ticket;
 use bytes::Bytes;
 use pgoutput::Lsn;
@@ -37,12 +38,15 @@ pub struct RefusedRecord {
     pub value_len: usize,
 }
 
-/// Where an event came from: its table, and its WAL position when it has one (rows read
-/// with SQL by polling mode have none).
+/// Where an event came from: its table, its WAL position when it has one (rows read with
+/// SQL by polling mode have none), and its place in the source's replay order.
 #[derive(Debug, Clone)]
 pub struct Origin {
     pub table: Arc<str>,
     pub position: Option<Lsn>,
+    /// Its place in the source's replay order (`--exactly-once`); `None` for rows read with
+    /// SQL by polling mode.
+    pub event: Option<EventPosition>,
 }
 
 /// What travels with a record through the producer and comes back with its outcome.

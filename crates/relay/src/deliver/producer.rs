@@ -7,6 +7,7 @@
 //! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
 //! acknowledgement tracker count it.
 
+use super::exactly_once::TailRead;
 use super::outcome::{Outcome, RefusedRecord, Tag};
 use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
@@ -18,9 +19,12 @@ use futures::{FutureExt, StreamExt};
 use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::ClientContext;
+use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -65,6 +69,90 @@ pub trait Producer {
     /// Rebuilds the producer with what it learned. Only called with nothing in flight.
     fn rebuild(&mut self) -> Result<(), RelayError> {
         Ok(())
+    }
+    /// `topic`'s partition count, known once [`ensure_topic`](Self::ensure_topic) saw it.
+    fn partition_count(&self, topic: &str) -> Option<i32>;
+    /// The last record of `topic`/`partition` (`--exactly-once` reads it before its first
+    /// record to that partition in a session).
+    fn read_tail(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+    ) -> impl Future<Output = Result<TailRead, RelayError>>;
+    /// Why `record` would be refused for what it is, judged before sending (the relay's own
+    /// checks, e.g. larger than its topic's `max.message.bytes`).
+    fn refuses(&self, _record: &OutboxRecord) -> Option<String> {
+        None
+    }
+}
+
+/// The tail reader's client context: reaching the end of a partition is how a tail read
+/// ends, not an error to log.
+pub struct TailReaderContext;
+
+impl ClientContext for TailReaderContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
+            tracing::warn!("reading partition tails: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for TailReaderContext {}
+
+type TailReader = BaseConsumer<TailReaderContext>;
+
+/// How long reading one partition's tail may take before the session ends (and resumes).
+const TAIL_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The last record of `topic`/`partition`: from the high watermark back, widening the window
+/// when the records just before it are gone (a compacted topic removes old tombstones).
+fn read_tail_blocking(
+    consumer: &TailReader,
+    topic: &str,
+    partition: i32,
+) -> Result<TailRead, KafkaError> {
+    let (low, high) = consumer.fetch_watermarks(topic, partition, TAIL_READ_TIMEOUT)?;
+    let mut back = 1;
+    loop {
+        if high <= low {
+            return Ok(TailRead::Empty);
+        }
+        let start = (high - back).max(low);
+        let mut assignment = TopicPartitionList::new();
+        assignment.add_partition_offset(topic, partition, Offset::Offset(start))?;
+        consumer.assign(&assignment)?;
+        let deadline = std::time::Instant::now() + TAIL_READ_TIMEOUT;
+        let mut last: Option<TailRead> = None;
+        // Read to the end of the partition: the last record read is its tail.
+        loop {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    let position = message.headers().and_then(|h| {
+                        h.iter()
+                            .find(|h| h.key == super::exactly_once::POSITION_HEADER)
+                            .and_then(|h| h.value.map(Bytes::copy_from_slice))
+                    });
+                    last = Some(TailRead::Record {
+                        offset: message.offset(),
+                        position,
+                    });
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(e),
+                None if std::time::Instant::now() > deadline => {
+                    return Err(KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::RequestTimedOut,
+                    ))
+                }
+                None => {}
+            }
+        }
+        match last {
+            Some(tail) => return Ok(tail),
+            None if start == low => return Ok(TailRead::Empty),
+            None => back = back.saturating_mul(16),
+        }
     }
 }
 
@@ -250,6 +338,10 @@ pub struct KafkaProducer {
     wanted_batch_size: Option<usize>,
     /// Whether records are compressed (then the broker, not the relay, judges a record's size).
     compressed: bool,
+    /// Each known topic's partition count (metadata).
+    partition_counts: HashMap<Arc<str>, i32>,
+    /// Reads partition tails (`--exactly-once`); created on first use.
+    tail_reader: Option<Arc<TailReader>>,
 }
 
 impl KafkaProducer {
@@ -284,6 +376,8 @@ impl KafkaProducer {
             batch_size,
             wanted_batch_size: None,
             compressed,
+            partition_counts: HashMap::new(),
+            tail_reader: None,
         })
     }
 
@@ -367,22 +461,59 @@ impl KafkaProducer {
         })
     }
 
-    async fn topic_exists(&self, topic: &str) -> bool {
+    /// The topic's partition count, or `None` when it does not exist (or the broker does
+    /// not answer).
+    async fn topic_partitions(&self, topic: &str) -> Option<i32> {
         let producer = self.producer.clone();
         let name = topic.to_owned();
         tokio::task::spawn_blocking(move || {
-            producer
+            let metadata = producer
                 .client()
                 .fetch_metadata(Some(&name), Duration::from_secs(10))
-                .map(|md| {
-                    md.topics().iter().any(|t| {
-                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
-                    })
-                })
-                .unwrap_or(false)
+                .ok()?;
+            metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == name && t.error().is_none() && !t.partitions().is_empty())
+                .map(|t| t.partitions().len() as i32)
         })
         .await
-        .unwrap_or(false)
+        .ok()
+        .flatten()
+    }
+
+    /// Records `topic`'s partition count; a change under a running relay is logged (its keys
+    /// move partitions).
+    fn learned_partitions(&mut self, topic: &Arc<str>, count: i32) {
+        if let Some(before) = self.partition_counts.insert(topic.clone(), count) {
+            if before != count {
+                tracing::warn!(topic = &**topic, before, now = count, "the topic's partition count changed: keys now map to other partitions (Kafka keeps no per-key order across such a change); --exactly-once keeps choosing partitions with the count it started with until the next session");
+                self.partition_counts.insert(topic.clone(), before);
+            }
+        }
+    }
+
+    fn tail_reader(&mut self) -> Result<Arc<TailReader>, RelayError> {
+        if let Some(reader) = &self.tail_reader {
+            return Ok(reader.clone());
+        }
+        let reader: TailReader = self
+            .settings
+            .client_config(ClientRole::Admin)
+            .set("group.id", "outbox-relay-tail-reader")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest")
+            .set("fetch.wait.max.ms", "10")
+            .create_with_context(TailReaderContext)
+            .map_err(|e| {
+                RelayError::misconfigured(format!(
+                    "Kafka consumer settings (to read partition tails) rejected: {e}"
+                ))
+            })?;
+        let reader = Arc::new(reader);
+        self.tail_reader = Some(reader.clone());
+        Ok(reader)
     }
 
     fn fatal_error(&self) -> Option<String> {
@@ -487,13 +618,17 @@ impl Producer for KafkaProducer {
                     .is_some_and(|read| read.elapsed() > LIMIT_TTL);
             if stale {
                 self.learn_limit(topic).await;
+                if let Some(count) = self.topic_partitions(topic).await {
+                    self.learned_partitions(topic, count);
+                }
             }
             return Ok(None);
         }
         if let Some(reason) = self.refused_topics.get(topic) {
             return Ok(Some(reason.clone()));
         }
-        if self.topic_exists(topic).await {
+        if let Some(count) = self.topic_partitions(topic).await {
+            self.learned_partitions(topic, count);
             self.learn_limit(topic).await;
             self.known_topics.insert(topic.clone());
             return Ok(None);
@@ -529,9 +664,44 @@ impl Producer for KafkaProducer {
                 }
             }
         }
+        // The broker chooses the count when asked for its default (-1): read it back.
+        for _ in 0..50 {
+            if let Some(count) = self.topic_partitions(topic).await {
+                self.learned_partitions(topic, count);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         self.learn_limit(topic).await;
         self.known_topics.insert(topic.clone());
         Ok(None)
+    }
+
+    fn partition_count(&self, topic: &str) -> Option<i32> {
+        self.partition_counts.get(topic).copied()
+    }
+
+    async fn read_tail(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+    ) -> Result<TailRead, RelayError> {
+        let reader = self.tail_reader()?;
+        let name = topic.to_string();
+        tokio::task::spawn_blocking(move || read_tail_blocking(&reader, &name, partition))
+            .await
+            .map_err(|e| {
+                RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
+            })?
+            .map_err(|e| {
+                RelayError::BrokerUnavailable(anyhow!(
+                    "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
+                ))
+            })
+    }
+
+    fn refuses(&self, record: &OutboxRecord) -> Option<String> {
+        self.too_large_for_topic(record)
     }
 
     fn needs_rebuild(&self) -> bool {

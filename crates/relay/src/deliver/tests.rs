@@ -31,6 +31,7 @@ fn origin(n: u64) -> Origin {
     Origin {
         table: "public.outbox".into(),
         position: Some(Lsn::from_u64(n)),
+        event: None,
     }
 }
 
@@ -383,4 +384,214 @@ async fn a_producer_is_rebuilt_only_once_everything_it_holds_came_back() {
         Some(Lsn::from_u64(5)),
         "no ticket lost in the rebuild"
     );
+}
+
+mod exactly_once_mode {
+    use super::*;
+    use crate::deliver::exactly_once::{TailRead, Written, POSITION_HEADER};
+
+    fn at(commit: u64, index: u32) -> Origin {
+        Origin {
+            event: Some(EventPosition::Stream {
+                commit: Lsn::from_u64(commit),
+                index,
+            }),
+            ..origin(commit)
+        }
+    }
+
+    fn tail(commit: u64, index: u32, partitions: i32) -> TailRead {
+        TailRead::Record {
+            offset: 99,
+            position: Some(Written::encode(
+                "slot_a",
+                &EventPosition::Stream {
+                    commit: Lsn::from_u64(commit),
+                    index,
+                },
+                partitions,
+            )),
+        }
+    }
+
+    fn position_of(record: &OutboxRecord) -> Written {
+        let value = record
+            .headers
+            .iter()
+            .find(|(k, _)| &**k == POSITION_HEADER)
+            .and_then(|(_, v)| v.clone())
+            .expect("a position header");
+        Written::parse(&value).expect("a readable position")
+    }
+
+    #[tokio::test]
+    async fn replayed_events_up_to_the_partition_tail_are_acknowledged_without_being_produced() {
+        let mut producer = FakeProducer::new(100);
+        producer
+            .tails
+            .insert(("A.events".into(), 0), tail(200, 1, 1));
+        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut t = AckTracker::new(Lsn::ZERO);
+        // Replayed: (100, 0), (200, 0), (200, 1) are in Kafka; (200, 2) and (300, 0) are not.
+        let mut commits = Vec::new();
+        for (n, (commit, index)) in [(100, 0), (200, 0), (200, 1), (200, 2), (300, 0)]
+            .into_iter()
+            .enumerate()
+        {
+            t.begin();
+            d.submit(
+                Routed::Record(record("A.events", n as u8)),
+                t.produced(),
+                at(commit, index),
+            )
+            .await
+            .unwrap();
+            commits.push(t.commit(Lsn::from_u64(commit + 50)));
+        }
+        assert_eq!(
+            d.producer.tail_reads,
+            [("A.events".to_string(), 0)],
+            "one tail read per partition"
+        );
+        let sent: Vec<u8> = d
+            .producer
+            .sent
+            .iter()
+            .map(|r| r.key.as_ref().unwrap()[1])
+            .collect();
+        assert_eq!(sent, [3, 4], "only the events after the tail are produced");
+        assert_eq!(d.counts().skipped, 3);
+        assert_eq!(d.metrics.exactly_once_skipped.get(), 3);
+        // The skipped events count as delivered: the tracker confirms up to them.
+        for _ in 0..3 {
+            let ticket = d.next_acknowledged().await.unwrap();
+            let _ = t.delivered(ticket);
+        }
+        assert_eq!(
+            t.confirmed(),
+            Lsn::from_u64(250),
+            "confirmed through the last skipped event's transaction"
+        );
+        // Produced records carry their position and an explicit partition.
+        let first = &d.producer.sent[0];
+        assert_eq!(first.partition, Some(0));
+        assert_eq!(
+            position_of(first).position,
+            EventPosition::Stream {
+                commit: Lsn::from_u64(200),
+                index: 2
+            }
+        );
+        assert_eq!(position_of(first).slot, "slot_a");
+        assert_eq!(position_of(first).partitions, 1);
+    }
+
+    #[tokio::test]
+    async fn a_foreign_tail_is_counted_and_nothing_is_skipped() {
+        let mut producer = FakeProducer::new(100);
+        producer.tails.insert(
+            ("A.events".into(), 0),
+            TailRead::Record {
+                offset: 7,
+                position: None,
+            },
+        );
+        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut t = AckTracker::new(Lsn::ZERO);
+        d.submit(
+            Routed::Record(record("A.events", 0)),
+            t.produced(),
+            at(100, 0),
+        )
+        .await
+        .unwrap();
+        assert_eq!(d.producer.sent.len(), 1);
+        assert_eq!(d.metrics.exactly_once_foreign_tails.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_event_the_relay_refuses_is_dead_lettered_even_behind_the_tail() {
+        // The tail is past the event; the event was refused last time (too large), so it
+        // never reached its partition: its dead letter decides, not the event's partition.
+        let mut producer = FakeProducer::new(100);
+        producer.refuse_longer_than = Some(5);
+        producer
+            .tails
+            .insert(("A.events".into(), 0), tail(900, 0, 1));
+        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut t = AckTracker::new(Lsn::ZERO);
+        d.submit(
+            Routed::Record(record("A.events", 0)),
+            t.produced(),
+            at(100, 0),
+        )
+        .await
+        .unwrap();
+        assert_eq!(d.producer.sent_topics(), ["dlq"]);
+        let letter = &d.producer.sent[0];
+        assert_eq!(
+            position_of(letter).position,
+            EventPosition::Stream {
+                commit: Lsn::from_u64(100),
+                index: 0
+            }
+        );
+        assert_eq!(
+            d.producer.tail_reads,
+            [("dlq".to_string(), 0)],
+            "the event's partition is not consulted"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dead_letter_already_in_the_dead_letter_topic_is_not_written_again() {
+        let mut producer = FakeProducer::new(100);
+        producer.tails.insert(("dlq".into(), 0), tail(100, 0, 1));
+        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut t = AckTracker::new(Lsn::ZERO);
+        let invalid = || {
+            Routed::Invalid(outbox_router::InvalidRow {
+                reason: "bad".into(),
+                table: "public.outbox".into(),
+                original_topic: None,
+                key: None,
+                value: None,
+                event_id: None,
+            })
+        };
+        d.submit(invalid(), t.produced(), at(100, 0)).await.unwrap();
+        d.submit(invalid(), t.produced(), at(100, 1)).await.unwrap();
+        assert_eq!(
+            d.producer.sent.len(),
+            1,
+            "only the second dead letter is written"
+        );
+        assert_eq!(
+            position_of(&d.producer.sent[0]).position,
+            EventPosition::Stream {
+                commit: Lsn::from_u64(100),
+                index: 1
+            }
+        );
+        assert_eq!(d.counts().skipped, 1);
+    }
+
+    #[tokio::test]
+    async fn without_the_flag_records_are_unchanged() {
+        let mut d = stage(FakeProducer::new(100));
+        let mut t = AckTracker::new(Lsn::ZERO);
+        d.submit(
+            Routed::Record(record("A.events", 0)),
+            t.produced(),
+            at(100, 0),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            d.producer.sent[0],
+            record("A.events", 0),
+            "no header, no explicit partition"
+        );
+        assert!(d.producer.tail_reads.is_empty());
+    }
 }

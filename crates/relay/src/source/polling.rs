@@ -218,6 +218,7 @@ impl<P: Producer> Poller<P> {
                 let origin = Origin {
                     table: self.table.clone(),
                     position: None,
+                    event: None,
                 };
                 self.deliver
                     .submit(routed, tracker.produced(), origin)

@@ -22,7 +22,7 @@ use super::{catalog, slot_history, snapshot};
 use crate::config::ConnectionInfo;
 use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
 use crate::confirm::Confirmations;
-use crate::deliver::{Deliver, KafkaProducer};
+use crate::deliver::{Deliver, Fence, KafkaProducer};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::secret::Secret;
@@ -50,6 +50,9 @@ pub struct Replication<'a> {
     /// The walsender of this process's last session: if a dead connection left it holding
     /// the slot, the next session ends it instead of standing by for its own ghost.
     walsender: Option<Walsender>,
+    /// Another instance held the slot when this one last tried (it stood by): the session
+    /// that takes the slot over fences its `--exactly-once` tail reads.
+    stood_by: bool,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -80,6 +83,7 @@ impl<'a> Replication<'a> {
             identity: None,
             remembered: false,
             walsender: None,
+            stood_by: false,
             _heartbeat: heartbeat,
         })
     }
@@ -203,12 +207,19 @@ impl<'a> Replication<'a> {
             slot: cdc.slot.clone(),
             walsender: walsender.clone(),
         };
-        let deliver = Deliver::new(
+        let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
         );
-        let mut streamer = Streamer::new(
+        if cdc.exactly_once {
+            // A takeover waits until what the previous holder already sent has landed.
+            let fence = self
+                .stood_by
+                .then(|| Fence::after(settings.kafka.request_timeout()));
+            deliver = deliver.with_exactly_once(&cdc.slot, fence);
+        }
+        let streamer = Streamer::new(
             stream,
             deliver,
             Router::new(settings.router.clone()),
@@ -218,14 +229,23 @@ impl<'a> Replication<'a> {
             table,
             settings.kafka.max_in_flight,
         );
+        let mut streamer = if cdc.exactly_once {
+            streamer.probe_when_full()
+        } else {
+            streamer
+        };
         let result = async {
             if snapshot_state == snapshot::SnapshotState::Owed {
-                let snapshot = exported.as_ref().map(|(name, point)| (name.as_str(), *point));
+                let snapshot = exported
+                    .as_ref()
+                    .map(|(name, point)| (name.as_str(), *point));
                 let rows = snapshot::read(settings.postgres_url.expose(), table, snapshot).await?;
                 tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
                     "snapshot.mode=initial: relaying the rows already in the outbox");
                 let taken = (rows.snapshot.clone(), rows.position);
-                streamer.relay_snapshot(rows, taken.1.unwrap_or(start)).await?;
+                streamer
+                    .relay_snapshot(rows, taken.1.unwrap_or(start))
+                    .await?;
                 snapshot::mark_complete(&streamer.stream.sql, table, &cdc.slot, taken).await?;
                 tracing::info!(%table, "snapshot complete; streaming");
             }
@@ -240,7 +260,9 @@ impl<'a> Replication<'a> {
                 .wait_started()
                 .await
                 .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
-            tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display, "streaming");
+            tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display,
+                exactly_once = cdc.exactly_once, "streaming");
+            self.stood_by = false;
             self.metrics.streaming.set(1);
             self.metrics.set_standing_by(false);
             self.metrics.active.set(1);
@@ -256,7 +278,7 @@ impl<'a> Replication<'a> {
         let _ = streamer.stream.client.shutdown().await;
         // The replication protocol has no "final status" on close: record the position.
         catalog::advance_slot(settings.postgres_url.expose(), &cdc.slot, final_lsn).await?;
-        tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, "stopped");
+        tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
         Ok(())
     }
 }
@@ -418,7 +440,13 @@ impl supervisor::Source for Replication<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         // Every line a session logs names its slot (and publication).
         let span = tracing::info_span!("session", slot = %self.cdc.slot, publication = %self.cdc.publication);
-        self.run_session(shutdown).instrument(span).await
+        let result = self.run_session(shutdown).instrument(span).await;
+        if let Err(e) = &result {
+            if e.consequence() == crate::error::Consequence::StandBy {
+                self.stood_by = true;
+            }
+        }
+        result
     }
 
     fn resume_note(&self) -> String {
@@ -451,7 +479,9 @@ impl ChangeStream for PgStream {
             .await
             .map_err(|e| RelayError::replication(e, &self.display, &self.slot))?;
         Ok(event.map(|event| match event {
-            ReplicationEvent::Begin { .. } => Change::Begin,
+            ReplicationEvent::Begin { final_lsn, .. } => Change::Begin {
+                commit: Lsn::from_u64(final_lsn.as_u64()),
+            },
             ReplicationEvent::XLogData {
                 wal_start,
                 wal_end,

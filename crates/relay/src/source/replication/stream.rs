@@ -5,7 +5,7 @@
 //! stream. Reading pauses while `max_in_flight` records are unacknowledged.
 
 use crate::confirm::Confirmations;
-use crate::deliver::{AckTracker, Counts, Deliver, Origin, Producer, Ticket};
+use crate::deliver::{AckTracker, Counts, Deliver, EventPosition, Origin, Producer, Ticket};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::route;
@@ -35,7 +35,10 @@ pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// One change of the replication stream, as the loop needs it.
 #[derive(Debug, Clone)]
 pub enum Change {
-    Begin,
+    /// A transaction starts; `commit` is the LSN of its commit record.
+    Begin {
+        commit: Lsn,
+    },
     /// One pgoutput message.
     Data {
         wal_start: Lsn,
@@ -78,6 +81,13 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     metrics: Arc<Metrics>,
     table: Arc<str>,
     max_in_flight: usize,
+    /// The open transaction's commit LSN and the index of its next change: each event's
+    /// place in the replay order (`--exactly-once`).
+    commit: Lsn,
+    change_index: u32,
+    /// `--exactly-once`: the liveness probe also runs while the in-flight window is full, so
+    /// an instance cut off from PostgreSQL stops producing within the probe's bound.
+    probe_when_full: bool,
 }
 
 impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
@@ -101,7 +111,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             metrics,
             table: table.to_string().into(),
             max_in_flight,
+            commit: Lsn::ZERO,
+            change_index: 0,
+            probe_when_full: false,
         }
+    }
+
+    /// `--exactly-once`: probe PostgreSQL after a silence even while the window is full.
+    pub fn probe_when_full(mut self) -> Self {
+        self.probe_when_full = true;
+        self
     }
 
     pub fn counts(&self) -> Counts {
@@ -130,6 +149,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
             }
             let room = self.deliver.in_flight() < self.max_in_flight;
+            let probe = room || self.probe_when_full;
             if room && !had_room {
                 // Not reading while the window was full is not the server's silence.
                 last_heard = tokio::time::Instant::now();
@@ -150,7 +170,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
                     }
                 }
-                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() && room => {
+                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() && probe => {
                     self.stream.probe().await?;
                     last_heard = tokio::time::Instant::now();
                 }
@@ -167,10 +187,19 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         rows: SnapshotRows,
         position: Lsn,
     ) -> Result<(), RelayError> {
-        self.route_message(&LogicalMessage::Relation(rows.relation), position)
+        self.route_message(&LogicalMessage::Relation(rows.relation), position, None)
             .await?;
-        for insert in rows.rows {
-            self.route_message(&LogicalMessage::Insert(insert), position)
+        // Rows of two snapshot reads are never compared: a retake gets a name of its own.
+        let snapshot: Arc<str> = rows
+            .snapshot
+            .unwrap_or_else(|| format!("retake-{}", uuid::Uuid::now_v7()))
+            .into();
+        for (row, insert) in rows.rows.into_iter().enumerate() {
+            let event = EventPosition::Snapshot {
+                snapshot: snapshot.clone(),
+                row: row as u64,
+            };
+            self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
                 .await?;
         }
         let tracker = &mut self.tracker;
@@ -223,7 +252,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
 
     async fn on_change(&mut self, change: Change) -> Result<(), RelayError> {
         match change {
-            Change::Begin => self.tracker.begin(),
+            Change::Begin { commit } => {
+                self.tracker.begin();
+                self.commit = commit;
+                self.change_index = 0;
+            }
             Change::Commit {
                 end_lsn,
                 commit_time_micros,
@@ -249,13 +282,23 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     lsn: wal_start,
                     error: e.to_string(),
                 };
+                // A change's place in its transaction counts every insert, update, delete
+                // and truncate (not what the router keeps): the same in every replay.
+                let event = matches!(data.first(), Some(b'I' | b'U' | b'D' | b'T')).then(|| {
+                    let index = self.change_index;
+                    self.change_index += 1;
+                    EventPosition::Stream {
+                        commit: self.commit,
+                        index,
+                    }
+                });
                 // Inserts, nearly all of the stream, take the router's zero-allocation path.
                 if data.first() == Some(&b'I') {
                     let outcome = self.router.route_message(&data).map_err(undecodable)?;
-                    self.deliver_outcome(outcome, wal_start).await?;
+                    self.deliver_outcome(outcome, wal_start, event).await?;
                 } else {
                     let message = pgoutput::decode(data).map_err(undecodable)?;
-                    self.route_message(&message, wal_start).await?;
+                    self.route_message(&message, wal_start, event).await?;
                 }
             }
             Change::Other => {}
@@ -267,24 +310,27 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         &mut self,
         message: &LogicalMessage,
         position: Lsn,
+        event: Option<EventPosition>,
     ) -> Result<(), RelayError> {
         if let LogicalMessage::Relation(relation) = message {
             self.refresh_column_facts(relation).await?;
         }
         let outcome = self.router.route(message);
-        self.deliver_outcome(outcome, position).await
+        self.deliver_outcome(outcome, position, event).await
     }
 
     async fn deliver_outcome(
         &mut self,
         outcome: RouteOutcome,
         position: Lsn,
+        event: Option<EventPosition>,
     ) -> Result<(), RelayError> {
         if let Some(routed) = route::triage(outcome, Some(position))? {
             let ticket = self.tracker.produced();
             let origin = Origin {
                 table: self.table.clone(),
                 position: Some(position),
+                event,
             };
             self.deliver.submit(routed, ticket, origin).await?;
         }

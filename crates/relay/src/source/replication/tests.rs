@@ -106,7 +106,9 @@ struct Harness {
 impl Harness {
     fn transaction(&self, rows: &[(u32, Option<&str>)], end: u64) {
         let send = |c| self.feed.send(c).unwrap();
-        send(Change::Begin);
+        send(Change::Begin {
+            commit: Lsn::from_u64(1),
+        });
         send(Change::Data {
             wal_start: lsn(end - 100),
             wal_end: lsn(end - 100),
@@ -306,7 +308,11 @@ async fn a_full_producer_queue_is_backpressure_not_an_error() {
 async fn a_graceful_stop_finishes_the_open_transaction_and_drains() {
     let (sent, final_lsn) = run(100, 100, |h| async move {
         // Stop requested in the middle of a transaction: the loop reads to its commit.
-        h.feed.send(Change::Begin).unwrap();
+        h.feed
+            .send(Change::Begin {
+                commit: Lsn::from_u64(1),
+            })
+            .unwrap();
         h.feed
             .send(Change::Data {
                 wal_start: lsn(900),

@@ -1,0 +1,577 @@
+//! Exactly-once into Kafka without transactions (`run --exactly-once`): the rule that decides,
+//! after a restart or a takeover, which replayed events are already in Kafka. Pure: no I/O;
+//! the delivery stage reads partition tails through the producer and asks [`Tails`].
+//!
+//! # Why it works
+//! Every record the relay writes in this mode carries its **source position** in the
+//! [`POSITION_HEADER`] header: the slot, the commit LSN of its transaction and its index in
+//! it (a snapshot row: the snapshot and its row number), and the partition count the
+//! partition was chosen with. The relay chooses every partition itself (Kafka's murmur2 of
+//! the key, as librdkafka and Java clients do), so a replayed event goes to the partition it
+//! went to before. The idempotent producer (`acks=all`, `enable.idempotence`) keeps each
+//! partition an in-order, gap-free prefix of what one producer sent to it, and the stream
+//! replays events in position order. So the **last record of a partition** says how far that
+//! partition got: a replayed event at or before it is already there, and is skipped (and
+//! counted as delivered for the acknowledgement rule); the first event after it, and every
+//! later one, is produced. Nothing is skipped that is not provably in Kafka.
+//!
+//! # What it assumes, and what is enforced
+//! - The relay is the only writer of its partitions. A tail record without a position
+//!   header of this slot (another producer, another relay, or this relay before
+//!   `--exactly-once`) is detected: the relay warns, counts it
+//!   (`outbox_relay_exactly_once_foreign_tails_total`) and produces every replayed event of
+//!   that partition (at-least-once there, never a loss).
+//! - A topic's partition count does not change under the relay: a tail written with another
+//!   count is detected the same way (keys moved partitions; the tail proves nothing).
+//! - The producer stays idempotent with `acks=all`: the relay sets both and refuses
+//!   overrides.
+//! - The partition prefix is gap-free only for records the broker accepted. A record the
+//!   relay's own checks refuse (too large for the topic or the producer) is dead-lettered in
+//!   position order before anything is produced after it. The one remaining window: a record
+//!   the broker itself refuses although those checks passed, when the relay is killed after
+//!   a later record of its partition was acknowledged and before the refused record's dead
+//!   letter was. See the README's "Exactly-once" section.
+//!
+//! # A standby that takes over
+//! A new holder of the slot reads the tails too. The old holder stops producing the moment its
+//! replication connection is gone (the session ends, its producer is purged: nothing queued
+//! is sent, nothing is retried); a request already on the wire may still land within the
+//! producer's `request.timeout.ms`. So an instance that took the slot over from another
+//! waits that long before reading any tail ([`Fence`]). An old holder that is cut off from
+//! PostgreSQL notices within 20 s (the liveness probe runs even while its window is full),
+//! and PostgreSQL frees the slot only after `wal_sender_timeout` (60 s by default).
+//!
+//! # Towards Kafka transactions
+//! On a broker that completes transactions the next step is small: a transactional producer
+//! with `transactional.id` derived from the slot (a new holder fences the old one at
+//! `init_transactions`), events of one or more PostgreSQL transactions written in one Kafka
+//! transaction, and the confirmed position advanced only after `commit_transaction`. The
+//! [`Tails`] rule stays as the recovery of a transaction that was committed just before a
+//! crash. No broker available to this project completes a transaction (see
+//! `../shared/docs/kafka-broker.md`), so that mode is not shipped untested.
+
+use bytes::Bytes;
+use outbox_router::OutboxRecord;
+use pgoutput::Lsn;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The header that carries a record's source position in `--exactly-once` mode.
+pub const POSITION_HEADER: &str = "__outbox_relay.position";
+
+/// Where an event is in its source, in the order the source replays events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventPosition {
+    /// A streamed change: its transaction's commit LSN and its index among the
+    /// transaction's changes (inserts, updates, deletes, truncates: independent of routing).
+    Stream { commit: Lsn, index: u32 },
+    /// A row of an initial snapshot: the snapshot and the row's number in it. Rows of two
+    /// snapshots are never compared (a retaken snapshot reads other rows).
+    Snapshot { snapshot: Arc<str>, row: u64 },
+}
+
+impl EventPosition {
+    /// True when an event at `self` is at or before `other` in the same replay order.
+    /// `None`: not comparable (a snapshot row and a streamed change, two snapshots).
+    fn at_or_before(&self, other: &EventPosition) -> Option<bool> {
+        match (self, other) {
+            (
+                Self::Stream {
+                    commit: a,
+                    index: i,
+                },
+                Self::Stream {
+                    commit: b,
+                    index: j,
+                },
+            ) => Some((a, i) <= (b, j)),
+            (
+                Self::Snapshot {
+                    snapshot: a,
+                    row: i,
+                },
+                Self::Snapshot {
+                    snapshot: b,
+                    row: j,
+                },
+            ) if a == b => Some(i <= j),
+            _ => None,
+        }
+    }
+}
+
+/// A position as written in [`POSITION_HEADER`]: `slot=S commit=0/16B3748 index=3 partitions=3`
+/// or `slot=S snapshot=NAME row=17 partitions=3`. Text, so that an operator reads it with
+/// any consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub slot: String,
+    pub position: EventPosition,
+    pub partitions: i32,
+}
+
+impl Written {
+    pub fn encode(slot: &str, position: &EventPosition, partitions: i32) -> Bytes {
+        Bytes::from(match position {
+            EventPosition::Stream { commit, index } => {
+                format!("slot={slot} commit={commit} index={index} partitions={partitions}")
+            }
+            EventPosition::Snapshot { snapshot, row } => {
+                format!("slot={slot} snapshot={snapshot} row={row} partitions={partitions}")
+            }
+        })
+    }
+
+    pub fn parse(value: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(value).ok()?;
+        let mut fields = HashMap::new();
+        for pair in text.split(' ') {
+            let (k, v) = pair.split_once('=')?;
+            fields.insert(k, v);
+        }
+        let position = match (fields.get("commit"), fields.get("snapshot")) {
+            (Some(commit), None) => EventPosition::Stream {
+                commit: Lsn::parse(commit)?,
+                index: fields.get("index")?.parse().ok()?,
+            },
+            (None, Some(snapshot)) => EventPosition::Snapshot {
+                snapshot: Arc::from(*snapshot),
+                row: fields.get("row")?.parse().ok()?,
+            },
+            _ => return None,
+        };
+        Some(Self {
+            slot: fields.get("slot")?.to_string(),
+            position,
+            partitions: fields.get("partitions")?.parse().ok()?,
+        })
+    }
+}
+
+/// The partition Kafka's default partitioner gives `key` among `partitions`: murmur2 of the
+/// key bytes, made positive, modulo the count — what librdkafka's `murmur2_random` and the
+/// Java client compute, so the relay's choice is the one they would make.
+pub fn key_partition(key: &[u8], partitions: i32) -> i32 {
+    let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
+    (hash % partitions.max(1) as u32) as i32
+}
+
+/// The partition the relay writes `record` to in this mode: its explicit partition, else
+/// by key; a record without a key (which librdkafka would place at random) by its event id,
+/// so that a replay finds it where it went.
+pub fn partition_for(record: &OutboxRecord, partitions: i32) -> i32 {
+    if let Some(p) = record.partition {
+        return p;
+    }
+    let id = || {
+        record
+            .headers
+            .iter()
+            .find(|(k, _)| &**k == "id")
+            .and_then(|(_, v)| v.as_deref())
+    };
+    match record.key.as_deref().or_else(id) {
+        Some(bytes) => key_partition(bytes, partitions),
+        None => 0,
+    }
+}
+
+/// What a partition's last record is, as read from the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailRead {
+    /// The partition holds no record.
+    Empty,
+    /// Its last record: offset and its [`POSITION_HEADER`] value, if any.
+    Record {
+        offset: i64,
+        position: Option<Bytes>,
+    },
+}
+
+/// What to do with a replayed event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The partition's tail is not known yet: read it, then ask again.
+    ReadTail,
+    /// Already in Kafka: acknowledge without producing.
+    Skip,
+    Produce,
+}
+
+/// Why a tail proves nothing (logged once per partition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Distrust {
+    /// Written by another producer (or this relay without `--exactly-once`, or another slot).
+    Foreign { offset: i64, found: String },
+    /// Written when the topic had another partition count.
+    PartitionsChanged { offset: i64, then: i32, now: i32 },
+}
+
+#[derive(Debug)]
+enum TailState {
+    /// The tail: replayed events at or before it are skipped (and counted).
+    Pending { tail: EventPosition, skipped: u64 },
+    /// Past the tail (or nothing to compare with): everything is produced.
+    Passed,
+}
+
+/// The tails of the partitions this session writes to, and the skip rule.
+#[derive(Debug)]
+pub struct Tails {
+    slot: String,
+    partitions: HashMap<(Arc<str>, i32), TailState>,
+}
+
+impl Tails {
+    pub fn new(slot: &str) -> Self {
+        Self {
+            slot: slot.to_owned(),
+            partitions: HashMap::new(),
+        }
+    }
+
+    pub fn slot(&self) -> &str {
+        &self.slot
+    }
+
+    /// What to do with the event at `position` bound for `topic`/`partition`. Events of a
+    /// partition are asked about in replay order. Returns, with `Produce`, how many events
+    /// were skipped in this partition before it (once, when the partition passes its tail).
+    pub fn decide(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        position: &EventPosition,
+    ) -> (Decision, Option<u64>) {
+        let Some(state) = self.partitions.get_mut(&(topic.clone(), partition)) else {
+            return (Decision::ReadTail, None);
+        };
+        match state {
+            TailState::Passed => (Decision::Produce, None),
+            TailState::Pending { tail, skipped } => {
+                if position.at_or_before(tail) == Some(true) {
+                    *skipped += 1;
+                    return (Decision::Skip, None);
+                }
+                let skipped = *skipped;
+                *state = TailState::Passed;
+                (Decision::Produce, Some(skipped))
+            }
+        }
+    }
+
+    /// Records what the partition's tail is; `partitions` is the topic's partition count now.
+    /// Returns why the tail is not trusted, if it is not.
+    pub fn learned(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        partitions: i32,
+        read: TailRead,
+    ) -> Option<Distrust> {
+        let (state, distrust) = match read {
+            TailRead::Empty => (TailState::Passed, None),
+            TailRead::Record { offset, position } => {
+                let written = position.as_deref().and_then(Written::parse);
+                match written {
+                    Some(w) if w.slot == self.slot && w.partitions == partitions => (
+                        TailState::Pending {
+                            tail: w.position,
+                            skipped: 0,
+                        },
+                        None,
+                    ),
+                    Some(w) if w.slot == self.slot => (
+                        TailState::Passed,
+                        Some(Distrust::PartitionsChanged {
+                            offset,
+                            then: w.partitions,
+                            now: partitions,
+                        }),
+                    ),
+                    _ => (
+                        TailState::Passed,
+                        Some(Distrust::Foreign {
+                            offset,
+                            found: match &position {
+                                None => "no position header".to_owned(),
+                                Some(v) => {
+                                    format!("position header {:?}", String::from_utf8_lossy(v))
+                                }
+                            },
+                        }),
+                    ),
+                }
+            }
+        };
+        self.partitions.insert((topic.clone(), partition), state);
+        distrust
+    }
+}
+
+/// When a session may read its first tail: an instance that took the slot over from another
+/// waits until a request the old holder already sent cannot land any more.
+#[derive(Debug, Clone, Copy)]
+pub struct Fence {
+    pub not_before: Instant,
+}
+
+impl Fence {
+    pub fn after(wait: Duration) -> Self {
+        Self {
+            not_before: Instant::now() + wait,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(commit: u64, index: u32) -> EventPosition {
+        EventPosition::Stream {
+            commit: Lsn::from_u64(commit),
+            index,
+        }
+    }
+
+    fn tail_at(tails: &mut Tails, position: &EventPosition, partitions: i32) -> Option<Distrust> {
+        let header = Written::encode(tails.slot(), position, partitions);
+        tails.learned(
+            &"t".into(),
+            0,
+            3,
+            TailRead::Record {
+                offset: 41,
+                position: Some(header),
+            },
+        )
+    }
+
+    #[test]
+    fn replayed_events_up_to_the_tail_are_skipped_and_the_rest_produced() {
+        let mut tails = Tails::new("slot_a");
+        let topic: Arc<str> = "t".into();
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(100, 0)).0,
+            Decision::ReadTail
+        );
+        assert_eq!(tail_at(&mut tails, &stream(200, 1), 3), None);
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(100, 0)),
+            (Decision::Skip, None)
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(100, 7)),
+            (Decision::Skip, None)
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(200, 0)),
+            (Decision::Skip, None)
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(200, 1)),
+            (Decision::Skip, None),
+            "the tail itself"
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(200, 2)),
+            (Decision::Produce, Some(4))
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(150, 0)),
+            (Decision::Produce, None),
+            "past the tail, everything is produced"
+        );
+        assert_eq!(
+            tails.decide(&topic, 1, &stream(100, 0)).0,
+            Decision::ReadTail,
+            "each partition has its own tail"
+        );
+    }
+
+    #[test]
+    fn an_empty_partition_skips_nothing() {
+        let mut tails = Tails::new("s");
+        let topic: Arc<str> = "t".into();
+        assert_eq!(tails.learned(&topic, 2, 3, TailRead::Empty), None);
+        assert_eq!(
+            tails.decide(&topic, 2, &stream(1, 0)),
+            (Decision::Produce, None)
+        );
+    }
+
+    #[test]
+    fn a_foreign_tail_is_detected_and_proves_nothing() {
+        let topic: Arc<str> = "t".into();
+        for header in [
+            None,
+            Some(Bytes::from_static(b"garbage")),
+            Some(Written::encode("other_slot", &stream(900, 0), 3)),
+        ] {
+            let mut tails = Tails::new("s");
+            let distrust = tails.learned(
+                &topic,
+                0,
+                3,
+                TailRead::Record {
+                    offset: 7,
+                    position: header,
+                },
+            );
+            assert!(
+                matches!(distrust, Some(Distrust::Foreign { offset: 7, .. })),
+                "{distrust:?}"
+            );
+            assert_eq!(tails.decide(&topic, 0, &stream(1, 0)).0, Decision::Produce);
+        }
+    }
+
+    #[test]
+    fn a_tail_written_with_another_partition_count_proves_nothing() {
+        let mut tails = Tails::new("s");
+        let distrust = tail_at(&mut tails, &stream(900, 0), 2);
+        assert_eq!(
+            distrust,
+            Some(Distrust::PartitionsChanged {
+                offset: 41,
+                then: 2,
+                now: 3
+            })
+        );
+        assert_eq!(
+            tails.decide(&"t".into(), 0, &stream(1, 0)).0,
+            Decision::Produce
+        );
+    }
+
+    #[test]
+    fn snapshot_rows_are_compared_only_within_their_snapshot() {
+        let snap = |name: &str, row| EventPosition::Snapshot {
+            snapshot: name.into(),
+            row,
+        };
+        let mut tails = Tails::new("s");
+        tail_at(&mut tails, &snap("00000003-1", 10), 3);
+        let topic: Arc<str> = "t".into();
+        assert_eq!(
+            tails.decide(&topic, 0, &snap("00000003-1", 10)).0,
+            Decision::Skip
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &snap("00000003-1", 11)).0,
+            Decision::Produce
+        );
+        let mut tails = Tails::new("s");
+        tail_at(&mut tails, &snap("00000003-1", 10), 3);
+        assert_eq!(
+            tails.decide(&topic, 0, &snap("retake", 1)).0,
+            Decision::Produce,
+            "another snapshot"
+        );
+        let mut tails = Tails::new("s");
+        tail_at(&mut tails, &snap("00000003-1", 10), 3);
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(5, 0)).0,
+            Decision::Produce,
+            "the stream follows its snapshot"
+        );
+    }
+
+    #[test]
+    fn the_position_header_reads_back_what_was_written() {
+        for position in [
+            stream(0x16B3748, 3),
+            EventPosition::Snapshot {
+                snapshot: "00000003-0000001B-1".into(),
+                row: 17,
+            },
+        ] {
+            let bytes = Written::encode("outbox_relay", &position, 6);
+            let read = Written::parse(&bytes).expect("parses");
+            assert_eq!(
+                read,
+                Written {
+                    slot: "outbox_relay".into(),
+                    position,
+                    partitions: 6
+                }
+            );
+        }
+        assert_eq!(
+            &Written::encode("s", &stream(0x16B3748, 3), 3)[..],
+            b"slot=s commit=0/16B3748 index=3 partitions=3"
+        );
+        assert_eq!(
+            Written::parse(b"slot=s commit=zz index=1 partitions=3"),
+            None
+        );
+    }
+
+    /// librdkafka's own murmur2 partitioner (what the producer uses for keyed records) is
+    /// the oracle: the relay must choose the partition it would.
+    #[test]
+    fn keys_go_where_librdkafka_would_put_them() {
+        use rdkafka::bindings::rd_kafka_msg_partitioner_murmur2;
+        let keys: Vec<Vec<u8>> = (0..2000)
+            .map(|i| format!("order-{i}").into_bytes())
+            .chain([
+                Vec::new(),
+                b"a".to_vec(),
+                "ünïcødé".as_bytes().to_vec(),
+                vec![0xff; 33],
+            ])
+            .collect();
+        for partitions in [1, 2, 3, 7, 64] {
+            for key in &keys {
+                // SAFETY: the murmur2 partitioner reads only the key and the count (it
+                // ignores the topic and opaques).
+                let expected = unsafe {
+                    rd_kafka_msg_partitioner_murmur2(
+                        std::ptr::null(),
+                        key.as_ptr().cast(),
+                        key.len(),
+                        partitions,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                assert_eq!(
+                    key_partition(key, partitions),
+                    expected,
+                    "key {key:?} over {partitions}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_keyless_record_goes_by_its_event_id() {
+        let record = |key: Option<&'static [u8]>, id: Option<&'static [u8]>| OutboxRecord {
+            topic: "t".into(),
+            key: key.map(Bytes::from_static),
+            value: None,
+            headers: id
+                .map(|id| ("id".into(), Some(Bytes::from_static(id))))
+                .into_iter()
+                .collect(),
+            partition: None,
+            timestamp_ms: None,
+        };
+        assert_eq!(
+            partition_for(&record(Some(b"k"), Some(b"x")), 7),
+            key_partition(b"k", 7)
+        );
+        assert_eq!(
+            partition_for(&record(None, Some(b"x")), 7),
+            key_partition(b"x", 7)
+        );
+        assert_eq!(partition_for(&record(None, None), 7), 0);
+        let placed = OutboxRecord {
+            partition: Some(5),
+            ..record(Some(b"k"), None)
+        };
+        assert_eq!(partition_for(&placed, 7), 5);
+    }
+}
