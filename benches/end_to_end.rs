@@ -2,7 +2,8 @@
 //! the pgoutput stream of the outbox publication to /dev/null) against outbox-relay
 //! streaming it to a real broker, both from slots created at the same position.
 //! Reports rows/s, WAL MB/s, their ratio, CPU per event of the relay and of its walsender,
-//! and the relay's RSS; writes benches/results/end_to_end.svg.
+//! and the relay's RSS; writes benches/results/end_to_end.svg. Ends with what `--exactly-once`
+//! costs (benches/support/exactly_once_cost.rs, also `cargo bench --bench exactly_once`).
 //!
 //! cargo bench --bench end_to_end
 //! OUTBOX_RELAY_BENCH_EVENTS=500000 OUTBOX_RELAY_BENCH_TX_ROWS=1 cargo bench --bench end_to_end
@@ -11,15 +12,13 @@ use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "support/exactly_once_cost.rs"]
+mod exactly_once_cost;
+
+use exactly_once_cost::env_u64;
+
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
 const CLOCK_TICKS_PER_SEC: f64 = 100.0;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// utime + stime of a process, in seconds.
 fn cpu_seconds(pid: u32) -> Option<f64> {
@@ -257,6 +256,10 @@ fn main() {
         }
         println!("(upper bounds of the histogram bucket holding each quantile; target p99 ≤ 10 ms)");
         write_svg(throughput_ratio, cpu_ratio, events, per_tx);
+
+        // 4. What --exactly-once costs (also `cargo bench --bench exactly_once` alone).
+        drop(relay);
+        exactly_once_cost::measure(&pg, events / 2, per_tx).await;
     });
 }
 

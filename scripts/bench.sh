@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-tansu.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-for bench in decode_route big_transaction end_to_end cdc_vs_polling; do
+for bench in decode_route big_transaction end_to_end cdc_vs_polling exactly_once; do
     echo "=== cargo bench --bench $bench"
     cargo bench --locked --bench "$bench"
 done

@@ -621,6 +621,19 @@ async fn initial_snapshot_relays_existing_rows_once_then_streams() {
     ]);
     writer.await.unwrap();
     wait_all_confirmed(&stack, "debezium", &relay).await;
+    // Snapshot progress, as an operator watches it.
+    let metrics = outbox_relay_testkit::http::get(
+        &outbox_relay_testkit::http::metrics_address(&relay),
+        "/metrics",
+    )
+    .1;
+    let total = outbox_relay_testkit::http::metric(&metrics, "outbox_relay_snapshot_rows");
+    assert!((500.0..800.0).contains(&total), "snapshot rows {total}");
+    assert_eq!(
+        outbox_relay_testkit::http::metric(&metrics, "outbox_relay_snapshot_rows_done"),
+        total,
+        "every snapshot row handed to Kafka"
+    );
     let counts = |records: Vec<ConsumedRecord>| {
         let mut counts = vec![0u32; 800];
         for r in &records {

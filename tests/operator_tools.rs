@@ -228,3 +228,97 @@ async fn check_names_what_blocks_run_and_the_sql_that_fixes_it() {
     ]);
     assert_eq!(code, 1, "an error is not a missing slot");
 }
+
+/// `preview` prints what `run` would produce from the slot's pending changes (events and
+/// dead letters), produces nothing and leaves the slot where it was; `run` then produces
+/// exactly those records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_shows_what_run_would_produce_without_producing_or_moving_the_slot() {
+    let stack = Stack::start().await;
+    let mut first = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    first.terminate(Duration::from_secs(30)).unwrap();
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Deleted', NULL);
+             INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000003', '', 'o-2', 'Created', '{\"n\": 3}')",
+        )
+        .await
+        .unwrap();
+    let before = stack.confirmed_flush_lsn(SLOT).await;
+    let mut args = stack.relay_args(&["--output", "json"]);
+    args[0] = "preview".into();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out) = relay_stdout(&args);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0]["topic"], "Order.events");
+    assert_eq!(lines[0]["key"], "o-1");
+    assert_eq!(lines[0]["value"], "{\"n\": 1}");
+    assert_eq!(
+        lines[0]["headers"]["id"],
+        "00000000-0000-0000-0000-000000000001"
+    );
+    assert_eq!(lines[1]["value"], serde_json::Value::Null, "a tombstone");
+    assert_eq!(lines[2]["dead_letter"], true);
+    assert_eq!(lines[2]["topic"], "outbox-relay.dlq");
+    assert_eq!(
+        stack.confirmed_flush_lsn(SLOT).await,
+        before,
+        "the slot did not move"
+    );
+    assert!(
+        !stack.topics().await.contains(&"Order.events".to_string()),
+        "nothing was produced"
+    );
+    // The text form, for people.
+    let mut text_args: Vec<&str> = args.clone();
+    text_args.truncate(text_args.len() - 2);
+    let (code, text) = relay_stdout(&text_args);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("2 event(s), 1 dead letter(s) pending"),
+        "{text}"
+    );
+
+    // run produces exactly what preview showed.
+    let running = stack.spawn_relay(&[]);
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&running))
+        .await;
+    let produced = stack.read_topic("Order.events").await;
+    assert_eq!(produced.len(), 2);
+    for (record, shown) in produced.iter().zip(&lines) {
+        assert_eq!(record.key_str(), shown["key"].as_str());
+        assert_eq!(record.value_str(), shown["value"].as_str());
+        let headers: serde_json::Map<String, serde_json::Value> = record
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = v
+                    .as_deref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                (k.clone(), v.map_or(serde_json::Value::Null, Into::into))
+            })
+            .collect();
+        assert_eq!(serde_json::Value::Object(headers), shown["headers"]);
+    }
+
+    // A slot a relay streams from cannot be peeked: said so, exit 1; no slot: exit 3.
+    let (code, out) = relay(&args);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("a running relay holds slot outbox_relay"),
+        "{out}"
+    );
+    let mut missing = args.clone();
+    missing.extend(["--slot", "nothing_here"]);
+    assert_eq!(relay_stdout(&missing).0, 3);
+}

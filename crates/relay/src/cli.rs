@@ -47,6 +47,13 @@ pub enum Command {
     /// bad argument.
     Status(StatusArgs),
 
+    /// Print what `run` would produce from the changes pending in the slot (topic, key,
+    /// headers, value; dead letters with their reason) without producing anything or moving
+    /// the slot. Reads a slot no relay streams from (stop the relay, or copy the slot with
+    /// pg_copy_logical_replication_slot). Exit codes: 0 done, 3 no such slot, 1 an error,
+    /// 2 a bad setting.
+    Preview(PreviewArgs),
+
     /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
     /// outbox only), the outbox table, the publication and the slot.
     SetupSql(SetupSqlArgs),
@@ -79,6 +86,19 @@ pub struct HealthArgs {
     /// Probe /ready (streaming, with the broker reachable) instead of /health.
     #[arg(long)]
     pub ready: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PreviewArgs {
+    #[command(flatten)]
+    pub run: RunOptions,
+    /// Show at most this many events (and dead letters).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// `json`: one JSON object per record (lsn, commit_lsn, topic, partition, key, headers,
+    /// value, timestamp_ms, dead_letter).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, clap::Args)]
@@ -191,6 +211,40 @@ pub fn main() -> ExitCode {
                 }
                 Err(e) => {
                     println!("{path} at {}: {e}", args.address);
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Preview(args) => {
+            let settings = match settings(args.run) {
+                Ok(s) => s,
+                Err(e) => {
+                    report_error(&e);
+                    return ExitCode::from(2);
+                }
+            };
+            let json = args.output == OutputFormat::Json;
+            match runtime().block_on(crate::ops::preview::preview(&settings, args.limit, json)) {
+                Ok(Some(found)) => {
+                    if !json {
+                        println!(
+                            "{} event(s), {} dead letter(s) pending (nothing produced, the slot did not move)",
+                            found.events, found.dead_letters
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => {
+                    let slot = settings.cdc().map_or("", |c| c.slot.as_str());
+                    println!("slot {slot} does not exist: nothing is pending");
+                    ExitCode::from(EXIT_NO_SLOT)
+                }
+                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
+                    report_error(&e);
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    report_error(&e);
                     ExitCode::FAILURE
                 }
             }

@@ -60,6 +60,10 @@ pub struct Metrics {
     broker_reachable: AtomicBool,
     /// A standby that reached PostgreSQL and found the slot held by another instance.
     standing_by: AtomicBool,
+    /// `snapshot.mode=initial`: rows of the snapshot being relayed, and how many were handed
+    /// to Kafka so far.
+    pub snapshot_rows_total: Gauge,
+    pub snapshot_rows_done: Gauge,
     /// `--exactly-once`: replayed events found already in Kafka and not produced again.
     pub exactly_once_skipped: Counter,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
@@ -100,6 +104,8 @@ impl Metrics {
             newest_confirmed_commit: AtomicI64::new(0),
             broker_reachable: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
+            snapshot_rows_total: Gauge::default(),
+            snapshot_rows_done: Gauge::default(),
             exactly_once_skipped: Counter::default(),
             exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
@@ -176,6 +182,16 @@ impl Metrics {
             "Seconds since the oldest transaction not yet confirmed was committed in PostgreSQL (0 when caught \
              up); while not streaming, since the newest confirmed one was (Debezium's MilliSecondsBehindSource, in seconds)",
             m.replication_lag_seconds.clone(),
+        );
+        registry.register(
+            "snapshot_rows",
+            "Rows of the initial snapshot being relayed (0 before any snapshot)",
+            m.snapshot_rows_total.clone(),
+        );
+        registry.register(
+            "snapshot_rows_done",
+            "Rows of the initial snapshot handed to Kafka so far",
+            m.snapshot_rows_done.clone(),
         );
         registry.register(
             "exactly_once_skipped",

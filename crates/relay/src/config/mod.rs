@@ -127,6 +127,22 @@ impl Settings {
         };
         let source = resolve_source(&o, preset.as_ref())?;
         let kafka = resolve_kafka(&o, preset.as_ref())?;
+        if o.exactly_once == Some(true) {
+            if let Some((_, v)) = kafka
+                .properties
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "enable.gapless.guarantee")
+            {
+                if v != "true" {
+                    return Err(invalid(
+                        "producer-property",
+                        format!("enable.gapless.guarantee={v} cannot be combined with --exactly-once, which relies on \
+                                 partitions without gaps"),
+                    ));
+                }
+            }
+        }
         Ok(Self {
             postgres_url,
             source,

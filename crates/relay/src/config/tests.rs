@@ -206,4 +206,11 @@ fn exactly_once_is_for_cdc_mode_only() {
     })
     .unwrap_err();
     assert!(err.to_string().starts_with("exactly-once:"), "{err}");
+    let err = resolve(RunOptions {
+        exactly_once: Some(true),
+        producer_property: vec!["enable.gapless.guarantee=false".into()],
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("producer-property:"), "{err}");
 }

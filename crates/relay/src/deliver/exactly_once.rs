@@ -4,9 +4,10 @@
 //!
 //! # Why it works
 //! Every record the relay writes in this mode carries its **source position** in the
-//! [`POSITION_HEADER`] header: the slot, the commit LSN of its transaction and its index in
-//! it (a snapshot row: the snapshot and its row number), and the partition count the
-//! partition was chosen with. The relay chooses every partition itself (Kafka's murmur2 of
+//! [`POSITION_HEADER`] header: the slot and the PostgreSQL server (system identifier and
+//! timeline), the commit LSN of its transaction and its index in it (a snapshot row: the
+//! snapshot and its row number, never compared), and the partition count the partition was
+//! chosen with. The relay chooses every partition itself (Kafka's murmur2 of
 //! the key, as librdkafka and Java clients do), so a replayed event goes to the partition it
 //! went to before. The idempotent producer (`acks=all`, `enable.idempotence`) keeps each
 //! partition an in-order, gap-free prefix of what one producer sent to it, and the stream
@@ -23,14 +24,14 @@
 //!   that partition (at-least-once there, never a loss).
 //! - A topic's partition count does not change under the relay: a tail written with another
 //!   count is detected the same way (keys moved partitions; the tail proves nothing).
-//! - The producer stays idempotent with `acks=all`: the relay sets both and refuses
-//!   overrides.
-//! - The partition prefix is gap-free only for records the broker accepted. A record the
-//!   relay's own checks refuse (too large for the topic or the producer) is dead-lettered in
-//!   position order before anything is produced after it. The one remaining window: a record
-//!   the broker itself refuses although those checks passed, when the relay is killed after
-//!   a later record of its partition was acknowledged and before the refused record's dead
-//!   letter was. See the README's "Exactly-once" section.
+//! - Positions belong to one server: a tail from another system or timeline (a restore, a
+//!   failover) is detected the same way.
+//! - Each partition is gap-free: the producer is idempotent with `acks=all` and
+//!   `enable.gapless.guarantee` (the relay sets all three and refuses overrides), so a record
+//!   the broker refuses stops the producer before any later record of its partition lands;
+//!   the session ends, and [`Refusals`] makes the next session dead-letter that event at once.
+//!   A record the relay's own checks refuse (too large for the producer or the topic) is
+//!   dead-lettered, in position order, before the tail is consulted.
 //!
 //! # A standby that takes over
 //! A new holder of the slot reads the tails too. The old holder stops producing the moment its
@@ -61,13 +62,13 @@ use std::time::{Duration, Instant};
 pub const POSITION_HEADER: &str = "__outbox_relay.position";
 
 /// Where an event is in its source, in the order the source replays events.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum EventPosition {
     /// A streamed change: its transaction's commit LSN and its index among the
     /// transaction's changes (inserts, updates, deletes, truncates: independent of routing).
     Stream { commit: Lsn, index: u32 },
-    /// A row of an initial snapshot: the snapshot and the row's number in it. Rows of two
-    /// snapshots are never compared (a retaken snapshot reads other rows).
+    /// A row of an initial snapshot: the snapshot and the row's number in it (written for
+    /// the record, never compared: see `at_or_before`).
     Snapshot { snapshot: Arc<str>, row: u64 },
 }
 
@@ -86,39 +87,36 @@ impl EventPosition {
                     index: j,
                 },
             ) => Some((a, i) <= (b, j)),
-            (
-                Self::Snapshot {
-                    snapshot: a,
-                    row: i,
-                },
-                Self::Snapshot {
-                    snapshot: b,
-                    row: j,
-                },
-            ) if a == b => Some(i <= j),
+            // Snapshot rows are never compared: a snapshot interrupted by a crash is retaken
+            // in a new snapshot (other rows, other numbers), and PostgreSQL's snapshot names
+            // can repeat after a server restart. Its rows come again (at-least-once).
             _ => None,
         }
     }
 }
 
-/// A position as written in [`POSITION_HEADER`]: `slot=S commit=0/16B3748 index=3 partitions=3`
-/// or `slot=S snapshot=NAME row=17 partitions=3`. Text, so that an operator reads it with
-/// any consumer.
+/// A position as written in [`POSITION_HEADER`]:
+/// `slot=S server=7301234567890123456/1 commit=0/16B3748 index=3 partitions=3` (or
+/// `... snapshot=NAME row=17 ...`). `server` is PostgreSQL's system identifier and timeline:
+/// positions of another server or timeline (a restore, a failover) prove nothing. Text, so
+/// that an operator reads it with any consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     pub slot: String,
+    pub server: String,
     pub position: EventPosition,
     pub partitions: i32,
 }
 
 impl Written {
-    pub fn encode(slot: &str, position: &EventPosition, partitions: i32) -> Bytes {
+    pub fn encode(source: &Source, position: &EventPosition, partitions: i32) -> Bytes {
+        let Source { slot, server } = source;
         Bytes::from(match position {
             EventPosition::Stream { commit, index } => {
-                format!("slot={slot} commit={commit} index={index} partitions={partitions}")
+                format!("slot={slot} server={server} commit={commit} index={index} partitions={partitions}")
             }
             EventPosition::Snapshot { snapshot, row } => {
-                format!("slot={slot} snapshot={snapshot} row={row} partitions={partitions}")
+                format!("slot={slot} server={server} snapshot={snapshot} row={row} partitions={partitions}")
             }
         })
     }
@@ -143,6 +141,7 @@ impl Written {
         };
         Some(Self {
             slot: fields.get("slot")?.to_string(),
+            server: fields.get("server")?.to_string(),
             position,
             partitions: fields.get("partitions")?.parse().ok()?,
         })
@@ -177,6 +176,23 @@ pub fn partition_for(record: &OutboxRecord, partitions: i32) -> i32 {
     }
 }
 
+/// Whose records these are: the slot, and the PostgreSQL server (system identifier and
+/// timeline) its positions belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub slot: String,
+    pub server: String,
+}
+
+impl Source {
+    pub fn new(slot: &str, system_id: &str, timeline: u32) -> Self {
+        Self {
+            slot: slot.to_owned(),
+            server: format!("{system_id}/{timeline}"),
+        }
+    }
+}
+
 /// What a partition's last record is, as read from the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TailRead {
@@ -206,6 +222,9 @@ pub enum Distrust {
     Foreign { offset: i64, found: String },
     /// Written when the topic had another partition count.
     PartitionsChanged { offset: i64, then: i32, now: i32 },
+    /// Written from another PostgreSQL server or timeline (a restore, a failover): its
+    /// positions are not this server's.
+    OtherServer { offset: i64, then: String },
 }
 
 #[derive(Debug)]
@@ -219,20 +238,20 @@ enum TailState {
 /// The tails of the partitions this session writes to, and the skip rule.
 #[derive(Debug)]
 pub struct Tails {
-    slot: String,
+    source: Source,
     partitions: HashMap<(Arc<str>, i32), TailState>,
 }
 
 impl Tails {
-    pub fn new(slot: &str) -> Self {
+    pub fn new(source: Source) -> Self {
         Self {
-            slot: slot.to_owned(),
+            source,
             partitions: HashMap::new(),
         }
     }
 
-    pub fn slot(&self) -> &str {
-        &self.slot
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     /// What to do with the event at `position` bound for `topic`/`partition`. Events of a
@@ -275,14 +294,21 @@ impl Tails {
             TailRead::Record { offset, position } => {
                 let written = position.as_deref().and_then(Written::parse);
                 match written {
-                    Some(w) if w.slot == self.slot && w.partitions == partitions => (
+                    Some(w) if w.slot == self.source.slot && w.server != self.source.server => (
+                        TailState::Passed,
+                        Some(Distrust::OtherServer {
+                            offset,
+                            then: w.server,
+                        }),
+                    ),
+                    Some(w) if w.slot == self.source.slot && w.partitions == partitions => (
                         TailState::Pending {
                             tail: w.position,
                             skipped: 0,
                         },
                         None,
                     ),
-                    Some(w) if w.slot == self.slot => (
+                    Some(w) if w.slot == self.source.slot => (
                         TailState::Passed,
                         Some(Distrust::PartitionsChanged {
                             offset,
@@ -307,6 +333,38 @@ impl Tails {
         };
         self.partitions.insert((topic.clone(), partition), state);
         distrust
+    }
+}
+
+/// What the broker refused, by position, remembered across the sessions of one process. With
+/// `enable.gapless.guarantee` a refusal by the broker stops the producer (nothing after it
+/// lands in its partition), so the session ends; the next session dead-letters the event
+/// (or sends its dead letter without payload) at once instead of refusing it again forever.
+#[derive(Debug, Clone, Default)]
+pub struct Refusals(Arc<std::sync::Mutex<HashMap<EventPosition, Refusal>>>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The event itself was refused: dead-letter it with this reason.
+    Event(String),
+    /// Its dead letter was refused as it was: send it without the payload.
+    DeadLetter(String),
+}
+
+impl Refusals {
+    pub fn remember(&self, position: &EventPosition, refusal: Refusal) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(position.clone(), refusal);
+    }
+
+    pub fn get(&self, position: &EventPosition) -> Option<Refusal> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(position)
+            .cloned()
     }
 }
 
@@ -336,8 +394,12 @@ mod tests {
         }
     }
 
+    fn source(slot: &str) -> Source {
+        Source::new(slot, "7301234567890123456", 1)
+    }
+
     fn tail_at(tails: &mut Tails, position: &EventPosition, partitions: i32) -> Option<Distrust> {
-        let header = Written::encode(tails.slot(), position, partitions);
+        let header = Written::encode(&tails.source().clone(), position, partitions);
         tails.learned(
             &"t".into(),
             0,
@@ -351,7 +413,7 @@ mod tests {
 
     #[test]
     fn replayed_events_up_to_the_tail_are_skipped_and_the_rest_produced() {
-        let mut tails = Tails::new("slot_a");
+        let mut tails = Tails::new(source("slot_a"));
         let topic: Arc<str> = "t".into();
         assert_eq!(
             tails.decide(&topic, 0, &stream(100, 0)).0,
@@ -393,7 +455,7 @@ mod tests {
 
     #[test]
     fn an_empty_partition_skips_nothing() {
-        let mut tails = Tails::new("s");
+        let mut tails = Tails::new(source("s"));
         let topic: Arc<str> = "t".into();
         assert_eq!(tails.learned(&topic, 2, 3, TailRead::Empty), None);
         assert_eq!(
@@ -408,9 +470,9 @@ mod tests {
         for header in [
             None,
             Some(Bytes::from_static(b"garbage")),
-            Some(Written::encode("other_slot", &stream(900, 0), 3)),
+            Some(Written::encode(&source("other_slot"), &stream(900, 0), 3)),
         ] {
-            let mut tails = Tails::new("s");
+            let mut tails = Tails::new(source("s"));
             let distrust = tails.learned(
                 &topic,
                 0,
@@ -430,7 +492,7 @@ mod tests {
 
     #[test]
     fn a_tail_written_with_another_partition_count_proves_nothing() {
-        let mut tails = Tails::new("s");
+        let mut tails = Tails::new(source("s"));
         let distrust = tail_at(&mut tails, &stream(900, 0), 2);
         assert_eq!(
             distrust,
@@ -447,35 +509,62 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_rows_are_compared_only_within_their_snapshot() {
+    fn snapshot_rows_are_never_skipped() {
+        // PostgreSQL's snapshot names can repeat after a restart, and a retaken snapshot
+        // reads other rows: a snapshot row proves nothing about another.
         let snap = |name: &str, row| EventPosition::Snapshot {
             snapshot: name.into(),
             row,
         };
-        let mut tails = Tails::new("s");
-        tail_at(&mut tails, &snap("00000003-1", 10), 3);
         let topic: Arc<str> = "t".into();
+        let mut tails = Tails::new(source("s"));
+        tail_at(&mut tails, &snap("00000003-1", 10), 3);
         assert_eq!(
-            tails.decide(&topic, 0, &snap("00000003-1", 10)).0,
-            Decision::Skip
-        );
-        assert_eq!(
-            tails.decide(&topic, 0, &snap("00000003-1", 11)).0,
+            tails.decide(&topic, 0, &snap("00000003-1", 1)).0,
             Decision::Produce
         );
-        let mut tails = Tails::new("s");
-        tail_at(&mut tails, &snap("00000003-1", 10), 3);
-        assert_eq!(
-            tails.decide(&topic, 0, &snap("retake", 1)).0,
-            Decision::Produce,
-            "another snapshot"
-        );
-        let mut tails = Tails::new("s");
+        let mut tails = Tails::new(source("s"));
         tail_at(&mut tails, &snap("00000003-1", 10), 3);
         assert_eq!(
             tails.decide(&topic, 0, &stream(5, 0)).0,
             Decision::Produce,
             "the stream follows its snapshot"
+        );
+        let mut tails = Tails::new(source("s"));
+        tail_at(&mut tails, &stream(900, 0), 3);
+        assert_eq!(tails.decide(&topic, 0, &snap("x", 0)).0, Decision::Produce);
+    }
+
+    #[test]
+    fn a_tail_from_another_server_or_timeline_proves_nothing() {
+        // A restore or a failover to a server behind the tail: its new commits have
+        // positions at or below what Kafka holds, and must not be skipped.
+        let topic: Arc<str> = "t".into();
+        let mut tails = Tails::new(Source::new("s", "7301234567890123456", 2));
+        let header = Written::encode(
+            &Source::new("s", "7301234567890123456", 1),
+            &stream(900, 0),
+            3,
+        );
+        let distrust = tails.learned(
+            &topic,
+            0,
+            3,
+            TailRead::Record {
+                offset: 5,
+                position: Some(header),
+            },
+        );
+        assert_eq!(
+            distrust,
+            Some(Distrust::OtherServer {
+                offset: 5,
+                then: "7301234567890123456/1".into()
+            })
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(100, 0)).0,
+            Decision::Produce
         );
     }
 
@@ -488,20 +577,21 @@ mod tests {
                 row: 17,
             },
         ] {
-            let bytes = Written::encode("outbox_relay", &position, 6);
+            let bytes = Written::encode(&source("outbox_relay"), &position, 6);
             let read = Written::parse(&bytes).expect("parses");
             assert_eq!(
                 read,
                 Written {
                     slot: "outbox_relay".into(),
+                    server: "7301234567890123456/1".into(),
                     position,
                     partitions: 6
                 }
             );
         }
         assert_eq!(
-            &Written::encode("s", &stream(0x16B3748, 3), 3)[..],
-            b"slot=s commit=0/16B3748 index=3 partitions=3"
+            &Written::encode(&source("s"), &stream(0x16B3748, 3), 3)[..],
+            b"slot=s server=7301234567890123456/1 commit=0/16B3748 index=3 partitions=3"
         );
         assert_eq!(
             Written::parse(b"slot=s commit=zz index=1 partitions=3"),

@@ -25,7 +25,7 @@ pub mod producer;
 pub mod tracker;
 
 pub use dead_letter::DeadLetter;
-pub use exactly_once::{EventPosition, Fence};
+pub use exactly_once::{EventPosition, Fence, Refusals, Source};
 pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
@@ -33,7 +33,7 @@ pub use tracker::{AckTracker, Seq, Ticket};
 use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
-use exactly_once::{Decision, Distrust, Tails};
+use exactly_once::{Decision, Distrust, Refusal, Tails};
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, VecDeque};
@@ -61,6 +61,8 @@ struct ExactlyOnce {
     tails: Tails,
     /// No tail is read before it (a takeover waits out the old holder's last requests).
     fence: Option<Fence>,
+    /// What the broker refused in this process's earlier sessions.
+    refusals: Refusals,
 }
 
 pub struct Deliver<P: Producer> {
@@ -92,14 +94,39 @@ impl<P: Producer> Deliver<P> {
     }
 
     /// `--exactly-once`: every record carries its position; replayed events already in their
-    /// partition are acknowledged without being produced again. `slot` names this relay's
-    /// records; no tail is read before `fence`.
-    pub fn with_exactly_once(mut self, slot: &str, fence: Option<Fence>) -> Self {
+    /// partition are acknowledged without being produced again. `source` names this relay's
+    /// records; no tail is read before `fence`; `refusals` carries what the broker refused
+    /// from one session to the next.
+    pub fn with_exactly_once(
+        mut self,
+        source: Source,
+        fence: Option<Fence>,
+        refusals: Refusals,
+    ) -> Self {
         self.exactly_once = Some(ExactlyOnce {
-            tails: Tails::new(slot),
+            tails: Tails::new(source),
             fence,
+            refusals,
         });
         self
+    }
+
+    /// After a session failed on the broker (`--exactly-once`): takes the delivery reports
+    /// still coming (for at most `within`) so that a record the broker refused is remembered
+    /// for the next session, whatever order the reports came in. Confirms nothing.
+    pub async fn settle(&mut self, within: Duration) {
+        if self.exactly_once.is_none() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        while self.producer.in_flight() > 0 {
+            match tokio::time::timeout_at(deadline, self.producer.next_report()).await {
+                Ok((tag, outcome)) => {
+                    let _ = self.on_report(tag, outcome);
+                }
+                Err(_) => return,
+            }
+        }
     }
 
     /// Records handed over and not yet acknowledged (the in-flight bound uses it).
@@ -133,29 +160,25 @@ impl<P: Producer> Deliver<P> {
         match routed {
             Routed::Record(mut record) => {
                 if let Some(reason) = self.producer.ensure_topic(&record.topic).await? {
-                    let letter = DeadLetter::refused(
-                        &reason,
-                        producer::refused_record(&record),
-                        origin.table.clone(),
-                        origin.position,
-                    );
-                    self.queue_dead_letter(ticket, origin, letter);
-                    return self.send_dead_letters().await;
+                    return self
+                        .dead_letter_refused(&reason, &record, ticket, origin)
+                        .await;
                 }
                 self.rebuild_if_needed().await?;
                 if let Some(event) = origin.event.clone().filter(|_| self.exactly_once.is_some()) {
-                    // The relay's own refusals first, in position order: an event refused here
-                    // never reaches its partition, so its partition's tail proves nothing about it.
+                    // Refusals first, in position order: an event refused here never reaches
+                    // its partition, so its partition's tail proves nothing about it.
                     let partition = self.place(&mut record, &event);
-                    if let Some(reason) = self.producer.refuses(&record) {
-                        let letter = DeadLetter::refused(
-                            &reason,
-                            producer::refused_record(&record),
-                            origin.table.clone(),
-                            origin.position,
-                        );
-                        self.queue_dead_letter(ticket, origin, letter);
-                        return self.send_dead_letters().await;
+                    let remembered = match self.refusal(&event) {
+                        Some(Refusal::Event(reason)) => Some(format!(
+                            "{reason} (refused by the broker in an earlier session)"
+                        )),
+                        _ => None,
+                    };
+                    if let Some(reason) = remembered.or_else(|| self.producer.refuses(&record)) {
+                        return self
+                            .dead_letter_refused(&reason, &record, ticket, origin)
+                            .await;
                     }
                     if let Some(partition) = partition {
                         if self
@@ -180,6 +203,24 @@ impl<P: Producer> Deliver<P> {
                 self.queue_dead_letter(ticket, origin, letter);
             }
         }
+        self.send_dead_letters().await
+    }
+
+    /// Dead-letters `record`, refused before sending for `reason`.
+    async fn dead_letter_refused(
+        &mut self,
+        reason: &str,
+        record: &OutboxRecord,
+        ticket: Ticket,
+        origin: Origin,
+    ) -> Result<(), RelayError> {
+        let letter = DeadLetter::refused(
+            reason,
+            producer::refused_record(record),
+            origin.table.clone(),
+            origin.position,
+        );
+        self.queue_dead_letter(ticket, origin, letter);
         self.send_dead_letters().await
     }
 
@@ -301,7 +342,7 @@ impl<P: Producer> Deliver<P> {
         let eo = self.exactly_once.as_ref()?;
         let count = self.producer.partition_count(&record.topic)?;
         let partition = exactly_once::partition_for(record, count);
-        let header = exactly_once::Written::encode(eo.tails.slot(), event, count);
+        let header = exactly_once::Written::encode(eo.tails.source(), event, count);
         record
             .headers
             .push((exactly_once::POSITION_HEADER.into(), Some(header)));
@@ -332,13 +373,17 @@ impl<P: Producer> Deliver<P> {
                     return Ok(false);
                 }
                 (Decision::ReadTail, _) => {
-                    if let Some(fence) = eo.fence.take() {
+                    if let Some(fence) = eo.fence {
                         let wait = fence
                             .not_before
                             .saturating_duration_since(std::time::Instant::now());
                         if !wait.is_zero() {
                             tracing::info!(wait_ms = wait.as_millis() as u64, "this instance took the slot over: waiting until the previous holder's last produce requests cannot land any more before reading partition tails (--exactly-once)");
                             tokio::time::sleep(wait).await;
+                        }
+                        // Cleared only once waited out: a cancelled wait resumes where it was.
+                        if let Some(eo) = self.exactly_once.as_mut() {
+                            eo.fence = None;
                         }
                     }
                     let read = self.producer.read_tail(topic, partition).await?;
@@ -350,6 +395,10 @@ impl<P: Producer> Deliver<P> {
                             self.metrics.exactly_once_foreign_tails.inc();
                             tracing::warn!(topic = &**topic, partition, offset, found, "the partition's last record was not written by this relay with --exactly-once (another producer, another slot, or this relay before the flag): events replayed to this partition are produced again and may be duplicated once. Exactly-once needs the relay to be the only writer of its partitions");
                         }
+                        Some(Distrust::OtherServer { offset, then }) => {
+                            self.metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, then, now = %eo.tails.source().server, "the partition's last record was written from another PostgreSQL server or timeline (a restore or a failover): its position says nothing about this server's, so events replayed to this partition are produced again and may be duplicated once");
+                        }
                         Some(Distrust::PartitionsChanged { offset, then, now }) => {
                             self.metrics.exactly_once_foreign_tails.inc();
                             tracing::warn!(topic = &**topic, partition, offset, then, now, "the partition's last record was written when the topic had another partition count: keys moved partitions, so events replayed to this partition are produced again and may be duplicated once");
@@ -360,6 +409,10 @@ impl<P: Producer> Deliver<P> {
         }
     }
 
+    fn refusal(&self, event: &EventPosition) -> Option<Refusal> {
+        self.exactly_once.as_ref()?.refusals.get(event)
+    }
+
     /// A replayed event (or dead letter) already in Kafka: acknowledged without producing.
     fn skipped(&mut self, ticket: Ticket) {
         self.metrics.exactly_once_skipped.inc();
@@ -368,6 +421,16 @@ impl<P: Producer> Deliver<P> {
     }
 
     fn queue_dead_letter(&mut self, ticket: Ticket, origin: Origin, letter: DeadLetter) {
+        let tagged = self.tagged_letter(ticket, origin, letter);
+        self.dead_letters.push_back(tagged);
+    }
+
+    fn tagged_letter(
+        &mut self,
+        ticket: Ticket,
+        origin: Origin,
+        letter: DeadLetter,
+    ) -> (Tag, DeadLetter) {
         tracing::warn!(table = %letter.table, lsn = letter.lsn.map(|l| l.to_string()), reason = %letter.reason,
             dead_letter_topic = &*self.dead_letter_topic, "sending an outbox event to the dead-letter topic");
         let tag = Tag {
@@ -375,7 +438,7 @@ impl<P: Producer> Deliver<P> {
             origin,
             kind: Kind::DeadLetter(Box::new(letter.clone())),
         };
-        self.dead_letters.push_back((tag, letter));
+        (tag, letter)
     }
 
     /// Produces the queued dead letters in order.
@@ -451,14 +514,22 @@ impl<P: Producer> Deliver<P> {
                 Ok(())
             }
             (Outcome::Refused { error, record }, Kind::Event(_)) => {
+                if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
+                    eo.refusals.remember(event, Refusal::Event(error.clone()));
+                }
                 let letter = DeadLetter::refused(&error, record, tag.origin.table.clone(), tag.origin.position);
                 self.queue_dead_letter(tag.ticket, tag.origin, letter);
                 Ok(())
             }
             (Outcome::Refused { error, .. }, Kind::DeadLetter(letter)) => {
+                if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
+                    eo.refusals.remember(event, Refusal::DeadLetter(error.clone()));
+                }
                 match letter.without_payload(&format!("the dead-letter topic refused it: {error}")) {
                     Some(cut) => {
-                        self.queue_dead_letter(tag.ticket, tag.origin, cut);
+                        // Ahead of later letters: dead letters keep their events' order.
+                        let tagged = self.tagged_letter(tag.ticket, tag.origin, cut);
+                        self.dead_letters.push_front(tagged);
                         Ok(())
                     }
                     None => Err(RelayError::misconfigured(format!(

@@ -127,6 +127,12 @@ fn read_tail_blocking(
         // Read to the end of the partition: the last record read is its tail.
         loop {
             match consumer.poll(Duration::from_millis(100)) {
+                // The consumer is reused: anything of an earlier assignment is ignored.
+                Some(Ok(message))
+                    if message.topic() != topic
+                        || message.partition() != partition
+                        || message.offset() < start => {}
+                Some(Err(KafkaError::PartitionEOF(p))) if p != partition => {}
                 Some(Ok(message)) => {
                     let position = message.headers().and_then(|h| {
                         h.iter()
@@ -178,6 +184,27 @@ pub fn record_wire_size(record: &OutboxRecord) -> usize {
     // attributes, timestamp delta 0, offset delta 0, key, value, header count, headers.
     let body = 1 + 1 + 1 + key + value + varint_size(record.headers.len() as i64) + headers;
     BATCH_HEADER + varint_size(body as i64) + body
+}
+
+/// What librdkafka compares with the producer's `message.max.bytes` before accepting a record
+/// (`rd_kafka_msg_new0`: `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD` + key + value + serialized headers).
+pub fn librdkafka_message_size(record: &OutboxRecord) -> usize {
+    const MAX_OVERHEAD: usize = 36;
+    let headers: usize = record
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let value = v.as_ref().map_or(0, |v| v.len());
+            k.len()
+                + value
+                + varint_size(k.len() as i64)
+                + varint_size(v.as_ref().map_or(-1, |v| v.len() as i64))
+        })
+        .sum();
+    MAX_OVERHEAD
+        + record.key.as_ref().map_or(0, |k| k.len())
+        + record.value.as_ref().map_or(0, |v| v.len())
+        + headers
 }
 
 /// Bytes of Kafka's zig-zag varint of `n`.
@@ -340,8 +367,11 @@ pub struct KafkaProducer {
     compressed: bool,
     /// Each known topic's partition count (metadata).
     partition_counts: HashMap<Arc<str>, i32>,
-    /// Reads partition tails (`--exactly-once`); created on first use.
-    tail_reader: Option<Arc<TailReader>>,
+    /// Reads partition tails (`--exactly-once`); created on first use. One read at a time:
+    /// a read abandoned by a cancelled future may still run on its blocking thread.
+    tail_reader: Option<Arc<std::sync::Mutex<TailReader>>>,
+    /// The producer's `message.max.bytes`.
+    message_max_bytes: usize,
 }
 
 impl KafkaProducer {
@@ -378,6 +408,10 @@ impl KafkaProducer {
             compressed,
             partition_counts: HashMap::new(),
             tail_reader: None,
+            message_max_bytes: config
+                .get("message.max.bytes")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1_000_000),
         })
     }
 
@@ -448,6 +482,18 @@ impl KafkaProducer {
         }
     }
 
+    /// Why librdkafka would refuse `record` on `send` (larger than `message.max.bytes`).
+    fn too_large_for_producer(&self, record: &OutboxRecord) -> Option<String> {
+        let size = librdkafka_message_size(record);
+        (size > self.message_max_bytes).then(|| {
+            format!(
+                "the record ({size} bytes) is larger than the producer's message.max.bytes ({}); raise it with \
+                 --producer-property message.max.bytes=N (and the topic's max.message.bytes) to relay such events",
+                self.message_max_bytes
+            )
+        })
+    }
+
     /// Why `record` cannot go to its topic as it is, judged before sending.
     fn too_large_for_topic(&self, record: &OutboxRecord) -> Option<String> {
         let limit = *self.topic_limits.get(&record.topic)?;
@@ -487,13 +533,13 @@ impl KafkaProducer {
     fn learned_partitions(&mut self, topic: &Arc<str>, count: i32) {
         if let Some(before) = self.partition_counts.insert(topic.clone(), count) {
             if before != count {
-                tracing::warn!(topic = &**topic, before, now = count, "the topic's partition count changed: keys now map to other partitions (Kafka keeps no per-key order across such a change); --exactly-once keeps choosing partitions with the count it started with until the next session");
+                tracing::warn!(topic = &**topic, before, now = count, "the topic's partition count changed: keys now map to other partitions (Kafka keeps no per-key order across such a change); with --exactly-once the relay keeps choosing partitions with the count it started with until the next session");
                 self.partition_counts.insert(topic.clone(), before);
             }
         }
     }
 
-    fn tail_reader(&mut self) -> Result<Arc<TailReader>, RelayError> {
+    fn tail_reader(&mut self) -> Result<Arc<std::sync::Mutex<TailReader>>, RelayError> {
         if let Some(reader) = &self.tail_reader {
             return Ok(reader.clone());
         }
@@ -511,7 +557,7 @@ impl KafkaProducer {
                     "Kafka consumer settings (to read partition tails) rejected: {e}"
                 ))
             })?;
-        let reader = Arc::new(reader);
+        let reader = Arc::new(std::sync::Mutex::new(reader));
         self.tail_reader = Some(reader.clone());
         Ok(reader)
     }
@@ -688,20 +734,26 @@ impl Producer for KafkaProducer {
     ) -> Result<TailRead, RelayError> {
         let reader = self.tail_reader()?;
         let name = topic.to_string();
-        tokio::task::spawn_blocking(move || read_tail_blocking(&reader, &name, partition))
-            .await
-            .map_err(|e| {
-                RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
-            })?
-            .map_err(|e| {
-                RelayError::BrokerUnavailable(anyhow!(
-                    "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
-                ))
-            })
+        tokio::task::spawn_blocking(move || {
+            let reader = reader
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            read_tail_blocking(&reader, &name, partition)
+        })
+        .await
+        .map_err(|e| {
+            RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
+        })?
+        .map_err(|e| {
+            RelayError::BrokerUnavailable(anyhow!(
+                "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
+            ))
+        })
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<String> {
-        self.too_large_for_topic(record)
+        self.too_large_for_producer(record)
+            .or_else(|| self.too_large_for_topic(record))
     }
 
     fn needs_rebuild(&self) -> bool {

@@ -390,6 +390,27 @@ mod exactly_once_mode {
     use super::*;
     use crate::deliver::exactly_once::{TailRead, Written, POSITION_HEADER};
 
+    /// Submits event `n` of `A.events` at position (`commit`, `index`).
+    async fn submit_at(
+        d: &mut Deliver<FakeProducer>,
+        t: &mut AckTracker,
+        n: u8,
+        commit: u64,
+        index: u32,
+    ) {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            at(commit, index),
+        )
+        .await
+        .unwrap();
+    }
+
+    fn source() -> Source {
+        Source::new("slot_a", "7301234567890123456", 1)
+    }
+
     fn at(commit: u64, index: u32) -> Origin {
         Origin {
             event: Some(EventPosition::Stream {
@@ -404,7 +425,7 @@ mod exactly_once_mode {
         TailRead::Record {
             offset: 99,
             position: Some(Written::encode(
-                "slot_a",
+                &source(),
                 &EventPosition::Stream {
                     commit: Lsn::from_u64(commit),
                     index,
@@ -430,7 +451,7 @@ mod exactly_once_mode {
         producer
             .tails
             .insert(("A.events".into(), 0), tail(200, 1, 1));
-        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
         let mut t = AckTracker::new(Lsn::ZERO);
         // Replayed: (100, 0), (200, 0), (200, 1) are in Kafka; (200, 2) and (300, 0) are not.
         let mut commits = Vec::new();
@@ -483,6 +504,7 @@ mod exactly_once_mode {
             }
         );
         assert_eq!(position_of(first).slot, "slot_a");
+        assert_eq!(position_of(first).server, "7301234567890123456/1");
         assert_eq!(position_of(first).partitions, 1);
     }
 
@@ -496,15 +518,9 @@ mod exactly_once_mode {
                 position: None,
             },
         );
-        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
         let mut t = AckTracker::new(Lsn::ZERO);
-        d.submit(
-            Routed::Record(record("A.events", 0)),
-            t.produced(),
-            at(100, 0),
-        )
-        .await
-        .unwrap();
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent.len(), 1);
         assert_eq!(d.metrics.exactly_once_foreign_tails.get(), 1);
     }
@@ -518,15 +534,9 @@ mod exactly_once_mode {
         producer
             .tails
             .insert(("A.events".into(), 0), tail(900, 0, 1));
-        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
         let mut t = AckTracker::new(Lsn::ZERO);
-        d.submit(
-            Routed::Record(record("A.events", 0)),
-            t.produced(),
-            at(100, 0),
-        )
-        .await
-        .unwrap();
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent_topics(), ["dlq"]);
         let letter = &d.producer.sent[0];
         assert_eq!(
@@ -547,7 +557,7 @@ mod exactly_once_mode {
     async fn a_dead_letter_already_in_the_dead_letter_topic_is_not_written_again() {
         let mut producer = FakeProducer::new(100);
         producer.tails.insert(("dlq".into(), 0), tail(100, 0, 1));
-        let mut d = stage(producer).with_exactly_once("slot_a", None);
+        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
         let mut t = AckTracker::new(Lsn::ZERO);
         let invalid = || {
             Routed::Invalid(outbox_router::InvalidRow {
@@ -577,16 +587,42 @@ mod exactly_once_mode {
     }
 
     #[tokio::test]
+    async fn an_event_the_broker_refused_in_an_earlier_session_is_dead_lettered_at_once() {
+        // With enable.gapless.guarantee the broker's refusal stopped the producer: nothing
+        // after it landed, and the next session must not send it (to be refused) again.
+        let refusals = Refusals::default();
+        let mut d =
+            stage(FakeProducer::new(100)).with_exactly_once(source(), None, refusals.clone());
+        let mut t = AckTracker::new(Lsn::ZERO);
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
+        d.producer.complete(
+            0,
+            Outcome::Refused {
+                error: "Broker: Invalid record".into(),
+                record: producer::refused_record(&record("A.events", 0)),
+            },
+        );
+        d.settle(std::time::Duration::from_millis(100)).await;
+        // The next session.
+        let mut d = stage(FakeProducer::new(100)).with_exactly_once(source(), None, refusals);
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
+        assert_eq!(
+            d.producer.sent_topics(),
+            ["dlq"],
+            "straight to its dead letter"
+        );
+        assert!(
+            reason(&d.producer.sent[0]).contains("Invalid record"),
+            "{}",
+            reason(&d.producer.sent[0])
+        );
+    }
+
+    #[tokio::test]
     async fn without_the_flag_records_are_unchanged() {
         let mut d = stage(FakeProducer::new(100));
         let mut t = AckTracker::new(Lsn::ZERO);
-        d.submit(
-            Routed::Record(record("A.events", 0)),
-            t.produced(),
-            at(100, 0),
-        )
-        .await
-        .unwrap();
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(
             d.producer.sent[0],
             record("A.events", 0),

@@ -1,8 +1,9 @@
-//! Operating the relay: the `check`, `status` and `setup-sql` commands, and what a running
+//! Operating the relay: the `check`, `status`, `preview` and `setup-sql` commands, and what a running
 //! relay exposes (`/metrics`, `/health`, `/ready` in `http.rs`; the metrics themselves are
 //! `crate::metrics`, shared by every step).
 
 pub mod check;
 pub mod http;
+pub mod preview;
 pub mod setup_sql;
 pub mod status;

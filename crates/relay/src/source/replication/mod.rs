@@ -22,7 +22,7 @@ use super::{catalog, slot_history, snapshot};
 use crate::config::ConnectionInfo;
 use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
 use crate::confirm::Confirmations;
-use crate::deliver::{Deliver, Fence, KafkaProducer};
+use crate::deliver::{Deliver, Fence, KafkaProducer, Refusals, Source as Positions};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::secret::Secret;
@@ -53,6 +53,8 @@ pub struct Replication<'a> {
     /// Another instance held the slot when this one last tried (it stood by): the session
     /// that takes the slot over fences its `--exactly-once` tail reads.
     stood_by: bool,
+    /// `--exactly-once`: what the broker refused, carried from session to session.
+    refusals: Refusals,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -84,6 +86,7 @@ impl<'a> Replication<'a> {
             remembered: false,
             walsender: None,
             stood_by: false,
+            refusals: Refusals::default(),
             _heartbeat: heartbeat,
         })
     }
@@ -175,6 +178,7 @@ impl<'a> Replication<'a> {
             }
         }
         let system_id = identity.system_id.clone();
+        let timeline = identity.timeline;
         self.identity = Some(identity);
         // Before CREATE_REPLICATION_SLOT: the snapshot it exports lives only until the
         // session's next command.
@@ -198,7 +202,17 @@ impl<'a> Replication<'a> {
             slot_history::remember(&sql, &table.schema, &cdc.slot, &system_id).await;
             self.remembered = true;
         }
-        let producer = KafkaProducer::new(&settings.kafka)?;
+        let producer = if cdc.exactly_once {
+            // A record the broker refuses stops the producer rather than leave a gap in its
+            // partition: every partition stays a gap-free prefix, which the tails rely on.
+            let mut kafka = settings.kafka.clone();
+            kafka
+                .properties
+                .push(("enable.gapless.guarantee".into(), "true".into()));
+            KafkaProducer::new(&kafka)?
+        } else {
+            KafkaProducer::new(&settings.kafka)?
+        };
         let stream = PgStream {
             client,
             sql,
@@ -217,7 +231,8 @@ impl<'a> Replication<'a> {
             let fence = self
                 .stood_by
                 .then(|| Fence::after(settings.kafka.request_timeout()));
-            deliver = deliver.with_exactly_once(&cdc.slot, fence);
+            let positions = Positions::new(&cdc.slot, &system_id, timeline);
+            deliver = deliver.with_exactly_once(positions, fence, self.refusals.clone());
         }
         let streamer = Streamer::new(
             stream,
@@ -271,6 +286,10 @@ impl<'a> Replication<'a> {
         .await;
         if let Err(e) = result {
             streamer.stream.client.abort();
+            if cdc.exactly_once && matches!(e, RelayError::BrokerUnavailable(_)) {
+                // Remember what the broker refused, whichever report came first.
+                streamer.settle(Duration::from_secs(5)).await;
+            }
             return Err(e);
         }
         let final_lsn = streamer.finish().await;

@@ -32,6 +32,32 @@ pub const SILENCE_BEFORE_PROBE: Duration = Duration::from_secs(10);
 /// (they are then re-sent by the next run: nothing is confirmed for them).
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often a long snapshot logs its progress.
+const SNAPSHOT_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Says when a periodic progress line is due.
+struct Progress {
+    every: Duration,
+    last: Instant,
+}
+
+impl Progress {
+    fn every(every: Duration) -> Self {
+        Self {
+            every,
+            last: Instant::now(),
+        }
+    }
+
+    fn due(&mut self) -> bool {
+        if self.last.elapsed() < self.every {
+            return false;
+        }
+        self.last = Instant::now();
+        true
+    }
+}
+
 /// One change of the replication stream, as the loop needs it.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -194,6 +220,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             .snapshot
             .unwrap_or_else(|| format!("retake-{}", uuid::Uuid::now_v7()))
             .into();
+        let total = rows.rows.len() as u64;
+        self.metrics.snapshot_rows_total.set(total as i64);
+        self.metrics.snapshot_rows_done.set(0);
+        let mut progress = Progress::every(SNAPSHOT_PROGRESS_INTERVAL);
         for (row, insert) in rows.rows.into_iter().enumerate() {
             let event = EventPosition::Snapshot {
                 snapshot: snapshot.clone(),
@@ -201,6 +231,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             };
             self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
                 .await?;
+            let done = row as u64 + 1;
+            self.metrics.snapshot_rows_done.set(done as i64);
+            if progress.due() {
+                tracing::info!(
+                    rows_done = done,
+                    rows_total = total,
+                    percent = done * 100 / total.max(1),
+                    "snapshot progress: {done} of {total} rows handed to Kafka"
+                );
+            }
         }
         let tracker = &mut self.tracker;
         self.deliver
@@ -208,6 +248,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 let _ = tracker.delivered(ticket);
             })
             .await
+    }
+
+    /// After a failure on the broker: see [`Deliver::settle`].
+    pub async fn settle(&mut self, within: Duration) {
+        self.deliver.settle(within).await;
     }
 
     /// Graceful end: waits (bounded) for in-flight deliveries, confirming what they allow.
