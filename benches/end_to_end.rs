@@ -12,22 +12,12 @@ use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-#[path = "support/exactly_once_cost.rs"]
-mod exactly_once_cost;
+#[path = "support/mod.rs"]
+mod support;
 
-use exactly_once_cost::env_u64;
+use support::{confirmed, cpu_seconds, current_wal_lsn, env_u64, exactly_once_cost, write_outbox};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / CLOCK_TICKS_PER_SEC)
-}
 
 fn kib(pid: u32, field: &str) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -57,18 +47,6 @@ async fn slot_pid(db: &tokio_postgres::Client, slot: &str) -> Option<u32> {
     .map(|p| p as u32)
 }
 
-async fn confirmed(db: &tokio_postgres::Client, slot: &str) -> u64 {
-    db.query_one(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-        &[&slot],
-    )
-    .await
-    .unwrap()
-    .get::<_, Option<String>>(0)
-    .map(|s| lsn(&s))
-    .unwrap_or(0)
-}
-
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
@@ -95,24 +73,10 @@ fn main() {
             // Two slots at the same position: both streams decode exactly the same WAL.
             db.batch_execute(&format!("SELECT pg_create_logical_replication_slot('bench_recvlogical_{round}', 'pgoutput')")).await.unwrap();
             db.batch_execute(&format!("SELECT pg_create_logical_replication_slot('relay_{round}', 'pgoutput')")).await.unwrap();
-            let start = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            let start = current_wal_lsn(&db).await;
             let write = Instant::now();
-            db.batch_execute(&format!(
-                "DO $$ BEGIN
-                   FOR t IN 0..{} LOOP
-                     INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
-                     SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], 'agg-' || (g % 1000), 'Created',
-                            jsonb_build_object('n', g, 'note', repeat('x', 150))
-                     FROM generate_series(t * {per_tx}, t * {per_tx} + {per_tx} - 1) g;
-                     COMMIT;
-                   END LOOP;
-                 END $$",
-                events / per_tx - 1
-            ))
-            .await
-            .unwrap();
+            let end = write_outbox(&db, events, per_tx).await;
             let events = (events / per_tx) * per_tx;
-            let end = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
             let wal_mb = (end - start) as f64 / 1e6;
             eprintln!("wrote {events} events in transactions of {per_tx} ({wal_mb:.1} MB of WAL) in {:.1?}", write.elapsed());
 
@@ -201,7 +165,7 @@ fn main() {
                 n += rows_per_tick;
             }
             let achieved = n as f64 / phase.elapsed().as_secs_f64();
-            let last = lsn(db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0));
+            let last = current_wal_lsn(&db).await;
             while confirmed(&db, &relay_slot).await < last {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -323,11 +287,4 @@ fn write_svg(throughput_ratio: f64, cpu_ratio: f64, events: u64, per_tx: u64) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/results");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(format!("{dir}/end_to_end.svg"), svg).unwrap();
-}
-
-/// An LSN as a number, for the byte arithmetic of the figures.
-fn lsn(text: &str) -> u64 {
-    outbox_relay_testkit::Lsn::parse(text)
-        .expect("X/Y")
-        .as_u64()
 }

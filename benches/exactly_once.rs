@@ -10,11 +10,11 @@
 //! cargo bench --bench exactly_once
 //! OUTBOX_RELAY_BENCH_EVENTS=400000 cargo bench --bench exactly_once
 
-#[path = "support/exactly_once_cost.rs"]
-mod exactly_once_cost;
+#[path = "support/mod.rs"]
+mod support;
 
-use exactly_once_cost::env_u64;
 use outbox_relay_testkit::PgCluster;
+use support::{env_u64, exactly_once_cost};
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {

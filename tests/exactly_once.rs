@@ -27,21 +27,6 @@ struct ChaosRun {
     elapsed: Duration,
 }
 
-/// Replayed events a relay reported skipping (`skipped=N` on its log lines).
-fn skipped_in(log: &str) -> u64 {
-    log.lines()
-        .filter(|l| l.contains("not produced again"))
-        .filter_map(|l| {
-            l.split("skipped=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// 20 kill -9 of the active relay at random moments while 20,000 events are written over 3
 /// partitions per topic; at one of them the broker is restarted while no relay runs; at two
 /// of them a standby is waiting and takes over.
@@ -82,14 +67,14 @@ async fn chaos(exactly_once: bool) -> ChaosRun {
                 .wait_for_log("standing by", Duration::from_secs(30))
                 .await;
             active.kill9();
-            skipped += skipped_in(&active.log());
+            skipped += active.exactly_once_skipped();
             kills += 1;
             takeovers += 1;
             active = standby;
             continue;
         }
         active.kill9();
-        skipped += skipped_in(&active.log());
+        skipped += active.exactly_once_skipped();
         kills += 1;
         if round == 10 {
             // The broker restarts while no relay runs; it keeps what it acknowledged.
@@ -104,7 +89,7 @@ async fn chaos(exactly_once: bool) -> ChaosRun {
         .wait_delivered(SLOT, Duration::from_secs(300), Some(&active))
         .await;
     let elapsed = started.elapsed();
-    skipped += skipped_in(&active.log());
+    skipped += active.exactly_once_skipped();
     if exactly_once {
         assert!(
             active.log().contains("exactly_once=true"),

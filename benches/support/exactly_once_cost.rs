@@ -1,62 +1,11 @@
 //! The measurement behind `cargo bench --bench exactly_once`, also run at the end of
 //! `cargo bench --bench end_to_end`: what `--exactly-once` costs on the same WAL.
 
+use super::{confirmed, cpu_seconds, write_outbox};
 use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
 use std::time::{Duration, Instant};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
-
-pub fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().ok()? + fields[12].parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}
-
-async fn confirmed(db: &tokio_postgres::Client, slot: &str) -> u64 {
-    let row = db
-        .query_one(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .unwrap();
-    row.get::<_, Option<String>>(0).map_or(0, |t| lsn(&t))
-}
-
-fn lsn(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').unwrap();
-    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
-}
-
-async fn write(db: &tokio_postgres::Client, events: u64, per_tx: u64) -> u64 {
-    db.batch_execute(&format!(
-        "DO $$ BEGIN
-           FOR t IN 0..{} LOOP
-             INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
-             SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], 'agg-' || (g % 1000),
-                    'Created', jsonb_build_object('n', g, 'note', repeat('x', 150))
-             FROM generate_series(t * {per_tx}, t * {per_tx} + {per_tx} - 1) g;
-             COMMIT;
-           END LOOP;
-         END $$",
-        events / per_tx - 1
-    ))
-    .await
-    .unwrap();
-    lsn(db
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
-        .await
-        .unwrap()
-        .get(0))
-}
 
 struct Mode {
     name: &'static str,
@@ -137,9 +86,9 @@ pub async fn measure(pg: &PgCluster, events: u64, per_tx: u64) {
         .await
         .unwrap();
     }
-    let end = write(&db, events, per_tx).await;
+    let end = write_outbox(&db, events, per_tx).await;
     let restart_events = events / 4;
-    let restart_end = write(&db, restart_events, per_tx).await;
+    let restart_end = write_outbox(&db, restart_events, per_tx).await;
     eprintln!(
         "wrote {} + {restart_events} events in transactions of {per_tx}",
         events
@@ -175,19 +124,7 @@ pub async fn measure(pg: &PgCluster, events: u64, per_tx: u64) {
         let first = t.elapsed().as_secs_f64();
         catch_up(&db, &relay, mode.slot, restart_end).await;
         let caught_up = t.elapsed().as_secs_f64();
-        let skipped: u64 = relay
-            .log()
-            .lines()
-            .filter(|l| l.contains("not produced again"))
-            .filter_map(|l| {
-                l.split("skipped=")
-                    .nth(1)?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum();
+        let skipped = relay.exactly_once_skipped();
         println!(
             "| {} | {:.0} | {:.2} | {:.0} ms | {:.2} s | {} |",
             mode.name,

@@ -75,6 +75,23 @@ impl RelayProcess {
     }
 
     /// Waits until the log contains `needle`; panics with the log after `timeout`.
+    /// Replayed events this relay reported skipping with `--exactly-once` (its
+    /// "not produced again … skipped=N" lines; a partition is counted once it passed its tail).
+    pub fn exactly_once_skipped(&self) -> u64 {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("not produced again"))
+            .filter_map(|l| {
+                l.split("skipped=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     pub async fn wait_for_log(&self, needle: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         while !self.log().contains(needle) {
