@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
-# PostgreSQL 15 server binaries, a C toolchain and OpenSSL headers for the bundled librdkafka,
-# and locales. The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
+# PostgreSQL 15 server binaries, a C toolchain, CMake, OpenSSL and Cyrus SASL headers for the
+# bundled librdkafka, kubectl, and locales. The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
 set -euo pipefail
 
 SUDO=""
@@ -18,10 +18,10 @@ if [ ! -x "$PG_BIN/initdb" ]; then
     apt_install postgresql-15 || apt_install postgresql
 fi
 need=()
-for tool in cc c++ make pkg-config runuser openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in cc c++ make cmake pkg-config runuser openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing a C toolchain (missing: ${need[*]})"
-    apt_install build-essential pkg-config util-linux openssl
+    apt_install build-essential cmake pkg-config util-linux openssl
 fi
 if ! command -v localedef >/dev/null; then
     echo "install-deps: installing locales (a test runs PostgreSQL in French)"
@@ -30,6 +30,14 @@ fi
 if ! pkg-config --exists openssl 2>/dev/null; then
     echo "install-deps: installing OpenSSL headers (librdkafka's SSL and SASL support)"
     apt_install libssl-dev
+fi
+if ! pkg-config --exists libsasl2 2>/dev/null; then
+    echo "install-deps: installing Cyrus SASL (librdkafka's Kerberos/GSSAPI support)"
+    apt_install libsasl2-dev libsasl2-modules-gssapi-mit
+fi
+if ! command -v kubectl >/dev/null; then
+    echo "install-deps: installing kubectl (renders the Kustomize base in a test)"
+    apt_install kubectl || apt_install kubernetes-client
 fi
 if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2

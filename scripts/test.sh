@@ -5,17 +5,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-# The tests' broker builds in the background (only the first time: ~20 minutes) while the
-# workspace is checked and built.
+# The tests' broker and cargo-deny build in the background (only the first time: ~20
+# minutes) while the workspace is checked and built.
 mkdir -p target
-scripts/install-tansu.sh > target/install-tansu.log 2>&1 &
-tansu=$!
+(scripts/install-tansu.sh && scripts/install-cargo-deny.sh) > target/install-tools.log 2>&1 &
+tools=$!
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --no-run
-if ! wait "$tansu"; then
-    cat target/install-tansu.log >&2
-    echo "test: installing the tansu broker failed (log above)" >&2
+if ! wait "$tools"; then
+    cat target/install-tools.log >&2
+    echo "test: installing the tansu broker or cargo-deny failed (log above)" >&2
     exit 1
 fi
 cargo test --workspace --locked
+# The dependency graph: licenses, duplicate versions, sources (deny.toml); advisories when the
+# RustSec database can be fetched from this machine, and said plainly when it cannot.
+cargo deny --locked check licenses bans sources
+if cargo deny fetch db >/dev/null 2>&1; then
+    cargo deny --locked check --disable-fetch advisories
+else
+    echo "test: cargo deny advisories NOT CHECKED: the RustSec database (github.com/rustsec/advisory-db) cannot be fetched from here"
+fi

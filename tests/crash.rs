@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use rand::Rng;
+use rand::RngExt;
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "outbox_relay";
@@ -40,9 +40,9 @@ async fn kill_9_at_20_random_moments_during_100k_events_loses_nothing() {
         }
     });
     let started = Instant::now();
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     for _ in 0..kills {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..800))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..800))).await;
         relay.kill9();
         relay = stack.spawn_relay(&args);
     }
@@ -115,15 +115,15 @@ async fn kill_9_with_cleanup_jobs_and_two_broker_cuts_loses_nothing() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     let mut kills = 0;
     for round in 0..12 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..600))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..600))).await;
         if round == 3 || round == 8 {
             // The broker goes away for a moment while the relay streams, then comes back
             // with its data.
             stack.broker.stop();
-            tokio::time::sleep(Duration::from_millis(rng.gen_range(500..1500))).await;
+            tokio::time::sleep(Duration::from_millis(rng.random_range(500..1500))).await;
             stack.broker.restart().expect("restart the broker");
         } else {
             relay.kill9();

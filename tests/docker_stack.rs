@@ -82,15 +82,58 @@ fn services_ports_and_files_line_up() {
         env(pg, "POSTGRES_DB")
     );
     assert_eq!(url, expected);
-    let advertised = env(kafka, "KAFKA_ADVERTISED_LISTENERS");
-    assert_eq!(
-        format!(
-            "PLAINTEXT://{}",
-            env(relay, "OUTBOX_RELAY_BOOTSTRAP_SERVERS")
+    let advertised: Vec<&str> = env(kafka, "KAFKA_ADVERTISED_LISTENERS")
+        .split(',')
+        .collect();
+    assert!(
+        advertised.contains(
+            &format!(
+                "PLAINTEXT://{}",
+                env(relay, "OUTBOX_RELAY_BOOTSTRAP_SERVERS")
+            )
+            .as_str()
         ),
-        advertised,
-        "the relay connects where Kafka advertises"
+        "the relay connects where Kafka advertises: {advertised:?}"
     );
+    // A developer's own client on the host reaches Kafka through a listener that
+    // advertises localhost on a published port.
+    let host = advertised
+        .iter()
+        .find_map(|l| l.split_once("://localhost:"))
+        .expect("a listener advertised as localhost");
+    let listeners = env(kafka, "KAFKA_LISTENERS");
+    assert!(
+        listeners.contains(&format!("{}://:{}", host.0, host.1)),
+        "{listeners}"
+    );
+    assert!(env(kafka, "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP").contains(&format!("{}:", host.0)));
+    assert!(kafka["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|p| p.as_str() == Some(&format!("{0}:{0}", host.1))));
+    // Every long-running service has a health check, and every depends_on waits for one.
+    for (name, service) in s.as_mapping().unwrap() {
+        let name = name.as_str().unwrap();
+        if let Some(deps) = service["depends_on"].as_mapping() {
+            for (dep, how) in deps {
+                let dep = dep.as_str().unwrap();
+                assert_eq!(
+                    how["condition"], "service_healthy",
+                    "{name} waits for {dep}"
+                );
+                assert!(
+                    s[dep]["healthcheck"]["test"].is_sequence(),
+                    "{dep} has a health check"
+                );
+            }
+        } else {
+            assert!(
+                service["depends_on"].is_null(),
+                "{name}: depends_on with conditions"
+            );
+        }
+    }
     assert_eq!(
         env(kafka, "KAFKA_AUTO_CREATE_TOPICS_ENABLE"),
         "false",
@@ -116,14 +159,14 @@ fn services_ports_and_files_line_up() {
     );
     let dockerfile = std::fs::read_to_string(format!("{ROOT}/docker/Dockerfile")).unwrap();
     assert!(dockerfile.contains(&format!("EXPOSE {metrics_port}")));
-    // A build stage, the example consumer's stage, and the relay's as the default (last) one.
+    // Build stages, a runtime base, the example consumer's stage, and the relay's as the
+    // default (last) one.
     let stages: Vec<&str> = dockerfile
         .lines()
         .filter(|l| l.starts_with("FROM "))
         .collect();
-    assert_eq!(stages.len(), 3, "multi-stage: {stages:?}");
     assert!(
-        stages[0].ends_with("AS build") && stages[2] == "FROM debian:bookworm-slim",
+        stages.iter().any(|s| s.ends_with("AS build")) && stages.last() == Some(&"FROM runtime"),
         "{stages:?}"
     );
     let consumer = &c["services"]["idempotent-consumer"]["build"];
@@ -246,5 +289,110 @@ fn the_dashboard_queries_metrics_the_relay_exports() {
             alerts.iter().any(|a| a == wanted),
             "{wanted} missing: {alerts:?}"
         );
+    }
+}
+
+/// The images: base images pinned to exact releases, a dependency-caching stage, OCI labels,
+/// a HEALTHCHECK that is a real subcommand, and a runtime stage that carries every shared
+/// library both binaries load (the consumer image used to lack libssl).
+#[test]
+fn the_images_are_pinned_labelled_and_carry_what_the_binaries_load() {
+    let dockerfile = std::fs::read_to_string(format!("{ROOT}/docker/Dockerfile")).unwrap();
+    let arg = |name: &str| {
+        dockerfile
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("ARG {name}"))
+            .to_owned()
+    };
+    for image in [arg("RUST_IMAGE"), arg("RUNTIME_IMAGE")] {
+        let tag = image.split(':').nth(1).unwrap_or("");
+        assert!(
+            tag.split(['-', '.'])
+                .filter(|p| p.parse::<u32>().is_ok())
+                .count()
+                >= 2,
+            "{image} is pinned to an exact release"
+        );
+    }
+    for line in dockerfile.lines().filter(|l| l.starts_with("FROM ")) {
+        let image = line.split_whitespace().nth(1).unwrap();
+        assert!(
+            image.starts_with("${") || ["chef", "runtime"].contains(&image),
+            "{line}: bases come from the pinned ARGs"
+        );
+    }
+    // Dependencies are built in a layer of their own, before the sources are copied.
+    let cook = dockerfile
+        .find("cargo chef cook")
+        .expect("a dependency-caching stage");
+    let build = dockerfile.find("cargo build --release").unwrap();
+    assert!(cook < build);
+    for label in [
+        "source",
+        "version",
+        "revision",
+        "licenses",
+        "title",
+        "description",
+    ] {
+        assert!(
+            dockerfile.contains(&format!("org.opencontainers.image.{label}=")),
+            "OCI label {label}"
+        );
+    }
+    let healthcheck = dockerfile
+        .lines()
+        .find(|l| l.starts_with("HEALTHCHECK"))
+        .expect("a HEALTHCHECK");
+    assert!(healthcheck.contains(r#"CMD ["outbox-relay", "health"]"#));
+    let health = Command::new(common::RELAY)
+        .args(["health", "--address", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(health.status.code(), Some(1), "health is a real subcommand");
+
+    // Every final stage is FROM runtime; the runtime stage's packages (plus what
+    // debian:*-slim has) provide every library the binaries load.
+    let runtime = &dockerfile[dockerfile.find("AS runtime").unwrap()..];
+    let runtime = &runtime[..runtime.find("\nFROM ").unwrap()];
+    let installed: String = runtime
+        .split("apt-get install")
+        .nth(1)
+        .unwrap()
+        .split("&&")
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut packages: BTreeSet<&str> = installed
+        .split_whitespace()
+        .filter(|w| !w.starts_with('-') && *w != "\\")
+        .collect();
+    packages.extend(["libc6", "libgcc-s1", "zlib1g"]); // in debian:12-slim
+    let bin_dir = Path::new(common::RELAY).parent().unwrap();
+    for binary in ["outbox-relay", "idempotent-consumer"] {
+        let path = bin_dir.join(binary);
+        assert!(path.exists(), "{} is built", path.display());
+        let ldd = Command::new("ldd").arg(&path).output().unwrap();
+        for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+            let Some(library) = line.split("=> ").nth(1).and_then(|r| r.split(' ').next()) else {
+                continue;
+            };
+            let real = std::fs::canonicalize(library).unwrap();
+            let owner = [library.to_owned(), real.display().to_string()]
+                .iter()
+                .find_map(|p| {
+                    let out = Command::new("dpkg").args(["-S", p]).output().ok()?;
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    out.status
+                        .success()
+                        .then(|| text.split(':').next().unwrap().to_owned())
+                })
+                .unwrap_or_else(|| panic!("no Debian package owns {library}"));
+            assert!(
+                packages.contains(owner.as_str()),
+                "{binary} loads {library} from {owner}, which the runtime stage does not install: {packages:?}"
+            );
+        }
     }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use outbox_relay_testkit::http::{get, metric, metrics_address};
-use rand::Rng;
+use rand::RngExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -56,10 +56,10 @@ async fn chaos(exactly_once: bool) -> ChaosRun {
         }
     });
     let started = Instant::now();
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     let (mut kills, mut takeovers, mut skipped) = (0, 0, 0);
     for round in 0..20 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..700))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..700))).await;
         if round == 6 || round == 14 {
             // A standby waits for the slot; the active instance dies; the standby takes over.
             let standby = stack.spawn_relay(&args);

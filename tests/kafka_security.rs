@@ -1,5 +1,6 @@
-//! Kafka security settings pass through to librdkafka (built with OpenSSL: SSL, SASL_SSL,
-//! SASL_PLAINTEXT with PLAIN and SCRAM). tansu 0.6 cannot serve TLS (its --cert and --key
+//! Kafka security settings pass through to librdkafka (built with OpenSSL, Cyrus SASL and
+//! curl: SSL, SASL_SSL, SASL_PLAINTEXT with PLAIN, SCRAM, GSSAPI (Kerberos) and OAUTHBEARER
+//! with OIDC). tansu 0.6 cannot serve TLS (its --cert and --key
 //! flags exclude each other) nor SASL with a mechanism librdkafka offers, so the proof here
 //! is that the settings are accepted and take effect against a plaintext broker; a
 //! handshake with a secured broker is not exercised on this machine.
@@ -73,6 +74,61 @@ fn security_settings_reach_librdkafka_and_take_effect() {
             "a password was printed: {out}"
         );
     }
+
+    // Kerberos (GSSAPI, through Cyrus SASL): accepted, and librdkafka runs the kinit command
+    // the settings give (a build without GSSAPI refuses the mechanism at start-up).
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("kinit-ran");
+    let kinit = format!("sasl.kerberos.kinit.cmd=touch {}", ran.display());
+    let (code, out) = check(
+        &bootstrap,
+        &[
+            "security.protocol=SASL_PLAINTEXT",
+            "sasl.mechanism=GSSAPI",
+            "sasl.kerberos.service.name=kafka",
+            "sasl.kerberos.principal=relay@EXAMPLE.COM",
+            &kinit,
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("settings rejected"), "GSSAPI: {out}");
+    assert!(ran.exists(), "librdkafka ran the kinit command: {out}");
+
+    // OAUTHBEARER with OIDC (librdkafka's curl): accepted, and the client asks the token
+    // endpoint for a token with its client credentials.
+    let endpoint = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let token_url = format!(
+        "sasl.oauthbearer.token.endpoint.url=http://{}/token",
+        endpoint.local_addr().unwrap()
+    );
+    let asked = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = endpoint.accept().unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut request = vec![0; 8192];
+        let n = conn.read(&mut request).unwrap_or(0);
+        let _ = conn.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
+        String::from_utf8_lossy(&request[..n]).into_owned()
+    });
+    let (code, out) = check(
+        &bootstrap,
+        &[
+            "security.protocol=SASL_PLAINTEXT",
+            "sasl.mechanism=OAUTHBEARER",
+            "sasl.oauthbearer.method=oidc",
+            "sasl.oauthbearer.client.id=relay",
+            "sasl.oauthbearer.client.secret=pw",
+            &token_url,
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("settings rejected"), "OIDC: {out}");
+    let request = asked.join().unwrap();
+    assert!(
+        request.starts_with("POST /token") && request.contains("grant_type=client_credentials"),
+        "librdkafka asked the token endpoint: {request}"
+    );
 
     let (code, out) = check(
         &bootstrap,

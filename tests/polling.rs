@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use outbox_relay_testkit::Storage;
-use rand::Rng;
+use rand::RngExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -100,9 +100,9 @@ async fn three_instances_and_kill_9_lose_nothing_and_keep_aggregate_order() {
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     });
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     for i in 0..10 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..400))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
         let victim = i % 3;
         relays[victim].kill9();
         relays[victim] = stack.spawn_relay(&args);

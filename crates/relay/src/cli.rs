@@ -83,7 +83,8 @@ pub struct HealthArgs {
         default_value = crate::config::defaults::METRICS_ADDRESS
     )]
     pub address: String,
-    /// Probe /ready (streaming, with the broker reachable) instead of /health.
+    /// Probe /ready (streaming or standing by for the slot, with PostgreSQL and the broker
+    /// reachable) instead of /health.
     #[arg(long)]
     pub ready: bool,
 }
@@ -168,8 +169,8 @@ pub struct SetupSqlArgs {
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> ExitCode {
     // One TLS crypto provider for every rustls user in the process (both the SQL and the
-    // replication connection), whichever rustls features the dependency graph enables.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // replication connection): ring, the only one in the dependency graph (deny.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let command = Cli::command().version(version());
     let cli = match Cli::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,

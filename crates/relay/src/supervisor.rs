@@ -6,7 +6,7 @@
 
 use crate::error::{Consequence, RelayError};
 use crate::metrics::Metrics;
-use rand::Rng;
+use rand::RngExt;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -44,7 +44,7 @@ pub async fn supervise(
                 metrics.active.set(0);
                 metrics.set_standing_by(true);
                 tracing::info!("{error}; standing by until the slot is free");
-                let delay = Duration::from_millis(rand::thread_rng().gen_range(800..1200));
+                let delay = Duration::from_millis(rand::rng().random_range(800..1200));
                 if pause(delay, &mut shutdown).await {
                     return Ok(());
                 }
@@ -77,7 +77,7 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let base = 200u64.saturating_mul(1 << self.attempt.min(8)).min(30_000);
         self.attempt += 1;
-        let jitter = rand::thread_rng().gen_range(0.75..1.25);
+        let jitter = rand::rng().random_range(0.75..1.25);
         Duration::from_millis((base as f64 * jitter) as u64)
     }
 
