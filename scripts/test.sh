@@ -24,6 +24,9 @@ cargo test --workspace --locked
 cargo deny --locked check licenses bans sources
 if cargo deny fetch db >/dev/null 2>&1; then
     cargo deny --locked check --disable-fetch advisories
+elif [ -n "${OUTBOX_RELAY_REQUIRE_ADVISORIES:-}" ]; then
+    echo "test: the RustSec advisory database cannot be fetched, and OUTBOX_RELAY_REQUIRE_ADVISORIES is set" >&2
+    exit 1
 else
-    echo "test: cargo deny advisories NOT CHECKED: the RustSec database (github.com/rustsec/advisory-db) cannot be fetched from here"
+    echo "test: cargo deny advisories NOT CHECKED: the RustSec database (github.com/rustsec/advisory-db) cannot be fetched from here (OUTBOX_RELAY_REQUIRE_ADVISORIES=1 makes this an error)"
 fi

@@ -1131,3 +1131,113 @@ async fn debezium_3x_records_enums_null_headers_and_fixed_width_zoned_timestamps
         )
     );
 }
+
+/// Kafka's config providers, as Kafka Connect expands them: the database password from a
+/// mounted secret directory (`${directory:...}`, declared in the worker config as Connect
+/// users do), the user from the environment (`${env:...}`, declared in the connector
+/// config), the brokers from a properties file (`${file:...}`, the worker's own value). `ConfigTransformer.transform`,
+/// `FileConfigProvider.get`, `DirectoryConfigProvider.get`, `EnvVarConfigProvider.get`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_providers_supply_the_password_the_user_and_the_brokers() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    const PASSWORD: &str = "from-a-config-provider";
+    stack
+        .db
+        .batch_execute(&format!(
+            "CREATE ROLE relay_pw LOGIN REPLICATION SUPERUSER PASSWORD '{PASSWORD}'"
+        ))
+        .await
+        .unwrap();
+    stack.pg.require_password_for("relay_pw").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    std::fs::write(secrets.join("postgres-password"), PASSWORD).unwrap();
+    let kafka = dir.path().join("kafka.properties");
+    std::fs::write(
+        &kafka,
+        format!("servers = {}\n", stack.broker.bootstrap_servers()),
+    )
+    .unwrap();
+    let connector_path = write_config(
+        dir.path(),
+        "c.json",
+        connector(
+            "providers",
+            serde_json::json!({
+                "config.providers": "env",
+                "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+                "database.hostname": "127.0.0.1",
+                "database.port": stack.pg.port().to_string(),
+                "database.user": "${env:OUTBOX_DB_USER}",
+                "database.password": format!("${{directory:{}:postgres-password}}", secrets.display()),
+                "database.dbname": "postgres",
+            }),
+        ),
+    );
+    let worker: PathBuf = dir.path().join("connect-distributed.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "config.providers=file,directory,vault\n\
+             config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             config.providers.directory.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider\n\
+             config.providers.directory.param.allowed.paths={}\n\
+             config.providers.vault.class=io.example.VaultConfigProvider\n\
+             bootstrap.servers=${{file:{}:servers}}\n\
+             key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             value.converter=org.apache.kafka.connect.storage.StringConverter\n",
+            secrets.display(),
+            kafka.display()
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--debezium-config",
+        &connector_path,
+        "--worker-config",
+        worker.to_str().unwrap(),
+        "--topic-replication-factor",
+        "1",
+        "--status-interval-ms",
+        "100",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay =
+        RelayProcess::spawn(Path::new(RELAY), &args, &[("OUTBOX_DB_USER", "relay_pw")]).unwrap();
+    stack.wait_for_slot("providers", &relay).await;
+    insert_event(&stack, 1, Some("Order"), Some(r#"{"n": 1}"#)).await;
+    wait_all_confirmed(&stack, "providers", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records[0].value_str(), Some(r#"{"n": 1}"#));
+    assert!(!relay.log().contains(PASSWORD), "{}", relay.log());
+
+    // A variable nothing declares is refused by its key, before anything runs.
+    let bad = write_config(
+        dir.path(),
+        "bad.json",
+        connector(
+            "providers",
+            serde_json::json!({"database.password": "${vault:secret/db:password}"}),
+        ),
+    );
+    let out = std::process::Command::new(RELAY)
+        .args(["check", "--debezium-config", &bad])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("database.password") && said.contains("config.providers=vault"),
+        "{said}"
+    );
+}

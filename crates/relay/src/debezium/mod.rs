@@ -5,6 +5,7 @@ mod connector;
 mod options;
 mod producer;
 mod properties;
+mod providers;
 
 pub use connector::translate;
 pub use properties::{parse, read_file, RawConfig};
@@ -19,11 +20,29 @@ pub fn load(
     worker: Option<&std::path::Path>,
 ) -> Result<crate::config::Preset, crate::config::ConfigError> {
     use crate::config::invalid;
-    let connector_config = read_file(connector).map_err(|e| invalid("debezium-config", e))?;
-    let worker_config = match worker {
+    use providers::Providers;
+    let env = |name: &str| std::env::var(name).ok();
+    let mut connector_config = read_file(connector).map_err(|e| invalid("debezium-config", e))?;
+    let mut worker_config = match worker {
         Some(p) => Some(read_file(p).map_err(|e| invalid("worker-config", e))?),
         None => None,
     };
+    // Kafka Connect expands ${provider:path:key} with the worker's providers first; a
+    // connector config may declare more (for names the worker does not).
+    let mut providers = Providers::default();
+    if let Some(w) = worker_config.as_mut() {
+        providers = Providers::declared_in(&w.entries).map_err(|e| invalid("worker-config", e))?;
+        providers
+            .expand(&mut w.entries, &env)
+            .map_err(|e| invalid("worker-config", e))?;
+    }
+    let providers = providers.or_else(
+        Providers::declared_in(&connector_config.entries)
+            .map_err(|e| invalid("debezium-config", e))?,
+    );
+    providers
+        .expand(&mut connector_config.entries, &env)
+        .map_err(|e| invalid("debezium-config", e))?;
     translate(&connector_config, worker_config.as_ref())
         .map_err(|e| invalid("debezium-config", format!("{}: {e}", connector.display())))
 }
