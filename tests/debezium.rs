@@ -1241,3 +1241,306 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
         "{said}"
     );
 }
+
+/// Every column type an outbox migration meets, as Debezium 3.x types it, read back from
+/// the broker: under the default modes (numeric(10,2) through a domain of a domain →
+/// Kafka Decimal, unconstrained numeric → VariableScaleDecimal, money, time, timetz,
+/// interval, bit(3), text[] / int4[], hstore, ltree, citext, inet, a BC date, an infinite
+/// timestamp, bytea) and under decimal=string, time=isostring, interval=string,
+/// hstore=map, binary=hex. Expected bytes: Debezium's AbstractRecordsProducerTest
+/// (schemasAndValuesForNumericTypes, ...ForBigDecimalEncodedNumericTypes,
+/// ...ForVariableScaleDecimal, schemaAndValuesForBinTypes, schemasAndValuesForArrayTypes,
+/// schemasAndValuesForHStoreType, schemasAndValuesForDateTimeTypes, ...ForIntervalAsString,
+/// schemaAndValuesForNegativeMoneyTypes) and PostgresValueConverter, with Kafka's
+/// Decimal.fromLogical and JsonConverter. The server is set to DateStyle 'SQL, DMY',
+/// IntervalStyle iso_8601 and bytea_output escape: the relay pins its own session formats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_types_under_each_mode_produce_debezium_bytes() {
+    let stack = Stack::start_with_postgres_config(
+        Storage::Sqlite,
+        "CREATE EXTENSION hstore; CREATE EXTENSION citext; CREATE EXTENSION ltree;
+         CREATE TYPE aggregate_kind AS ENUM ('Order', 'Customer');
+         CREATE DOMAIN amount AS numeric(10,2);
+         CREATE DOMAIN positive_amount AS amount CHECK (VALUE > 0);
+         CREATE TABLE public.typed (
+             id uuid PRIMARY KEY,
+             aggregatetype aggregate_kind NOT NULL,
+             aggregateid citext NOT NULL,
+             payload jsonb,
+             total positive_amount NOT NULL,
+             ratio numeric,
+             fee money,
+             at_time time,
+             at_timetz timetz,
+             span interval,
+             flags bit(3),
+             tags text[],
+             counts int4[],
+             attrs hstore,
+             path ltree,
+             ip inet,
+             born date,
+             never timestamp,
+             blob bytea,
+             q tsquery
+         );",
+        "DateStyle = 'SQL, DMY'\nIntervalStyle = 'iso_8601'\nbytea_output = 'escape'\n",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let fields = [
+        "total",
+        "ratio",
+        "fee",
+        "at_time",
+        "at_timetz",
+        "span",
+        "flags",
+        "tags",
+        "counts",
+        "attrs",
+        "path",
+        "ip",
+        "born",
+        "never",
+        "blob",
+    ];
+    let placement = |header: &str| {
+        let mut p: Vec<String> = fields.iter().map(|f| format!("{f}:envelope:{f}")).collect();
+        p.push(format!("{header}:header:{header}"));
+        p.join(",")
+    };
+    let defaults = start(
+        &stack,
+        dir.path(),
+        "types_default",
+        serde_json::json!({
+            "table.include.list": "public.typed",
+            "transforms.outbox.table.fields.additional.placement": placement("total"),
+        }),
+    )
+    .await;
+    let modes = start(
+        &stack,
+        dir.path(),
+        "types_modes",
+        serde_json::json!({
+            "table.include.list": "public.typed",
+            "transforms.outbox.table.fields.additional.placement": placement("fee"),
+            "transforms.outbox.route.topic.replacement": "modes.${routedByValue}",
+            "decimal.handling.mode": "STRING",
+            "time.precision.mode": "isostring",
+            "interval.handling.mode": "string",
+            "hstore.handling.mode": "map",
+            "binary.handling.mode": "hex",
+        }),
+    )
+    .await;
+    stack
+        .db
+        .batch_execute(
+            r#"INSERT INTO public.typed VALUES (
+                 '00000000-0000-0000-0000-000000000001', 'Order', 'o-1', '{"n": 1}',
+                 12.3, 1.500, 1234.56, '13:51:30', '13:51:30.123789+02',
+                 '1 year 2 mons 3 days 04:05:06.78', B'101', '{one,"two words",NULL}', '{1,2,3}',
+                 '"key4"=>"val4", "key5"=>NULL', 'Top.Collections', '192.168.2.0/24',
+                 '0044-03-15 BC', 'infinity', '\x010203', 'fat & cat')"#,
+        )
+        .await
+        .unwrap();
+    wait_all_confirmed(&stack, "types_default", &defaults).await;
+    wait_all_confirmed(&stack, "types_modes", &modes).await;
+
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(
+        r.key_str(),
+        Some(r#"{"schema":{"type":"string","optional":false},"payload":"o-1"}"#)
+    );
+    assert_eq!(
+        r.header_str("total"),
+        "12.30",
+        "BigDecimal.toString() in a header"
+    );
+    assert_eq!(
+        text(&r.value),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":["#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
+            r#"{"type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"total"},"#,
+            r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"ratio"},"#,
+            r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"},"field":"fee"},"#,
+            r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1,"field":"at_time"},"#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.time.ZonedTime","version":1,"field":"at_timetz"},"#,
+            r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1,"field":"span"},"#,
+            r#"{"type":"bytes","optional":true,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"3"},"field":"flags"},"#,
+            r#"{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"tags"},"#,
+            r#"{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"counts"},"#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"attrs"},"#,
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Ltree","version":1,"field":"path"},"#,
+            r#"{"type":"string","optional":true,"field":"ip"},"#,
+            r#"{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1,"field":"born"},"#,
+            r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"never"},"#,
+            r#"{"type":"bytes","optional":true,"field":"blob"}],"#,
+            r#""optional":false,"name":"app.public.typed.Order.Value"},"#,
+            r#""payload":{"payload":"{\"n\": 1}","total":"BM4=","ratio":{"scale":1,"value":"Dw=="},"fee":"AeJA","#,
+            r#""at_time":49890000000,"at_timetz":"11:51:30.123789Z","span":37091106780000,"flags":"BQ==","#,
+            r#""tags":["one","two words",null],"counts":[1,2,3],"attrs":"{\"key5\":null,\"key4\":\"val4\"}","#,
+            r#""path":"Top.Collections","ip":"192.168.2.0/24","born":-735160,"never":9223372036825200000,"blob":"AQID"}}"#
+        )
+    );
+
+    let records = stack.read_topic("modes.Order").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r.header_str("fee"), "1234.56");
+    let value: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+    let fields_schema = &value["schema"]["fields"];
+    let schema_of = |name: &str| {
+        fields_schema
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(schema_of("total")["type"], "string");
+    assert_eq!(schema_of("at_time")["name"], "io.debezium.time.IsoTime");
+    assert_eq!(schema_of("born")["name"], "io.debezium.time.IsoDate");
+    assert_eq!(schema_of("span")["name"], "io.debezium.time.Interval");
+    assert_eq!(
+        schema_of("attrs"),
+        serde_json::json!({"type":"map","keys":{"type":"string","optional":false},
+            "values":{"type":"string","optional":true},"optional":true,"field":"attrs"})
+    );
+    assert_eq!(
+        value["payload"],
+        serde_json::json!({
+            "payload": "{\"n\": 1}", "total": "12.30", "ratio": "1.500", "fee": "1234.56",
+            "at_time": "13:51:30Z", "at_timetz": "11:51:30.123789Z", "span": "P1Y2M3DT4H5M6.78S",
+            "flags": "BQ==", "tags": ["one", "two words", null], "counts": [1, 2, 3],
+            "attrs": {"key5": null, "key4": "val4"}, "path": "Top.Collections", "ip": "192.168.2.0/24",
+            "born": "-0043-03-15Z", "never": "+294247-01-10T04:00:25.2Z", "blob": "010203"
+        })
+    );
+
+    // A column Debezium leaves out of the record (tsquery) is named by `check` before
+    // anything runs, and `run` stops at its first row rather than guess its bytes.
+    let config = write_config(
+        dir.path(),
+        "types_unmapped.json",
+        connector(
+            "types_unmapped",
+            serde_json::json!({
+                "table.include.list": "public.typed",
+                "transforms.outbox.table.fields.additional.placement": "q:header:q",
+            }),
+        ),
+    );
+    let mut args = stack.relay_args(&["--debezium-config", &config]);
+    args[0] = "check".into();
+    args.retain(|a| !a.starts_with("--status-interval") && a != "100");
+    let out = std::process::Command::new(RELAY)
+        .args(&args)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("column \"q\"")
+            && said.contains("tsquery")
+            && said.contains("include.unknown.datatypes"),
+        "{said}"
+    );
+}
+
+/// `topic.creation.default.*` and `topic.creation.groups` (Kafka Connect's KIP-158,
+/// `TopicCreationGroup`): the topics the relay creates carry the configs of the first
+/// group that includes them, else the default group's; a group without partitions takes
+/// the default's. Read back from the broker with DescribeConfigs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_creation_groups_configure_the_topics_the_relay_creates() {
+    let stack = Stack::start_with_schema(
+        Storage::Sqlite,
+        "CREATE TABLE public.events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
+             aggregateid text NOT NULL, type text, payload jsonb);",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "topic_groups",
+        serde_json::json!({
+            "topic.creation.default.partitions": "2",
+            "topic.creation.default.replication.factor": "1",
+            "topic.creation.default.cleanup.policy": "compact",
+            "topic.creation.default.compression.type": "lz4",
+            "topic.creation.groups": "audit",
+            "topic.creation.audit.include": "outbox\\.event\\.Audit.*, nothing",
+            "topic.creation.audit.exclude": "outbox\\.event\\.AuditSkip",
+            "topic.creation.audit.retention.ms": "3600000",
+            "topic.creation.audit.partitions": "1",
+        }),
+    )
+    .await;
+    for (n, kind) in [(1, "Order"), (2, "AuditLog"), (3, "AuditSkip")] {
+        stack
+            .db
+            .execute(
+                "INSERT INTO public.events VALUES ($1::text::uuid, $2, 'a', 't', '{}')",
+                &[&uuid(n), &kind],
+            )
+            .await
+            .unwrap();
+    }
+    wait_all_confirmed(&stack, "topic_groups", &relay).await;
+    let bootstrap = stack.broker.bootstrap_servers();
+    let configs = |topic: &'static str| {
+        let bootstrap = bootstrap.clone();
+        async move {
+            outbox_relay_testkit::kafka::topic_configs(&bootstrap, topic)
+                .await
+                .unwrap()
+        }
+    };
+    let (order, partitions) = configs("outbox.event.Order").await;
+    // The default group's partitions: here the command line's --topic-partitions 3, which
+    // wins over the connector's topic.creation.default.partitions.
+    assert_eq!(partitions, 3, "the default group's partitions");
+    assert_eq!(
+        order.get("cleanup.policy").map(String::as_str),
+        Some("compact"),
+        "{order:?}"
+    );
+    assert_eq!(
+        order.get("compression.type").map(String::as_str),
+        Some("lz4"),
+        "{order:?}"
+    );
+    let (audit, partitions) = configs("outbox.event.AuditLog").await;
+    assert_eq!(partitions, 1, "the group's own partitions");
+    assert_eq!(
+        audit.get("retention.ms").map(String::as_str),
+        Some("3600000"),
+        "{audit:?}"
+    );
+    assert_ne!(
+        audit.get("cleanup.policy").map(String::as_str),
+        Some("compact"),
+        "a group's configs are its own: {audit:?}"
+    );
+    let (skipped, partitions) = configs("outbox.event.AuditSkip").await;
+    assert_eq!(partitions, 3, "excluded from the group: the default group");
+    assert_eq!(
+        skipped.get("cleanup.policy").map(String::as_str),
+        Some("compact"),
+        "{skipped:?}"
+    );
+}

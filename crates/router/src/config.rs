@@ -1,4 +1,4 @@
-use crate::connect::{Converter, ExpandBehaviour, HeaderConverter};
+use crate::connect::{Converter, ExpandBehaviour, HeaderConverter, TypeModes};
 use crate::error::ConfigError;
 use crate::topic::TopicTemplate;
 use std::fmt;
@@ -168,6 +168,9 @@ pub struct ConnectFormat {
     /// Debezium's context headers on every record (`extended.headers.enabled`, default
     /// true since 3.2); `None` when disabled.
     pub context_headers: Option<ContextHeaders>,
+    /// The connector options that change how columns are typed (decimal, time, interval,
+    /// hstore and binary handling modes, ...).
+    pub types: TypeModes,
 }
 
 /// `__debezium.context.*` (`DebeziumHeaderProducer.contextHeaders`), in this order, before

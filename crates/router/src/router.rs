@@ -84,6 +84,30 @@ impl Router {
         }
     }
 
+    /// Why rows of `relation` could not be written as Kafka Connect would (a column the
+    /// routing reads has a type Debezium does not map), given the table's catalog facts;
+    /// `None` when every column the routing reads is mapped. For `check` and start-up,
+    /// before anything streams.
+    pub fn column_problem(
+        &mut self,
+        relation: &Relation,
+        facts: Vec<ColumnFacts>,
+    ) -> Option<String> {
+        let table = TableName {
+            schema: relation.namespace.clone(),
+            name: relation.name.clone(),
+        };
+        self.facts.insert(table.to_string(), facts);
+        self.on_relation(relation);
+        self.relations
+            .get(&relation.relation_id)?
+            .as_ref()?
+            .connect
+            .as_ref()?
+            .problem()
+            .map(str::to_owned)
+    }
+
     /// Feeds one decoded message; returns what, if anything, to produce.
     pub fn route(&mut self, message: &LogicalMessage) -> RouteOutcome {
         match message {

@@ -15,6 +15,9 @@ pub struct TopicTemplate {
 /// `replaceFirst` semantics: the whole routing value must match, else it is the topic.
 #[derive(Debug, Clone)]
 struct TopicRegex {
+    /// The regex anchored at both ends (Java `matches()`).
+    whole: regex::Regex,
+    /// The regex as it is (Java `find()`, which `replaceFirst` uses).
     regex: regex::Regex,
     /// The replacement in the regex crate's syntax.
     replacement: String,
@@ -46,15 +49,18 @@ impl TopicTemplate {
         if regex == DEFAULT_TOPIC_REGEX {
             return Self::parse(replacement);
         }
-        let compiled = regex::Regex::new(&format!("^(?:{regex})$"))
-            .map_err(|e| ConfigError::InvalidRegex(regex.to_owned(), e.to_string()))?;
-        let replacement = java_replacement(replacement, &compiled)
+        let ascii = java_ascii_classes(regex);
+        let invalid = |e: regex::Error| ConfigError::InvalidRegex(regex.to_owned(), e.to_string());
+        let whole = regex::Regex::new(&format!("^(?:{ascii})$")).map_err(invalid)?;
+        let find = regex::Regex::new(&ascii).map_err(invalid)?;
+        let replacement = java_replacement(replacement, &find)
             .map_err(|e| ConfigError::InvalidRegex(regex.to_owned(), e))?;
         Ok(Self {
             prefix: String::new(),
             suffix: None,
             regex: Some(TopicRegex {
-                regex: compiled,
+                whole,
+                regex: find,
                 replacement,
             }),
         })
@@ -82,14 +88,20 @@ impl TopicTemplate {
 
     pub fn render(&self, routed_by_value: &str) -> String {
         if let Some(r) = &self.regex {
-            return match r.regex.captures(routed_by_value) {
-                Some(captures) => {
-                    let mut topic = String::new();
-                    captures.expand(&r.replacement, &mut topic);
-                    topic
-                }
-                None => routed_by_value.to_owned(),
+            // EventRouterDelegate: `if (matcher.matches()) matcher.replaceFirst(...)`, and
+            // replaceFirst replaces the leftmost *find*, which may be shorter than the whole
+            // value (`a|ab` on "ab" finds "a": the rest is kept).
+            if !r.whole.is_match(routed_by_value) {
+                return routed_by_value.to_owned();
+            }
+            let Some(captures) = r.regex.captures(routed_by_value) else {
+                return routed_by_value.to_owned();
             };
+            let found = captures.get(0).expect("group 0 is the match");
+            let mut topic = routed_by_value[..found.start()].to_owned();
+            captures.expand(&r.replacement, &mut topic);
+            topic.push_str(&routed_by_value[found.end()..]);
+            return topic;
         }
         match &self.suffix {
             Some(suffix) => {
@@ -103,6 +115,64 @@ impl TopicTemplate {
             None => self.prefix.clone(),
         }
     }
+}
+
+/// Java's `\\d \\w \\s \\b` (and their negations) are ASCII-only unless
+/// UNICODE_CHARACTER_CLASS is set; the regex crate's are Unicode. The pattern with those
+/// escapes spelled as ASCII classes, inside and outside character classes.
+fn java_ascii_classes(pattern: &str) -> String {
+    const DIGIT: &str = "0-9";
+    const WORD: &str = "a-zA-Z_0-9";
+    const SPACE: &str = " \\t\\n\\x0B\\f\\r";
+    let mut out = String::with_capacity(pattern.len());
+    let mut depth = 0usize;
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let class = match next.to_ascii_lowercase() {
+                    'd' => Some(DIGIT),
+                    'w' => Some(WORD),
+                    's' => Some(SPACE),
+                    _ => None,
+                };
+                match (class, next.is_ascii_uppercase(), depth > 0) {
+                    (Some(set), false, true) => out.push_str(set),
+                    (Some(set), false, false) => out.push_str(&format!("[{set}]")),
+                    (Some(set), true, _) => out.push_str(&format!("[^{set}]")),
+                    (None, _, false) if next == 'b' || next == 'B' => {
+                        out.push_str(&format!("(?-u:\\{next})"))
+                    }
+                    _ => {
+                        out.push(c);
+                        out.push(next);
+                    }
+                }
+            }
+            '[' => {
+                depth += 1;
+                out.push(c);
+                // A `]` right after `[` or `[^` is a literal.
+                if chars.peek() == Some(&'^') {
+                    out.push(chars.next().expect("peeked"));
+                }
+                if chars.peek() == Some(&']') {
+                    out.push_str("\\]");
+                    chars.next();
+                }
+            }
+            ']' if depth > 0 => {
+                depth -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Java's replacement syntax (`${name}`, `$1`, `\$` for a literal) in the regex crate's
@@ -224,6 +294,26 @@ mod tests {
                 .render("a"),
             "$a"
         );
+    }
+
+    /// EventRouterDelegate: `matcher.matches()` then `matcher.replaceFirst(replacement)`.
+    /// replaceFirst re-runs `find()`, whose leftmost match may end before the value does
+    /// (the rest is kept), and Java's `\\d \\w \\s \\b` are ASCII-only (java.util.regex.Pattern,
+    /// without UNICODE_CHARACTER_CLASS).
+    #[test]
+    fn regex_routing_is_java_matches_then_replace_first_with_ascii_classes() {
+        let t = TopicTemplate::with_regex("(a|ab)", "X").unwrap();
+        assert_eq!(t.render("ab"), "Xb", "the find is \"a\"; \"b\" stays");
+        let t = TopicTemplate::with_regex("(\\w+)-(\\d+)", "t.$1.$2").unwrap();
+        assert_eq!(t.render("order-42"), "t.order.42");
+        // Arabic-Indic digits and accented letters are not \\d / \\w in Java.
+        assert_eq!(t.render("order-\u{0664}\u{0662}"), "order-\u{0664}\u{0662}");
+        assert_eq!(t.render("caf\u{e9}-1"), "caf\u{e9}-1");
+        let t = TopicTemplate::with_regex("[\\w.]+\\s?[^\\d]", "ok").unwrap();
+        assert_eq!(t.render("a.b x"), "ok");
+        assert_eq!(t.render("a.b 1"), "a.b 1");
+        let t = TopicTemplate::with_regex("[]a]+", "ok").unwrap();
+        assert_eq!(t.render("]a"), "ok");
     }
 
     #[test]

@@ -81,6 +81,33 @@ pub async fn create_topic_with_configs(
     Ok(())
 }
 
+/// The configs the broker holds for `topic` (DescribeConfigs) and its partition count.
+pub async fn topic_configs(
+    bootstrap: &str,
+    topic: &str,
+) -> Result<(std::collections::HashMap<String, String>, usize)> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
+    let results = admin
+        .describe_configs(
+            &[rdkafka::admin::ResourceSpecifier::Topic(topic)],
+            &AdminOptions::new(),
+        )
+        .await?;
+    let mut configs = std::collections::HashMap::new();
+    for result in results {
+        let resource = result.map_err(|e| anyhow::anyhow!("describing {topic}: {e}"))?;
+        for entry in resource.entries {
+            if let Some(value) = entry.value {
+                configs.insert(entry.name, value);
+            }
+        }
+    }
+    let consumer: BaseConsumer = base_config(bootstrap).create()?;
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
+    let partitions = md.topics().first().map_or(0, |t| t.partitions().len());
+    Ok((configs, partitions))
+}
+
 /// Topic names the broker knows.
 pub fn list_topics(bootstrap: &str) -> Result<Vec<String>> {
     let consumer: BaseConsumer = base_config(bootstrap).create()?;

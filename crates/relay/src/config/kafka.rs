@@ -16,6 +16,56 @@ pub struct KafkaSettings {
     /// Events produced and not yet acknowledged before reading pauses.
     pub max_in_flight: usize,
     pub dead_letter_topic: String,
+    /// Topic configs for the topics the relay creates (Kafka Connect's `topic.creation.*`).
+    pub topic_creation: TopicCreation,
+}
+
+/// Kafka Connect's `topic.creation.default.*` and `topic.creation.groups` (KIP-158): the
+/// configs (`cleanup.policy`, `compression.type`, `retention.ms`, ...) of the topics the
+/// relay creates for its records. Not applied to the dead-letter topic.
+#[derive(Debug, Clone, Default)]
+pub struct TopicCreation {
+    /// The default group's topic configs.
+    pub configs: Vec<(String, String)>,
+    /// The groups in `topic.creation.groups` order; the first that includes a topic wins.
+    pub groups: Vec<TopicGroup>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicGroup {
+    pub name: String,
+    /// Whole-name regular expressions (Java `matches()`).
+    pub include: Vec<regex::Regex>,
+    pub exclude: Vec<regex::Regex>,
+    /// Unset: the default group's.
+    pub partitions: Option<i32>,
+    pub replication_factor: Option<i32>,
+    pub configs: Vec<(String, String)>,
+}
+
+impl TopicCreation {
+    /// Partitions, replication factor and configs for a new `topic`, given the default
+    /// group's partitions and replication factor.
+    pub fn for_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i32,
+    ) -> (i32, i32, &[(String, String)]) {
+        let matches = |list: &[regex::Regex]| list.iter().any(|r| r.is_match(topic));
+        match self
+            .groups
+            .iter()
+            .find(|g| matches(&g.include) && !matches(&g.exclude))
+        {
+            Some(g) => (
+                g.partitions.unwrap_or(partitions),
+                g.replication_factor.unwrap_or(replication_factor),
+                &g.configs,
+            ),
+            None => (partitions, replication_factor, &self.configs),
+        }
+    }
 }
 
 /// Which client a configuration is for.
@@ -131,6 +181,7 @@ mod tests {
             topic_replication_factor: -1,
             max_in_flight: 10,
             dead_letter_topic: "dlq".into(),
+            topic_creation: TopicCreation::default(),
         }
     }
 

@@ -14,7 +14,7 @@ mod options;
 mod postgres;
 mod source;
 
-pub use kafka::{parse_producer_property, ClientRole, KafkaSettings};
+pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreation, TopicGroup};
 pub use options::{Mode, RunOptions};
 pub use postgres::ConnectionInfo;
 pub use source::{
@@ -78,6 +78,8 @@ pub struct Preset {
     pub exactly_once: bool,
     pub topic_partitions: Option<i32>,
     pub topic_replication_factor: Option<i32>,
+    /// `topic.creation.*` topic configs and groups.
+    pub topic_creation: kafka::TopicCreation,
     pub router: RouterConfig,
     /// librdkafka properties (translated from `producer.*` / `producer.override.*`).
     pub producer_properties: Vec<(String, String)>,
@@ -434,6 +436,7 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
         topic_replication_factor,
         max_in_flight,
         dead_letter_topic,
+        topic_creation: preset.map(|p| p.topic_creation.clone()).unwrap_or_default(),
     })
 }
 

@@ -8,7 +8,7 @@ use super::options::Options;
 use super::properties::RawConfig;
 use crate::config::{Heartbeat, Preset as DebeziumSetup, PublicationMode, SnapshotMode};
 use crate::secret::Secret;
-use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
+use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter, TypeModes};
 use outbox_router::{
     AdditionalField, ConnectFormat, InvalidOperation, Output, RouterConfig, TableName,
     TopicTemplate, DEFAULT_TOPIC_REGEX,
@@ -54,23 +54,12 @@ const NO_EFFECT: &[&str] = &[
     "snapshot.delay.ms",
     "snapshot.isolation.mode",
     "schema.refresh.mode",
-    "include.unknown.datatypes",
-    "decimal.handling.mode",
-    "hstore.handling.mode",
-    "interval.handling.mode",
-    "sanitize.field.names",
-    "field.name.adjustment.mode",
-    "schema.name.adjustment.mode",
     "topic.creation.enable",
-    "topic.creation.default.cleanup.policy",
-    "topic.creation.default.compression.type",
     "key.converter.schemas.enable",
     "value.converter.schemas.enable",
     "header.converter.schemas.enable",
     "value.converter.replace.null.with.default",
     "key.converter.replace.null.with.default",
-    "value.converter.decimal.format",
-    "key.converter.decimal.format",
     "value.converter.schemas.cache.size",
     "key.converter.schemas.cache.size",
     "table.field.event.type",
@@ -157,7 +146,7 @@ pub fn translate(
         .as_ref()
         .and_then(|w| w.get("exactly.once.source.support"))
         .is_some_and(|v| v == "enabled");
-    let exactly_once = match o.get("exactly.once.support") {
+    let exactly_once = match o.get("exactly.once.support").map(str::to_ascii_lowercase).as_deref() {
         Some("required") => true,
         None | Some("requested") => worker_exactly_once,
         Some("disabled") => false,
@@ -180,22 +169,8 @@ pub fn translate(
             "{key} is not supported by outbox-relay: outbox columns are relayed unchanged"
         ));
     }
-    match o.get("time.precision.mode") {
-        None | Some("adaptive") | Some("adaptive_time_microseconds") => {}
-        Some(other) => {
-            return Err(format!(
-                "time.precision.mode={other} is not supported by outbox-relay (it writes timestamps as with adaptive)"
-            ))
-        }
-    }
-    match o.get("binary.handling.mode") {
-        None | Some("bytes") => {}
-        Some(other) => {
-            return Err(format!(
-                "binary.handling.mode={other} is not supported by outbox-relay (bytea columns are written as with bytes)"
-            ))
-        }
-    }
+    let types = type_modes(&o, w.as_ref())?;
+    refuse_byte_changing_options(&o, w.as_ref())?;
 
     // --- PostgreSQL ---
     let postgres_url = postgres_url(&o)?;
@@ -205,7 +180,12 @@ pub fn translate(
         .get("publication.name")
         .unwrap_or("dbz_publication")
         .to_owned();
-    let publication_mode = match o.get("publication.autocreate.mode").unwrap_or("all_tables") {
+    let publication_mode = match o
+        .get("publication.autocreate.mode")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+        .unwrap_or("all_tables")
+    {
         "all_tables" => PublicationMode::AllTables,
         "filtered" => PublicationMode::Filtered,
         "no_tables" => PublicationMode::NoTables,
@@ -216,7 +196,12 @@ pub fn translate(
             ))
         }
     };
-    let snapshot = match o.get("snapshot.mode").unwrap_or("initial") {
+    let snapshot = match o
+        .get("snapshot.mode")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+        .unwrap_or("initial")
+    {
         "initial" | "when_needed" => SnapshotMode::Initial,
         "no_data" | "never" => SnapshotMode::NoData,
         other => {
@@ -270,6 +255,7 @@ pub fn translate(
             .transpose()
     };
     let topic_partitions = int_option("topic.creation.default.partitions")?;
+    let topic_creation = topic_creation(&o)?;
     let topic_replication_factor = int_option("topic.creation.default.replication.factor")?;
     let topic_prefix = o
         .get("topic.prefix")
@@ -337,7 +323,10 @@ pub fn translate(
     let additional =
         AdditionalField::parse_list(get("table.fields.additional.placement").unwrap_or(""))
             .map_err(|e| format!("{}: {e}", t("table.fields.additional.placement")))?;
-    let ignore_missing_additional = match get("table.field.additional.missing") {
+    let ignore_missing_additional = match get("table.field.additional.missing")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("ignore") => true,
         Some("error") => false,
         Some(other) => {
@@ -348,18 +337,21 @@ pub fn translate(
         }
         None => !bool_option(&["table.fields.additional.error.on.missing"], true)?,
     };
-    let on_update =
-        match get("table.op.invalid.behavior").or_else(|| get("debezium.op.invalid.behavior")) {
-            None | Some("warn") => InvalidOperation::Warn,
-            Some("error") => InvalidOperation::Error,
-            Some("fatal") => InvalidOperation::Fatal,
-            Some(other) => {
-                return Err(format!(
-                    "{}: {other:?} is not warn, error or fatal",
-                    t("table.op.invalid.behavior")
-                ))
-            }
-        };
+    let on_update = match get("table.op.invalid.behavior")
+        .or_else(|| get("debezium.op.invalid.behavior"))
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None | Some("warn") => InvalidOperation::Warn,
+        Some("error") => InvalidOperation::Error,
+        Some("fatal") => InvalidOperation::Fatal,
+        Some(other) => {
+            return Err(format!(
+                "{}: {other:?} is not warn, error or fatal",
+                t("table.op.invalid.behavior")
+            ))
+        }
+    };
     // Debezium never sees UPDATEs it was told to skip.
     let on_update = if skipped.contains(&"u") {
         InvalidOperation::Ignore
@@ -370,7 +362,10 @@ pub fn translate(
         &["table.expand.json.payload", "debezium.expand.json.payload"],
         false,
     )?;
-    let keep_nulls = match get("table.json.payload.null.behavior") {
+    let keep_nulls = match get("table.json.payload.null.behavior")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         None | Some("ignore") => false,
         Some("optional_bytes") => true,
         Some(other) => {
@@ -380,7 +375,10 @@ pub fn translate(
             ))
         }
     };
-    let keep_empty_arrays = match get("table.json.payload.empty.array.behavior") {
+    let keep_empty_arrays = match get("table.json.payload.empty.array.behavior")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         None | Some("ignore") => false,
         Some("optional_string") => true,
         Some(other) => {
@@ -450,6 +448,7 @@ pub fn translate(
         exactly_once,
         topic_partitions,
         topic_replication_factor,
+        topic_creation,
         router: RouterConfig {
             tables: vec![table],
             id_column,
@@ -479,11 +478,250 @@ pub fn translate(
                 context_headers: extended_headers.then(|| {
                     outbox_router::ContextHeaders::postgres(&topic_prefix_for_headers, None)
                 }),
+                types,
             }),
         },
         producer_properties,
         notes,
         unknown,
+    })
+}
+
+/// `topic.creation.default.*` and `topic.creation.groups` (Kafka Connect's
+/// `SourceConnectorConfig`, `TopicCreationGroup`): every setting of a group other than
+/// include, exclude, partitions and replication.factor is a topic config; a group without
+/// partitions or replication.factor takes the default group's.
+fn topic_creation(o: &Options) -> Result<crate::config::TopicCreation, String> {
+    const GROUP_SETTINGS: &[&str] = &["include", "exclude", "partitions", "replication.factor"];
+    let configs_of = |group: &str| -> Vec<(String, String)> {
+        o.with_prefix(&format!("topic.creation.{group}."))
+            .into_iter()
+            .filter(|(k, _)| !GROUP_SETTINGS.contains(&k.as_str()))
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect()
+    };
+    let regexes = |key: &str| -> Result<Vec<regex::Regex>, String> {
+        o.get(key)
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                regex::Regex::new(&format!("^(?:{r})$"))
+                    .map_err(|e| format!("{key}: {r:?} is not a regular expression: {e}"))
+            })
+            .collect()
+    };
+    let mut groups = Vec::new();
+    for name in o
+        .get("topic.creation.groups")
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+    {
+        let include = regexes(&format!("topic.creation.{name}.include"))?;
+        if include.is_empty() {
+            return Err(format!(
+                "topic.creation.{name}.include is required for the topic creation group {name}"
+            ));
+        }
+        let int = |setting: &str| -> Result<Option<i32>, String> {
+            let key = format!("topic.creation.{name}.{setting}");
+            o.get(&key)
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| format!("{key}: {v:?} is not a number"))
+                })
+                .transpose()
+        };
+        groups.push(crate::config::TopicGroup {
+            name: name.to_owned(),
+            exclude: regexes(&format!("topic.creation.{name}.exclude"))?,
+            include,
+            partitions: int("partitions")?,
+            replication_factor: int("replication.factor")?,
+            configs: configs_of(name),
+        });
+    }
+    Ok(crate::config::TopicCreation {
+        configs: configs_of("default"),
+        groups,
+    })
+}
+
+/// Options that would change the records' bytes, accepted at their default (or harmless)
+/// values and refused otherwise: outbox-relay does not implement them, and a warning would
+/// let records differ from Debezium's silently.
+fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), String> {
+    let is = |key: &str, allowed: &[&str]| -> Result<(), String> {
+        match o.get(key) {
+            Some(v) if !allowed.iter().any(|a| a.eq_ignore_ascii_case(v.trim())) => Err(format!(
+                "{key}={v} is not supported by outbox-relay (it changes the records' bytes); accepted: {}",
+                allowed.join(", ")
+            )),
+            _ => Ok(()),
+        }
+    };
+    for key in [
+        "column.propagate.source.type",
+        "datatype.propagate.source.type",
+    ] {
+        is(key, &[""]).map_err(|_| {
+            format!(
+                "{key} is not supported by outbox-relay: it adds __debezium.source.column.* parameters to \
+                 column schemas, which outbox-relay does not write; remove it"
+            )
+        })?;
+    }
+    is("include.schema.comments", &["false"])?;
+    is("topic.delimiter", &["."])?;
+    is(
+        "topic.naming.strategy",
+        &[
+            "io.debezium.schema.SchemaTopicNamingStrategy",
+            "io.debezium.schema.DefaultTopicNamingStrategy",
+        ],
+    )?;
+    is("schema.name.adjustment.mode", &["none"])?;
+    is("field.name.adjustment.mode", &["none"])?;
+    is("sanitize.field.names", &["false"])?;
+    // A partitioner other than Kafka's default (murmur2 of the key) moves keys to other
+    // partitions than the ones consumers see today.
+    let default_partitioners = [
+        "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+        "org.apache.kafka.clients.producer.internals.BuiltInPartitioner",
+    ];
+    for (source, key) in [
+        (Some(o), "producer.override.partitioner.class"),
+        (w, "producer.partitioner.class"),
+    ] {
+        if let Some(class) = source.and_then(|s| s.get(key)) {
+            if !default_partitioners.contains(&class.trim()) {
+                return Err(format!(
+                    "{key}={class} is not supported by outbox-relay: it partitions by murmur2 of the key, \
+                     as Kafka's default partitioner does; another partitioner would move keys"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One of an option's values, matched without regard to case as Debezium's
+/// `EnumeratedValue.parse` does.
+fn choice<T: Copy>(o: &Options, key: &str, choices: &[(&str, T)], default: T) -> Result<T, String> {
+    let Some(value) = o.get(key) else {
+        return Ok(default);
+    };
+    let value = value.trim();
+    choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(value))
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            format!("{key}: {value:?} is not one of {}", names.join(", "))
+        })
+}
+
+/// The connector options that change how columns are typed and written.
+fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
+    use outbox_router::connect::{
+        BinaryMode, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
+    };
+    if let Some(mode @ ("microseconds" | "nanoseconds" | "structured")) =
+        o.get("time.precision.mode").map(str::trim)
+    {
+        return Err(format!(
+            "time.precision.mode={mode} is not supported by outbox-relay; use adaptive (the default), \
+             adaptive_time_microseconds, connect or isostring"
+        ));
+    }
+    for prefix in ["value.converter", "key.converter"] {
+        let key = format!("{prefix}.decimal.format");
+        let value = o.get(&key).or_else(|| w.and_then(|w| w.get(&key)));
+        if let Some(v) = value {
+            if !v.trim().eq_ignore_ascii_case("BASE64") {
+                return Err(format!(
+                    "{key}={v} is not supported by outbox-relay: decimals are written as JsonConverter's \
+                     default (BASE64); use decimal.handling.mode=string or double for readable numbers"
+                ));
+            }
+        }
+    }
+    let money_fraction_digits = match o.get("money.fraction.digits") {
+        None => 2,
+        Some(v) => v.trim().parse().map_err(|_| {
+            format!("money.fraction.digits: {v:?} is not a number of digits (0-255)")
+        })?,
+    };
+    let include_unknown = match o
+        .get("include.unknown.datatypes")
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => false,
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" => false,
+        Some(other) => {
+            return Err(format!(
+                "include.unknown.datatypes: {other:?} is not true or false"
+            ))
+        }
+    };
+    Ok(TypeModes {
+        decimal: choice(
+            o,
+            "decimal.handling.mode",
+            &[
+                ("precise", DecimalMode::Precise),
+                ("double", DecimalMode::Double),
+                ("string", DecimalMode::String),
+            ],
+            DecimalMode::Precise,
+        )?,
+        time: choice(
+            o,
+            "time.precision.mode",
+            &[
+                ("adaptive", TimePrecisionMode::Adaptive),
+                (
+                    "adaptive_time_microseconds",
+                    TimePrecisionMode::AdaptiveTimeMicroseconds,
+                ),
+                ("connect", TimePrecisionMode::Connect),
+                ("isostring", TimePrecisionMode::IsoString),
+            ],
+            TimePrecisionMode::Adaptive,
+        )?,
+        interval: choice(
+            o,
+            "interval.handling.mode",
+            &[
+                ("numeric", IntervalMode::Numeric),
+                ("string", IntervalMode::String),
+            ],
+            IntervalMode::Numeric,
+        )?,
+        hstore: choice(
+            o,
+            "hstore.handling.mode",
+            &[("json", HstoreMode::Json), ("map", HstoreMode::Map)],
+            HstoreMode::Json,
+        )?,
+        binary: choice(
+            o,
+            "binary.handling.mode",
+            &[
+                ("bytes", BinaryMode::Bytes),
+                ("base64", BinaryMode::Base64),
+                ("base64-url-safe", BinaryMode::Base64UrlSafe),
+                ("hex", BinaryMode::Hex),
+            ],
+            BinaryMode::Bytes,
+        )?,
+        money_fraction_digits,
+        include_unknown,
     })
 }
 

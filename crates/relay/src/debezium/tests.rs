@@ -282,7 +282,7 @@ fn unknown_options_are_listed_and_semantic_ones_refused() {
             "(?=x).*",
             "route.topic.regex",
         ),
-        ("time.precision.mode", "connect", "time.precision.mode"),
+        ("time.precision.mode", "structured", "time.precision.mode"),
         (
             "publication.autocreate.mode",
             "some",
@@ -357,4 +357,74 @@ fn exactly_once_support_turns_on_exactly_once_delivery() {
     );
     let err = on(&[("exactly.once.support", "always")], None).unwrap_err();
     assert!(err.starts_with("exactly.once.support:"), "{err}");
+}
+
+#[test]
+fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
+    use outbox_router::connect::{DecimalMode, HstoreMode, TimePrecisionMode};
+    let s = translate(
+        &config(&[
+            ("decimal.handling.mode", "DOUBLE"),
+            ("time.precision.mode", "connect"),
+            ("hstore.handling.mode", "map"),
+            ("money.fraction.digits", "4"),
+            ("transforms.outbox.table.op.invalid.behavior", "ERROR"),
+            ("snapshot.mode", "NO_DATA"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let types = connect(&s).types;
+    assert_eq!(types.decimal, DecimalMode::Double);
+    assert_eq!(types.time, TimePrecisionMode::Connect);
+    assert_eq!(types.hstore, HstoreMode::Map);
+    assert_eq!(types.money_fraction_digits, 4);
+    assert_eq!(s.router.on_update, InvalidOperation::Error);
+    assert_eq!(s.snapshot, SnapshotMode::NoData);
+    for (key, value, named) in [
+        ("time.precision.mode", "nanoseconds", "time.precision.mode"),
+        ("decimal.handling.mode", "exact", "decimal.handling.mode"),
+        (
+            "value.converter.decimal.format",
+            "NUMERIC",
+            "decimal.format",
+        ),
+        (
+            "column.propagate.source.type",
+            ".*",
+            "column.propagate.source.type",
+        ),
+        (
+            "datatype.propagate.source.type",
+            ".+\\.NUMERIC",
+            "datatype.propagate.source.type",
+        ),
+        ("include.schema.comments", "true", "include.schema.comments"),
+        ("topic.delimiter", "_", "topic.delimiter"),
+        (
+            "schema.name.adjustment.mode",
+            "avro",
+            "schema.name.adjustment.mode",
+        ),
+        (
+            "producer.override.partitioner.class",
+            "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            "partitioner.class",
+        ),
+        ("topic.creation.groups", "g", "topic.creation.g.include"),
+    ] {
+        let e = translate(&config(&[(key, value)]), None).unwrap_err();
+        assert!(e.contains(named), "{key}={value}: {e}");
+    }
+    // Their default values are accepted.
+    translate(
+        &config(&[
+            ("include.schema.comments", "false"),
+            ("topic.delimiter", "."),
+            ("schema.name.adjustment.mode", "none"),
+            ("value.converter.decimal.format", "base64"),
+        ]),
+        None,
+    )
+    .unwrap();
 }

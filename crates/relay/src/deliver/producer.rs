@@ -679,10 +679,28 @@ impl Producer for KafkaProducer {
             self.known_topics.insert(topic.clone());
             return Ok(None);
         }
-        let replication = TopicReplication::Fixed(self.replication_factor);
-        let configs = topic_configs(self.replication_factor);
-        let mut new_topic = NewTopic::new(topic, self.partitions, replication);
-        for (key, value) in &configs {
+        // topic.creation.* applies to the routed topics, not to the dead-letter topic (a
+        // compacted dead-letter topic would lose the rows it keeps).
+        let none = Vec::new();
+        let (partitions, replication_factor, theirs) = if **topic
+            == *self.settings.dead_letter_topic
+        {
+            (self.partitions, self.replication_factor, &none[..])
+        } else {
+            self.settings
+                .topic_creation
+                .for_topic(topic, self.partitions, self.replication_factor)
+        };
+        let replication = TopicReplication::Fixed(replication_factor);
+        let ours = topic_configs(replication_factor);
+        let mut new_topic = NewTopic::new(topic, partitions, replication);
+        for (key, value) in ours
+            .iter()
+            .filter(|(k, _)| !theirs.iter().any(|(t, _)| t == k))
+        {
+            new_topic = new_topic.set(key, value);
+        }
+        for (key, value) in theirs {
             new_topic = new_topic.set(key, value);
         }
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
@@ -695,12 +713,13 @@ impl Producer for KafkaProducer {
             match result {
                 Ok(_) => tracing::info!(
                     topic = &**topic,
-                    partitions = self.partitions,
+                    partitions,
+                    configs = ?theirs,
                     "created topic"
                 ),
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((_, code)) => {
-                    match topic_refusal(topic, code, self.partitions, self.replication_factor) {
+                    match topic_refusal(topic, code, partitions, replication_factor) {
                         TopicRefusal::ThisTopic(reason) => {
                             self.refused_topics.insert(topic.clone(), reason.clone());
                             return Ok(Some(reason));

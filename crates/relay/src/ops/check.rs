@@ -2,6 +2,7 @@
 
 use crate::config::ConnectionInfo;
 use crate::config::{ClientRole, Retire, Settings, SourceSettings};
+use crate::error::RelayError;
 use crate::source::catalog;
 use crate::source::postgres;
 use postgres_protocol::escape::{escape_identifier, escape_literal};
@@ -156,6 +157,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             .unwrap_or(false);
         if readable {
             out.push(ok(format!("table {table} exists and is readable")));
+            out.extend(column_types(&client, s, table).await);
         } else {
             out.push(fail(
                 format!("no SELECT privilege on {table}"),
@@ -375,4 +377,34 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
         Err(e) => out.push(fail(format!("cannot ask Kafka to create topics: {e}"), "check the broker's version and permissions")),
     }
     out
+}
+
+/// With Kafka Connect output (`--debezium-config`): whether every column the routing reads
+/// has a type outbox-relay writes the way Debezium does, before anything runs.
+async fn column_types(
+    client: &tokio_postgres::Client,
+    s: &Settings,
+    table: &outbox_router::TableName,
+) -> Option<Finding> {
+    let mut router = outbox_router::Router::new(s.router.clone());
+    if !router.wants_column_facts() {
+        return None;
+    }
+    let read = async {
+        let relation = crate::source::sql_rows::relation(client, table, 0).await?;
+        let facts = catalog::column_facts(client, table).await?;
+        Ok::<_, RelayError>((relation, facts))
+    };
+    Some(match read.await {
+        Err(e) => fail(
+            format!("cannot read the column types of {table}: {e}"),
+            "the relay's role needs SELECT on the table",
+        ),
+        Ok((relation, facts)) => match router.column_problem(&relation, facts) {
+            None => ok(format!(
+                "the columns of {table} that the routing reads have types Debezium maps"
+            )),
+            Some(problem) => fail(problem, "see the README's \"Column types\" table"),
+        },
+    })
 }

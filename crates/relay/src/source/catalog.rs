@@ -291,29 +291,59 @@ async fn create_debezium_publication(
     }
 }
 
-/// Nullability, defaults and enum labels of `table`'s columns, for Kafka Connect schemas.
+/// Nullability, defaults and types of `table`'s columns, for Kafka Connect schemas: each
+/// type with domains resolved to their base type (and the innermost modifier a domain
+/// sets), its name (extension types such as citext and hstore have no fixed OID), enum
+/// labels, and an array's element type.
 pub async fn column_facts(
     client: &tokio_postgres::Client,
     table: &TableName,
 ) -> Result<Vec<outbox_router::connect::ColumnFacts>, RelayError> {
+    use outbox_router::connect::{ColumnFacts, PgType};
     let qualified = sql_rows::qualified(table);
     let rows = client
         .query(
-            "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
-                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = a.atttypid) \
-             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
-             WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+            "WITH RECURSIVE cols AS ( \
+               SELECT a.attnum, a.attname::text AS name, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def, \
+                      a.atttypid AS typ, a.atttypmod AS typmod, 0 AS depth \
+               FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+               WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped \
+               UNION ALL \
+               SELECT c.attnum, c.name, c.attnotnull, c.def, t.typbasetype, \
+                      CASE WHEN c.typmod = -1 THEN t.typtypmod ELSE c.typmod END, c.depth + 1 \
+               FROM cols c JOIN pg_type t ON t.oid = c.typ WHERE t.typtype = 'd') \
+             SELECT DISTINCT ON (c.attnum) c.name, c.attnotnull, c.def, c.typ, c.typmod, t.typname::text, \
+                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = c.typ), \
+                    el.oid, el.typname::text, \
+                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = el.oid) \
+             FROM cols c JOIN pg_type t ON t.oid = c.typ \
+             LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typcategory = 'A' \
+             ORDER BY c.attnum, c.depth DESC",
             &[&qualified],
         )
         .await
         .map_err(catalog_error("reading the outbox table's columns"))?;
     Ok(rows
         .iter()
-        .map(|r| outbox_router::connect::ColumnFacts {
+        .map(|r| ColumnFacts {
             name: r.get(0),
             not_null: r.get(1),
             default_expression: r.get(2),
-            enum_labels: r.get(3),
+            pg_type: Some(PgType {
+                oid: r.get(3),
+                typmod: r.get(4),
+                name: r.get(5),
+                enum_labels: r.get(6),
+                element: r.get::<_, Option<u32>>(7).map(|oid| {
+                    Box::new(PgType {
+                        oid,
+                        typmod: -1,
+                        name: r.get(8),
+                        enum_labels: r.get(9),
+                        element: None,
+                    })
+                }),
+            }),
         })
         .collect())
 }

@@ -4,22 +4,40 @@
 use crate::config::ConnectionInfo;
 use crate::error::RelayError;
 
+/// The session settings every connection pins, replication included (the walsender prints
+/// column values with them): the text formats the column readers parse, whatever the
+/// server's or the role's defaults. `DateStyle=ISO` is what pgjdbc (and so Debezium) sends;
+/// `IntervalStyle=postgres`, `bytea_output=hex` and an en_US-like `lc_monetary` are the
+/// server defaults Debezium's parsers assume.
+pub const SESSION_OPTIONS: &str =
+    "-c DateStyle=ISO -c IntervalStyle=postgres -c bytea_output=hex -c lc_monetary=C";
+
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
     let info = ConnectionInfo::parse(url).map_err(RelayError::misconfigured)?;
     let tls = crate::tls::client_config(&info.tls)
         .map_err(|e| RelayError::misconfigured(format!("TLS to PostgreSQL: {e}")))?;
+    let mut config: tokio_postgres::Config = info
+        .sql_url
+        .parse()
+        .map_err(|e| RelayError::misconfigured(format!("PostgreSQL URL: {e}")))?;
+    let options = match config.get_options() {
+        Some(theirs) => format!("{theirs} {SESSION_OPTIONS}"),
+        None => SESSION_OPTIONS.to_owned(),
+    };
+    config.options(&options);
     let client = match tls {
         None => {
-            let (client, connection) =
-                tokio_postgres::connect(&info.sql_url, tokio_postgres::NoTls)
-                    .await
-                    .map_err(|e| connect_error(e, &info.display))?;
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(|e| connect_error(e, &info.display))?;
             tokio::spawn(drive(connection));
             client
         }
-        Some(config) => {
-            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(config);
-            let (client, connection) = tokio_postgres::connect(&info.sql_url, connector)
+        Some(tls) => {
+            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
+            let (client, connection) = config
+                .connect(connector)
                 .await
                 .map_err(|e| connect_error(e, &info.display))?;
             tokio::spawn(drive(connection));

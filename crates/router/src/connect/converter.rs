@@ -45,12 +45,12 @@ impl Converter {
                 }
                 Ok(Some(out.into()))
             }
-            Converter::String => Ok(to_java_string(value)),
+            Converter::String => Ok(to_java_string(schema, value)),
             // Kafka Connect refuses non-bytes values here and the task dies; outbox-relay
             // writes the value's text instead (documented in the README).
             Converter::ByteArray => Ok(match value {
                 Value::Bytes(b) => Some(b.clone()),
-                other => to_java_string(other),
+                other => to_java_string(schema, other),
             }),
         }
     }
@@ -61,13 +61,13 @@ impl HeaderConverter {
         match self {
             HeaderConverter::Simple => Ok(match value {
                 Value::Null => None,
-                Value::Struct(_) | Value::Array(_) => {
+                Value::Struct(_) | Value::Array(_) | Value::Map(_) => {
                     let mut out = Vec::new();
                     write_value(&mut out, schema, value)?;
                     Some(out.into())
                 }
                 Value::Bytes(b) => Some(base64::engine::general_purpose::STANDARD.encode(b).into()),
-                other => to_java_string(other),
+                other => to_java_string(Some(schema), other),
             }),
             HeaderConverter::Other(c) => c.encode(Some(schema), value),
         }
@@ -75,42 +75,76 @@ impl HeaderConverter {
 }
 
 /// Java's `toString()` of the value, as StringConverter writes it.
-fn to_java_string(value: &Value) -> Option<Bytes> {
+fn to_java_string(schema: Option<&Schema>, value: &Value) -> Option<Bytes> {
     let mut out = Vec::new();
     if value.is_null() {
         return None;
     }
-    java_string(&mut out, value);
+    java_string(&mut out, schema, value);
     Some(out.into())
 }
 
-fn java_string(out: &mut Vec<u8>, value: &Value) {
+/// `Object.toString()` of a Connect value: `Struct{name=value,…}` (non-null fields only),
+/// `[a, b]` for lists, `{k=v, …}` for maps, `BigDecimal.toString()` for decimals. The field
+/// names come from the schema.
+fn java_string(out: &mut Vec<u8>, schema: Option<&Schema>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Float(f) => write_double(out, *f),
         Value::String(s) | Value::Bytes(s) => out.extend_from_slice(s),
+        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
+            let item_schema = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Array(items)) => Some(&**items),
+                _ => None,
+            };
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.extend_from_slice(b", ");
                 }
-                java_string(out, item);
+                java_string(out, item_schema, item);
             }
             out.push(b']');
         }
-        // Struct.toString() prints only the non-null fields; the names are not in the
-        // value, so this is the best a schemaless print can do (used for headers only).
-        Value::Struct(fields) => {
+        Value::Map(entries) => {
+            let (keys, values) = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Map(k, v)) => (Some(&**k), Some(&**v)),
+                _ => (None, None),
+            };
+            out.push(b'{');
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                java_string(out, keys, k);
+                out.push(b'=');
+                java_string(out, values, v);
+            }
+            out.push(b'}');
+        }
+        Value::Struct(values) => {
+            let fields = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Struct(fields)) => Some(fields),
+                _ => None,
+            };
             out.extend_from_slice(b"Struct{");
             let mut first = true;
-            for field in fields.iter().filter(|f| !f.is_null()) {
+            for (i, v) in values.iter().enumerate() {
+                if v.is_null() {
+                    continue;
+                }
                 if !first {
                     out.push(b',');
                 }
-                java_string(out, field);
+                let field = fields.and_then(|f| f.get(i));
+                if let Some((name, _)) = field {
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b'=');
+                }
+                java_string(out, field.map(|(_, s)| s), v);
                 first = false;
             }
             out.push(b'}');
@@ -120,25 +154,7 @@ fn java_string(out: &mut Vec<u8>, value: &Value) {
 
 /// `Struct.toString()` with field names, for StringConverter values that are envelopes.
 pub fn struct_to_java_string(schema: &Schema, value: &Value) -> Option<Bytes> {
-    let (SchemaType::Struct(fields), Value::Struct(values)) = (&schema.kind, value) else {
-        return to_java_string(value);
-    };
-    let mut out = b"Struct{".to_vec();
-    let mut first = true;
-    for ((name, _), v) in fields.iter().zip(values) {
-        if v.is_null() {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'=');
-        java_string(&mut out, v);
-        first = false;
-    }
-    out.push(b'}');
-    Some(out.into())
+    to_java_string(Some(schema), value)
 }
 
 /// JsonConverter.asJsonSchema: type, items/fields, optional, name, version, parameters,
@@ -158,6 +174,7 @@ fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&st
         SchemaType::String => "string",
         SchemaType::Bytes => "bytes",
         SchemaType::Array(_) => "array",
+        SchemaType::Map(..) => "map",
         SchemaType::Struct(_) => "struct",
     };
     out.extend_from_slice(b"{\"type\":\"");
@@ -167,6 +184,12 @@ fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&st
         SchemaType::Array(items) => {
             out.extend_from_slice(b",\"items\":");
             write_schema(out, items);
+        }
+        SchemaType::Map(keys, values) => {
+            out.extend_from_slice(b",\"keys\":");
+            write_schema(out, keys);
+            out.extend_from_slice(b",\"values\":");
+            write_schema(out, values);
         }
         SchemaType::Struct(fields) => {
             out.extend_from_slice(b",\"fields\":[");
@@ -188,6 +211,10 @@ fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&st
     }
     if let Some(version) = schema.version {
         out.extend_from_slice(format!(",\"version\":{version}").as_bytes());
+    }
+    if let Some(doc) = &schema.doc {
+        out.extend_from_slice(b",\"doc\":");
+        write_string(out, doc);
     }
     if !schema.parameters.is_empty() {
         out.extend_from_slice(b",\"parameters\":{");
@@ -229,7 +256,46 @@ pub fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<
         }
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
+        Value::Float(f) if !f.is_finite() => {
+            out.push(b'"');
+            write_double(out, *f);
+            out.push(b'"');
+        }
         Value::Float(f) => write_double(out, *f),
+        // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
+        Value::Decimal(d) => {
+            out.push(b'"');
+            out.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(d.unscaled_bytes().unwrap_or_default())
+                    .as_bytes(),
+            );
+            out.push(b'"');
+        }
+        Value::Map(entries) => {
+            let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
+                return Err("map value for a non-map schema".into());
+            };
+            // JsonConverter: an object when the keys are strings, else [[k, v], …].
+            let object = matches!(key_schema.kind, SchemaType::String);
+            out.push(if object { b'{' } else { b'[' });
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if !object {
+                    out.push(b'[');
+                }
+                write_value(out, key_schema, k)?;
+                out.push(if object { b':' } else { b',' });
+                write_value(out, value_schema, v)?;
+                if !object {
+                    out.push(b']');
+                }
+            }
+            out.push(if object { b'}' } else { b']' });
+        }
         Value::String(s) => write_string(
             out,
             std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
@@ -361,6 +427,38 @@ mod tests {
         assert_eq!(
             text(&struct_to_java_string(&envelope, &value)),
             "Struct{payload={},eventType=OrderCreated}"
+        );
+    }
+
+    /// StringConverter writes `Struct.toString()`: field names from the schema, nested
+    /// structs alike, null fields left out; a Decimal as `BigDecimal.toString()`.
+    #[test]
+    fn string_converter_prints_expanded_payloads_with_field_names() {
+        let inner = Schema::new(
+            SchemaType::Struct(vec![("sku".into(), Schema::new(SchemaType::String, true))]),
+            true,
+        );
+        let payload = Schema::new(
+            SchemaType::Struct(vec![
+                ("id".into(), Schema::new(SchemaType::Int64, true)),
+                ("note".into(), Schema::new(SchemaType::String, true)),
+                ("item".into(), inner),
+            ]),
+            true,
+        );
+        let value = Value::Struct(vec![
+            Value::Int(7),
+            Value::Null,
+            Value::Struct(vec![Value::text("A-1")]),
+        ]);
+        assert_eq!(
+            text(&Converter::String.encode(Some(&payload), &value).unwrap()),
+            "Struct{id=7,item=Struct{sku=A-1}}"
+        );
+        let decimal = Value::Decimal(super::super::Numeric::parse("0.00000012").unwrap());
+        assert_eq!(
+            text(&Converter::String.encode(Some(&payload), &decimal).unwrap()),
+            "1.2E-7"
         );
     }
 

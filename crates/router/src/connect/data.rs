@@ -1,6 +1,7 @@
 //! Kafka Connect's data model, as far as outbox records need it: a schema and a value,
 //! written by the converters in `converter.rs`.
 
+use super::pg_text::Numeric;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -15,6 +16,8 @@ pub enum SchemaType {
     String,
     Bytes,
     Array(Box<Schema>),
+    /// Keys, values.
+    Map(Box<Schema>, Box<Schema>),
     Struct(Vec<(Arc<str>, Schema)>),
 }
 
@@ -26,6 +29,7 @@ pub struct Schema {
     pub optional: bool,
     pub name: Option<Arc<str>>,
     pub version: Option<i32>,
+    pub doc: Option<Arc<str>>,
     pub parameters: Vec<(Arc<str>, Arc<str>)>,
     pub default: Option<Value>,
 }
@@ -37,6 +41,7 @@ impl Schema {
             optional,
             name: None,
             version: None,
+            doc: None,
             parameters: Vec::new(),
             default: None,
         }
@@ -60,7 +65,12 @@ pub enum Value {
     String(Bytes),
     Bytes(Bytes),
     Array(Vec<Value>),
+    /// Entries in the order they are written.
+    Map(Vec<(Value, Value)>),
     Struct(Vec<Value>),
+    /// `java.math.BigDecimal`, the logical value of Kafka's Decimal schema (written as the
+    /// unscaled two's-complement bytes by JsonConverter, as `toString()` in text).
+    Decimal(Numeric),
 }
 
 impl Value {

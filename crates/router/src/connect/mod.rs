@@ -7,9 +7,14 @@ mod converter;
 mod data;
 mod expand;
 mod json;
+mod pg_text;
 mod postgres_types;
 
 pub use converter::{struct_to_java_string, write_schema, Converter, HeaderConverter};
 pub use data::{Schema, SchemaType, Value};
 pub use expand::{expand, ExpandBehaviour};
-pub use postgres_types::{default_value, ColumnFacts, ColumnKind};
+pub use pg_text::Numeric;
+pub use postgres_types::{
+    default_value, BinaryMode, ColumnFacts, ColumnKind, DecimalMode, HstoreMode, IntervalMode,
+    PgType, TimePrecisionMode, TypeModes,
+};

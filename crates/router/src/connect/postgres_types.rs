@@ -1,8 +1,16 @@
-//! How Debezium's PostgreSQL connector (default settings: `time.precision.mode=adaptive`,
-//! `binary.handling.mode=bytes`) types a column, and its value from pgoutput's text form.
+//! How Debezium's PostgreSQL connector (3.x, pgoutput streaming) types a column and
+//! converts its text, under each of the modes that change the bytes
+//! (`decimal.handling.mode`, `time.precision.mode`, `interval.handling.mode`,
+//! `hstore.handling.mode`, `binary.handling.mode`, `money.fraction.digits`,
+//! `include.unknown.datatypes`). References are to Debezium's `PostgresValueConverter`
+//! (PVC), `JdbcValueConverters` (JVC) and `AbstractRecordsProducerTest` (ARPT, the
+//! expectations its integration tests check).
 
 use super::data::{Schema, SchemaType, Value};
+use super::pg_text::{self, Interval, Numeric};
+use base64::Engine;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// What the catalog says about a column (pgoutput's Relation message does not carry it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,12 +19,120 @@ pub struct ColumnFacts {
     pub not_null: bool,
     /// `pg_get_expr(adbin, adrelid)`, e.g. `'pending'::character varying` or `now()`.
     pub default_expression: Option<String>,
-    /// The labels of an enum column's type, in `enumsortorder`; `None` for other types.
-    pub enum_labels: Option<Vec<String>>,
+    /// The column's type with domains resolved to their base type; `None` types the
+    /// column from the Relation message's OID alone.
+    pub pg_type: Option<PgType>,
 }
 
-/// The kind of a column, by type OID.
+/// A column's type as the catalog resolves it (domains walked down to their base type, as
+/// Debezium's `PgOutputMessageDecoder.resolveRelationFromMetadata` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgType {
+    /// The base type's OID.
+    pub oid: u32,
+    /// The modifier: the column's, or the innermost domain's that sets one.
+    pub typmod: i32,
+    /// `pg_type.typname` of the base type (`citext`, `hstore`, `_int4`, ...): extension
+    /// types have no fixed OID.
+    pub name: String,
+    /// An enum's labels in `enumsortorder`.
+    pub enum_labels: Option<Vec<String>>,
+    /// An array's element type.
+    pub element: Option<Box<PgType>>,
+}
+
+impl PgType {
+    /// A built-in type by OID (tests, and columns whose type the catalog did not resolve).
+    pub fn builtin(oid: u32, typmod: i32) -> Self {
+        Self {
+            oid,
+            typmod,
+            name: String::new(),
+            enum_labels: None,
+            element: None,
+        }
+    }
+}
+
+/// `decimal.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecimalMode {
+    #[default]
+    Precise,
+    Double,
+    String,
+}
+
+/// `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimePrecisionMode {
+    #[default]
+    Adaptive,
+    AdaptiveTimeMicroseconds,
+    Connect,
+    IsoString,
+}
+
+/// `interval.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntervalMode {
+    #[default]
+    Numeric,
+    String,
+}
+
+/// `hstore.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HstoreMode {
+    #[default]
+    Json,
+    Map,
+}
+
+/// `binary.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BinaryMode {
+    #[default]
+    Bytes,
+    Base64,
+    Base64UrlSafe,
+    Hex,
+}
+
+/// The connector options that change how columns are typed and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeModes {
+    pub decimal: DecimalMode,
+    pub time: TimePrecisionMode,
+    pub interval: IntervalMode,
+    pub hstore: HstoreMode,
+    pub binary: BinaryMode,
+    /// `money.fraction.digits` (default 2).
+    pub money_fraction_digits: u8,
+    /// `include.unknown.datatypes`: a column of a type Debezium cannot map is written as
+    /// the bytes of its text (binary.handling.mode) instead of being left out.
+    pub include_unknown: bool,
+}
+
+impl Default for TypeModes {
+    fn default() -> Self {
+        Self {
+            decimal: DecimalMode::default(),
+            time: TimePrecisionMode::default(),
+            interval: IntervalMode::default(),
+            hstore: HstoreMode::default(),
+            binary: BinaryMode::default(),
+            money_fraction_digits: 2,
+            include_unknown: false,
+        }
+    }
+}
+
+/// PVC: an unconstrained numeric has length 131089 (pgjdbc's display size) and scale 0.
+const VARIABLE_SCALE_LENGTH: u32 = 131_089;
+
+/// The kind of a column, with what its schema and conversion depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnKind {
     Boolean,
     Int16,
@@ -24,60 +140,174 @@ pub enum ColumnKind {
     Int64,
     Float32,
     Float64,
+    /// text, varchar, bpchar (padding kept), "char", name, citext, inet, cidr, macaddr,
+    /// macaddr8 and the range types: plain strings.
     Text,
     Json,
     Uuid,
     Xml,
-    Bytea,
-    /// `timestamp(p)`: milliseconds for p <= 3, else microseconds since the epoch.
+    Ltree,
+    Tsvector,
+    Bytea(BinaryMode),
+    /// `numeric(length, scale)`; unconstrained is length 131089, scale 0.
+    Numeric {
+        length: u32,
+        scale: u32,
+        mode: DecimalMode,
+    },
+    Money {
+        fraction_digits: u8,
+        mode: DecimalMode,
+    },
+    Date(TimePrecisionMode),
+    /// `time(precision)` (unqualified: 6).
+    Time {
+        precision: u8,
+        mode: TimePrecisionMode,
+    },
+    /// io.debezium.time.ZonedTime in every mode.
+    TimeTz,
+    /// `timestamp(precision)` (unqualified: 6).
     Timestamp {
-        millis: bool,
+        precision: u8,
+        mode: TimePrecisionMode,
     },
     /// `timestamptz(p)`: ISO-8601 text in UTC with exactly `precision` fraction digits
     /// (io.debezium.time.ZonedTimestamp; fixed width since Debezium 2.2).
     TimestampTz {
         precision: u8,
     },
+    Interval(IntervalMode),
+    /// bit(n) / varbit(n); n <= 1 is a boolean.
+    Bits {
+        length: u32,
+    },
+    Hstore(HstoreMode),
     /// A user-defined enum (io.debezium.data.Enum; its labels go in the schema's `allowed`).
-    Enum,
-    /// days since the epoch (io.debezium.time.Date).
-    Date,
+    Enum(Arc<str>),
+    Array(Box<ColumnKind>),
+    /// `include.unknown.datatypes=true`: the text's bytes, written as binary columns are.
+    Unknown(BinaryMode),
 }
 
+/// Array element types Debezium has no schema for (PVC.schemaBuilder returns null and the
+/// column is left out of the record): money[], name[], interval[], varbit[], bit[], xml[].
+const UNMAPPED_ARRAY_ELEMENTS: &[u32] = &[790, 19, 1186, 1562, 1560, 142];
+
 impl ColumnKind {
-    /// `None` for types outbox-relay does not convert the way Debezium does (numeric,
-    /// arrays, ranges, ...): the caller refuses to start rather than guess the bytes.
-    pub fn from_type(type_oid: u32, type_modifier: i32) -> Option<Self> {
-        Some(match type_oid {
+    /// How Debezium types a column of `pg_type`; `Err` names the type when Debezium would
+    /// leave the column out of the record (or outbox-relay cannot write it as Debezium
+    /// does), so the caller refuses to start rather than guess the bytes.
+    pub fn resolve(pg_type: &PgType, modes: &TypeModes) -> Result<Self, String> {
+        if let Some(labels) = &pg_type.enum_labels {
+            // SchemaFactory.datatypeEnumSchema: the labels in enumsortorder, joined by ",".
+            return Ok(Self::Enum(labels.join(",").into()));
+        }
+        if let Some(element) = &pg_type.element {
+            if UNMAPPED_ARRAY_ELEMENTS.contains(&element.oid) {
+                return Err(format!(
+                    "{} (Debezium has no schema for arrays of this type and leaves the column out)",
+                    describe(pg_type)
+                ));
+            }
+            let element = PgType {
+                // An array column's modifier is its element's (numeric(10,2)[]).
+                typmod: pg_type.typmod,
+                ..(**element).clone()
+            };
+            let kind = Self::resolve(&element, modes).map_err(|_| describe(pg_type))?;
+            if matches!(kind, Self::Array(_) | Self::Unknown(_)) {
+                return Err(describe(pg_type));
+            }
+            return Ok(Self::Array(Box::new(kind)));
+        }
+        let typmod = pg_type.typmod;
+        // pgjdbc TypeInfoCache.getScale: time types with typmod -1 have precision 6.
+        let precision = if (0..=6).contains(&typmod) {
+            typmod as u8
+        } else {
+            6
+        };
+        Ok(match pg_type.oid {
             16 => Self::Boolean,
             21 => Self::Int16,
             23 => Self::Int32,
             20 | 26 => Self::Int64,
             700 => Self::Float32,
             701 => Self::Float64,
-            18 | 19 | 25 | 1042 | 1043 => Self::Text,
+            // text, varchar, bpchar, "char", name, inet, cidr, macaddr, macaddr8, ranges.
+            18 | 19 | 25 | 1042 | 1043 | 869 | 650 | 829 | 774 | 3904 | 3926 | 3906 | 3908
+            | 3910 | 3912 => Self::Text,
             114 | 3802 => Self::Json,
             2950 => Self::Uuid,
             142 => Self::Xml,
-            17 => Self::Bytea,
-            1114 => Self::Timestamp {
-                millis: (0..=3).contains(&type_modifier),
-            },
-            // pgjdbc TypeInfoCache.getScale: TIMESTAMPTZ typmod -1 → 6, else the typmod.
-            1184 => Self::TimestampTz {
-                precision: if (0..=6).contains(&type_modifier) {
-                    type_modifier as u8
+            3614 => Self::Tsvector,
+            17 => Self::Bytea(modes.binary),
+            1700 => {
+                // pgjdbc TypeInfoCache.getPrecision/getScale; typmod -1 → 131089, 0.
+                let (length, scale) = if typmod < 4 {
+                    (VARIABLE_SCALE_LENGTH, 0)
                 } else {
-                    6
-                },
+                    let t = (typmod - 4) as u32;
+                    ((t >> 16) & 0xFFFF, t & 0xFFFF)
+                };
+                Self::Numeric {
+                    length,
+                    scale,
+                    mode: modes.decimal,
+                }
+            }
+            790 => Self::Money {
+                fraction_digits: modes.money_fraction_digits,
+                mode: modes.decimal,
             },
-            1082 => Self::Date,
-            _ => return None,
+            1082 => Self::Date(modes.time),
+            1083 => Self::Time {
+                precision,
+                mode: modes.time,
+            },
+            1266 => Self::TimeTz,
+            1114 => Self::Timestamp {
+                precision,
+                mode: modes.time,
+            },
+            1184 => Self::TimestampTz { precision },
+            1186 => Self::Interval(modes.interval),
+            // bit(n): typmod n; varbit without a length is Integer.MAX_VALUE.
+            1560 | 1562 => Self::Bits {
+                length: if typmod < 0 { i32::MAX as u32 } else { typmod as u32 },
+            },
+            _ => match pg_type.name.as_str() {
+                "citext" => Self::Text,
+                "ltree" => Self::Ltree,
+                "hstore" => Self::Hstore(modes.hstore),
+                _ if modes.include_unknown => Self::Unknown(modes.binary),
+                _ => {
+                    return Err(format!(
+                        "{} (Debezium leaves columns of this type out of the record unless include.unknown.datatypes=true)",
+                        describe(pg_type)
+                    ))
+                }
+            },
         })
     }
 
-    pub fn schema(self, optional: bool) -> Schema {
+    /// A built-in type by OID and modifier, with the default modes.
+    pub fn from_type(type_oid: u32, type_modifier: i32) -> Option<Self> {
+        Self::resolve(
+            &PgType::builtin(type_oid, type_modifier),
+            &TypeModes::default(),
+        )
+        .ok()
+    }
+
+    pub fn schema(&self, optional: bool) -> Schema {
         let s = |kind| Schema::new(kind, optional);
+        let string = |name: &str| s(SchemaType::String).named(name, Some(1));
+        let binary = |mode: BinaryMode| match mode {
+            BinaryMode::Bytes => s(SchemaType::Bytes),
+            _ => s(SchemaType::String),
+        };
         match self {
             Self::Boolean => s(SchemaType::Boolean),
             Self::Int16 => s(SchemaType::Int16),
@@ -86,27 +316,115 @@ impl ColumnKind {
             Self::Float32 => s(SchemaType::Float32),
             Self::Float64 => s(SchemaType::Float64),
             Self::Text => s(SchemaType::String),
-            Self::Json => s(SchemaType::String).named("io.debezium.data.Json", Some(1)),
-            Self::Uuid => s(SchemaType::String).named("io.debezium.data.Uuid", Some(1)),
-            Self::Xml => s(SchemaType::String).named("io.debezium.data.Xml", Some(1)),
-            Self::Bytea => s(SchemaType::Bytes),
-            Self::Timestamp { millis: true } => {
-                s(SchemaType::Int64).named("io.debezium.time.Timestamp", Some(1))
+            Self::Json => string("io.debezium.data.Json"),
+            Self::Uuid => string("io.debezium.data.Uuid"),
+            Self::Xml => string("io.debezium.data.Xml"),
+            Self::Ltree => string("io.debezium.data.Ltree"),
+            Self::Tsvector => string("io.debezium.data.Tsvector"),
+            Self::Bytea(mode) | Self::Unknown(mode) => binary(*mode),
+            Self::Numeric {
+                length,
+                scale,
+                mode,
+            } => match mode {
+                DecimalMode::Precise if is_variable_scale(*length, *scale) => {
+                    // SchemaFactory.datatypeVariableScaleDecimalSchema.
+                    let mut schema = s(SchemaType::Struct(vec![
+                        ("scale".into(), Schema::new(SchemaType::Int32, false)),
+                        ("value".into(), Schema::new(SchemaType::Bytes, false)),
+                    ]))
+                    .named("io.debezium.data.VariableScaleDecimal", Some(1));
+                    schema.doc = Some("Variable scaled decimal".into());
+                    schema
+                }
+                // Kafka's Decimal.builder(scale) + connect.decimal.precision, in that order.
+                DecimalMode::Precise => {
+                    let mut schema = s(SchemaType::Bytes)
+                        .named("org.apache.kafka.connect.data.Decimal", Some(1));
+                    schema.parameters = vec![
+                        ("scale".into(), scale.to_string().into()),
+                        (
+                            "connect.decimal.precision".into(),
+                            length.to_string().into(),
+                        ),
+                    ];
+                    schema
+                }
+                DecimalMode::Double => s(SchemaType::Float64),
+                DecimalMode::String => s(SchemaType::String),
+            },
+            // PVC.moneySchema: Decimal.builder(money.fraction.digits), no precision.
+            Self::Money {
+                fraction_digits,
+                mode,
+            } => match mode {
+                DecimalMode::Precise => {
+                    let mut schema = s(SchemaType::Bytes)
+                        .named("org.apache.kafka.connect.data.Decimal", Some(1));
+                    schema.parameters = vec![("scale".into(), fraction_digits.to_string().into())];
+                    schema
+                }
+                DecimalMode::Double => s(SchemaType::Float64),
+                DecimalMode::String => s(SchemaType::String),
+            },
+            Self::Date(mode) => match mode {
+                TimePrecisionMode::Connect => {
+                    s(SchemaType::Int32).named("org.apache.kafka.connect.data.Date", Some(1))
+                }
+                TimePrecisionMode::IsoString => string("io.debezium.time.IsoDate"),
+                _ => s(SchemaType::Int32).named("io.debezium.time.Date", Some(1)),
+            },
+            Self::Time { precision, mode } => match mode {
+                TimePrecisionMode::Connect => {
+                    s(SchemaType::Int32).named("org.apache.kafka.connect.data.Time", Some(1))
+                }
+                TimePrecisionMode::IsoString => string("io.debezium.time.IsoTime"),
+                TimePrecisionMode::Adaptive if *precision <= 3 => {
+                    s(SchemaType::Int32).named("io.debezium.time.Time", Some(1))
+                }
+                _ => s(SchemaType::Int64).named("io.debezium.time.MicroTime", Some(1)),
+            },
+            Self::TimeTz => string("io.debezium.time.ZonedTime"),
+            Self::Timestamp { precision, mode } => match mode {
+                TimePrecisionMode::Connect => {
+                    s(SchemaType::Int64).named("org.apache.kafka.connect.data.Timestamp", Some(1))
+                }
+                TimePrecisionMode::IsoString => string("io.debezium.time.IsoTimestamp"),
+                _ if *precision <= 3 => {
+                    s(SchemaType::Int64).named("io.debezium.time.Timestamp", Some(1))
+                }
+                _ => s(SchemaType::Int64).named("io.debezium.time.MicroTimestamp", Some(1)),
+            },
+            Self::TimestampTz { .. } => string("io.debezium.time.ZonedTimestamp"),
+            Self::Interval(IntervalMode::Numeric) => {
+                s(SchemaType::Int64).named("io.debezium.time.MicroDuration", Some(1))
             }
-            Self::Timestamp { millis: false } => {
-                s(SchemaType::Int64).named("io.debezium.time.MicroTimestamp", Some(1))
+            Self::Interval(IntervalMode::String) => string("io.debezium.time.Interval"),
+            Self::Bits { length } if *length <= 1 => s(SchemaType::Boolean),
+            Self::Bits { length } => {
+                let mut schema = s(SchemaType::Bytes).named("io.debezium.data.Bits", Some(1));
+                schema.parameters = vec![("length".into(), length.to_string().into())];
+                schema
             }
-            Self::TimestampTz { .. } => {
-                s(SchemaType::String).named("io.debezium.time.ZonedTimestamp", Some(1))
+            Self::Hstore(HstoreMode::Json) => string("io.debezium.data.Json"),
+            Self::Hstore(HstoreMode::Map) => s(SchemaType::Map(
+                Box::new(Schema::new(SchemaType::String, false)),
+                Box::new(Schema::new(SchemaType::String, true)),
+            )),
+            Self::Enum(allowed) => {
+                let mut schema = string("io.debezium.data.Enum");
+                schema.parameters = vec![("allowed".into(), allowed.clone())];
+                schema
             }
-            // `allowed` is added by the caller, which knows the labels.
-            Self::Enum => s(SchemaType::String).named("io.debezium.data.Enum", Some(1)),
-            Self::Date => s(SchemaType::Int32).named("io.debezium.time.Date", Some(1)),
+            // Elements are optional, but for enums (PVC: array(Enum.builder(...))).
+            Self::Array(element) => s(SchemaType::Array(Box::new(
+                element.schema(!matches!(**element, Self::Enum(_))),
+            ))),
         }
     }
 
     /// The Connect value of pgoutput's text form of a column of this kind.
-    pub fn value(self, text: &Bytes) -> Result<Value, String> {
+    pub fn value(&self, text: &Bytes) -> Result<Value, String> {
         let str = || std::str::from_utf8(text).map_err(|_| "column text is not UTF-8".to_owned());
         let bad = |what: &str| {
             format!(
@@ -115,9 +433,13 @@ impl ColumnKind {
             )
         };
         Ok(match self {
-            Self::Text | Self::Json | Self::Uuid | Self::Xml | Self::Enum => {
-                Value::String(text.clone())
-            }
+            Self::Text
+            | Self::Json
+            | Self::Uuid
+            | Self::Xml
+            | Self::Ltree
+            | Self::Tsvector
+            | Self::Enum(_) => Value::String(text.clone()),
             Self::Boolean => Value::Boolean(&text[..] == b"t"),
             Self::Int16 | Self::Int32 | Self::Int64 => {
                 Value::Int(str()?.parse().map_err(|_| bad("an integer"))?)
@@ -128,41 +450,174 @@ impl ColumnKind {
                 "-Infinity" => f64::NEG_INFINITY,
                 t => t.parse().map_err(|_| bad("a number"))?,
             }),
-            Self::Bytea => {
+            Self::Bytea(mode) => {
                 let hex = str()?.strip_prefix("\\x").ok_or_else(|| bad("bytea hex"))?;
-                Value::Bytes(decode_hex(hex).ok_or_else(|| bad("bytea hex"))?.into())
+                binary_value(
+                    *mode,
+                    decode_hex(hex).ok_or_else(|| bad("bytea hex"))?.into(),
+                )
             }
-            Self::Timestamp { millis } => {
-                let micros = parse_timestamp_micros(str()?).ok_or_else(|| bad("a timestamp"))?;
-                Value::Int(if millis {
-                    micros.div_euclid(1000)
+            Self::Unknown(mode) => binary_value(*mode, text.clone()),
+            Self::Numeric {
+                length,
+                scale,
+                mode,
+            } => {
+                let n = Numeric::parse(str()?).ok_or_else(|| bad("a numeric"))?;
+                let variable = is_variable_scale(*length, *scale);
+                // PVC.withScaleAdjustedIfNeeded: padded to the column's scale.
+                let n = match &n {
+                    Numeric::Finite { scale: have, .. } if !variable && have < scale => {
+                        n.with_scale(*scale)
+                    }
+                    _ => n,
+                };
+                decimal_value(n, *mode, variable)?
+            }
+            Self::Money {
+                fraction_digits,
+                mode,
+            } => {
+                // PostgresMoney.parse, then setScale(money.fraction.digits, HALF_UP).
+                let n = pg_text::parse_money(str()?)
+                    .ok_or_else(|| bad("a money amount"))?
+                    .with_scale(u32::from(*fraction_digits));
+                decimal_value(n, *mode, false)?
+            }
+            Self::Date(mode) => {
+                let t = str()?;
+                // DateTimeFormat.date maps the infinities to these days (ISODateTimeFormat).
+                let days = match t {
+                    "infinity" => -2_147_472_692,
+                    "-infinity" => -2_147_472_691,
+                    _ => pg_text::parse_date(t).ok_or_else(|| bad("a date"))?.0,
+                };
+                match mode {
+                    TimePrecisionMode::IsoString => Value::text(&format!("{}Z", iso_date(days))),
+                    _ => Value::Int(days),
+                }
+            }
+            Self::Time { precision, mode } => {
+                let (micros, rest) = pg_text::parse_time(str()?).ok_or_else(|| bad("a time"))?;
+                if !rest.is_empty() {
+                    return Err(bad("a time"));
+                }
+                match mode {
+                    TimePrecisionMode::IsoString => {
+                        // LocalTime.plus wraps 24:00:00 to midnight.
+                        Value::text(&format!("{}Z", iso_time(micros.rem_euclid(DAY_MICROS))))
+                    }
+                    TimePrecisionMode::Connect => Value::Int(micros / 1000),
+                    TimePrecisionMode::Adaptive if *precision <= 3 => Value::Int(micros / 1000),
+                    _ => Value::Int(micros),
+                }
+            }
+            Self::TimeTz => {
+                let t = str()?;
+                let (micros, rest) = pg_text::parse_time(t).ok_or_else(|| bad("a timetz"))?;
+                let offset = pg_text::parse_offset(rest).ok_or_else(|| bad("a timetz"))?;
+                // PostgresTimeBoundary: 24:00:00 at UTC stays 24:00:00Z.
+                if micros == DAY_MICROS && offset == 0 {
+                    Value::text("24:00:00Z")
                 } else {
-                    micros
-                })
+                    let utc = (micros - offset * 1_000_000).rem_euclid(DAY_MICROS);
+                    Value::text(&format!("{}Z", iso_time(utc)))
+                }
+            }
+            Self::Timestamp { precision, mode } => {
+                // PGStatement.DATE_POSITIVE_INFINITY / DATE_NEGATIVE_INFINITY (microseconds).
+                let micros = match str()? {
+                    "infinity" => 9_223_372_036_825_200_000,
+                    "-infinity" => -9_223_372_036_832_400_000,
+                    t => pg_text::parse_timestamp_micros(t).ok_or_else(|| bad("a timestamp"))?,
+                };
+                match mode {
+                    TimePrecisionMode::IsoString => Value::text(&format_iso_utc(micros, None)),
+                    TimePrecisionMode::Connect => Value::Int(micros.div_euclid(1000)),
+                    _ if *precision <= 3 => Value::Int(micros.div_euclid(1000)),
+                    _ => Value::Int(micros),
+                }
             }
             Self::TimestampTz { precision } => match str()? {
                 // Debezium passes PostgreSQL's infinities through as text.
                 "infinity" | "-infinity" => Value::String(text.clone()),
                 t => {
-                    let micros = parse_timestamp_micros(t).ok_or_else(|| bad("a timestamptz"))?;
-                    Value::text(&format_iso_utc(micros, precision))
+                    let micros =
+                        pg_text::parse_timestamp_micros(t).ok_or_else(|| bad("a timestamptz"))?;
+                    Value::text(&format_iso_utc(micros, Some(*precision)))
                 }
             },
-            Self::Date => {
-                let t = str()?;
-                let days = parse_date(t).ok_or_else(|| bad("a date"))?;
-                Value::Int(days)
+            Self::Interval(mode) => {
+                let interval = Interval::parse(str()?).ok_or_else(|| {
+                    bad("an interval (IntervalStyle=postgres, which the relay sets on its connections)")
+                })?;
+                match mode {
+                    IntervalMode::Numeric => Value::Int(interval.debezium_micros()),
+                    IntervalMode::String => Value::text(&interval.iso_string()),
+                }
             }
+            Self::Bits { length } => {
+                let t = str()?;
+                if !t.bytes().all(|b| b == b'0' || b == b'1') {
+                    return Err(bad("a bit string"));
+                }
+                if *length <= 1 {
+                    Value::Boolean(t.ends_with('1'))
+                } else {
+                    Value::Bytes(bits_little_endian(t).into())
+                }
+            }
+            Self::Hstore(mode) => {
+                let pairs = java_hash_map_order(pg_text::parse_hstore(str()?)?);
+                match mode {
+                    HstoreMode::Json => {
+                        let mut out = Vec::new();
+                        out.push(b'{');
+                        for (i, (k, v)) in pairs.iter().enumerate() {
+                            if i > 0 {
+                                out.push(b',');
+                            }
+                            super::json::write_string(&mut out, k);
+                            out.push(b':');
+                            match v {
+                                Some(v) => super::json::write_string(&mut out, v),
+                                None => out.extend_from_slice(b"null"),
+                            }
+                        }
+                        out.push(b'}');
+                        Value::String(out.into())
+                    }
+                    HstoreMode::Map => Value::Map(
+                        pairs
+                            .into_iter()
+                            .map(|(k, v)| {
+                                (Value::text(&k), v.map_or(Value::Null, |v| Value::text(&v)))
+                            })
+                            .collect(),
+                    ),
+                }
+            }
+            Self::Array(element) => Value::Array(
+                pg_text::parse_array(str()?)?
+                    .into_iter()
+                    .map(|item| match item {
+                        None => Ok(Value::Null),
+                        Some(text) => element.value(&Bytes::from(text)),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
         })
     }
 
     /// Milliseconds since the epoch, for `table.field.event.timestamp`.
-    pub fn epoch_millis(self, text: &Bytes) -> Result<i64, String> {
+    pub fn epoch_millis(&self, text: &Bytes) -> Result<i64, String> {
         let t = std::str::from_utf8(text).map_err(|_| "column text is not UTF-8".to_owned())?;
         match self {
-            Self::Timestamp { .. } | Self::TimestampTz { .. } => parse_timestamp_micros(t)
-                .map(|m| m.div_euclid(1000))
-                .ok_or_else(|| format!("cannot read a timestamp from {t:?}")),
+            Self::Timestamp { .. } | Self::TimestampTz { .. } => {
+                pg_text::parse_timestamp_micros(t)
+                    .map(|m| m.div_euclid(1000))
+                    .ok_or_else(|| format!("cannot read a timestamp from {t:?}"))
+            }
             // Debezium refuses a plain bigint (no logical type); it is taken as epoch
             // milliseconds here, the usual meaning of such a column.
             Self::Int64 | Self::Int32 => t
@@ -175,11 +630,136 @@ impl ColumnKind {
     }
 }
 
+const DAY_MICROS: i64 = 86_400_000_000;
+
+/// PVC.isVariableScaleDecimal.
+fn is_variable_scale(length: u32, scale: u32) -> bool {
+    (length == 0 || length == VARIABLE_SCALE_LENGTH) && scale == 0
+}
+
+/// A numeric under `decimal.handling.mode` (SpecialValueDecimal.fromLogical,
+/// VariableScaleDecimal.fromLogical).
+fn decimal_value(n: Numeric, mode: DecimalMode, variable: bool) -> Result<Value, String> {
+    Ok(match mode {
+        DecimalMode::Double => Value::Float(n.to_f64()),
+        DecimalMode::String => Value::text(&match n {
+            // SpecialValueDecimal's enum names, not PostgreSQL's spelling.
+            Numeric::NaN => "NAN".to_owned(),
+            Numeric::Infinity => "POSITIVE_INFINITY".to_owned(),
+            Numeric::NegativeInfinity => "NEGATIVE_INFINITY".to_owned(),
+            finite => finite.plain_string(),
+        }),
+        DecimalMode::Precise => match n {
+            Numeric::Finite { .. } if variable => {
+                let n = n.strip_trailing_zeros();
+                let Numeric::Finite { scale, .. } = &n else {
+                    unreachable!("finite")
+                };
+                Value::Struct(vec![
+                    Value::Int(i64::from(*scale)),
+                    Value::Bytes(n.unscaled_bytes().expect("finite").into()),
+                ])
+            }
+            Numeric::Finite { .. } => Value::Decimal(n),
+            _ => {
+                return Err(format!(
+                    "{} in a numeric column: Debezium's task fails on it with decimal.handling.mode=precise \
+                     (set decimal.handling.mode to string or double to relay it)",
+                    n.java_string()
+                ))
+            }
+        },
+    })
+}
+
+fn binary_value(mode: BinaryMode, bytes: Bytes) -> Value {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    match mode {
+        BinaryMode::Bytes => Value::Bytes(bytes),
+        BinaryMode::Base64 => Value::text(&STANDARD.encode(&bytes)),
+        BinaryMode::Base64UrlSafe => Value::text(&URL_SAFE.encode(&bytes)),
+        BinaryMode::Hex => {
+            let mut out = String::with_capacity(bytes.len() * 2);
+            for b in bytes.iter() {
+                out.push_str(&format!("{b:02x}"));
+            }
+            Value::text(&out)
+        }
+    }
+}
+
+/// `BitSet.toByteArray()` of a bit string read as a binary number (its last character is
+/// bit 0): little-endian, trailing zero bytes dropped (PVC.convertBits; ARPT
+/// schemaAndValuesForBinTypes: bit(3) "101" → [5], "00" → []).
+fn bits_little_endian(text: &str) -> Vec<u8> {
+    let bits = text.as_bytes();
+    let mut out = vec![0u8; bits.len().div_ceil(8)];
+    for (i, b) in bits.iter().rev().enumerate() {
+        if *b == b'1' {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+    while out.last() == Some(&0) {
+        out.pop();
+    }
+    out
+}
+
+/// The iteration order of a `java.util.HashMap<String, _>` filled with these pairs (what
+/// pgjdbc's HStoreConverter returns and Debezium writes in order): by bucket
+/// (`(h ^ h >>> 16) & (capacity - 1)` with `String.hashCode`), then by insertion within a
+/// bucket; capacity doubles from 16 while the map holds more than 3/4 of it.
+fn java_hash_map_order(pairs: Vec<(String, Option<String>)>) -> Vec<(String, Option<String>)> {
+    let mut capacity = 16usize;
+    while pairs.len() > capacity * 3 / 4 {
+        capacity *= 2;
+    }
+    let mut keyed: Vec<(usize, usize, (String, Option<String>))> = pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            let h = pair
+                .0
+                .encode_utf16()
+                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+            let spread = (h ^ ((h as u32) >> 16) as i32) as u32 as usize;
+            (spread & (capacity - 1), i, pair)
+        })
+        .collect();
+    keyed.sort_by_key(|(bucket, i, _)| (*bucket, *i));
+    keyed.into_iter().map(|(_, _, pair)| pair).collect()
+}
+
+/// `ISO_LOCAL_DATE`: four-digit years, a sign beyond 9999 and before year 0.
+fn iso_date(days: i64) -> String {
+    let (y, m, d) = pg_text::civil_from_days(days);
+    let year = if y > 9999 {
+        format!("+{y}")
+    } else if y < 0 {
+        format!("-{:04}", -y)
+    } else {
+        format!("{y:04}")
+    };
+    format!("{year}-{m:02}-{d:02}")
+}
+
+/// `ISO_LOCAL_TIME`: seconds always, the fraction with as few digits as it needs.
+fn iso_time(micros: i64) -> String {
+    let s = micros / 1_000_000;
+    let mut out = format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+    let fraction = micros % 1_000_000;
+    if fraction != 0 {
+        out.push('.');
+        out.push_str(format!("{fraction:06}").trim_end_matches('0'));
+    }
+    out
+}
+
 /// A column default the way Debezium puts it in the schema
 /// (`PostgresDefaultValueConverter`): a literal as its value; a function call (`now()`,
 /// `gen_random_uuid()`, `nextval(…)`, `CURRENT_TIMESTAMP`) as Debezium's placeholder for the
 /// type (the zero UUID, the epoch, 0); anything else none.
-pub fn default_value(kind: ColumnKind, expression: &str) -> Option<Value> {
+pub fn default_value(kind: &ColumnKind, expression: &str) -> Option<Value> {
     let expression = expression.trim();
     if is_function_default(expression) {
         return function_placeholder(kind);
@@ -205,84 +785,6 @@ pub fn default_value(kind: ColumnKind, expression: &str) -> Option<Value> {
     }
 }
 
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
-        .collect()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-fn parse_date(text: &str) -> Option<i64> {
-    let mut parts = text.get(..10)?.split('-');
-    let y = parts.next()?.parse().ok()?;
-    let m = parts.next()?.parse().ok()?;
-    let d = parts.next()?.parse().ok()?;
-    Some(days_from_civil(y, m, d))
-}
-
-/// Microseconds since the epoch of PostgreSQL's ISO output, `2026-01-02 03:04:05.123456`
-/// with an optional offset (`+00`, `-05:30`) for timestamptz.
-fn parse_timestamp_micros(text: &str) -> Option<i64> {
-    let days = parse_date(text)?;
-    let rest = text.get(10..)?.strip_prefix(' ')?;
-    let h: i64 = rest.get(0..2)?.parse().ok()?;
-    let mi: i64 = rest.get(3..5)?.parse().ok()?;
-    let s: i64 = rest.get(6..8)?.parse().ok()?;
-    let mut rest = rest.get(8..)?;
-    let mut micros = 0;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(fraction.len());
-        let f = &fraction[..digits];
-        micros = format!("{f:0<6}").get(..6)?.parse().ok()?;
-        rest = &fraction[digits..];
-    }
-    let offset_seconds = if rest.is_empty() {
-        0
-    } else {
-        let sign = match rest.as_bytes()[0] {
-            b'+' => 1,
-            b'-' => -1,
-            _ => return None,
-        };
-        let mut fields = rest[1..].split(':');
-        let oh: i64 = fields.next()?.parse().ok()?;
-        let om: i64 = fields.next().map_or(Some(0), |f| f.parse().ok())?;
-        let os: i64 = fields.next().map_or(Some(0), |f| f.parse().ok())?;
-        sign * (oh * 3600 + om * 60 + os)
-    };
-    let seconds = days * 86_400 + h * 3600 + mi * 60 + s - offset_seconds;
-    Some(seconds * 1_000_000 + micros)
-}
-
-/// `2026-01-02T03:04:05.123456Z`, fraction without trailing zeros (ISO_OFFSET_DATE_TIME).
 /// `PostgresDefaultValueConverter.FUNCTION_DEFAULT_PATTERN` (`^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)`)
 /// and its `CURRENT_DATE_TIMES` (`current_timestamp`, `current_time`, `current_date`,
 /// `localtime`, `localtimestamp`, with an optional precision).
@@ -308,41 +810,71 @@ fn is_function_default(expression: &str) -> bool {
 }
 
 /// The placeholder Debezium gives a function default of a column of `kind`.
-fn function_placeholder(kind: ColumnKind) -> Option<Value> {
+fn function_placeholder(kind: &ColumnKind) -> Option<Value> {
+    let epoch = |text: &'static str| kind.value(&Bytes::from_static(text.as_bytes())).ok();
     Some(match kind {
         ColumnKind::Uuid => Value::text("00000000-0000-0000-0000-000000000000"),
-        ColumnKind::TimestampTz { precision } => Value::text(&format_iso_utc(0, precision)),
-        ColumnKind::Timestamp { .. } | ColumnKind::Date => Value::Int(0),
+        ColumnKind::TimestampTz { .. } => return epoch("1970-01-01 00:00:00+00"),
+        ColumnKind::Timestamp { .. } => return epoch("1970-01-01 00:00:00"),
+        ColumnKind::Date(_) => return epoch("1970-01-01"),
         ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64 => Value::Int(0),
         ColumnKind::Json => Value::text("{}"),
         ColumnKind::Text | ColumnKind::Xml => Value::text(""),
         ColumnKind::Boolean => Value::Boolean(false),
         ColumnKind::Float32 | ColumnKind::Float64 => Value::Float(0.0),
-        // No placeholder in Debezium for these: no default.
-        ColumnKind::Enum | ColumnKind::Bytea => return None,
+        // No placeholder outbox-relay knows of for the others: no default.
+        _ => return None,
     })
 }
 
-/// ISO-8601 in UTC with exactly `precision` fraction digits (`ZonedTimestamp.toIsoString`
-/// with the column's scale; none at all for precision 0).
-fn format_iso_utc(micros: i64, precision: u8) -> String {
+/// ISO-8601 in UTC (`ISO_OFFSET_DATE_TIME` at UTC): with `Some(p)` exactly `p` fraction
+/// digits (`ZonedTimestamp.toIsoString` with the column's scale; none for 0), with `None`
+/// as few as the value needs (`IsoTimestamp`).
+fn format_iso_utc(micros: i64, precision: Option<u8>) -> String {
     let seconds = micros.div_euclid(1_000_000);
     let fraction = micros.rem_euclid(1_000_000);
-    let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
     let s = seconds.rem_euclid(86_400);
     let mut out = format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+        "{}T{:02}:{:02}:{:02}",
+        iso_date(seconds.div_euclid(86_400)),
         s / 3600,
         s / 60 % 60,
         s % 60
     );
-    if precision > 0 {
-        let digits = format!("{fraction:06}");
-        out.push('.');
-        out.push_str(&digits[..usize::from(precision.min(6))]);
+    let digits = format!("{fraction:06}");
+    match precision {
+        Some(0) => {}
+        Some(p) => {
+            out.push('.');
+            out.push_str(&digits[..usize::from(p.min(6))]);
+        }
+        None if fraction != 0 => {
+            out.push('.');
+            out.push_str(digits.trim_end_matches('0'));
+        }
+        None => {}
     }
     out.push('Z');
     out
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// The type as a user reads it in an error.
+fn describe(pg_type: &PgType) -> String {
+    if pg_type.name.is_empty() {
+        format!("type OID {}", pg_type.oid)
+    } else {
+        format!("type {} (OID {})", pg_type.name, pg_type.oid)
+    }
 }
 
 #[cfg(test)]
@@ -351,7 +883,7 @@ mod tests {
 
     #[test]
     fn timestamps_convert_to_epoch_units() {
-        let ts = ColumnKind::Timestamp { millis: false };
+        let ts = ColumnKind::from_type(1114, -1).unwrap();
         assert_eq!(
             ts.value(&Bytes::from_static(b"2026-01-02 03:04:05.123456"))
                 .unwrap(),
@@ -398,7 +930,7 @@ mod tests {
             0
         );
         assert_eq!(
-            ColumnKind::Date
+            ColumnKind::Date(TimePrecisionMode::Adaptive)
                 .value(&Bytes::from_static(b"2026-01-02"))
                 .unwrap(),
             Value::Int(20455)
@@ -408,38 +940,38 @@ mod tests {
     #[test]
     fn literal_defaults_and_debeziums_placeholders_for_functions() {
         assert_eq!(
-            default_value(ColumnKind::Text, "'pending'::character varying"),
+            default_value(&ColumnKind::Text, "'pending'::character varying"),
             Some(Value::text("pending"))
         );
         assert_eq!(
-            default_value(ColumnKind::Text, "'it''s'::text"),
+            default_value(&ColumnKind::Text, "'it''s'::text"),
             Some(Value::text("it's"))
         );
-        assert_eq!(default_value(ColumnKind::Int32, "0"), Some(Value::Int(0)));
+        assert_eq!(default_value(&ColumnKind::Int32, "0"), Some(Value::Int(0)));
         // PostgresDefaultValueConverter: function defaults get a placeholder per type.
         let tz = ColumnKind::from_type(1184, -1).unwrap();
         assert_eq!(
-            default_value(tz, "now()"),
+            default_value(&tz, "now()"),
             Some(Value::text("1970-01-01T00:00:00.000000Z"))
         );
         assert_eq!(
-            default_value(tz, "CURRENT_TIMESTAMP"),
+            default_value(&tz, "CURRENT_TIMESTAMP"),
             Some(Value::text("1970-01-01T00:00:00.000000Z"))
         );
         assert_eq!(
-            default_value(ColumnKind::Uuid, "gen_random_uuid()"),
+            default_value(&ColumnKind::Uuid, "gen_random_uuid()"),
             Some(Value::text("00000000-0000-0000-0000-000000000000"))
         );
         assert_eq!(
-            default_value(ColumnKind::Int64, "nextval('outbox_seq'::regclass)"),
+            default_value(&ColumnKind::Int64, "nextval('outbox_seq'::regclass)"),
             Some(Value::Int(0))
         );
         assert_eq!(
-            default_value(ColumnKind::Text, "(gen_random_uuid())::text"),
+            default_value(&ColumnKind::Text, "(gen_random_uuid())::text"),
             Some(Value::text(""))
         );
         assert_eq!(
-            default_value(ColumnKind::Boolean, "is_enabled()"),
+            default_value(&ColumnKind::Boolean, "is_enabled()"),
             Some(Value::Boolean(false))
         );
     }
@@ -447,7 +979,7 @@ mod tests {
     #[test]
     fn bytea_and_booleans() {
         assert_eq!(
-            ColumnKind::Bytea
+            ColumnKind::Bytea(BinaryMode::Bytes)
                 .value(&Bytes::from_static(b"\\x00ff"))
                 .unwrap(),
             Value::Bytes(Bytes::from_static(&[0, 255]))
@@ -457,6 +989,375 @@ mod tests {
                 .value(&Bytes::from_static(b"t"))
                 .unwrap(),
             Value::Boolean(true)
+        );
+    }
+
+    fn kind(oid: u32, typmod: i32, modes: TypeModes) -> ColumnKind {
+        ColumnKind::resolve(&PgType::builtin(oid, typmod), &modes).unwrap()
+    }
+
+    fn value(kind: &ColumnKind, text: &str) -> Value {
+        kind.value(&Bytes::copy_from_slice(text.as_bytes()))
+            .unwrap()
+    }
+
+    fn json(kind: &ColumnKind, text: &str) -> String {
+        let schema = kind.schema(true);
+        let mut out = Vec::new();
+        crate::connect::converter::write_schema(&mut out, &schema);
+        out.extend_from_slice(b" ");
+        crate::connect::converter::write_value(&mut out, &schema, &value(kind, text)).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// numeric(p,s) → Kafka Decimal (scale, then connect.decimal.precision); unconstrained →
+    /// VariableScaleDecimal with trailing zeros stripped (ARPT
+    /// schemasAndValuesForBigDecimalEncodedNumericTypes / ...NumericTypesWithVariableScale).
+    #[test]
+    fn numeric_under_each_decimal_handling_mode() {
+        let modes = TypeModes::default();
+        // numeric(3,2): typmod ((3 << 16) | 2) + 4.
+        let n32 = kind(1700, (3 << 16 | 2) + 4, modes);
+        assert_eq!(
+            json(&n32, "1.10"),
+            r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"3"}} "bg==""#
+        );
+        assert!(json(&n32, "-1.10").ends_with(r#" "kg==""#));
+        let n = kind(1700, -1, modes);
+        assert_eq!(
+            json(&n, "10.1111"),
+            r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"} {"scale":4,"value":"AYr3"}"#
+        );
+        assert!(json(&n, "1.500").ends_with(r#" {"scale":1,"value":"Dw=="}"#));
+        assert!(json(&n, "100").ends_with(r#" {"scale":0,"value":"ZA=="}"#));
+        assert!(json(&n, "-12.3400").ends_with(r#" {"scale":2,"value":"+y4="}"#));
+        assert!(
+            n.value(&Bytes::from_static(b"NaN")).is_err(),
+            "precise refuses NaN"
+        );
+        let double = TypeModes {
+            decimal: DecimalMode::Double,
+            ..modes
+        };
+        assert_eq!(value(&kind(1700, -1, double), "22.22"), Value::Float(22.22));
+        assert_eq!(
+            json(&kind(1700, -1, double), "NaN"),
+            r#"{"type":"double","optional":true} "NaN""#
+        );
+        let string = TypeModes {
+            decimal: DecimalMode::String,
+            ..modes
+        };
+        // numeric(6,4) 22.22 → "22.2200"; NaN → SpecialValueDecimal's enum name.
+        assert_eq!(
+            value(&kind(1700, (6 << 16 | 4) + 4, string), "22.22"),
+            Value::text("22.2200")
+        );
+        assert_eq!(
+            value(&kind(1700, -1, string), "1.500"),
+            Value::text("1.500")
+        );
+        assert_eq!(value(&kind(1700, -1, string), "NaN"), Value::text("NAN"));
+        assert_eq!(
+            value(&kind(1700, -1, string), "-Infinity"),
+            Value::text("NEGATIVE_INFINITY")
+        );
+    }
+
+    /// PVC.moneySchema / PostgresMoney.parse (ARPT schemaAndValuesForNegativeMoneyTypes).
+    #[test]
+    fn money_is_a_decimal_of_money_fraction_digits() {
+        let money = kind(790, -1, TypeModes::default());
+        assert_eq!(
+            json(&money, "$1,234.56"),
+            r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"}} "AeJA""#
+        );
+        let string = TypeModes {
+            decimal: DecimalMode::String,
+            ..TypeModes::default()
+        };
+        assert_eq!(
+            value(&kind(790, -1, string), "-$1,234.11"),
+            Value::text("-1234.11")
+        );
+    }
+
+    /// ARPT schemasAndValuesForDateTimeTypes and the time precision modes.
+    #[test]
+    fn dates_times_and_intervals_under_each_mode() {
+        let adaptive = TypeModes::default();
+        let iso = TypeModes {
+            time: TimePrecisionMode::IsoString,
+            ..adaptive
+        };
+        let connect = TypeModes {
+            time: TimePrecisionMode::Connect,
+            ..adaptive
+        };
+        // date: BC, five-digit years, infinity (DateTimeFormat.date's constants).
+        let date = kind(1082, -1, adaptive);
+        assert_eq!(value(&date, "2016-11-04"), Value::Int(17109));
+        assert_eq!(value(&date, "0044-03-15 BC"), Value::Int(-735_160));
+        assert_eq!(value(&date, "10000-01-01"), Value::Int(2_932_897));
+        assert_eq!(value(&date, "infinity"), Value::Int(-2_147_472_692));
+        assert_eq!(
+            value(&kind(1082, -1, iso), "0044-03-15 BC"),
+            Value::text("-0043-03-15Z")
+        );
+        assert_eq!(
+            value(&kind(1082, -1, iso), "10000-01-01"),
+            Value::text("+10000-01-01Z")
+        );
+        // time: MicroTime unless time(p ≤ 3); 24:00:00 is one day.
+        assert_eq!(
+            value(&kind(1083, -1, adaptive), "13:51:30"),
+            Value::Int(49_890_000_000)
+        );
+        assert_eq!(
+            value(&kind(1083, 3, adaptive), "13:51:30.123"),
+            Value::Int(49_890_123)
+        );
+        assert_eq!(
+            value(&kind(1083, -1, adaptive), "24:00:00"),
+            Value::Int(86_400_000_000)
+        );
+        assert_eq!(
+            kind(1083, 3, connect).schema(false).name.as_deref(),
+            Some("org.apache.kafka.connect.data.Time")
+        );
+        assert_eq!(
+            value(&kind(1083, -1, iso), "13:51:30.120"),
+            Value::text("13:51:30.12Z")
+        );
+        // timetz: UTC, minimal fraction (ZonedTime), 24:00:00+00 kept.
+        let timetz = kind(1266, -1, adaptive);
+        assert_eq!(
+            value(&timetz, "13:51:30.123789+02"),
+            Value::text("11:51:30.123789Z")
+        );
+        assert_eq!(value(&timetz, "00:00:00+05:30"), Value::text("18:30:00Z"));
+        assert_eq!(value(&timetz, "24:00:00+00"), Value::text("24:00:00Z"));
+        // timestamp: PGStatement's infinities, BC, isostring.
+        let ts = kind(1114, -1, adaptive);
+        assert_eq!(
+            value(&ts, "infinity"),
+            Value::Int(9_223_372_036_825_200_000)
+        );
+        assert_eq!(
+            value(&ts, "-infinity"),
+            Value::Int(-9_223_372_036_832_400_000)
+        );
+        assert_eq!(
+            value(&ts, "4713-12-31 23:59:59.999999 BC"),
+            Value::Int(-210_831_897_600_000_001)
+        );
+        assert_eq!(
+            value(&kind(1114, 3, adaptive), "2016-11-04 13:51:30.123456"),
+            Value::Int(1_478_267_490_123)
+        );
+        assert_eq!(
+            value(&kind(1114, -1, iso), "2016-11-04 13:51:30.123456"),
+            Value::text("2016-11-04T13:51:30.123456Z")
+        );
+        assert_eq!(
+            value(&kind(1114, -1, iso), "infinity"),
+            Value::text("+294247-01-10T04:00:25.2Z")
+        );
+        let tz = kind(1184, -1, adaptive);
+        assert_eq!(
+            value(&tz, "21016-11-04 13:51:30+07"),
+            Value::text("+21016-11-04T06:51:30.000000Z")
+        );
+        assert_eq!(
+            value(&tz, "0044-03-15 10:00:00+00 BC"),
+            Value::text("-0043-03-15T10:00:00.000000Z")
+        );
+        // interval: MicroDuration (365.25 / 12 days a month) or the ISO string.
+        let interval = kind(1186, -1, adaptive);
+        assert_eq!(
+            value(&interval, "1 year 2 mons 3 days 04:05:06.78"),
+            Value::Int(37_091_106_780_000)
+        );
+        assert_eq!(value(&interval, "1 mon"), Value::Int(2_629_800_000_000));
+        assert_eq!(
+            value(&interval, "-1 days +02:00:00"),
+            Value::Int(-79_200_000_000)
+        );
+        let strings = TypeModes {
+            interval: IntervalMode::String,
+            ..adaptive
+        };
+        let interval = kind(1186, -1, strings);
+        assert_eq!(
+            value(&interval, "1 year 2 mons 3 days 04:05:06.78"),
+            Value::text("P1Y2M3DT4H5M6.78S")
+        );
+        assert_eq!(value(&interval, "00:00:00"), Value::text("P0Y0M0DT0H0M0S"));
+        assert_eq!(
+            value(&interval, "-1 days +02:00:00"),
+            Value::text("P0Y0M-1DT2H0M0S")
+        );
+        assert_eq!(
+            value(&interval, "-00:00:01.5"),
+            Value::text("P0Y0M0DT0H0M-1.5S")
+        );
+    }
+
+    /// ARPT schemaAndValuesForBinTypes: little-endian, not padded; bit(1) is a boolean.
+    #[test]
+    fn bit_strings_bytea_modes_and_text_types() {
+        let modes = TypeModes::default();
+        let bits3 = kind(1560, 3, modes);
+        assert_eq!(
+            json(&bits3, "101"),
+            r#"{"type":"bytes","optional":true,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"3"}} "BQ==""#
+        );
+        assert_eq!(
+            value(&kind(1560, 2, modes), "00"),
+            Value::Bytes(Bytes::new())
+        );
+        assert_eq!(
+            value(&kind(1560, 24, modes), "000000110000001000000001"),
+            Value::Bytes(Bytes::from_static(&[1, 2, 3]))
+        );
+        assert_eq!(value(&kind(1560, 1, modes), "1"), Value::Boolean(true));
+        assert_eq!(
+            kind(1562, -1, modes).schema(true).parameters[0].1.as_ref(),
+            "2147483647"
+        );
+        for (mode, expected) in [
+            (BinaryMode::Base64, "AQID"),
+            (BinaryMode::Base64UrlSafe, "AQID"),
+            (BinaryMode::Hex, "010203"),
+        ] {
+            let bytea = kind(
+                17,
+                -1,
+                TypeModes {
+                    binary: mode,
+                    ..modes
+                },
+            );
+            assert_eq!(value(&bytea, "\\x010203"), Value::text(expected));
+        }
+        let ltree = ColumnKind::resolve(
+            &PgType {
+                name: "ltree".into(),
+                ..PgType::builtin(16_400, -1)
+            },
+            &modes,
+        )
+        .unwrap();
+        assert_eq!(
+            ltree.schema(false).name.as_deref(),
+            Some("io.debezium.data.Ltree")
+        );
+        assert_eq!(kind(869, -1, modes), ColumnKind::Text, "inet");
+        assert_eq!(
+            kind(1042, 14, modes)
+                .value(&Bytes::from_static(b"ab   "))
+                .unwrap(),
+            Value::text("ab   ")
+        );
+        // float4 NaN: Jackson quotes non-finite numbers.
+        assert_eq!(
+            json(&kind(700, -1, modes), "NaN"),
+            r#"{"type":"float","optional":true} "NaN""#
+        );
+    }
+
+    /// ARPT: hstore as compact JSON in java.util.HashMap order; arrays with optional
+    /// elements (enum elements required); numeric(10,2)[] carries the element modifier.
+    #[test]
+    fn hstore_arrays_enums_and_unmapped_types() {
+        let modes = TypeModes::default();
+        let hstore_type = PgType {
+            name: "hstore".into(),
+            ..PgType::builtin(16_500, -1)
+        };
+        let hstore = ColumnKind::resolve(&hstore_type, &modes).unwrap();
+        assert_eq!(
+            value(&hstore, r#""key4"=>"val4", "key5"=>NULL"#),
+            Value::text(r#"{"key5":null,"key4":"val4"}"#)
+        );
+        assert_eq!(
+            value(&hstore, r#""key1"=>"val1", "key2"=>"val2", "key3"=>"val3""#),
+            Value::text(r#"{"key1":"val1","key2":"val2","key3":"val3"}"#)
+        );
+        let map = ColumnKind::resolve(
+            &hstore_type,
+            &TypeModes {
+                hstore: HstoreMode::Map,
+                ..modes
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            json(&map, r#""a"=>"1""#),
+            r#"{"type":"map","keys":{"type":"string","optional":false},"values":{"type":"string","optional":true},"optional":true} {"a":"1"}"#
+        );
+        let array = |element: PgType, typmod: i32| PgType {
+            typmod,
+            element: Some(Box::new(element)),
+            ..PgType::builtin(1, typmod)
+        };
+        let ints = ColumnKind::resolve(&array(PgType::builtin(23, -1), -1), &modes).unwrap();
+        assert_eq!(
+            json(&ints, "{1,2,NULL}"),
+            r#"{"type":"array","items":{"type":"int32","optional":true},"optional":true} [1,2,null]"#
+        );
+        let texts = ColumnKind::resolve(&array(PgType::builtin(25, -1), -1), &modes).unwrap();
+        assert_eq!(
+            value(&texts, r#"{one,"two \"2\"","NULL"}"#),
+            Value::Array(vec![
+                Value::text("one"),
+                Value::text("two \"2\""),
+                Value::text("NULL")
+            ])
+        );
+        let decimals = ColumnKind::resolve(
+            &array(PgType::builtin(1700, -1), (10 << 16 | 2) + 4),
+            &modes,
+        )
+        .unwrap();
+        assert!(json(&decimals, "{1.20,3.40}")
+            .contains(r#""parameters":{"scale":"2","connect.decimal.precision":"10"}"#));
+        let status = PgType {
+            name: "status".into(),
+            enum_labels: Some(vec!["V1".into(), "V2".into()]),
+            ..PgType::builtin(16_600, -1)
+        };
+        assert_eq!(
+            json(
+                &ColumnKind::resolve(&array(status.clone(), -1), &modes).unwrap(),
+                "{V1,V2}"
+            ),
+            r#"{"type":"array","items":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"V1,V2"}},"optional":true} ["V1","V2"]"#
+        );
+        assert!(
+            ColumnKind::resolve(&array(PgType::builtin(790, -1), -1), &modes).is_err(),
+            "money[]"
+        );
+        let tsquery = PgType {
+            name: "tsquery".into(),
+            ..PgType::builtin(3615, -1)
+        };
+        let refused = ColumnKind::resolve(&tsquery, &modes).unwrap_err();
+        assert!(
+            refused.contains("tsquery") && refused.contains("include.unknown.datatypes"),
+            "{refused}"
+        );
+        let unknown = ColumnKind::resolve(
+            &tsquery,
+            &TypeModes {
+                include_unknown: true,
+                ..modes
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            json(&unknown, "'fat' <-> 'cat'"),
+            r#"{"type":"bytes","optional":true} "J2ZhdCcgPC0+ICdjYXQn""#
         );
     }
 }

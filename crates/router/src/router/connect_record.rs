@@ -5,8 +5,8 @@
 use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
-    default_value, expand, struct_to_java_string, ColumnFacts, ColumnKind, Converter, Schema,
-    SchemaType, Value,
+    default_value, expand, struct_to_java_string, ColumnFacts, ColumnKind, Converter, PgType,
+    Schema, SchemaType, Value,
 };
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use bytes::Bytes;
@@ -63,28 +63,24 @@ impl ConnectPlan {
                 .ok_or_else(|| format!("column {name:?} is missing from the table"))?;
             let column = &relation.columns[position];
             let fact = facts.iter().find(|f| f.name == name);
-            let enum_labels = fact.and_then(|f| f.enum_labels.as_ref());
-            let kind = match enum_labels {
-                Some(_) => Some(ColumnKind::Enum),
-                None => ColumnKind::from_type(column.type_oid, column.type_modifier),
-            };
-            let Some(kind) = kind else {
-                unsupported.get_or_insert_with(|| format!(
-                    "column {name:?} of {}.{} has type OID {}, which outbox-relay cannot write the way Kafka Connect does \
-                     (supported: text types, json/jsonb, uuid, enums, integers, floats, boolean, bytea, timestamp[tz], date); \
-                     change the column type or use outbox-relay's native options instead of --debezium-config",
-                    relation.namespace, relation.name, column.type_oid
-                ));
-                return Err(format!("column {name:?} has an unsupported type"));
+            let pg_type = fact
+                .and_then(|f| f.pg_type.clone())
+                .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
+            let kind = match ColumnKind::resolve(&pg_type, &format.types) {
+                Ok(kind) => kind,
+                Err(what) => {
+                    unsupported.get_or_insert_with(|| format!(
+                        "column {name:?} of {}.{} has {what}, which outbox-relay cannot write the way Debezium does; \
+                         change the column's type, or use outbox-relay's native options instead of --debezium-config",
+                        relation.namespace, relation.name
+                    ));
+                    return Err(format!("column {name:?} has an unsupported type"));
+                }
             };
             let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
-            if let Some(labels) = enum_labels {
-                // SchemaFactory.datatypeEnumSchema: the labels in enumsortorder, joined by ",".
-                schema.parameters = vec![("allowed".into(), labels.join(",").into())];
-            }
             schema.default = fact
                 .and_then(|f| f.default_expression.as_deref())
-                .and_then(|e| default_value(kind, e));
+                .and_then(|e| default_value(&kind, e));
             Ok(TypedColumn {
                 position,
                 kind,
@@ -149,6 +145,12 @@ impl ConnectPlan {
             envelope,
             context,
         }
+    }
+
+    /// Set when a column the routing reads has a type outbox-relay cannot write as Debezium
+    /// would.
+    pub(crate) fn problem(&self) -> Option<&str> {
+        self.unsupported.as_deref()
     }
 
     pub(crate) fn route(

@@ -47,6 +47,7 @@ fn format(key: Converter, value: Converter, tombstone: bool) -> ConnectFormat {
         tracing_span_context_column: None,
         tombstone_on_empty_payload: tombstone,
         context_headers: None,
+        types: Default::default(),
     }
 }
 
@@ -58,7 +59,7 @@ fn router_with(config: RouterConfig) -> Router {
             name: (*c).into(),
             not_null: *c != "payload",
             default_expression: None,
-            enum_labels: None,
+            pg_type: None,
         })
         .collect();
     router.route(&seed_relation());
@@ -188,10 +189,13 @@ fn unsupported_column_types_stop_the_relay_instead_of_guessing_bytes() {
     let LogicalMessage::Relation(mut relation) = seed_relation() else {
         unreachable!()
     };
-    relation.columns[4].type_oid = 1700; // numeric payload
+    relation.columns[4].type_oid = 3615; // a tsquery payload: Debezium leaves it out
     r.route(&LogicalMessage::Relation(relation));
-    match r.route(&seed_insert(Some("1.5"))) {
-        RouteOutcome::Fatal(reason) => assert!(reason.contains("\"payload\""), "{reason}"),
+    match r.route(&seed_insert(Some("'fat' & 'cat'"))) {
+        RouteOutcome::Fatal(reason) => assert!(
+            reason.contains("\"payload\"") && reason.contains("include.unknown.datatypes"),
+            "{reason}"
+        ),
         other => panic!("{other:?}"),
     }
 }

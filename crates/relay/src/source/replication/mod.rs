@@ -105,6 +105,7 @@ impl<'a> Replication<'a> {
         .with_start_lsn(PgLsn::from_u64(start.as_u64()))
         .with_status_interval(self.cdc.status_interval)
         .with_application_name("outbox-relay")
+        .with_options(postgres::SESSION_OPTIONS)
     }
 
     /// A replication session that has not started streaming, and the server it reached.
