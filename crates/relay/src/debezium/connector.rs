@@ -265,19 +265,7 @@ pub fn translate(
         )?
         .to_owned();
     // Debezium 3.2+ adds its context headers to every record unless this is false.
-    let extended_headers = match o
-        .get("extended.headers.enabled")
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => true,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" => false,
-        Some(other) => {
-            return Err(format!(
-                "extended.headers.enabled: {other:?} is not true or false"
-            ))
-        }
-    };
+    let extended_headers = flag(&o, "extended.headers.enabled", true)?;
 
     // --- the EventRouter ---
     let topic_prefix_for_headers = topic_prefix.clone();
@@ -608,6 +596,11 @@ fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), 
     Ok(())
 }
 
+/// A true/false option (any case), `default` when absent.
+fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+    choice(o, key, &[("true", true), ("false", false)], default)
+}
+
 /// One of an option's values, matched without regard to case as Debezium's
 /// `EnumeratedValue.parse` does.
 fn choice<T: Copy>(o: &Options, key: &str, choices: &[(&str, T)], default: T) -> Result<T, String> {
@@ -656,19 +649,7 @@ fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
             format!("money.fraction.digits: {v:?} is not a number of digits (0-255)")
         })?,
     };
-    let include_unknown = match o
-        .get("include.unknown.datatypes")
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => false,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" => false,
-        Some(other) => {
-            return Err(format!(
-                "include.unknown.datatypes: {other:?} is not true or false"
-            ))
-        }
-    };
+    let include_unknown = flag(o, "include.unknown.datatypes", false)?;
     Ok(TypeModes {
         decimal: choice(
             o,
