@@ -41,20 +41,22 @@ impl Numeric {
         {
             return None;
         }
-        let mut unscaled: String = int.chars().chain(fraction.chars()).collect();
-        let trimmed = unscaled.trim_start_matches('0');
-        unscaled = if trimmed.is_empty() {
-            "0".to_owned()
-        } else {
-            trimmed.to_owned()
+        Some(Self::finite(
+            negative,
+            &format!("{int}{fraction}"),
+            fraction.len() as u32,
+        ))
+    }
+
+    /// `±digits × 10^-scale` with leading zeros dropped and no sign on zero.
+    fn finite(negative: bool, digits: &str, scale: u32) -> Self {
+        let trimmed = digits.trim_start_matches('0');
+        let unscaled = match (trimmed.is_empty(), negative) {
+            (true, _) => "0".to_owned(),
+            (false, true) => format!("-{trimmed}"),
+            (false, false) => trimmed.to_owned(),
         };
-        if negative && unscaled != "0" {
-            unscaled.insert(0, '-');
-        }
-        Some(Self::Finite {
-            unscaled,
-            scale: fraction.len() as u32,
-        })
+        Self::Finite { unscaled, scale }
     }
 
     /// The same number with `scale` fraction digits (`BigDecimal.setScale`, rounding half up
@@ -94,16 +96,7 @@ impl Numeric {
             }
             keep
         };
-        let trimmed = digits.trim_start_matches('0');
-        let mut unscaled = if trimmed.is_empty() {
-            "0".to_owned()
-        } else {
-            trimmed.to_owned()
-        };
-        if negative && unscaled != "0" {
-            unscaled.insert(0, '-');
-        }
-        Self::Finite { unscaled, scale }
+        Self::finite(negative, &digits, scale)
     }
 
     /// `BigDecimal.stripTrailingZeros()`, never below scale 0 (VariableScaleDecimal's
@@ -225,13 +218,9 @@ pub fn parse_money(text: &str) -> Option<Numeric> {
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == '.')
         .collect();
-    let n = Numeric::parse(&cleaned)?;
-    Some(match (negative, n) {
-        (true, Numeric::Finite { unscaled, scale }) if unscaled != "0" => Numeric::Finite {
-            unscaled: format!("-{unscaled}"),
-            scale,
-        },
-        (_, n) => n,
+    Some(match Numeric::parse(&cleaned)? {
+        Numeric::Finite { unscaled, scale } => Numeric::finite(negative, &unscaled, scale),
+        special => special,
     })
 }
 

@@ -454,7 +454,7 @@ impl ColumnKind {
                 let hex = str()?.strip_prefix("\\x").ok_or_else(|| bad("bytea hex"))?;
                 binary_value(
                     *mode,
-                    decode_hex(hex).ok_or_else(|| bad("bytea hex"))?.into(),
+                    hex::decode(hex).map_err(|_| bad("bytea hex"))?.into(),
                 )
             }
             Self::Unknown(mode) => binary_value(*mode, text.clone()),
@@ -678,13 +678,7 @@ fn binary_value(mode: BinaryMode, bytes: Bytes) -> Value {
         BinaryMode::Bytes => Value::Bytes(bytes),
         BinaryMode::Base64 => Value::text(&STANDARD.encode(&bytes)),
         BinaryMode::Base64UrlSafe => Value::text(&URL_SAFE.encode(&bytes)),
-        BinaryMode::Hex => {
-            let mut out = String::with_capacity(bytes.len() * 2);
-            for b in bytes.iter() {
-                out.push_str(&format!("{b:02x}"));
-            }
-            Value::text(&out)
-        }
+        BinaryMode::Hex => Value::text(&hex::encode(&bytes)),
     }
 }
 
@@ -831,41 +825,20 @@ fn function_placeholder(kind: &ColumnKind) -> Option<Value> {
 /// digits (`ZonedTimestamp.toIsoString` with the column's scale; none for 0), with `None`
 /// as few as the value needs (`IsoTimestamp`).
 fn format_iso_utc(micros: i64, precision: Option<u8>) -> String {
-    let seconds = micros.div_euclid(1_000_000);
-    let fraction = micros.rem_euclid(1_000_000);
-    let s = seconds.rem_euclid(86_400);
-    let mut out = format!(
-        "{}T{:02}:{:02}:{:02}",
-        iso_date(seconds.div_euclid(86_400)),
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    );
-    let digits = format!("{fraction:06}");
-    match precision {
-        Some(0) => {}
+    let time = micros.rem_euclid(DAY_MICROS);
+    let date = iso_date(micros.div_euclid(DAY_MICROS));
+    let time = match precision {
+        None => iso_time(time),
         Some(p) => {
-            out.push('.');
-            out.push_str(&digits[..usize::from(p.min(6))]);
+            let mut out = iso_time(time - time % 1_000_000);
+            if p > 0 {
+                out.push('.');
+                out.push_str(&format!("{:06}", time % 1_000_000)[..usize::from(p.min(6))]);
+            }
+            out
         }
-        None if fraction != 0 => {
-            out.push('.');
-            out.push_str(digits.trim_end_matches('0'));
-        }
-        None => {}
-    }
-    out.push('Z');
-    out
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
-        .collect()
+    };
+    format!("{date}T{time}Z")
 }
 
 /// The type as a user reads it in an error.
