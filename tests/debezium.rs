@@ -963,6 +963,38 @@ async fn a_properties_file_with_heartbeats_and_an_existing_publication() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // HeartbeatImpl's records, every interval while streaming, idle or not: key
+    // ServerNameKey, value Heartbeat (StringConverter prints the structs), partition 0, no
+    // headers (`tests/debezium.rs` JSON bytes: `router::heartbeat::tests`).
+    let beats = loop {
+        let beats = stack.read_topic("__debezium-heartbeat.app").await;
+        if beats.len() >= 3 {
+            break beats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} heartbeat records\n{}",
+            beats.len(),
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for beat in &beats {
+        assert_eq!(text(&beat.key), "Struct{serverName=app}");
+        let ts: i64 = text(&beat.value)
+            .strip_prefix("Struct{ts_ms=")
+            .and_then(|v| v.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("{beat:?}"))
+            .parse()
+            .unwrap();
+        assert!((now - 60_000..=now).contains(&ts), "{ts}");
+        assert_eq!(beat.partition, 0);
+        assert!(beat.headers.is_empty(), "{beat:?}");
+    }
     // With autocreate disabled, a missing publication is an error that says what to run.
     let missing = dir.path().join("missing.properties");
     std::fs::write(
@@ -1543,4 +1575,438 @@ async fn topic_creation_groups_configure_the_topics_the_relay_creates() {
         Some("compact"),
         "{skipped:?}"
     );
+}
+
+/// Several outbox tables in one connector (`table.include.list` with a name and a
+/// pattern, a list of regular expressions in Debezium's `RelationalTableFilters`): one
+/// slot, one publication, each table routed by its own columns (their order differs), the
+/// initial snapshot covering every table, a table created later that matches the pattern
+/// relayed from its first row, a table that does not match ignored. Also
+/// `database.initial.statements` (`JdbcConnection.connection`: run on every SQL
+/// connection, `;;` a literal semicolon) and the record timestamp (the envelope's ts_ms:
+/// when the event was read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_outbox_tables_share_one_slot_and_initial_statements_run() {
+    let stack = Stack::start_with_schema(
+        Storage::Sqlite,
+        "CREATE TABLE public.orders_outbox (
+             id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
+             type varchar(64) NOT NULL, payload jsonb);
+         CREATE SCHEMA billing;
+         CREATE TABLE billing.outbox_1 (
+             note text, payload jsonb, aggregateid varchar(255) NOT NULL, type varchar(64) NOT NULL,
+             id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL);
+         CREATE TABLE billing.ledger (
+             id uuid PRIMARY KEY, aggregatetype varchar(255), aggregateid varchar(255), type varchar(64), payload jsonb);",
+    )
+    .await;
+    let insert = |table: &str, n: u64, kind: &str| {
+        format!(
+            "INSERT INTO {table} (id, aggregatetype, aggregateid, type, payload) VALUES ('{}', '{kind}', '{kind}-{n}', 'Created', '{{\"n\": {n}}}')",
+            uuid(n)
+        )
+    };
+    // Before the slot exists: the initial snapshot's rows.
+    for (table, n, kind) in [
+        ("public.orders_outbox", 1, "Order"),
+        ("billing.outbox_1", 2, "Invoice"),
+        ("billing.ledger", 3, "Ledger"),
+    ] {
+        stack
+            .db
+            .batch_execute(&insert(table, n, kind))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let relay = start(
+        &stack,
+        dir.path(),
+        "several",
+        serde_json::json!({
+            "table.include.list": r"public\.orders_outbox,billing\.outbox_\d+",
+            "publication.autocreate.mode": "all_tables",
+            "snapshot.mode": "initial",
+            "database.initial.statements": "SET application_name = 'outbox;;relay'; SET lock_timeout = '5s'",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        }),
+    )
+    .await;
+    // The session's SQL connection ran the statements.
+    let named: i64 = stack
+        .db
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox;relay'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(named >= 1, "no connection ran database.initial.statements");
+    stack
+        .db
+        .batch_execute(
+            "CREATE TABLE billing.outbox_2 (
+                 id uuid PRIMARY KEY, type varchar(64) NOT NULL, aggregatetype varchar(255) NOT NULL,
+                 payload jsonb, aggregateid varchar(255) NOT NULL)",
+        )
+        .await
+        .unwrap();
+    for (table, n, kind) in [
+        ("public.orders_outbox", 11, "Order"),
+        ("billing.outbox_1", 12, "Invoice"),
+        ("billing.ledger", 13, "Ledger"),
+        ("billing.outbox_2", 14, "Invoice"),
+    ] {
+        stack
+            .db
+            .batch_execute(&insert(table, n, kind))
+            .await
+            .unwrap();
+    }
+    wait_all_confirmed(&stack, "several", &relay).await;
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let seen = |records: &[ConsumedRecord]| -> Vec<(String, String, String)> {
+        let mut seen: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let ts = r.timestamp_millis.expect("a record timestamp");
+                assert!((before..=after).contains(&ts), "timestamp {ts}");
+                (
+                    text(&r.key).to_owned(),
+                    text(&r.value).to_owned(),
+                    r.header_str("id").to_owned(),
+                )
+            })
+            .collect();
+        seen.sort();
+        seen
+    };
+    let row = |kind: &str, n: u64| (format!("{kind}-{n}"), format!("{{\"n\": {n}}}"), uuid(n));
+    assert_eq!(
+        seen(&stack.read_topic("outbox.event.Order").await),
+        [row("Order", 1), row("Order", 11)]
+    );
+    assert_eq!(
+        seen(&stack.read_topic("outbox.event.Invoice").await),
+        [row("Invoice", 12), row("Invoice", 14), row("Invoice", 2)]
+    );
+    assert!(
+        !stack.topics().await.iter().any(|t| t.contains("Ledger")),
+        "billing.ledger is not an outbox table"
+    );
+    let publication: Vec<String> = stack
+        .db
+        .query(
+            "SELECT puballtables::text FROM pg_publication WHERE pubname = 'several_pub'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(publication, ["true"], "one publication (all_tables)");
+}
+
+/// A statement of `database.initial.statements` the server refuses stops the relay with
+/// the option named, rather than retrying it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_initial_statement_stops_the_relay_naming_the_option() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        dir.path(),
+        "bad.json",
+        connector(
+            "bad_statements",
+            serde_json::json!({"database.initial.statements": "SET lock_timeout = 'soon'"}),
+        ),
+    );
+    let (ok, log) = stack.run_until_exit(&["--debezium-config", &path]);
+    assert!(!ok, "{log}");
+    assert!(
+        log.contains("database.initial.statements") && log.contains("lock_timeout"),
+        "{log}"
+    );
+}
+
+/// The table-less outbox: `pg_logical_emit_message(true, 'outbox', content)` in the business
+/// transaction, relayed through Debezium's documented chain
+/// (`DecodeLogicalDecodingMessageContent` then the EventRouter) with
+/// `message.prefix.include.list`. Expected bytes: `JsonSchemaData.toConnectSchema` (unnamed
+/// struct, objects named by path, nulls left out), `EventRouterDelegate.apply` (value = the
+/// payload field with its schema, key = the aggregateid field's, header `id`; messages carry
+/// no context headers: `LogicalDecodingMessageMonitor` builds its records without them).
+/// Transactional and non-transactional messages, a filtered prefix, a rolled-back one and
+/// content Debezium cannot decode (dead-lettered here; Debezium's task fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logical_decoding_messages_are_relayed_through_the_documented_smt_chain() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "messages",
+        serde_json::json!({
+            "transforms": "decode,outbox",
+            "transforms.decode.type": "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+            "message.prefix.include.list": "outbox",
+        }),
+    )
+    .await;
+    let content = |n: u32| {
+        format!(
+            r#"{{"id":"4d47e5a0-0000-4000-8000-00000000000{n}","aggregatetype":"order","aggregateid":"{n}","type":"OrderCreated","payload":{{"orderId":{n},"note":null,"lines":[{{"sku":"A","qty":2}}]}}}}"#
+        )
+    };
+    stack
+        .db
+        .batch_execute(&format!(
+            "BEGIN;
+             SELECT pg_logical_emit_message(true, 'outbox', '{}');
+             SELECT pg_logical_emit_message(true, 'audit', '{}');
+             COMMIT;
+             BEGIN;
+             SELECT pg_logical_emit_message(true, 'outbox', '{}');
+             ROLLBACK;
+             SELECT pg_logical_emit_message(false, 'OUTBOX', '{}');
+             SELECT pg_logical_emit_message(true, 'outbox', 'not json');",
+            content(1),
+            content(7),
+            content(8),
+            content(2)
+        ))
+        .await
+        .unwrap();
+    insert_event(&stack, 3, Some("Order"), Some("{}")).await;
+    wait_all_confirmed(&stack, "messages", &relay).await;
+    let records = stack.read_topic("outbox.event.order").await;
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (r, n) in records.iter().zip([1, 2]) {
+        assert_eq!(
+            text(&r.value),
+            format!(
+                concat!(
+                    r#"{{"schema":{{"type":"struct","fields":[{{"type":"int32","optional":true,"field":"orderId"}},"#,
+                    r#"{{"type":"array","items":{{"type":"struct","fields":[{{"type":"string","optional":true,"field":"sku"}},"#,
+                    r#"{{"type":"int32","optional":true,"field":"qty"}}],"optional":true,"name":"payload.lines"}},"optional":true,"field":"lines"}}],"#,
+                    r#""optional":true,"name":"payload"}},"payload":{{"orderId":{},"lines":[{{"sku":"A","qty":2}}]}}}}"#
+                ),
+                n
+            )
+        );
+        assert_eq!(
+            text(&r.key),
+            format!(r#"{{"schema":{{"type":"string","optional":true}},"payload":"{n}"}}"#)
+        );
+        let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["id"]);
+        assert_eq!(
+            r.header_str("id"),
+            format!("4d47e5a0-0000-4000-8000-00000000000{n}")
+        );
+    }
+    // The table's rows still go their way, with their context headers.
+    assert_eq!(stack.read_topic("outbox.event.Order").await.len(), 1);
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].value.as_deref(), Some(&b"not json"[..]));
+    assert_eq!(
+        dead[0].header_str("outbox-relay.source.table"),
+        "message outbox"
+    );
+}
+
+/// Native: `--table '' --message-prefix …` relays messages only, on a publication without
+/// tables, a string field taken as its text and any other field as its JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_message_prefix_relays_a_table_less_outbox() {
+    let stack = Stack::start_with_schema(Storage::Memory, "SELECT 1").await;
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(
+            "outbox_relay",
+            &[
+                "--table",
+                "",
+                "--message-prefix",
+                r"app\.events",
+                "--topic-partitions",
+                "1",
+            ],
+        )
+        .await;
+    stack
+        .db
+        .batch_execute(
+            r#"BEGIN;
+               SELECT pg_logical_emit_message(true, 'app.events', '{"id":"e-1","aggregate_type":"Order","aggregate_id":"o-1","event_type":"Created","payload":{"n": 1.50}}');
+               SELECT pg_logical_emit_message(true, 'app.other', '{"id":"e-2","aggregate_type":"Order","aggregate_id":"o-2","payload":{}}');
+               COMMIT;"#,
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered("outbox_relay", Duration::from_secs(30), Some(&relay))
+        .await;
+    let records = stack.read_topic("Order.events").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(text(&records[0].key), "o-1");
+    assert_eq!(text(&records[0].value), r#"{"n": 1.50}"#);
+    assert_eq!(records[0].header_str("eventType"), "Created");
+    let tables: i64 = stack
+        .db
+        .query_one(
+            "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'outbox_relay'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "a publication without tables");
+}
+
+/// `provide.transaction.metadata=true`: a BEGIN record before each transaction's events and
+/// an END record after them on `<topic.prefix>.transaction` (`TransactionMonitor`,
+/// `AbstractTransactionStructMaker`), ids `<xid>:<lsn>` with the LSN of the message being
+/// processed (`PostgresTransactionMonitor.adjustTxId`): the expected positions are read from
+/// a second pgoutput slot, whose `lsn` column is the position each message is sent at.
+/// Updates and deletes of the outbox count (the EventRouter drops them, the monitor has
+/// counted them already); `skipped.operations` ones do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_metadata_brackets_each_transaction_as_debezium_does() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "txmeta",
+        serde_json::json!({
+            "provide.transaction.metadata": "true",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "skipped.operations": "d",
+        }),
+    )
+    .await;
+    stack
+        .db
+        .batch_execute(
+            "SELECT pg_create_logical_replication_slot('txmeta_peek', 'pgoutput');
+             CREATE TABLE scratch (n int)",
+        )
+        .await
+        .unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    stack.db.batch_execute("BEGIN").await.unwrap();
+    let xid1: i64 = stack
+        .db
+        .query_one("SELECT txid_current()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    insert_event(&stack, 1, Some("Order"), Some("{}")).await;
+    insert_event(&stack, 2, Some("Order"), Some("{}")).await;
+    stack.db.batch_execute("COMMIT").await.unwrap();
+    stack.db.batch_execute("BEGIN").await.unwrap();
+    let xid2: i64 = stack
+        .db
+        .query_one("SELECT txid_current()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    stack
+        .db
+        .batch_execute(
+            "UPDATE events SET status = 'sent';
+             DELETE FROM events;
+             INSERT INTO scratch VALUES (1);
+             COMMIT",
+        )
+        .await
+        .unwrap();
+    wait_all_confirmed(&stack, "txmeta", &relay).await;
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // Where each BEGIN and COMMIT message is sent, per transaction.
+    let peek = stack
+        .db
+        .query(
+            "SELECT xid::text::bigint, get_byte(data, 0), (lsn - '0/0')::numeric::bigint
+             FROM pg_logical_slot_peek_binary_changes('txmeta_peek', NULL, NULL,
+                  'proto_version', '1', 'publication_names', 'txmeta_pub')
+             WHERE get_byte(data, 0) IN (66, 67)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let at = |xid: i64, tag: i32| -> i64 {
+        peek.iter()
+            .find(|r| r.get::<_, i64>(0) == xid && r.get::<_, i32>(1) == tag)
+            .unwrap_or_else(|| panic!("no {tag} for {xid}"))
+            .get(2)
+    };
+    let mut records: Vec<serde_json::Value> = stack
+        .read_topic("app.transaction")
+        .await
+        .iter()
+        .map(|r| {
+            let key: serde_json::Value = serde_json::from_slice(r.key.as_deref().unwrap()).unwrap();
+            let value: serde_json::Value =
+                serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+            assert_eq!(key["id"], value["id"]);
+            assert!(r.headers.is_empty());
+            value
+        })
+        .collect();
+    records.sort_by_key(|v| {
+        (
+            v["id"].as_str().unwrap().to_owned(),
+            v["status"].to_string(),
+        )
+    });
+    for v in &records {
+        let ts = v["ts_ms"].as_i64().unwrap();
+        assert!((before - 1000..=after).contains(&ts), "{v}");
+    }
+    let strip = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("ts_ms");
+        v
+    };
+    let mut expected = vec![
+        serde_json::json!({"status": "BEGIN", "id": format!("{xid1}:{}", at(xid1, 66)), "event_count": null, "data_collections": null}),
+        serde_json::json!({"status": "END", "id": format!("{xid1}:{}", at(xid1, 67)), "event_count": 2,
+            "data_collections": [{"data_collection": "public.events", "event_count": 2}]}),
+        serde_json::json!({"status": "BEGIN", "id": format!("{xid2}:{}", at(xid2, 66)), "event_count": null, "data_collections": null}),
+        // Two updates counted, the two deletes skipped (skipped.operations=d).
+        serde_json::json!({"status": "END", "id": format!("{xid2}:{}", at(xid2, 67)), "event_count": 2,
+            "data_collections": [{"data_collection": "public.events", "event_count": 2}]}),
+    ];
+    expected.sort_by_key(|v| {
+        (
+            v["id"].as_str().unwrap().to_owned(),
+            format!("\"{}\"", v["status"].as_str().unwrap()),
+        )
+    });
+    assert_eq!(records.into_iter().map(strip).collect::<Vec<_>>(), expected);
+    stack
+        .db
+        .batch_execute("SELECT pg_drop_replication_slot('txmeta_peek')")
+        .await
+        .unwrap();
 }

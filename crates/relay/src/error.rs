@@ -56,7 +56,7 @@ pub enum Consequence {
 }
 
 /// SQLSTATE classes and codes the relay acts on (PostgreSQL's Appendix A).
-mod sqlstate {
+pub mod sqlstate {
     pub const OBJECT_IN_USE: &str = "55006";
     /// object_not_in_prerequisite_state: on a replication connection, the slot was
     /// invalidated (its WAL removed) or cannot stream.

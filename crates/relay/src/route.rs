@@ -14,7 +14,13 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
     let lsn = position.map(|p| p.to_string());
     match outcome {
         RouteOutcome::Ignored => Ok(None),
-        RouteOutcome::Record(record) => Ok(Some(Routed::Record(record))),
+        RouteOutcome::Record(mut record) => {
+            // Debezium's record timestamp, when the outbox names no timestamp column (or
+            // its value is NULL), is the envelope's ts_ms: when the connector read the
+            // event, not when the producer got round to sending it.
+            record.timestamp_ms.get_or_insert_with(now_ms);
+            Ok(Some(Routed::Record(record)))
+        }
         RouteOutcome::Invalid(row) => Ok(Some(Routed::Invalid(row))),
         RouteOutcome::SkippedUpdate {
             table,
@@ -34,5 +40,46 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
                 None => "in a polled row, which stays in the outbox".into(),
             }
         ))),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use outbox_router::OutboxRecord;
+
+    fn record(timestamp_ms: Option<i64>) -> RouteOutcome {
+        RouteOutcome::Record(OutboxRecord {
+            topic: "t".into(),
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms,
+        })
+    }
+
+    fn timestamp(outcome: RouteOutcome) -> i64 {
+        match triage(outcome, None) {
+            Ok(Some(Routed::Record(r))) => r.timestamp_ms.expect("a timestamp"),
+            _ => panic!("a record"),
+        }
+    }
+
+    #[test]
+    fn records_are_stamped_when_read_unless_the_outbox_gave_a_time() {
+        assert_eq!(
+            timestamp(record(Some(1_700_000_000_123))),
+            1_700_000_000_123
+        );
+        let before = now_ms();
+        let stamped = timestamp(record(None));
+        assert!((before..=now_ms()).contains(&stamped), "{stamped}");
     }
 }

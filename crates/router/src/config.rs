@@ -30,6 +30,66 @@ impl TableName {
     }
 }
 
+/// An entry of a Debezium include/exclude list (`table.include.list`,
+/// `message.prefix.include.list`, …): a regular expression matched whole and without
+/// regard to case (Debezium compiles these lists with `Pattern.CASE_INSENSITIVE` and tests
+/// them with `matches()`).
+#[derive(Debug, Clone)]
+pub struct ListPattern {
+    source: String,
+    regex: regex::Regex,
+}
+
+impl ListPattern {
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        let regex = regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| format!("{pattern:?} is not a regular expression: {e}"))?;
+        Ok(Self {
+            source: pattern.to_owned(),
+            regex,
+        })
+    }
+
+    /// Whether the table `schema.name` matches.
+    pub fn matches(&self, schema: &str, name: &str) -> bool {
+        self.is_match(&format!("{schema}.{name}"))
+    }
+
+    pub fn is_match(&self, text: &str) -> bool {
+        self.regex.is_match(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+}
+
+/// Logical decoding messages (`pg_logical_emit_message(true, prefix, content)`) relayed as
+/// outbox events: the content is a JSON object with the outbox columns as fields.
+#[derive(Debug, Clone, Default)]
+pub struct MessageConfig {
+    /// Prefixes relayed (`message.prefix.include.list`); when empty, every prefix that
+    /// `exclude` does not match.
+    pub include: Vec<ListPattern>,
+    pub exclude: Vec<ListPattern>,
+    /// `DecodeLogicalDecodingMessageContent`'s `fields.null.include`: null fields kept (as
+    /// optional bytes) rather than left out of the decoded struct.
+    pub keep_null_fields: bool,
+}
+
+impl MessageConfig {
+    /// Whether messages with `prefix` are relayed (Debezium's `LogicalDecodingMessageFilter`:
+    /// the include list wins when both are set).
+    pub fn accepts(&self, prefix: &str) -> bool {
+        if !self.include.is_empty() {
+            return self.include.iter().any(|p| p.is_match(prefix));
+        }
+        !self.exclude.iter().any(|p| p.is_match(prefix))
+    }
+}
+
 impl fmt::Display for TableName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.schema, self.name)
@@ -91,6 +151,11 @@ impl AdditionalField {
 pub struct RouterConfig {
     /// The outbox tables; changes to any other table are ignored.
     pub tables: Vec<TableName>,
+    /// Further outbox tables, by pattern (a table created later that matches is relayed
+    /// from its first row).
+    pub table_patterns: Vec<ListPattern>,
+    /// Logical decoding messages relayed as events, if any.
+    pub messages: Option<MessageConfig>,
     /// Column whose value goes into header `id` (Debezium `table.field.event.id`).
     pub id_column: String,
     /// Column whose value is the record key (`table.field.event.key`).
@@ -136,6 +201,8 @@ pub enum InvalidOperation {
 }
 
 /// The record format.
+// One per relay, built once at start: the size of the Connect variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Output {
     /// Key, value and header values are the columns' text, byte for byte (StringConverter
@@ -171,6 +238,42 @@ pub struct ConnectFormat {
     /// The connector options that change how columns are typed (decimal, time, interval,
     /// hstore and binary handling modes, ...).
     pub types: TypeModes,
+    /// Where Debezium's heartbeat records go (`__debezium-heartbeat.<topic.prefix>`), when
+    /// `heartbeat.interval.ms` asks for them.
+    pub heartbeat_topic: Option<Arc<str>>,
+    /// BEGIN/END records (`provide.transaction.metadata`), if written.
+    pub transaction_metadata: Option<TransactionMetadata>,
+}
+
+/// Debezium's transaction metadata records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionMetadata {
+    /// `<topic.prefix>.transaction` (`topic.transaction`).
+    pub topic: Arc<str>,
+    /// `skipped.operations` (`u`, `d`, `t`): changes Debezium does not dispatch, so does not count.
+    pub skipped: Vec<char>,
+}
+
+impl ConnectFormat {
+    /// These converters with Kafka Connect's default header converter and every other
+    /// option at Debezium's default (no expansion, no context headers, no heartbeat or
+    /// transaction records).
+    pub fn new(key: Converter, value: Converter, topic_prefix: &str) -> Self {
+        ConnectFormat {
+            key,
+            value,
+            header: HeaderConverter::Simple,
+            topic_prefix: topic_prefix.to_owned(),
+            expand: None,
+            schema_version_column: None,
+            tracing_span_context_column: None,
+            tombstone_on_empty_payload: false,
+            context_headers: None,
+            types: TypeModes::default(),
+            heartbeat_topic: None,
+            transaction_metadata: None,
+        }
+    }
 }
 
 /// `__debezium.context.*` (`DebeziumHeaderProducer.contextHeaders`), in this order, before
@@ -225,6 +328,8 @@ impl Default for RouterConfig {
                 schema: "public".into(),
                 name: "outbox".into(),
             }],
+            table_patterns: Vec::new(),
+            messages: None,
             id_column: "id".into(),
             key_column: "aggregate_id".into(),
             payload_column: "payload".into(),

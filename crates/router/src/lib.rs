@@ -16,10 +16,10 @@ mod router;
 mod topic;
 
 pub use config::{
-    AdditionalField, ConnectFormat, ContextHeaders, InvalidOperation, Output, Placement,
-    RouterConfig, TableName,
+    AdditionalField, ConnectFormat, ContextHeaders, InvalidOperation, ListPattern, MessageConfig,
+    Output, Placement, RouterConfig, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
 pub use record::{InvalidRow, OutboxRecord, RouteOutcome};
-pub use router::Router;
+pub use router::{Router, TransactionMark};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

@@ -15,7 +15,7 @@ pub struct OutboxRecord {
     /// An explicit partition (`partition` placement); `None` = by key.
     pub partition: Option<i32>,
     /// Record timestamp in epoch milliseconds (`table.field.event.timestamp`); `None` =
-    /// the producer's clock.
+    /// the time the relay read the event, which the route stage fills in.
     pub timestamp_ms: Option<i64>,
 }
 

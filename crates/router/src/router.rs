@@ -66,6 +66,11 @@ impl Router {
             .tables
             .iter()
             .any(|t| t.schema == schema && t.name == name)
+            || self
+                .config
+                .table_patterns
+                .iter()
+                .any(|p| p.matches(schema, name))
     }
 
     /// Whether records are typed from catalog facts ([`Router::set_column_facts`]): the
@@ -141,60 +146,63 @@ impl Router {
     pub fn on_relation(&mut self, relation: &Relation) {
         let plan = self
             .is_outbox_table(&relation.namespace, &relation.name)
-            .then(|| {
-                let find = |column: &str| {
-                    relation
-                        .column_index(column)
-                        .ok_or_else(|| column.to_owned())
-                };
-                let table = TableName {
-                    schema: relation.namespace.clone(),
-                    name: relation.name.clone(),
-                }
-                .to_string();
-                let connect = match &self.config.output {
-                    Output::Raw => None,
-                    Output::Connect(format) => Some(connect_record::ConnectPlan::new(
-                        relation,
-                        self.facts
-                            .get(&table)
-                            .map(Vec::as_slice)
-                            .unwrap_or_default(),
-                        &self.config,
-                        format,
-                    )),
-                };
-                TablePlan {
-                    table,
-                    connect,
-                    partition: self
-                        .config
-                        .additional
-                        .iter()
-                        .find(|f| f.placement == Placement::Partition)
-                        .map(|f| find(&f.column)),
-                    id: find(&self.config.id_column),
-                    key: find(&self.config.key_column),
-                    payload: find(&self.config.payload_column),
-                    route_by: find(&self.config.route_by_column),
-                    headers: self
-                        .config
-                        .additional
-                        .iter()
-                        .filter(|f| f.placement == Placement::Header)
-                        .filter(|f| {
-                            !self.config.ignore_missing_additional
-                                || relation.column_index(&f.column).is_some()
-                        })
-                        .map(|f| (find(&f.column), f.alias.clone()))
-                        .collect(),
-                }
-            });
+            .then(|| self.plan(relation));
         if plan.is_some() {
             self.outbox_relations
                 .insert(relation.relation_id, relation.clone());
         }
         self.relations.insert(relation.relation_id, plan);
+    }
+
+    /// Where the routing finds each column it reads in `relation`'s rows.
+    fn plan(&self, relation: &Relation) -> TablePlan {
+        let find = |column: &str| {
+            relation
+                .column_index(column)
+                .ok_or_else(|| column.to_owned())
+        };
+        let table = TableName {
+            schema: relation.namespace.clone(),
+            name: relation.name.clone(),
+        }
+        .to_string();
+        let connect = match &self.config.output {
+            Output::Raw => None,
+            Output::Connect(format) => Some(connect_record::ConnectPlan::new(
+                relation,
+                self.facts
+                    .get(&table)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+                &self.config,
+                format,
+            )),
+        };
+        TablePlan {
+            table,
+            connect,
+            partition: self
+                .config
+                .additional
+                .iter()
+                .find(|f| f.placement == Placement::Partition)
+                .map(|f| find(&f.column)),
+            id: find(&self.config.id_column),
+            key: find(&self.config.key_column),
+            payload: find(&self.config.payload_column),
+            route_by: find(&self.config.route_by_column),
+            headers: self
+                .config
+                .additional
+                .iter()
+                .filter(|f| f.placement == Placement::Header)
+                .filter(|f| {
+                    !self.config.ignore_missing_additional
+                        || relation.column_index(&f.column).is_some()
+                })
+                .map(|f| (find(&f.column), f.alias.clone()))
+                .collect(),
+        }
     }
 
     pub fn route_insert(&mut self, insert: &Insert) -> RouteOutcome {
@@ -480,5 +488,9 @@ impl TopicCache {
 mod connect_record;
 #[cfg(test)]
 mod connect_tests;
+mod heartbeat;
+mod message_record;
+mod transaction;
+pub use transaction::TransactionMark;
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,9 @@ pub use source::{
 };
 
 use crate::secret::Secret;
-use outbox_router::{AdditionalField, Placement, RouterConfig, TableName, TopicTemplate};
+use outbox_router::{
+    AdditionalField, ListPattern, MessageConfig, Placement, RouterConfig, TableName, TopicTemplate,
+};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -52,6 +54,8 @@ pub fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub postgres_url: Secret,
+    /// Run on every SQL connection (Debezium's `database.initial.statements`).
+    pub initial_statements: Vec<String>,
     pub source: SourceSettings,
     pub kafka: KafkaSettings,
     pub router: RouterConfig,
@@ -66,8 +70,12 @@ pub struct Settings {
 pub struct Preset {
     pub connector_name: Option<String>,
     pub postgres_url: Option<Secret>,
+    /// `database.initial.statements`, split.
+    pub initial_statements: Vec<String>,
     pub bootstrap_servers: Option<String>,
-    pub table: TableName,
+    /// `table.include.list`: tables named exactly, and patterns for the rest.
+    pub tables: Vec<TableName>,
+    pub table_patterns: Vec<outbox_router::ListPattern>,
     pub slot: String,
     pub publication: String,
     pub publication_mode: PublicationMode,
@@ -104,14 +112,45 @@ impl Settings {
             overlay_preset(&mut o, p)?;
         }
         let postgres_url = resolve_postgres_url(&o)?;
-        let table = match &o.table {
-            Some(t) => TableName::parse(t).map_err(|e| invalid("table", e.to_string()))?,
-            None => TableName::parse(defaults::TABLE).expect("the default table name is valid"),
+        // --table (a comma-separated list) wins over the connector's table.include.list.
+        let native_messages = o
+            .message_prefix
+            .as_deref()
+            .map(|list| -> Result<MessageConfig, ConfigError> {
+                let include = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| ListPattern::new(p).map_err(|e| invalid("message-prefix", e)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if include.is_empty() {
+                    return Err(invalid(
+                        "message-prefix",
+                        "names no prefix; expected REGEX[,REGEX...]",
+                    ));
+                }
+                Ok(MessageConfig {
+                    include,
+                    ..MessageConfig::default()
+                })
+            })
+            .transpose()?;
+        let (tables, table_patterns) = match (&o.table, &preset) {
+            (Some(list), _) if list.trim().is_empty() && native_messages.is_some() => {
+                (Vec::new(), Vec::new())
+            }
+            (Some(list), _) => (parse_tables(list)?, Vec::new()),
+            (None, Some(p)) => (p.tables.clone(), p.table_patterns.clone()),
+            (None, None) => (
+                vec![TableName::parse(defaults::TABLE).expect("the default table name is valid")],
+                Vec::new(),
+            ),
         };
         let router = match &preset {
             Some(p) => {
                 let mut router = RouterConfig {
-                    tables: vec![table],
+                    tables,
+                    table_patterns,
                     ..p.router.clone()
                 };
                 if let outbox_router::Output::Connect(format) = &mut router.output {
@@ -125,9 +164,32 @@ impl Settings {
                 }
                 router
             }
-            None => resolve_router(&o, table)?,
+            None => RouterConfig {
+                messages: native_messages.clone(),
+                ..resolve_router(&o, tables)?
+            },
         };
+        if preset.is_some() && native_messages.is_some() {
+            return Err(invalid(
+                "message-prefix",
+                "with a Debezium configuration, relay messages with message.prefix.include.list and                  DecodeLogicalDecodingMessageContent in the connector config",
+            ));
+        }
         let source = resolve_source(&o, preset.as_ref())?;
+        if matches!(source, SourceSettings::Polling(_)) && router.messages.is_some() {
+            return Err(invalid(
+                "message-prefix",
+                "logical decoding messages reach the relay through logical replication: use CDC mode",
+            ));
+        }
+        if matches!(source, SourceSettings::Polling(_))
+            && (router.tables.len() != 1 || !router.table_patterns.is_empty())
+        {
+            return Err(invalid(
+                "table",
+                "polling mode relays one outbox table per instance; run one instance per table, or use CDC mode                  (one slot for several tables)",
+            ));
+        }
         let kafka = resolve_kafka(&o, preset.as_ref())?;
         if o.exactly_once == Some(true) {
             if let Some((_, v)) = kafka
@@ -147,6 +209,10 @@ impl Settings {
         }
         Ok(Self {
             postgres_url,
+            initial_statements: preset
+                .as_ref()
+                .map(|p| p.initial_statements.clone())
+                .unwrap_or_default(),
             source,
             kafka,
             router,
@@ -162,6 +228,14 @@ impl Settings {
     }
 
     /// The outbox table (one per relay today).
+    /// The database, for SQL connections.
+    pub fn database(&self) -> crate::source::postgres::Database {
+        crate::source::postgres::Database::new(
+            self.postgres_url.clone(),
+            self.initial_statements.clone(),
+        )
+    }
+
     pub fn table(&self) -> &TableName {
         &self.router.tables[0]
     }
@@ -197,7 +271,6 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
     o.bootstrap_servers = o.bootstrap_servers.take().or(p.bootstrap_servers.clone());
     o.slot = o.slot.take().or(Some(p.slot.clone()));
     o.publication = o.publication.take().or(Some(p.publication.clone()));
-    o.table = o.table.take().or(Some(p.table.to_string()));
     o.exactly_once = o.exactly_once.or(p.exactly_once.then_some(true));
     o.topic_partitions = o.topic_partitions.or(p.topic_partitions);
     o.topic_replication_factor = o.topic_replication_factor.or(p.topic_replication_factor);
@@ -235,7 +308,24 @@ fn resolve_postgres_url(o: &RunOptions) -> Result<Secret, ConfigError> {
     Ok(url)
 }
 
-fn resolve_router(o: &RunOptions, table: TableName) -> Result<RouterConfig, ConfigError> {
+/// `--table`: one table or several, comma-separated.
+fn parse_tables(list: &str) -> Result<Vec<TableName>, ConfigError> {
+    let tables = list
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| TableName::parse(t).map_err(|e| invalid("table", e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    if tables.is_empty() {
+        return Err(invalid(
+            "table",
+            "names no table; expected SCHEMA.TABLE[,SCHEMA.TABLE…]",
+        ));
+    }
+    Ok(tables)
+}
+
+fn resolve_router(o: &RunOptions, tables: Vec<TableName>) -> Result<RouterConfig, ConfigError> {
     let column =
         |value: &Option<String>, key: &'static str, default: &str| -> Result<String, ConfigError> {
             let value = value.clone().unwrap_or_else(|| default.to_owned());
@@ -266,7 +356,9 @@ fn resolve_router(o: &RunOptions, table: TableName) -> Result<RouterConfig, Conf
         ));
     }
     Ok(RouterConfig {
-        tables: vec![table],
+        tables,
+        table_patterns: Vec::new(),
+        messages: None,
         id_column: column(&o.id_column, "id-column", defaults::ID_COLUMN)?,
         key_column: column(&o.key_column, "key-column", defaults::KEY_COLUMN)?,
         payload_column: column(

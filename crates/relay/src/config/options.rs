@@ -163,8 +163,21 @@ pub struct RunOptions {
     pub bootstrap_servers: Option<String>,
 
     #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_TABLE", value_name = "SCHEMA.TABLE",
-        help = defaults::help("Outbox table to relay, SCHEMA.TABLE", defaults::TABLE))]
+        help = defaults::help("Outbox table(s) to relay, SCHEMA.TABLE[,SCHEMA.TABLE...]", defaults::TABLE))]
     pub table: Option<String>,
+
+    /// Also relay logical decoding messages, `pg_logical_emit_message(true, prefix, content)`
+    /// written in the business transaction, whose prefix matches one of these regular
+    /// expressions (whole, any case): the content is a JSON object with the outbox columns as
+    /// fields (a string field is taken as the column's text, any other as its JSON).
+    /// `--table ''` relays messages only.
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_MESSAGE_PREFIX",
+        value_name = "REGEX[,REGEX...]"
+    )]
+    pub message_prefix: Option<String>,
 
     #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_SLOT", value_name = "NAME",
         help = defaults::help("Logical replication slot (pgoutput), created when missing", defaults::SLOT))]

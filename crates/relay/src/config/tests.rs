@@ -214,3 +214,61 @@ fn exactly_once_is_for_cdc_mode_only() {
     .unwrap_err();
     assert!(err.to_string().starts_with("producer-property:"), "{err}");
 }
+
+#[test]
+fn table_takes_a_list_in_cdc_mode_and_one_table_in_polling_mode() {
+    let s = resolve(RunOptions {
+        table: Some("public.orders_outbox, billing.outbox".into()),
+        ..base()
+    })
+    .unwrap();
+    let names: Vec<String> = s.router.tables.iter().map(ToString::to_string).collect();
+    assert_eq!(names, ["public.orders_outbox", "billing.outbox"]);
+    let err = resolve(RunOptions {
+        table: Some("public.a,public.b".into()),
+        mode: Some(Mode::Polling),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("table:"), "{err}");
+    assert!(err.to_string().contains("one outbox table"), "{err}");
+    let err = resolve(RunOptions {
+        table: Some(" , ".into()),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("table:"), "{err}");
+}
+
+#[test]
+fn message_prefix_relays_messages_in_cdc_mode_with_or_without_a_table() {
+    let s = resolve(RunOptions {
+        message_prefix: Some(r"app\..*, billing".into()),
+        table: Some(String::new()),
+        ..base()
+    })
+    .unwrap();
+    assert!(s.router.tables.is_empty());
+    let messages = s.router.messages.as_ref().unwrap();
+    assert!(messages.accepts("app.orders") && messages.accepts("BILLING"));
+    assert!(!messages.accepts("billing2"));
+    let err = resolve(RunOptions {
+        table: Some(String::new()),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("table:"), "{err}");
+    let err = resolve(RunOptions {
+        message_prefix: Some("app".into()),
+        mode: Some(Mode::Polling),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("message-prefix:"), "{err}");
+    let err = resolve(RunOptions {
+        message_prefix: Some("(".into()),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("message-prefix:"), "{err}");
+}

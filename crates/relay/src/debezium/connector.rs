@@ -10,13 +10,15 @@ use crate::config::{Heartbeat, Preset as DebeziumSetup, PublicationMode, Snapsho
 use crate::secret::Secret;
 use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter, TypeModes};
 use outbox_router::{
-    AdditionalField, ConnectFormat, InvalidOperation, Output, RouterConfig, TableName,
-    TopicTemplate, DEFAULT_TOPIC_REGEX,
+    AdditionalField, ConnectFormat, InvalidOperation, ListPattern, MessageConfig, Output,
+    RouterConfig, TableName, TopicTemplate, TransactionMetadata, DEFAULT_TOPIC_REGEX,
 };
 use std::time::Duration;
 
 const POSTGRES_CONNECTOR: &str = "io.debezium.connector.postgresql.PostgresConnector";
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+const DECODE_MESSAGE: &str =
+    "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
 /// Options that do not change what reaches Kafka from an outbox table, or that
 /// outbox-relay does better by construction (it confirms after every ack, holds no queue
@@ -27,7 +29,6 @@ const NO_EFFECT: &[&str] = &[
     "database.tcpKeepAlive",
     "database.server.id",
     "include.schema.changes",
-    "provide.transaction.metadata",
     "max.batch.size",
     "max.queue.size",
     "max.queue.size.in.bytes",
@@ -58,8 +59,6 @@ const NO_EFFECT: &[&str] = &[
     "key.converter.schemas.enable",
     "value.converter.schemas.enable",
     "header.converter.schemas.enable",
-    "value.converter.replace.null.with.default",
-    "key.converter.replace.null.with.default",
     "value.converter.schemas.cache.size",
     "key.converter.schemas.cache.size",
     "table.field.event.type",
@@ -69,8 +68,6 @@ const NO_EFFECT: &[&str] = &[
     "schema.history.internal.kafka.bootstrap.servers",
     "schema.history.internal.kafka.topic",
     "database.history.kafka.topic",
-    "heartbeat.topics.prefix",
-    "topic.heartbeat.prefix",
     "message.key.columns",
     "status.update.interval.ms",
 ];
@@ -95,14 +92,6 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     ("transaction.boundary", "Kafka transactions are not used"),
     ("predicates", "transform predicates are not supported"),
-    (
-        "message.prefix.include.list",
-        "logical decoding messages are not relayed",
-    ),
-    (
-        "message.prefix.exclude.list",
-        "logical decoding messages are not relayed",
-    ),
     ("converters", "custom converters are not supported"),
 ];
 
@@ -174,7 +163,6 @@ pub fn translate(
 
     // --- PostgreSQL ---
     let postgres_url = postgres_url(&o)?;
-    let table = outbox_table(&o)?;
     let slot = o.get("slot.name").unwrap_or("debezium").to_owned();
     let publication = o
         .get("publication.name")
@@ -264,12 +252,49 @@ pub fn translate(
             "topic.prefix (database.server.name before Debezium 2.0) is required, as in Debezium",
         )?
         .to_owned();
+    // HeartbeatImpl's records, every heartbeat.interval.ms (AbstractTopicNamingStrategy.heartbeatTopic).
+    let heartbeat_topic = heartbeat.as_ref().map(|_| {
+        match o
+            .get("topic.heartbeat.name")
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => name.to_owned(),
+            None => format!(
+                "{}.{topic_prefix}",
+                o.get("topic.heartbeat.prefix")
+                    .or_else(|| o.get("heartbeat.topics.prefix"))
+                    .unwrap_or("__debezium-heartbeat")
+            ),
+        }
+        .into()
+    });
+    o.accept(&[
+        "topic.heartbeat.name",
+        "topic.heartbeat.prefix",
+        "heartbeat.topics.prefix",
+    ]);
+    // TransactionMonitor's BEGIN/END records (AbstractTopicNamingStrategy.transactionTopic).
+    let transaction_metadata =
+        flag(&o, "provide.transaction.metadata", false)?.then(|| TransactionMetadata {
+            topic: format!(
+                "{topic_prefix}.{}",
+                o.get("topic.transaction").unwrap_or("transaction")
+            )
+            .into(),
+            skipped: skipped
+                .iter()
+                .filter_map(|s| s.chars().next().filter(|_| s.len() == 1))
+                .collect(),
+        });
     // Debezium 3.2+ adds its context headers to every record unless this is false.
     let extended_headers = flag(&o, "extended.headers.enabled", true)?;
 
     // --- the EventRouter ---
     let topic_prefix_for_headers = topic_prefix.clone();
-    let transform = event_router(&o)?;
+    let (transform, decode_messages) = event_router(&o)?;
+    let messages = messages(&o, decode_messages.as_deref())?;
+    let (tables, table_patterns) = outbox_tables(&o, messages.is_some())?;
     let t = |name: &str| format!("transforms.{transform}.{name}");
     let get = |name: &str| o.get(&t(name));
     let bool_option = |names: &[&str], default: bool| -> Result<bool, String> {
@@ -425,8 +450,13 @@ pub fn translate(
     Ok(DebeziumSetup {
         connector_name: connector.name.clone(),
         postgres_url: Some(postgres_url),
+        initial_statements: o
+            .get("database.initial.statements")
+            .map(crate::source::postgres::split_statements)
+            .unwrap_or_default(),
         bootstrap_servers,
-        table: table.clone(),
+        tables: tables.clone(),
+        table_patterns: table_patterns.clone(),
         slot,
         publication,
         publication_mode,
@@ -438,7 +468,9 @@ pub fn translate(
         topic_replication_factor,
         topic_creation,
         router: RouterConfig {
-            tables: vec![table],
+            tables,
+            table_patterns,
+            messages,
             id_column,
             key_column,
             payload_column,
@@ -467,6 +499,8 @@ pub fn translate(
                     outbox_router::ContextHeaders::postgres(&topic_prefix_for_headers, None)
                 }),
                 types,
+                heartbeat_topic,
+                transaction_metadata,
             }),
         },
         producer_properties,
@@ -757,32 +791,109 @@ fn postgres_url(o: &Options) -> Result<Secret, String> {
     Ok(Secret::new(url))
 }
 
-/// The one outbox table of `table.include.list` (a regex list in Debezium: plain names,
-/// optionally with escaped dots, are accepted).
-fn outbox_table(o: &Options) -> Result<TableName, String> {
-    let (key, list) = ["table.include.list", "table.whitelist"]
+/// The outbox tables of `table.include.list`, a comma-separated list of regular
+/// expressions in Debezium: an entry that is a plain `schema.table` (dots escaped or not)
+/// names one table; any other entry is a pattern matched against `schema.table` (whole,
+/// without regard to case), now and for tables created later.
+fn outbox_tables(
+    o: &Options,
+    messages: bool,
+) -> Result<(Vec<TableName>, Vec<ListPattern>), String> {
+    let Some((key, list)) = ["table.include.list", "table.whitelist"]
         .iter()
         .find_map(|k| o.get(k).map(|v| (*k, v)))
-        .ok_or("table.include.list is required: name the outbox table, e.g. public.outbox")?;
-    let tables: Vec<String> = list
-        .split(',')
-        .map(|t| t.trim().replace("\\.", "."))
-        .filter(|t| !t.is_empty())
-        .collect();
-    let [table] = tables.as_slice() else {
-        return Err(format!(
-            "{key}: outbox-relay relays one outbox table per instance and this lists {}; run one instance (and slot) per table",
-            tables.len()
-        ));
+    else {
+        // The table-less outbox: logical decoding messages only.
+        if messages {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        return Err(
+            "table.include.list is required: name the outbox table, e.g. public.outbox".into(),
+        );
     };
-    if table.contains(|c: char| "*+?[](){}|^$\\".contains(c)) {
-        return Err(format!("{key}: {table:?} is a regular expression; name the outbox table exactly, e.g. public.outbox"));
+    let (mut tables, mut patterns) = (Vec::new(), Vec::new());
+    for entry in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let plain = entry.replace("\\.", ".");
+        let is_name = plain.contains('.')
+            && plain
+                .chars()
+                .all(|c| c == '.' || c == '_' || c == '$' || c.is_alphanumeric());
+        if is_name {
+            tables.push(TableName::parse(&plain).map_err(|e| format!("{key}: {e}"))?);
+        } else {
+            patterns.push(ListPattern::new(entry).map_err(|e| format!("{key}: {e}"))?);
+        }
     }
-    TableName::parse(table).map_err(|e| format!("{key}: {e}"))
+    if tables.is_empty() && patterns.is_empty() {
+        return Err(format!(
+            "{key} names no table; name the outbox table, e.g. public.outbox"
+        ));
+    }
+    Ok((tables, patterns))
 }
 
-/// The alias of the one EventRouter transform.
-fn event_router(o: &Options) -> Result<String, String> {
+/// Logical decoding messages, relayed when the transform chain decodes them before the
+/// EventRouter (`DecodeLogicalDecodingMessageContent`, as Debezium documents it), filtered
+/// by `message.prefix.include.list` / `exclude.list` (Debezium's `LogicalDecodingMessageFilter`).
+fn messages(o: &Options, decode: Option<&str>) -> Result<Option<MessageConfig>, String> {
+    let list = |key: &str| -> Result<Vec<ListPattern>, String> {
+        split_regex_list(o.get(key).unwrap_or(""))
+            .iter()
+            .map(|p| ListPattern::new(p).map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let include = list("message.prefix.include.list")?;
+    let exclude = list("message.prefix.exclude.list")?;
+    if !include.is_empty() && !exclude.is_empty() {
+        return Err(
+            "message.prefix.include.list and message.prefix.exclude.list cannot both be set (as in Debezium)"
+                .into(),
+        );
+    }
+    let Some(alias) = decode else {
+        if !include.is_empty() || !exclude.is_empty() {
+            return Err(format!(
+                "message.prefix.include.list / exclude.list: outbox-relay relays logical decoding messages as outbox \
+                 events, through {DECODE_MESSAGE} before the EventRouter (Debezium's documented chain); add it to \
+                 transforms, e.g. \"transforms\": \"decode,outbox\", \"transforms.decode.type\": \"{DECODE_MESSAGE}\""
+            ));
+        }
+        return Ok(None);
+    };
+    Ok(Some(MessageConfig {
+        include,
+        exclude,
+        keep_null_fields: flag(o, &format!("transforms.{alias}.fields.null.include"), false)?,
+    }))
+}
+
+/// A Debezium list of regular expressions: comma-separated, `\,` a literal comma, each
+/// entry trimmed (`Strings.RegExSplitter`).
+fn split_regex_list(list: &str) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut current = String::new();
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                current.push(',');
+                chars.next();
+            }
+            ',' => entries.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    entries.push(current);
+    entries
+        .into_iter()
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+/// The alias of the one EventRouter transform, and of the
+/// `DecodeLogicalDecodingMessageContent` transform before it, if any.
+fn event_router(o: &Options) -> Result<(String, Option<String>), String> {
     let list = o.get("transforms").ok_or(
         "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
     )?;
@@ -792,11 +903,20 @@ fn event_router(o: &Options) -> Result<String, String> {
         .filter(|a| !a.is_empty())
         .collect();
     let mut router = None;
+    let mut decode = None;
     for alias in aliases {
         let key = format!("transforms.{alias}.type");
         match o.get(&key) {
             Some(EVENT_ROUTER) if router.is_none() => router = Some(alias.to_owned()),
             Some(EVENT_ROUTER) => return Err("transforms: more than one EventRouter".into()),
+            Some(DECODE_MESSAGE) if router.is_none() && decode.is_none() => {
+                decode = Some(alias.to_owned())
+            }
+            Some(DECODE_MESSAGE) => {
+                return Err(format!(
+                    "{key}: {DECODE_MESSAGE} is supported once, before the EventRouter (which then routes the decoded messages)"
+                ))
+            }
             Some(other) => {
                 return Err(format!(
                     "{key}: the transform {other} is not supported; outbox-relay applies only {EVENT_ROUTER}"
@@ -811,12 +931,22 @@ fn event_router(o: &Options) -> Result<String, String> {
         }
         o.get(&format!("transforms.{alias}.negate"));
     }
-    router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))
+    let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
+    Ok((router, decode))
 }
 
-fn converter_class(class: &str, key: &str, schemas_enable: bool) -> Result<Converter, String> {
+/// The converter `class` configured under `key` (`value.converter`…), with the
+/// JsonConverter settings read from the same configuration.
+fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converter, String> {
     match class {
-        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json { schemas_enable }),
+        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json {
+            schemas_enable: schemas_enable(options, key)?.unwrap_or(true),
+            replace_null_with_default: flag(
+                options,
+                &format!("{key}.replace.null.with.default"),
+                true,
+            )?,
+        }),
         "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
         "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
         other => Err(format!(
@@ -855,12 +985,21 @@ fn converter(
             o,
         ),
     };
-    let schemas = schemas_enable(options, &key)?.unwrap_or(true);
-    let converter = converter_class(class, &key, schemas)?;
+    let converter = converter_class(class, &key, options)?;
     notes.push(format!(
         "{key} = {class}{} ({source})",
         match converter {
-            Converter::Json { schemas_enable } => format!(", schemas.enable={schemas_enable}"),
+            Converter::Json {
+                schemas_enable,
+                replace_null_with_default,
+            } => format!(
+                ", schemas.enable={schemas_enable}{}",
+                if replace_null_with_default {
+                    ""
+                } else {
+                    ", replace.null.with.default=false"
+                }
+            ),
             _ => String::new(),
         }
     ));
@@ -884,11 +1023,7 @@ fn header_converter(
     };
     let converter = match class {
         "org.apache.kafka.connect.storage.SimpleHeaderConverter" => HeaderConverter::Simple,
-        other => HeaderConverter::Other(converter_class(
-            other,
-            key,
-            schemas_enable(options, key)?.unwrap_or(true),
-        )?),
+        other => HeaderConverter::Other(converter_class(other, key, options)?),
     };
     notes.push(format!("{key} = {class} ({source})"));
     Ok(converter)

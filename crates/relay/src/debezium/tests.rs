@@ -73,7 +73,7 @@ fn every_seed_connector_config_translates_as_it_is() {
         assert_eq!(setup.router.on_update, InvalidOperation::Warn);
     }
     let s = translate(&fixture("seed-003-order-outbox-connector.json"), None).unwrap();
-    assert_eq!(s.table.to_string(), "public.outbox_events");
+    assert_eq!(s.tables[0].to_string(), "public.outbox_events");
     assert_eq!(
         s.router.topic_template.render("Order"),
         "Order.events.created"
@@ -88,13 +88,15 @@ fn every_seed_connector_config_translates_as_it_is() {
     assert_eq!(
         f.key,
         Converter::Json {
-            schemas_enable: true
+            schemas_enable: true,
+            replace_null_with_default: true
         }
     );
     assert_eq!(
         f.value,
         Converter::Json {
-            schemas_enable: true
+            schemas_enable: true,
+            replace_null_with_default: true
         }
     );
     assert_eq!(f.header, HeaderConverter::Simple);
@@ -103,7 +105,8 @@ fn every_seed_connector_config_translates_as_it_is() {
     assert_eq!(
         connect(&s).value,
         Converter::Json {
-            schemas_enable: false
+            schemas_enable: false,
+            replace_null_with_default: true
         }
     );
     assert_eq!(s.connector_name.as_deref(), Some("user-outbox-connector"));
@@ -199,7 +202,8 @@ fn placements_regex_and_converters() {
     assert_eq!(
         connect(&s).header,
         HeaderConverter::Other(Converter::Json {
-            schemas_enable: false
+            schemas_enable: false,
+            replace_null_with_default: true
         })
     );
 }
@@ -268,14 +272,10 @@ fn unknown_options_are_listed_and_semantic_ones_refused() {
         ("snapshot.mode", "always", "snapshot.mode"),
         (
             "table.include.list",
-            "public.outbox,public.other",
-            "one outbox table",
-        ),
-        (
+            "public.outbox_(",
             "table.include.list",
-            "public.outbox_.*",
-            "regular expression",
         ),
+        ("table.include.list", " , ", "names no table"),
         ("transforms", "outbox,unwrap", "transforms.unwrap.type"),
         (
             "transforms.outbox.route.topic.regex",
@@ -427,4 +427,135 @@ fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
         None,
     )
     .unwrap();
+}
+
+/// `table.include.list` is a list of regular expressions in Debezium (`Selectors`,
+/// case-insensitive, whole `schema.table`): plain names stay exact names, the rest are
+/// patterns the relay matches at start and against tables created later.
+#[test]
+fn table_include_list_names_several_tables_and_patterns() {
+    let s = translate(
+        &config(&[(
+            "table.include.list",
+            r"public.orders_outbox, billing\.outbox ,app\.outbox_\d+",
+        )]),
+        None,
+    )
+    .unwrap();
+    let names: Vec<String> = s.tables.iter().map(ToString::to_string).collect();
+    assert_eq!(names, ["public.orders_outbox", "billing.outbox"]);
+    let [pattern] = s.table_patterns.as_slice() else {
+        panic!("{:?}", s.table_patterns)
+    };
+    assert!(pattern.matches("app", "outbox_7"));
+    assert!(pattern.matches("APP", "Outbox_12"));
+    assert!(!pattern.matches("app", "outbox_x"));
+    assert!(!pattern.matches("app", "outbox_7_old"));
+    assert_eq!(s.router.tables, s.tables);
+}
+
+#[test]
+fn initial_statements_and_replace_null_with_default_are_read() {
+    let s = translate(
+        &config(&[
+            (
+                "database.initial.statements",
+                "SET search_path = app;SET application_name = 'a;;b'",
+            ),
+            ("value.converter.replace.null.with.default", "FALSE"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s.initial_statements,
+        ["SET search_path = app", "SET application_name = 'a;b'"]
+    );
+    assert_eq!(
+        connect(&s).value,
+        Converter::Json {
+            schemas_enable: true,
+            replace_null_with_default: false
+        }
+    );
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let err = translate(
+        &config(&[("key.converter.replace.null.with.default", "maybe")]),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("key.converter.replace.null.with.default"),
+        "{err}"
+    );
+}
+
+/// Messages are relayed through DecodeLogicalDecodingMessageContent before the EventRouter
+/// (Debezium's documented chain); the prefix lists are Debezium's regex lists (`\,` a
+/// literal comma), not both at once (`validateLogicalDecodingMessageExcludeList`).
+#[test]
+fn message_prefix_lists_and_the_decode_transform() {
+    let decode = [
+        ("transforms", "decode,outbox"),
+        (
+            "transforms.decode.type",
+            "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+        ),
+        ("transforms.decode.fields.null.include", "true"),
+    ];
+    let mut with = decode.to_vec();
+    with.push(("message.prefix.include.list", r"outbox, a\,b ,orders\..*"));
+    let s = translate(&config(&with), None).unwrap();
+    let messages = s.router.messages.as_ref().expect("messages relayed");
+    assert!(messages.keep_null_fields);
+    assert!(messages.accepts("Outbox") && messages.accepts("a,b") && messages.accepts("orders.v2"));
+    assert!(!messages.accepts("outbox2") && !messages.accepts("a"));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    // The table-less outbox: no table.include.list.
+    let mut no_table = config(&decode);
+    no_table.entries.remove("table.include.list");
+    let s = translate(&no_table, None).unwrap();
+    assert!(s.tables.is_empty() && s.router.messages.is_some());
+    // Without the decode transform there is neither message relaying nor a table-less outbox.
+    assert!(translate(&config(&[]), None)
+        .unwrap()
+        .router
+        .messages
+        .is_none());
+    for (extra, expected) in [
+        (
+            vec![("message.prefix.include.list", "outbox")],
+            "DecodeLogicalDecodingMessageContent",
+        ),
+        (
+            vec![
+                ("message.prefix.include.list", "a"),
+                ("message.prefix.exclude.list", "b"),
+            ],
+            "cannot both be set",
+        ),
+        (
+            vec![
+                ("transforms", "outbox,decode"),
+                (
+                    "transforms.decode.type",
+                    "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+                ),
+            ],
+            "before the EventRouter",
+        ),
+    ] {
+        let mut all = decode.to_vec();
+        if extra[0].0 == "message.prefix.include.list" && expected != "cannot both be set" {
+            all.clear();
+        }
+        all.extend(extra);
+        let err = translate(&config(&all), None).unwrap_err();
+        assert!(err.contains(expected), "{all:?}: {err}");
+    }
+    let mut no_table = config(&[]);
+    no_table.entries.remove("table.include.list");
+    assert!(translate(&no_table, None)
+        .unwrap_err()
+        .contains("table.include.list is required"));
 }

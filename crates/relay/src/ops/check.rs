@@ -4,7 +4,6 @@ use crate::config::ConnectionInfo;
 use crate::config::{ClientRole, Retire, Settings, SourceSettings};
 use crate::error::RelayError;
 use crate::source::catalog;
-use crate::source::postgres;
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -93,7 +92,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             )]
         }
     };
-    let client = match postgres::connect(s.postgres_url.expose()).await {
+    let client = match s.database().connect().await {
         Ok(c) => {
             out.push(ok(format!("connected to {}", conn.display)));
             c
@@ -106,7 +105,23 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             return out;
         }
     };
-    let table = s.table();
+    let tables = match catalog::outbox_tables(&client, &s.router).await {
+        Ok(tables) => tables,
+        Err(e) => {
+            out.push(fail_with_fix(&e.to_string()));
+            return out;
+        }
+    };
+    // The first table's schema keeps the relay's bookkeeping (`public` when only logical
+    // decoding messages are relayed); polling reads only it.
+    let home = tables
+        .first()
+        .cloned()
+        .unwrap_or_else(|| outbox_router::TableName {
+            schema: "public".into(),
+            name: "pg_logical_emit_message".into(),
+        });
+    let table = &home;
     let qualified = crate::source::sql_rows::qualified(table);
     let one = |sql: &'static str| {
         let client = &client;
@@ -140,31 +155,37 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             Err(e) => out.push(fail(format!("cannot read the role: {e}"), "check the user's privileges")),
         }
     }
-    let table_exists = catalog::table_exists(&client, table).await.unwrap_or(false);
-    if !table_exists {
-        out.push(fail(
-            format!("table {table} does not exist"),
-            "create it: psql -f sql/outbox.sql (or `outbox-relay setup-sql`), or pass --table SCHEMA.TABLE",
-        ));
-    } else {
-        let readable = client
-            .query_one(
-                "SELECT has_table_privilege(current_user, $1::text::regclass, 'SELECT')",
-                &[&qualified],
-            )
-            .await
-            .map(|r| r.get::<_, bool>(0))
-            .unwrap_or(false);
-        if readable {
-            out.push(ok(format!("table {table} exists and is readable")));
-            out.extend(column_types(&client, s, table).await);
-        } else {
+    let mut all_exist = true;
+    for table in &tables {
+        let qualified = crate::source::sql_rows::qualified(table);
+        let exists = catalog::table_exists(&client, table).await.unwrap_or(false);
+        all_exist &= exists;
+        if !exists {
             out.push(fail(
-                format!("no SELECT privilege on {table}"),
-                format!("GRANT SELECT ON {qualified} TO CURRENT_USER;  -- as the owner"),
+                format!("table {table} does not exist"),
+                "create it: psql -f sql/outbox.sql (or `outbox-relay setup-sql`), or pass --table SCHEMA.TABLE",
             ));
+        } else {
+            let readable = client
+                .query_one(
+                    "SELECT has_table_privilege(current_user, $1::text::regclass, 'SELECT')",
+                    &[&qualified],
+                )
+                .await
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false);
+            if readable {
+                out.push(ok(format!("table {table} exists and is readable")));
+                out.extend(column_types(&client, s, table).await);
+            } else {
+                out.push(fail(
+                    format!("no SELECT privilege on {table}"),
+                    format!("GRANT SELECT ON {qualified} TO CURRENT_USER;  -- as the owner"),
+                ));
+            }
         }
     }
+    let table_exists = all_exist;
     let cdc = match &s.source {
         SourceSettings::Cdc(cdc) => cdc,
         SourceSettings::Polling(polling) => {
@@ -201,54 +222,45 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             return out;
         }
     };
+    let all_tables = tables
+        .iter()
+        .map(crate::source::sql_rows::qualified)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let create_publication = format!(
+        "CREATE PUBLICATION {}{} WITH (publish = 'insert');",
+        escape_identifier(&cdc.publication),
+        if tables.is_empty() {
+            String::new()
+        } else {
+            format!(" FOR TABLE {all_tables}")
+        }
+    );
     let publication = client
         .query_opt(
-            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3) \
-             FROM pg_publication WHERE pubname = $1",
-            &[&cdc.publication, &table.schema, &table.name],
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&cdc.publication],
         )
         .await;
-    let create_publication = format!(
-        "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');",
-        escape_identifier(&cdc.publication)
-    );
     match publication {
-        Ok(Some(row)) if row.get::<_, bool>(0) => {
-            match catalog::publication_problem(&client, &cdc.publication, table).await {
-                Ok(None) => out.push(ok(format!(
-                    "publication {} includes {table}",
-                    cdc.publication
-                ))),
-                Ok(Some(problem)) => {
-                    let (what, fix) = problem
-                        .split_once("; ")
-                        .or_else(|| problem.split_once(". "))
-                        .unwrap_or((&problem, ""));
-                    out.push(fail(what.to_owned(), fix.to_owned()))
-                }
-                Err(e) => out.push(fail(
-                    format!("cannot read publication {}: {e}", cdc.publication),
-                    "check the user's privileges",
-                )),
+        Ok(Some(_)) => {
+            for table in &tables {
+                out.push(published(&client, &cdc.publication, table).await);
             }
         }
-        Ok(Some(_)) => out.push(fail(
-            format!("publication {} exists without {table}", cdc.publication),
-            format!(
-                "ALTER PUBLICATION {} ADD TABLE {qualified};",
-                escape_identifier(&cdc.publication)
-            ),
-        )),
         Ok(None) if table_exists => {
-            let can_create = client
-                .query_one(
-                    "SELECT r.rolsuper OR pg_has_role(current_user, c.relowner, 'USAGE') \
-                     FROM pg_class c, pg_roles r WHERE c.oid = $1::text::regclass AND r.rolname = current_user",
-                    &[&qualified],
-                )
-                .await
-                .map(|r| r.get::<_, bool>(0))
-                .unwrap_or(false);
+            let mut can_create = true;
+            for table in &tables {
+                can_create &= client
+                    .query_one(
+                        "SELECT r.rolsuper OR pg_has_role(current_user, c.relowner, 'USAGE') \
+                         FROM pg_class c, pg_roles r WHERE c.oid = $1::text::regclass AND r.rolname = current_user",
+                        &[&crate::source::sql_rows::qualified(table)],
+                    )
+                    .await
+                    .map(|r| r.get::<_, bool>(0))
+                    .unwrap_or(false);
+            }
             if can_create {
                 out.push(ok(format!(
                     "publication {} is missing; run will create it",
@@ -311,6 +323,49 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
         Err(e) => out.push(fail(format!("cannot read replication slots: {e}"), "check the user's privileges")),
     }
     out
+}
+
+/// Whether an existing publication carries every INSERT of `table`.
+async fn published(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    table: &outbox_router::TableName,
+) -> Finding {
+    let included = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
+            &[&publication, &table.schema, &table.name],
+        )
+        .await
+        .map(|r| r.get::<_, bool>(0));
+    match included {
+        Ok(true) => match catalog::publication_problem(client, publication, table).await {
+            Ok(None) => ok(format!("publication {publication} includes {table}")),
+            Ok(Some(problem)) => {
+                let (what, fix) = problem
+                    .split_once("; ")
+                    .or_else(|| problem.split_once(". "))
+                    .unwrap_or((&problem, ""));
+                fail(what.to_owned(), fix.to_owned())
+            }
+            Err(e) => fail(
+                format!("cannot read publication {publication}: {e}"),
+                "check the user's privileges",
+            ),
+        },
+        Ok(false) => fail(
+            format!("publication {publication} exists without {table}"),
+            format!(
+                "ALTER PUBLICATION {} ADD TABLE {};",
+                escape_identifier(publication),
+                crate::source::sql_rows::qualified(table)
+            ),
+        ),
+        Err(e) => fail(
+            format!("cannot read publications: {e}"),
+            "check the user's privileges",
+        ),
+    }
 }
 
 async fn check_kafka(s: &Settings) -> Vec<Finding> {

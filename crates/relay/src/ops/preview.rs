@@ -8,7 +8,7 @@ use crate::config::Settings;
 use crate::deliver::{DeadLetter, Routed};
 use crate::error::RelayError;
 use crate::route;
-use crate::source::{catalog, postgres};
+use crate::source::catalog;
 use bytes::Bytes;
 use outbox_router::{OutboxRecord, Router, TableName};
 use pgoutput::{LogicalMessage, Lsn};
@@ -30,7 +30,7 @@ pub async fn preview(
             "preview reads a replication slot: it applies to --mode cdc only".to_owned(),
         )
     })?;
-    let sql = postgres::connect(settings.postgres_url.expose()).await?;
+    let sql = settings.database().connect().await?;
     let slot = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
         RelayError::postgres("reading the replication slots", e, || {
             "the role needs the REPLICATION attribute".into()

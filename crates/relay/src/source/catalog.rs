@@ -53,7 +53,7 @@ pub async fn slot_state(
 /// publication when missing (as `mode` says) and checks an existing one.
 pub async fn ensure_publication(
     client: &tokio_postgres::Client,
-    table: &TableName,
+    tables: &[TableName],
     publication: &str,
     mode: PublicationMode,
 ) -> Result<(), RelayError> {
@@ -67,8 +67,51 @@ pub async fn ensure_publication(
             "PostgreSQL has wal_level = {wal_level}; logical replication needs `ALTER SYSTEM SET wal_level = logical;` and a server restart"
         )));
     }
-    ensure_table_exists(client, table).await?;
-    ensure_publication_exists(client, publication, mode, table).await
+    for table in tables {
+        ensure_table_exists(client, table).await?;
+    }
+    ensure_publication_exists(client, publication, mode, tables).await
+}
+
+/// The outbox tables: those named exactly, then the plain and partitioned tables (not
+/// partitions, not the relay's own bookkeeping tables) whose `schema.table` matches one
+/// of the patterns, in name order. Fails when nothing is left.
+pub async fn outbox_tables(
+    client: &tokio_postgres::Client,
+    router: &outbox_router::RouterConfig,
+) -> Result<Vec<TableName>, RelayError> {
+    let mut tables = router.tables.clone();
+    if !router.table_patterns.is_empty() {
+        let rows = client
+            .query(
+                "SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace                  WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition                    AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'                    AND c.relname NOT IN ('outbox_relay_snapshots', 'outbox_relay_slots')                  ORDER BY 1, 2",
+                &[],
+            )
+            .await
+            .map_err(catalog_error("listing the tables"))?;
+        for row in rows {
+            let table = TableName {
+                schema: row.get(0),
+                name: row.get(1),
+            };
+            if !tables.contains(&table)
+                && router
+                    .table_patterns
+                    .iter()
+                    .any(|p| p.matches(&table.schema, &table.name))
+            {
+                tables.push(table);
+            }
+        }
+        if tables.is_empty() {
+            let patterns: Vec<&str> = router.table_patterns.iter().map(|p| p.as_str()).collect();
+            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "table.include.list: no table matches {}; create the outbox table (sql/outbox.sql has the DDL)",
+                patterns.join(", ")
+            )));
+        }
+    }
+    Ok(tables)
 }
 
 /// Whether `table` exists (a plain or partitioned table): the one copy of this query.
@@ -134,59 +177,30 @@ async fn ensure_publication_exists(
     client: &tokio_postgres::Client,
     publication: &str,
     mode: PublicationMode,
-    table: &TableName,
+    tables: &[TableName],
 ) -> Result<(), RelayError> {
-    let partitioned = is_partitioned(client, table).await?;
+    let mut any_partitioned = false;
+    for table in tables {
+        any_partitioned |= is_partitioned(client, table).await?;
+    }
     let mut exists = publication_exists(client, publication).await?;
     if !exists && mode != PublicationMode::OutboxInsertsOnly {
-        create_debezium_publication(client, publication, mode, table).await?;
+        create_debezium_publication(client, publication, mode, tables, any_partitioned).await?;
         exists = true;
     }
     if exists {
-        let published = client
-            .query_opt(
-                "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
-                &[&publication, &table.schema, &table.name],
-            )
-            .await
-            .map_err(catalog_error("reading the catalog"))?
-            .is_some();
-        let via_root: bool = client
-            .query_one(
-                "SELECT pubviaroot FROM pg_publication WHERE pubname = $1",
-                &[&publication],
-            )
-            .await
-            .map_err(catalog_error("reading the catalog"))?
-            .get(0);
-        if partitioned && !via_root {
-            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "{table} is partitioned but publication {publication} publishes its partitions under their own names, \
-                 which the relay would not recognise; run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
-                escape_identifier(publication)
-            )));
-        }
-        if !published {
-            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
-                escape_identifier(publication),
-                escape_identifier(&table.schema),
-                escape_identifier(&table.name)
-            )));
-        }
-        if let Some(problem) = publication_problem(client, publication, table).await? {
-            return Err(RelayError::Misconfiguration(anyhow::anyhow!("{problem}")));
+        for table in tables {
+            check_published(client, publication, table).await?;
         }
         return Ok(());
     }
     // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
     // even sent, which saves the walsender the work.
     let sql = format!(
-        "CREATE PUBLICATION {} FOR TABLE {}.{} WITH (publish = 'insert'{})",
+        "CREATE PUBLICATION {}{} WITH (publish = 'insert'{})",
         escape_identifier(publication),
-        escape_identifier(&table.schema),
-        escape_identifier(&table.name),
-        if partitioned {
+        for_tables(tables),
+        if any_partitioned {
             ", publish_via_partition_root = true"
         } else {
             ""
@@ -194,7 +208,7 @@ async fn ensure_publication_exists(
     );
     match client.batch_execute(&sql).await {
         Ok(()) => {
-            tracing::info!(publication, %table, "created publication");
+            tracing::info!(publication, tables = qualified_list(tables), "created publication");
             Ok(())
         }
         // Another instance created it at the same moment.
@@ -204,6 +218,69 @@ async fn ensure_publication_exists(
             crate::error::server_message(&e)
         ))),
     }
+}
+
+/// ` FOR TABLE a, b`, or nothing for the table-less outbox (a publication without
+/// tables still carries logical decoding messages).
+fn for_tables(tables: &[TableName]) -> String {
+    if tables.is_empty() {
+        String::new()
+    } else {
+        format!(" FOR TABLE {}", qualified_list(tables))
+    }
+}
+
+/// `schema.table, schema.table` quoted for SQL.
+fn qualified_list(tables: &[TableName]) -> String {
+    tables
+        .iter()
+        .map(sql_rows::qualified)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An existing publication must carry every INSERT of `table` under the table's own name.
+async fn check_published(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    table: &TableName,
+) -> Result<(), RelayError> {
+    let partitioned = is_partitioned(client, table).await?;
+    let published = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                &[&publication, &table.schema, &table.name],
+            )
+            .await
+            .map_err(catalog_error("reading the catalog"))?
+            .is_some();
+    let via_root: bool = client
+        .query_one(
+            "SELECT pubviaroot FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(catalog_error("reading the catalog"))?
+        .get(0);
+    if partitioned && !via_root {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "{table} is partitioned but publication {publication} publishes its partitions under their own names, \
+                 which the relay would not recognise; run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
+                escape_identifier(publication)
+            )));
+    }
+    if !published {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
+                "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
+                escape_identifier(publication),
+                escape_identifier(&table.schema),
+                escape_identifier(&table.name)
+            )));
+    }
+    if let Some(problem) = publication_problem(client, publication, table).await? {
+        return Err(RelayError::Misconfiguration(anyhow::anyhow!("{problem}")));
+    }
+    Ok(())
 }
 
 /// What makes an existing publication relay less than every INSERT into `table` — it does
@@ -255,22 +332,23 @@ async fn create_debezium_publication(
     client: &tokio_postgres::Client,
     publication: &str,
     mode: PublicationMode,
-    table: &TableName,
+    tables: &[TableName],
+    any_partitioned: bool,
 ) -> Result<(), RelayError> {
     let name = escape_identifier(publication);
-    let qualified = sql_rows::qualified(table);
+    let for_tables = for_tables(tables);
     let sql = match mode {
         PublicationMode::Disabled => {
             return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "publication {publication} does not exist and publication.autocreate.mode=disabled; a DBA can run `CREATE PUBLICATION {name} FOR TABLE {qualified};`"
+                "publication {publication} does not exist and publication.autocreate.mode=disabled; a DBA can run `CREATE PUBLICATION {name}{for_tables};`"
             )))
         }
         PublicationMode::AllTables => format!("CREATE PUBLICATION {name} FOR ALL TABLES"),
         PublicationMode::NoTables => format!("CREATE PUBLICATION {name}"),
         PublicationMode::Filtered | PublicationMode::OutboxInsertsOnly => {
             format!(
-                "CREATE PUBLICATION {name} FOR TABLE {qualified}{}",
-                if is_partitioned(client, table).await? {
+                "CREATE PUBLICATION {name}{for_tables}{}",
+                if any_partitioned {
                     " WITH (publish_via_partition_root = true)"
                 } else {
                     ""
@@ -415,8 +493,12 @@ pub async fn ensure_slot(
 /// Moves the slot's confirmed position to `lsn` after streaming stopped. The replication
 /// protocol has no "final status" on close, so a graceful shutdown records its last
 /// acknowledged position this way. Retries while the walsender is still exiting.
-pub async fn advance_slot(url: &str, slot: &str, lsn: Lsn) -> Result<(), RelayError> {
-    let client = super::postgres::connect(url).await?;
+pub async fn advance_slot(
+    database: &super::postgres::Database,
+    slot: &str,
+    lsn: Lsn,
+) -> Result<(), RelayError> {
+    let client = database.connect().await?;
     let mut last_error = None;
     for _ in 0..50 {
         let current = slot_state(&client, slot)

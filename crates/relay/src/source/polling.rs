@@ -19,7 +19,7 @@
 //! of order (a row another instance holds is still visible, undeleted, until that
 //! instance commits after its acknowledgements).
 
-use super::{catalog, postgres, sql_rows};
+use super::{catalog, sql_rows};
 use crate::config::{PollingSettings, Retire, Settings};
 use crate::deliver::{AckTracker, Deliver, KafkaProducer, Origin, Producer};
 use crate::error::RelayError;
@@ -46,7 +46,7 @@ pub struct Polling<'a> {
 impl supervisor::Source for Polling<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         let (settings, polling) = (self.settings, self.polling);
-        let mut client = postgres::connect(settings.postgres_url.expose()).await?;
+        let mut client = settings.database().connect().await?;
         let table = settings.table().clone();
         if !catalog::table_exists(&client, &table).await? {
             return Err(RelayError::misconfigured(format!(

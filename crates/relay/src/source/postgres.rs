@@ -3,6 +3,8 @@
 
 use crate::config::ConnectionInfo;
 use crate::error::RelayError;
+use crate::secret::Secret;
+use std::sync::Arc;
 
 /// The session settings every connection pins, replication included (the walsender prints
 /// column values with them): the text formats the column readers parse, whatever the
@@ -12,6 +14,87 @@ use crate::error::RelayError;
 pub const SESSION_OPTIONS: &str =
     "-c DateStyle=ISO -c IntervalStyle=postgres -c bytea_output=hex -c lc_monetary=C";
 
+/// The database the relay reads: its URL and the statements every SQL connection runs
+/// first (Debezium's `database.initial.statements`; not run on the replication
+/// connection, as in Debezium).
+#[derive(Debug, Clone)]
+pub struct Database {
+    pub url: Secret,
+    pub initial_statements: Arc<[String]>,
+}
+
+impl Database {
+    pub fn new(url: Secret, initial_statements: Vec<String>) -> Self {
+        Self {
+            url,
+            initial_statements: initial_statements.into(),
+        }
+    }
+
+    /// An SQL connection with the session settings pinned and the initial statements run
+    /// (in one transaction, committed, as Debezium's `JdbcConnection.execute` runs them).
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, RelayError> {
+        let client = connect(self.url.expose()).await?;
+        if !self.initial_statements.is_empty() {
+            // A statement the server refuses (a syntax error, an unknown setting, a
+            // missing privilege) fails the same way next time: a configuration error.
+            // A lost connection or an exhausted server is retried like any other.
+            let failed = |e: tokio_postgres::Error| {
+                let code = e.code().map(|c| c.code().to_owned());
+                match code {
+                    Some(c)
+                        if !crate::error::sqlstate::TRANSIENT_CLASSES
+                            .iter()
+                            .any(|class| c.starts_with(class)) =>
+                    {
+                        RelayError::misconfigured(format!(
+                            "database.initial.statements: {}",
+                            crate::error::server_message(&e)
+                        ))
+                    }
+                    _ => RelayError::postgres("database.initial.statements", e, String::new),
+                }
+            };
+            client.batch_execute("BEGIN").await.map_err(failed)?;
+            for statement in self.initial_statements.iter() {
+                client.batch_execute(statement).await.map_err(failed)?;
+            }
+            client.batch_execute("COMMIT").await.map_err(failed)?;
+        }
+        Ok(client)
+    }
+}
+
+/// `database.initial.statements` split as Debezium's `JdbcConnection.parseSqlStatementString`
+/// splits it: `;` ends a statement, `;;` is a literal `;`, statements are trimmed and empty
+/// ones dropped.
+pub fn split_statements(statements: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = statements.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != ';' {
+            current.push(c);
+        } else if chars.peek() == Some(&';') {
+            chars.next();
+            current.push(';');
+        } else {
+            let statement = current.trim();
+            if !statement.is_empty() {
+                out.push(statement.to_owned());
+            }
+            current.clear();
+        }
+    }
+    let statement = current.trim();
+    if !statement.is_empty() {
+        out.push(statement.to_owned());
+    }
+    out
+}
+
+/// An SQL connection to `url` with the session settings pinned (no initial statements:
+/// for tools that only read the catalog, such as `status`).
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
     let info = ConnectionInfo::parse(url).map_err(RelayError::misconfigured)?;
     let tls = crate::tls::client_config(&info.tls)
@@ -62,4 +145,24 @@ fn connect_error(e: tokio_postgres::Error, display: &str) -> RelayError {
     RelayError::postgres(&format!("PostgreSQL at {display}"), e, || {
         "the role needs the CONNECT privilege on the database".into()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_statements;
+
+    /// Cases worked through JdbcConnection.parseSqlStatementString by hand.
+    #[test]
+    fn initial_statements_split_as_debezium_splits_them() {
+        assert_eq!(
+            split_statements("SET search_path = app;SET statement_timeout = 0"),
+            ["SET search_path = app", "SET statement_timeout = 0"]
+        );
+        assert_eq!(
+            split_statements(" SELECT 'a;;b' ; ;SET x = 1;"),
+            ["SELECT 'a;b'", "SET x = 1"]
+        );
+        assert_eq!(split_statements(";;;"), [";"]);
+        assert!(split_statements(" ; ").is_empty());
+    }
 }

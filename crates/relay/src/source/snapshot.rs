@@ -26,7 +26,8 @@ use postgres_protocol::escape::{escape_identifier, escape_literal};
 
 const MARKER_TABLE: &str = "outbox_relay_snapshots";
 
-/// The relation id snapshot rows are routed under (PostgreSQL OIDs never reach it).
+/// The relation id the snapshot rows of the first outbox table are routed under, the next
+/// table's one less, and so on (PostgreSQL OIDs never reach these).
 pub const SNAPSHOT_RELATION_ID: u32 = u32::MAX;
 
 fn marker_table(table: &TableName) -> String {
@@ -160,11 +161,12 @@ pub struct SnapshotRows {
 /// Reads every row of `table` as text (pgoutput's format): in the snapshot `exported` with the
 /// slot (its name and consistent point), or, for a retake, in a new REPEATABLE READ snapshot.
 pub async fn read(
-    url: &str,
+    database: &super::postgres::Database,
     table: &TableName,
+    relation_id: u32,
     exported: Option<(&str, Lsn)>,
 ) -> Result<SnapshotRows, RelayError> {
-    let mut client = super::postgres::connect(url).await?;
+    let mut client = database.connect().await?;
     let read_error = |context: &'static str| {
         move |e| {
             RelayError::postgres(context, e, || {
@@ -187,7 +189,7 @@ pub async fn read(
         .await
         .map_err(read_error("importing the slot's snapshot"))?;
     }
-    let relation = sql_rows::relation(&tx, table, SNAPSHOT_RELATION_ID).await?;
+    let relation = sql_rows::relation(&tx, table, relation_id).await?;
     let order = super::catalog::insertion_order_columns(&tx, table).await?;
     let order_by = match order.first() {
         Some(column) => format!(" ORDER BY outbox.{}", escape_identifier(column)),
@@ -213,7 +215,7 @@ pub async fn read(
         .map_err(read_error("ending the snapshot"))?;
     let rows = rows
         .iter()
-        .map(|r| sql_rows::insert(r, 0, SNAPSHOT_RELATION_ID))
+        .map(|r| sql_rows::insert(r, 0, relation_id))
         .collect();
     Ok(SnapshotRows {
         relation,

@@ -11,7 +11,12 @@ use bytes::Bytes;
 /// A key or value converter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Converter {
-    Json { schemas_enable: bool },
+    Json {
+        schemas_enable: bool,
+        /// `replace.null.with.default` (Kafka 3.7+, KIP-581): a null field is written as its
+        /// schema's default (true, the default) or as null (false).
+        replace_null_with_default: bool,
+    },
     String,
     ByteArray,
 }
@@ -29,19 +34,25 @@ impl Converter {
     /// `schema` is `None` only for the EventRouter's tombstones.
     pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, String> {
         match self {
-            Converter::Json { schemas_enable } => {
+            Converter::Json {
+                schemas_enable,
+                replace_null_with_default,
+            } => {
                 let Some(schema) = schema else {
                     return Ok(None);
+                };
+                let json = Json {
+                    replace_null_with_default: *replace_null_with_default,
                 };
                 let mut out = Vec::new();
                 if *schemas_enable {
                     out.extend_from_slice(b"{\"schema\":");
                     write_schema(&mut out, schema);
                     out.extend_from_slice(b",\"payload\":");
-                    write_value(&mut out, schema, value)?;
+                    json.write(&mut out, schema, value)?;
                     out.push(b'}');
                 } else {
-                    write_value(&mut out, schema, value)?;
+                    json.write(&mut out, schema, value)?;
                 }
                 Ok(Some(out.into()))
             }
@@ -240,105 +251,131 @@ fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&st
     out.push(b'}');
 }
 
-/// JsonConverter.convertToJson.
+/// JsonConverter.convertToJson with Kafka Connect's default settings.
 pub fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
-    match value {
-        Value::Null => {
-            if let Some(default) = &schema.default {
-                return write_value(out, schema, default);
-            }
-            if !schema.optional {
-                return Err(
-                    "null value for a field that is required and has no default value".into(),
-                );
-            }
-            out.extend_from_slice(b"null");
-        }
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
-        Value::Float(f) if !f.is_finite() => {
-            out.push(b'"');
-            write_double(out, *f);
-            out.push(b'"');
-        }
-        Value::Float(f) => write_double(out, *f),
-        // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
-        Value::Decimal(d) => {
-            out.push(b'"');
-            out.extend_from_slice(
-                base64::engine::general_purpose::STANDARD
-                    .encode(d.unscaled_bytes().unwrap_or_default())
-                    .as_bytes(),
-            );
-            out.push(b'"');
-        }
-        Value::Map(entries) => {
-            let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
-                return Err("map value for a non-map schema".into());
-            };
-            // JsonConverter: an object when the keys are strings, else [[k, v], …].
-            let object = matches!(key_schema.kind, SchemaType::String);
-            out.push(if object { b'{' } else { b'[' });
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                if !object {
-                    out.push(b'[');
-                }
-                write_value(out, key_schema, k)?;
-                out.push(if object { b':' } else { b',' });
-                write_value(out, value_schema, v)?;
-                if !object {
-                    out.push(b']');
-                }
-            }
-            out.push(if object { b'}' } else { b']' });
-        }
-        Value::String(s) => write_string(
-            out,
-            std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
-        ),
-        Value::Bytes(b) => {
-            out.push(b'"');
-            out.extend_from_slice(
-                base64::engine::general_purpose::STANDARD
-                    .encode(b)
-                    .as_bytes(),
-            );
-            out.push(b'"');
-        }
-        Value::Array(items) => {
-            let SchemaType::Array(item_schema) = &schema.kind else {
-                return Err("array value for a non-array schema".into());
-            };
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item_schema, item)?;
-            }
-            out.push(b']');
-        }
-        Value::Struct(values) => {
-            let SchemaType::Struct(fields) = &schema.kind else {
-                return Err("struct value for a non-struct schema".into());
-            };
-            out.push(b'{');
-            for (i, (name, field_schema)) in fields.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(out, name);
-                out.push(b':');
-                write_value(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
-            }
-            out.push(b'}');
+    Json::default().write(out, schema, value)
+}
+
+/// JsonConverter's settings that change how values are written.
+#[derive(Debug, Clone, Copy)]
+struct Json {
+    replace_null_with_default: bool,
+}
+
+impl Default for Json {
+    fn default() -> Self {
+        Json {
+            replace_null_with_default: true,
         }
     }
-    Ok(())
+}
+
+impl Json {
+    /// JsonConverter.convertToJson; struct fields are read with `Struct.get` (the default
+    /// replaces a null) or `Struct.getWithoutDefault` as `replace.null.with.default` says.
+    fn write(self, out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
+        match value {
+            Value::Null => {
+                if let Some(default) = schema
+                    .default
+                    .as_ref()
+                    .filter(|_| self.replace_null_with_default)
+                {
+                    return self.write(out, schema, default);
+                }
+                if !schema.optional {
+                    return Err(
+                        "null value for a field that is required and has no default value".into(),
+                    );
+                }
+                out.extend_from_slice(b"null");
+            }
+            Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+            // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
+            Value::Float(f) if !f.is_finite() => {
+                out.push(b'"');
+                write_double(out, *f);
+                out.push(b'"');
+            }
+            Value::Float(f) => write_double(out, *f),
+            // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
+            Value::Decimal(d) => {
+                out.push(b'"');
+                out.extend_from_slice(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(d.unscaled_bytes().unwrap_or_default())
+                        .as_bytes(),
+                );
+                out.push(b'"');
+            }
+            Value::Map(entries) => {
+                let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
+                    return Err("map value for a non-map schema".into());
+                };
+                // JsonConverter: an object when the keys are strings, else [[k, v], …].
+                let object = matches!(key_schema.kind, SchemaType::String);
+                out.push(if object { b'{' } else { b'[' });
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    if !object {
+                        out.push(b'[');
+                    }
+                    self.write(out, key_schema, k)?;
+                    out.push(if object { b':' } else { b',' });
+                    self.write(out, value_schema, v)?;
+                    if !object {
+                        out.push(b']');
+                    }
+                }
+                out.push(if object { b'}' } else { b']' });
+            }
+            Value::String(s) => write_string(
+                out,
+                std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
+            ),
+            Value::Bytes(b) => {
+                out.push(b'"');
+                out.extend_from_slice(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(b)
+                        .as_bytes(),
+                );
+                out.push(b'"');
+            }
+            Value::Array(items) => {
+                let SchemaType::Array(item_schema) = &schema.kind else {
+                    return Err("array value for a non-array schema".into());
+                };
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    self.write(out, item_schema, item)?;
+                }
+                out.push(b']');
+            }
+            Value::Struct(values) => {
+                let SchemaType::Struct(fields) = &schema.kind else {
+                    return Err("struct value for a non-struct schema".into());
+                };
+                out.push(b'{');
+                for (i, (name, field_schema)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_string(out, name);
+                    out.push(b':');
+                    self.write(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
+                }
+                out.push(b'}');
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -359,9 +396,11 @@ mod tests {
         let s = json_schema();
         let off = Converter::Json {
             schemas_enable: false,
+            replace_null_with_default: true,
         };
         let on = Converter::Json {
             schemas_enable: true,
+            replace_null_with_default: true,
         };
         assert_eq!(
             text(&off.encode(Some(&s), &payload).unwrap()),
@@ -386,9 +425,11 @@ mod tests {
         let s = Schema::new(SchemaType::String, true).named("io.debezium.data.Json", Some(1));
         let off = Converter::Json {
             schemas_enable: false,
+            replace_null_with_default: true,
         };
         let on = Converter::Json {
             schemas_enable: true,
+            replace_null_with_default: true,
         };
         assert_eq!(text(&off.encode(Some(&s), &Value::Null).unwrap()), "null");
         assert_eq!(
@@ -400,6 +441,35 @@ mod tests {
             Converter::String.encode(Some(&s), &Value::Null).unwrap(),
             None
         );
+    }
+
+    /// Kafka's JsonConverter.convertToJson (3.7+): a struct field is read with `Struct.get`
+    /// (null → the field's default) unless `replace.null.with.default=false`, which reads
+    /// it with `getWithoutDefault` and writes null; a required field without a value and
+    /// without a default is an error either way (`DataException`).
+    #[test]
+    fn replace_null_with_default_decides_what_a_null_field_becomes() {
+        let mut region = Schema::new(SchemaType::String, true);
+        region.default = Some(Value::text("eu"));
+        let envelope = Schema::new(SchemaType::Struct(vec![("region".into(), region)]), false);
+        let row = Value::Struct(vec![Value::Null]);
+        let json = |replace_null_with_default| Converter::Json {
+            schemas_enable: false,
+            replace_null_with_default,
+        };
+        assert_eq!(
+            text(&json(true).encode(Some(&envelope), &row).unwrap()),
+            r#"{"region":"eu"}"#
+        );
+        assert_eq!(
+            text(&json(false).encode(Some(&envelope), &row).unwrap()),
+            r#"{"region":null}"#
+        );
+        let mut required = Schema::new(SchemaType::String, false);
+        required.default = Some(Value::text("eu"));
+        let strict = Schema::new(SchemaType::Struct(vec![("region".into(), required)]), false);
+        assert!(json(true).encode(Some(&strict), &row).is_ok());
+        assert!(json(false).encode(Some(&strict), &row).is_err());
     }
 
     #[test]
@@ -415,6 +485,7 @@ mod tests {
         let value = Value::Struct(vec![Value::text("{}"), Value::text("OrderCreated")]);
         let on = Converter::Json {
             schemas_enable: true,
+            replace_null_with_default: true,
         };
         assert_eq!(
             text(&on.encode(Some(&envelope), &value).unwrap()),
@@ -482,7 +553,8 @@ mod tests {
         assert_eq!(
             text(
                 &HeaderConverter::Other(Converter::Json {
-                    schemas_enable: false
+                    schemas_enable: false,
+                    replace_null_with_default: true
                 })
                 .encode(&uuid, &id)
                 .unwrap()

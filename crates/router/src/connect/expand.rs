@@ -28,6 +28,24 @@ pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option
     Some((schema, value))
 }
 
+/// A logical decoding message's content as Debezium's `DecodeLogicalDecodingMessageContent`
+/// decodes it (with `JsonSchemaData`): a JSON object becomes an unnamed struct, nested
+/// objects named by their path (`payload`, `payload.lines`). Text that does not start with
+/// `{`, or that is not JSON, is refused as Debezium refuses it (its task fails there).
+pub fn decode_object(
+    content: &[u8],
+    behaviour: ExpandBehaviour,
+) -> Result<(Schema, Value), String> {
+    if !content.starts_with(b"{") {
+        return Err("the message content is not a JSON object".into());
+    }
+    let json: Json = serde_json::from_slice(content)
+        .map_err(|e| format!("the message content is not JSON: {e}"))?;
+    let schema = infer(None, &json, behaviour)?.ok_or("the message content is empty")?;
+    let value = to_value(&json, &schema);
+    Ok((schema, value))
+}
+
 fn optional(kind: SchemaType) -> Schema {
     Schema::new(kind, true)
 }
@@ -149,6 +167,7 @@ mod tests {
         let (schema, value) = expand("payload", payload.as_bytes(), b).expect("expands");
         let plain = Converter::Json {
             schemas_enable: false,
+            replace_null_with_default: true,
         }
         .encode(Some(&schema), &value)
         .unwrap()

@@ -703,12 +703,12 @@ fn bits_little_endian(text: &str) -> Vec<u8> {
 /// pgjdbc's HStoreConverter returns and Debezium writes in order): by bucket
 /// (`(h ^ h >>> 16) & (capacity - 1)` with `String.hashCode`), then by insertion within a
 /// bucket; capacity doubles from 16 while the map holds more than 3/4 of it.
-fn java_hash_map_order(pairs: Vec<(String, Option<String>)>) -> Vec<(String, Option<String>)> {
+pub(crate) fn java_hash_map_order<V>(pairs: Vec<(String, V)>) -> Vec<(String, V)> {
     let mut capacity = 16usize;
     while pairs.len() > capacity * 3 / 4 {
         capacity *= 2;
     }
-    let mut keyed: Vec<(usize, usize, (String, Option<String>))> = pairs
+    let mut keyed: Vec<(usize, usize, (String, V))> = pairs
         .into_iter()
         .enumerate()
         .map(|(i, pair)| {

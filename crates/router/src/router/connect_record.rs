@@ -275,20 +275,13 @@ impl ConnectPlan {
                 let column = or_invalid!(column.as_ref().map_err(Clone::clone));
                 match columns.get(column.position) {
                     Some(ColumnValue::Text(t)) => Some(or_invalid!(column.kind.epoch_millis(t))),
-                    // NULL: the producer's clock, as in Debezium.
+                    // NULL: when the relay read the event (Debezium's ts_ms), stamped by the route stage.
                     _ => None,
                 }
             }
         };
 
-        let blank = match &payload {
-            Value::Null => true,
-            Value::String(s) => s.iter().all(u8::is_ascii_whitespace),
-            _ => false,
-        };
-        let value = if blank && format.tombstone_on_empty_payload {
-            None
-        } else if self.envelope {
+        let envelope = if self.envelope {
             let mut schema = Schema::new(SchemaType::Struct(envelope_fields), false);
             let routed = String::from_utf8_lossy(&routing);
             schema.name = Some(format!("{}.{routed}.Value", self.value_schema_prefix).into());
@@ -299,14 +292,11 @@ impl ConnectPlan {
                     _ => None,
                 };
             }
-            let value = Value::Struct(envelope_values);
-            match format.value {
-                Converter::String | Converter::ByteArray => struct_to_java_string(&schema, &value),
-                json => or_invalid!(json.encode(Some(&schema), &value)),
-            }
+            Some((schema, Value::Struct(envelope_values)))
         } else {
-            or_invalid!(format.value.encode(Some(&payload_schema), &payload))
+            None
         };
+        let value = or_invalid!(value_bytes(format, &payload, &payload_schema, envelope));
 
         let (key, key_column) = or_invalid!(field_of(columns, &self.key));
         let key = or_invalid!(format.key.encode(Some(&key_column.schema), &key));
@@ -319,6 +309,33 @@ impl ConnectPlan {
             partition,
             timestamp_ms,
         })
+    }
+}
+
+/// The EventRouter's value: a tombstone for a NULL or blank payload when
+/// `route.tombstone.on.empty.payload` asks for one, the envelope struct when additional
+/// fields go into it (StringConverter prints it as `Struct{…}`), else the payload with its
+/// own schema.
+pub(super) fn value_bytes(
+    format: &ConnectFormat,
+    payload: &Value,
+    payload_schema: &Schema,
+    envelope: Option<(Schema, Value)>,
+) -> Result<Option<Bytes>, String> {
+    let blank = match payload {
+        Value::Null => true,
+        Value::String(s) => s.iter().all(u8::is_ascii_whitespace),
+        _ => false,
+    };
+    if blank && format.tombstone_on_empty_payload {
+        return Ok(None);
+    }
+    match (envelope, format.value) {
+        (Some((schema, value)), Converter::String | Converter::ByteArray) => {
+            Ok(struct_to_java_string(&schema, &value))
+        }
+        (Some((schema, value)), json) => json.encode(Some(&schema), &value),
+        (None, converter) => converter.encode(Some(payload_schema), payload),
     }
 }
 

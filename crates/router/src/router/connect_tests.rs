@@ -1,7 +1,7 @@
 //! The Connect path on the seeds' table: bytes as Kafka Connect + Debezium write them.
 
 use super::*;
-use crate::connect::{ColumnFacts, Converter, HeaderConverter};
+use crate::connect::{ColumnFacts, Converter};
 use crate::{AdditionalField, ConnectFormat, Output};
 use pgoutput::{Column, ReplicaIdentity, TupleData};
 
@@ -38,16 +38,8 @@ fn seed_relation() -> LogicalMessage {
 
 fn format(key: Converter, value: Converter, tombstone: bool) -> ConnectFormat {
     ConnectFormat {
-        key,
-        value,
-        header: HeaderConverter::Simple,
-        topic_prefix: "orders-server".into(),
-        expand: None,
-        schema_version_column: None,
-        tracing_span_context_column: None,
         tombstone_on_empty_payload: tombstone,
-        context_headers: None,
-        types: Default::default(),
+        ..ConnectFormat::new(key, value, "orders-server")
     }
 }
 
@@ -111,9 +103,11 @@ fn text(b: &Option<Bytes>) -> &str {
 
 const JSON_ON: Converter = Converter::Json {
     schemas_enable: true,
+    replace_null_with_default: true,
 };
 const JSON_OFF: Converter = Converter::Json {
     schemas_enable: false,
+    replace_null_with_default: true,
 };
 
 #[test]

@@ -25,7 +25,6 @@ use crate::confirm::Confirmations;
 use crate::deliver::{Deliver, Fence, KafkaProducer, Refusals, Source as Positions};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
-use crate::secret::Secret;
 use crate::supervisor;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{Router, TableName};
@@ -70,12 +69,7 @@ impl<'a> Replication<'a> {
             .heartbeat
             .clone()
             .filter(|h| h.action_query.is_some())
-            .map(|h| {
-                AbortOnDrop(tokio::spawn(heartbeat_loop(
-                    settings.postgres_url.clone(),
-                    h,
-                )))
-            });
+            .map(|h| AbortOnDrop(tokio::spawn(heartbeat_loop(settings.database(), h))));
         Ok(Self {
             settings,
             cdc,
@@ -129,13 +123,20 @@ impl<'a> Replication<'a> {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), RelayError> {
         let (settings, cdc) = (self.settings, self.cdc);
-        let table = settings.table();
-        let sql = postgres::connect(settings.postgres_url.expose()).await?;
+        let sql = settings.database().connect().await?;
+        let tables = catalog::outbox_tables(&sql, &settings.router).await?;
+        // The first table's schema keeps the snapshot marker and the slot's history
+        // (`public` for the table-less outbox: logical decoding messages only).
+        let home = tables.first().cloned().unwrap_or_else(|| TableName {
+            schema: "public".into(),
+            name: "pg_logical_emit_message".into(),
+        });
+        let table = &home;
         let initial_snapshot = cdc.snapshot == SnapshotMode::Initial;
         if initial_snapshot {
             snapshot::register_new_slot(&sql, table, &cdc.slot).await?;
         }
-        catalog::ensure_publication(&sql, table, &cdc.publication, cdc.publication_mode).await?;
+        catalog::ensure_publication(&sql, &tables, &cdc.publication, cdc.publication_mode).await?;
         let slot_exists = catalog::slot_state(&sql, &cdc.slot)
             .await
             .map_err(|e| {
@@ -145,7 +146,7 @@ impl<'a> Replication<'a> {
             })?
             .is_some();
         if !slot_exists {
-            self.on_missing_slot(&sql).await?;
+            self.on_missing_slot(&sql, table).await?;
         }
         self.end_own_stale_walsender(&sql).await;
         // Any mode: a marker left owed (a snapshot, or a reread of a lost slot) is honoured.
@@ -217,7 +218,7 @@ impl<'a> Replication<'a> {
         let stream = PgStream {
             client,
             sql,
-            url: settings.postgres_url.clone(),
+            database: settings.database(),
             display: self.conn.display.clone(),
             slot: cdc.slot.clone(),
             walsender: walsender.clone(),
@@ -250,20 +251,33 @@ impl<'a> Replication<'a> {
         } else {
             streamer
         };
+        if let Some(heartbeat) = &cdc.heartbeat {
+            streamer = streamer.heartbeats_every(heartbeat.interval);
+        }
         let result = async {
             if snapshot_state == snapshot::SnapshotState::Owed {
                 let snapshot = exported
                     .as_ref()
                     .map(|(name, point)| (name.as_str(), *point));
-                let rows = snapshot::read(settings.postgres_url.expose(), table, snapshot).await?;
-                tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
-                    "snapshot.mode=initial: relaying the rows already in the outbox");
-                let taken = (rows.snapshot.clone(), rows.position);
-                streamer
-                    .relay_snapshot(rows, taken.1.unwrap_or(start))
-                    .await?;
+                // Table after table, each read in the snapshot exported with the slot.
+                let mut taken = (None, None);
+                for (i, table) in tables.iter().enumerate() {
+                    let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
+                    let mut rows =
+                        snapshot::read(&settings.database(), table, relation_id, snapshot).await?;
+                    tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
+                        "snapshot.mode=initial: relaying the rows already in the outbox");
+                    taken = (rows.snapshot.clone(), rows.position);
+                    if tables.len() > 1 {
+                        // Each table's rows are numbered from 0: one sequence per table.
+                        rows.snapshot = rows.snapshot.map(|s| format!("{s}/{table}"));
+                    }
+                    streamer
+                        .relay_snapshot(rows, taken.1.unwrap_or(start))
+                        .await?;
+                }
                 snapshot::mark_complete(&streamer.stream.sql, table, &cdc.slot, taken).await?;
-                tracing::info!(%table, "snapshot complete; streaming");
+                tracing::info!(tables = tables.len(), "snapshot complete; streaming");
             }
             let stream = &mut streamer.stream;
             stream
@@ -276,7 +290,7 @@ impl<'a> Replication<'a> {
                 .wait_started()
                 .await
                 .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
-            tracing::info!(table = %table, start_lsn = %start, postgres = %self.conn.display,
+            tracing::info!(tables = %tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %start, postgres = %self.conn.display,
                 exactly_once = cdc.exactly_once, "streaming");
             self.stood_by = false;
             self.metrics.streaming.set(1);
@@ -297,7 +311,7 @@ impl<'a> Replication<'a> {
         let counts = streamer.counts();
         let _ = streamer.stream.client.shutdown().await;
         // The replication protocol has no "final status" on close: record the position.
-        catalog::advance_slot(settings.postgres_url.expose(), &cdc.slot, final_lsn).await?;
+        catalog::advance_slot(&settings.database(), &cdc.slot, final_lsn).await?;
         tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
         Ok(())
     }
@@ -424,8 +438,12 @@ impl Replication<'_> {
     /// The slot is missing: a first start creates it; a slot this relay streamed from
     /// before is gone, and creating a new one at the current position would skip every event
     /// written since — so that happens only when the user chose it.
-    async fn on_missing_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
-        let (table, slot) = (self.settings.table(), &self.cdc.slot);
+    async fn on_missing_slot(
+        &mut self,
+        sql: &tokio_postgres::Client,
+        table: &TableName,
+    ) -> Result<(), RelayError> {
+        let slot = &self.cdc.slot;
         let since = match slot_history::remembered(sql, &table.schema, slot).await? {
             Some(since) => since,
             // This process streamed from it (the history may be unwritable for the role, or
@@ -484,7 +502,7 @@ impl supervisor::Source for Replication<'_> {
 pub struct PgStream {
     client: ReplicationClient,
     sql: tokio_postgres::Client,
-    url: Secret,
+    database: postgres::Database,
     display: String,
     slot: String,
     /// The server process that streams to this connection.
@@ -499,8 +517,14 @@ impl ChangeStream for PgStream {
             .await
             .map_err(|e| RelayError::replication(e, &self.display, &self.slot))?;
         Ok(event.map(|event| match event {
-            ReplicationEvent::Begin { final_lsn, .. } => Change::Begin {
+            ReplicationEvent::Begin {
+                final_lsn,
+                xid,
+                commit_time_micros,
+            } => Change::Begin {
                 commit: Lsn::from_u64(final_lsn.as_u64()),
+                xid,
+                commit_time_micros,
             },
             ReplicationEvent::XLogData {
                 wal_start,
@@ -523,8 +547,18 @@ impl ChangeStream for PgStream {
             ReplicationEvent::KeepAlive { wal_end, .. } => Change::KeepAlive {
                 wal_end: Lsn::from_u64(wal_end.as_u64()),
             },
-            // Logical decoding messages are not outbox rows.
-            ReplicationEvent::Message { .. } | ReplicationEvent::StoppedAt { .. } => Change::Other,
+            ReplicationEvent::Message {
+                transactional,
+                lsn,
+                prefix,
+                content,
+            } => Change::Message {
+                lsn: Lsn::from_u64(lsn.as_u64()),
+                transactional,
+                prefix,
+                content,
+            },
+            ReplicationEvent::StoppedAt { .. } => Change::Other,
         }))
     }
 
@@ -541,7 +575,7 @@ impl ChangeStream for PgStream {
         // pooler): one fresh connection before judging the replication connection.
         if self.sql.is_closed() {
             if let Ok(Ok(fresh)) =
-                tokio::time::timeout(PROBE_TIMEOUT, postgres::connect(self.url.expose())).await
+                tokio::time::timeout(PROBE_TIMEOUT, self.database.connect()).await
             {
                 self.sql = fresh;
             }
@@ -580,7 +614,7 @@ impl ChangeStream for PgStream {
 /// `heartbeat.action.query` every `heartbeat.interval.ms`, as Debezium runs it (typically
 /// an UPDATE of a heartbeat table, so that a database whose other tables are not published
 /// still produces WAL the slot can move past). Failures are logged and retried.
-async fn heartbeat_loop(url: Secret, heartbeat: Heartbeat) {
+async fn heartbeat_loop(database: postgres::Database, heartbeat: Heartbeat) {
     let Some(query) = heartbeat.action_query else {
         return;
     };
@@ -589,7 +623,7 @@ async fn heartbeat_loop(url: Secret, heartbeat: Heartbeat) {
     loop {
         ticks.tick().await;
         if client.is_none() {
-            client = postgres::connect(url.expose()).await.ok();
+            client = database.connect().await.ok();
         }
         if let Some(c) = &client {
             if let Err(e) = c.batch_execute(&query).await {

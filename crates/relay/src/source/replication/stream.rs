@@ -13,8 +13,9 @@ use crate::source::snapshot::SnapshotRows;
 use anyhow::anyhow;
 use bytes::Bytes;
 use outbox_router::connect::ColumnFacts;
-use outbox_router::{RouteOutcome, Router, TableName};
+use outbox_router::{RouteOutcome, Router, TableName, TransactionMark};
 use pgoutput::{LogicalMessage, Lsn, Relation};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +65,8 @@ pub enum Change {
     /// A transaction starts; `commit` is the LSN of its commit record.
     Begin {
         commit: Lsn,
+        xid: u32,
+        commit_time_micros: i64,
     },
     /// One pgoutput message.
     Data {
@@ -78,7 +81,15 @@ pub enum Change {
     KeepAlive {
         wal_end: Lsn,
     },
-    /// Anything the relay does not act on (logical decoding messages, ...).
+    /// A logical decoding message (`pg_logical_emit_message`): inside its transaction's
+    /// Begin/Commit when transactional, on its own otherwise.
+    Message {
+        lsn: Lsn,
+        transactional: bool,
+        prefix: String,
+        content: Bytes,
+    },
+    /// Anything the relay does not act on.
     Other,
 }
 
@@ -105,7 +116,10 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     tracker: AckTracker,
     confirmations: &'a mut Confirmations,
     metrics: Arc<Metrics>,
+    /// The first outbox table's name, for rows whose relation is not known.
     table: Arc<str>,
+    /// relation id -> `schema.table`, from Relation messages: the table a dead letter names.
+    relation_tables: HashMap<u32, Arc<str>>,
     max_in_flight: usize,
     /// The open transaction's commit LSN and the index of its next change: each event's
     /// place in the replay order (`--exactly-once`).
@@ -114,6 +128,25 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     /// `--exactly-once`: the liveness probe also runs while the in-flight window is full, so
     /// an instance cut off from PostgreSQL stops producing within the probe's bound.
     probe_when_full: bool,
+    /// Debezium's heartbeat records (`heartbeat.interval.ms`), when the router writes them.
+    heartbeat: Option<tokio::time::Interval>,
+    /// The open transaction, when BEGIN/END records are written (`provide.transaction.metadata`).
+    transaction: Option<OpenTransaction>,
+}
+
+/// What an END record says about the open transaction.
+struct OpenTransaction {
+    xid: u32,
+    ts_ms: i64,
+    /// Whether its BEGIN record went out (at its first change, whose position names it).
+    begun: bool,
+    /// Events per outbox table, in the order first seen.
+    per_table: Vec<(String, i64)>,
+}
+
+/// pgoutput's commit time (microseconds since 2000-01-01) in epoch milliseconds.
+fn epoch_millis(micros_since_2000: i64) -> i64 {
+    micros_since_2000.div_euclid(1000) + 946_684_800_000
 }
 
 impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
@@ -136,11 +169,26 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             confirmations,
             metrics,
             table: table.to_string().into(),
+            relation_tables: HashMap::new(),
             max_in_flight,
             commit: Lsn::ZERO,
             change_index: 0,
             probe_when_full: false,
+            heartbeat: None,
+            transaction: None,
         }
+    }
+
+    /// Writes a heartbeat record every `interval` while streaming (Debezium's
+    /// `heartbeat.interval.ms`), if the router writes them.
+    pub fn heartbeats_every(mut self, interval: Duration) -> Self {
+        if self.router.heartbeat(0).is_some() {
+            let period = interval.max(Duration::from_millis(10));
+            let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            self.heartbeat = Some(timer);
+        }
+        self
     }
 
     /// `--exactly-once`: probe PostgreSQL after a silence even while the window is full.
@@ -195,6 +243,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         Some(change) => self.on_change(change).await?,
                         None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
                     }
+                }
+                _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
+                    self.send_heartbeat().await?;
                 }
                 _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() && probe => {
                     self.stream.probe().await?;
@@ -297,15 +348,39 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
 
     async fn on_change(&mut self, change: Change) -> Result<(), RelayError> {
         match change {
-            Change::Begin { commit } => {
+            Change::Begin {
+                commit,
+                xid,
+                commit_time_micros,
+            } => {
                 self.tracker.begin();
                 self.commit = commit;
                 self.change_index = 0;
+                self.transaction =
+                    self.router
+                        .writes_transaction_metadata()
+                        .then(|| OpenTransaction {
+                            xid,
+                            ts_ms: epoch_millis(commit_time_micros),
+                            begun: false,
+                            per_table: Vec::new(),
+                        });
             }
             Change::Commit {
                 end_lsn,
                 commit_time_micros,
             } => {
+                if let Some(open) = self.transaction.take() {
+                    // PostgresTransactionMonitor: the END's id carries the COMMIT message's
+                    // position, the end of the commit record.
+                    self.begin_record(&open, end_lsn).await?;
+                    let end = TransactionMark::End {
+                        id: format!("{}:{}", open.xid, end_lsn.as_u64()),
+                        ts_ms: epoch_millis(commit_time_micros),
+                        per_table: open.per_table,
+                    };
+                    self.transaction_record(&end, end_lsn).await?;
+                }
                 self.confirmations.committed(end_lsn, commit_time_micros);
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
@@ -323,6 +398,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 data,
             } => {
                 self.metrics.set_server_wal(wal_end);
+                if matches!(data.first(), Some(b'I' | b'U' | b'D' | b'T')) {
+                    // Relation, Type and Origin messages are not changes (and may be sent
+                    // at position 0).
+                    self.on_transaction_change(wal_start, &data).await?;
+                }
                 let undecodable = |e: pgoutput::DecodeError| RelayError::Undecodable {
                     lsn: wal_start,
                     error: e.to_string(),
@@ -340,10 +420,59 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 // Inserts, nearly all of the stream, take the router's zero-allocation path.
                 if data.first() == Some(&b'I') {
                     let outcome = self.router.route_message(&data).map_err(undecodable)?;
-                    self.deliver_outcome(outcome, wal_start, event).await?;
+                    let table = data
+                        .get(1..5)
+                        .map(|id| u32::from_be_bytes(id.try_into().expect("four bytes")))
+                        .map_or_else(|| self.table.clone(), |id| self.table_of(id));
+                    self.deliver_outcome(outcome, wal_start, event, table)
+                        .await?;
                 } else {
                     let message = pgoutput::decode(data).map_err(undecodable)?;
                     self.route_message(&message, wal_start, event).await?;
+                }
+            }
+            Change::Message {
+                lsn,
+                transactional,
+                prefix,
+                content,
+            } => {
+                if transactional {
+                    self.on_transaction_change(lsn, &[]).await?;
+                }
+                let outcome = self.router.route_logical_message(&prefix, &content);
+                if matches!(outcome, RouteOutcome::Ignored) && transactional {
+                    // Still a change of the transaction: replays number the rest alike.
+                    self.change_index += 1;
+                    return Ok(());
+                }
+                let table: Arc<str> = format!("message {prefix}").into();
+                if transactional {
+                    let event = EventPosition::Stream {
+                        commit: self.commit,
+                        index: self.change_index,
+                    };
+                    self.change_index += 1;
+                    self.deliver_outcome(outcome, lsn, Some(event), table)
+                        .await?;
+                } else {
+                    // Decoded as it is read, outside any transaction: a transaction of its
+                    // own that ends just past the message, so the slot moves past it only
+                    // once Kafka has it. (PostgreSQL skips, on a restart, the messages
+                    // before the confirmed position.)
+                    self.tracker.begin();
+                    self.commit = lsn;
+                    self.change_index = 0;
+                    let event = EventPosition::Stream {
+                        commit: lsn,
+                        index: 0,
+                    };
+                    self.deliver_outcome(outcome, lsn, Some(event), table)
+                        .await?;
+                    if let Some(confirmable) = self.tracker.commit(Lsn::from_u64(lsn.as_u64() + 1))
+                    {
+                        self.confirm(confirmable);
+                    }
                 }
             }
             Change::Other => {}
@@ -358,10 +487,109 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         event: Option<EventPosition>,
     ) -> Result<(), RelayError> {
         if let LogicalMessage::Relation(relation) = message {
+            self.relation_tables.insert(
+                relation.relation_id,
+                format!("{}.{}", relation.namespace, relation.name).into(),
+            );
             self.refresh_column_facts(relation).await?;
         }
+        let table = match message {
+            LogicalMessage::Insert(insert) => self.table_of(insert.relation_id),
+            _ => self.table.clone(),
+        };
         let outcome = self.router.route(message);
-        self.deliver_outcome(outcome, position, event).await
+        self.deliver_outcome(outcome, position, event, table).await
+    }
+
+    /// Transaction metadata at one change of the open transaction: its BEGIN record before
+    /// its first change (named by that change's position, which PostgreSQL 15+ also gives
+    /// the BEGIN message it sends just before), and the change counted for its tables.
+    async fn on_transaction_change(
+        &mut self,
+        position: Lsn,
+        data: &[u8],
+    ) -> Result<(), RelayError> {
+        let Some(mut open) = self.transaction.take() else {
+            return Ok(());
+        };
+        let result = self.begin_record(&open, position).await;
+        open.begun = true;
+        for table in self.router.counted_tables(data) {
+            match open.per_table.iter_mut().find(|(t, _)| t == table) {
+                Some((_, n)) => *n += 1,
+                None => open.per_table.push((table.to_owned(), 1)),
+            }
+        }
+        self.transaction = Some(open);
+        result
+    }
+
+    async fn begin_record(
+        &mut self,
+        open: &OpenTransaction,
+        position: Lsn,
+    ) -> Result<(), RelayError> {
+        if open.begun {
+            return Ok(());
+        }
+        let begin = TransactionMark::Begin {
+            id: format!("{}:{}", open.xid, position.as_u64()),
+            ts_ms: open.ts_ms,
+        };
+        self.transaction_record(&begin, position).await
+    }
+
+    async fn transaction_record(
+        &mut self,
+        mark: &TransactionMark,
+        position: Lsn,
+    ) -> Result<(), RelayError> {
+        let Some(record) = self.router.transaction_record(mark) else {
+            return Ok(());
+        };
+        let record = record
+            .map_err(|e| RelayError::misconfigured(format!("transaction metadata record: {e}")))?;
+        self.deliver_outcome(
+            RouteOutcome::Record(record),
+            position,
+            None,
+            "transaction".into(),
+        )
+        .await
+    }
+
+    /// A heartbeat record, between transactions: an event of its own that confirms nothing
+    /// new (its "transaction" ends at the position already confirmable), delivered in order
+    /// with the events around it.
+    async fn send_heartbeat(&mut self) -> Result<(), RelayError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let Some(record) = self.router.heartbeat(now) else {
+            return Ok(());
+        };
+        let record =
+            record.map_err(|e| RelayError::misconfigured(format!("heartbeat record: {e}")))?;
+        let position = self.tracker.confirmed();
+        self.tracker.begin();
+        self.deliver_outcome(
+            RouteOutcome::Record(record),
+            position,
+            None,
+            "heartbeat".into(),
+        )
+        .await?;
+        if let Some(lsn) = self.tracker.commit(position) {
+            self.confirm(lsn);
+        }
+        Ok(())
+    }
+
+    fn table_of(&self, relation_id: u32) -> Arc<str> {
+        self.relation_tables
+            .get(&relation_id)
+            .unwrap_or(&self.table)
+            .clone()
     }
 
     async fn deliver_outcome(
@@ -369,11 +597,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         outcome: RouteOutcome,
         position: Lsn,
         event: Option<EventPosition>,
+        table: Arc<str>,
     ) -> Result<(), RelayError> {
         if let Some(routed) = route::triage(outcome, Some(position))? {
             let ticket = self.tracker.produced();
             let origin = Origin {
-                table: self.table.clone(),
+                table,
                 position: Some(position),
                 event,
             };
@@ -400,5 +629,15 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let facts = self.stream.column_facts(&table).await?;
         self.router.set_column_facts(&table, facts);
         Ok(())
+    }
+}
+
+/// The next tick of an optional timer; never, without one.
+async fn tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(timer) => {
+            timer.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }

@@ -108,6 +108,8 @@ impl Harness {
         let send = |c| self.feed.send(c).unwrap();
         send(Change::Begin {
             commit: Lsn::from_u64(1),
+            xid: 1,
+            commit_time_micros: 0,
         });
         send(Change::Data {
             wal_start: lsn(end - 100),
@@ -311,6 +313,8 @@ async fn a_graceful_stop_finishes_the_open_transaction_and_drains() {
         h.feed
             .send(Change::Begin {
                 commit: Lsn::from_u64(1),
+                xid: 1,
+                commit_time_micros: 0,
             })
             .unwrap();
         h.feed

@@ -1,0 +1,101 @@
+//! Debezium's heartbeat records (`heartbeat.interval.ms`): `HeartbeatImpl` writes one to
+//! `__debezium-heartbeat.<topic.prefix>` every interval while the connector streams, key
+//! `ServerNameKey{serverName}` and value `Heartbeat{ts_ms}` (`SchemaFactory`), Kafka
+//! partition 0, no headers. The EventRouter passes them through unchanged (their value
+//! schema is not an `.Envelope`).
+
+use super::Router;
+use crate::config::Output;
+use crate::connect::{Schema, SchemaType, Value};
+use crate::record::OutboxRecord;
+
+impl Router {
+    /// The heartbeat record at `ts_ms`, or `None` when heartbeat records are not written.
+    pub fn heartbeat(&self, ts_ms: i64) -> Option<Result<OutboxRecord, String>> {
+        let Output::Connect(format) = &self.config.output else {
+            return None;
+        };
+        let topic = format.heartbeat_topic.clone()?;
+        let key_schema = Schema::new(
+            SchemaType::Struct(vec![(
+                "serverName".into(),
+                Schema::new(SchemaType::String, false),
+            )]),
+            false,
+        )
+        .named("io.debezium.connector.common.ServerNameKey", Some(1));
+        let value_schema = Schema::new(
+            SchemaType::Struct(vec![(
+                "ts_ms".into(),
+                Schema::new(SchemaType::Int64, false),
+            )]),
+            false,
+        )
+        .named("io.debezium.connector.common.Heartbeat", Some(1));
+        let record = (|| {
+            Ok(OutboxRecord {
+                topic,
+                key: format.key.encode(
+                    Some(&key_schema),
+                    &Value::Struct(vec![Value::text(&format.topic_prefix)]),
+                )?,
+                value: format
+                    .value
+                    .encode(Some(&value_schema), &Value::Struct(vec![Value::Int(ts_ms)]))?,
+                headers: Vec::new(),
+                partition: Some(0),
+                timestamp_ms: None,
+            })
+        })();
+        Some(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{ConnectFormat, Output, RouterConfig};
+    use crate::connect::Converter;
+    use crate::Router;
+
+    fn router(converter: Converter, heartbeat_topic: Option<&str>) -> Router {
+        Router::new(RouterConfig {
+            output: Output::Connect(ConnectFormat {
+                heartbeat_topic: heartbeat_topic.map(Into::into),
+                ..ConnectFormat::new(converter, converter, "dbserver1")
+            }),
+            ..RouterConfig::default()
+        })
+    }
+
+    /// `SchemaFactory.heartbeatKeySchema` / `heartbeatValueSchema` through JsonConverter.
+    #[test]
+    fn heartbeat_records_carry_debeziums_schemas() {
+        let json = Converter::Json {
+            schemas_enable: true,
+            replace_null_with_default: true,
+        };
+        let r = router(json, Some("__debezium-heartbeat.dbserver1"))
+            .heartbeat(1_700_000_000_000)
+            .unwrap()
+            .unwrap();
+        assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");
+        assert_eq!(r.partition, Some(0));
+        assert!(r.headers.is_empty());
+        assert_eq!(
+            std::str::from_utf8(r.key.as_deref().unwrap()).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"dbserver1"}}"#
+        );
+        assert_eq!(
+            std::str::from_utf8(r.value.as_deref().unwrap()).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":1700000000000}}"#
+        );
+        let r = router(Converter::String, Some("hb"))
+            .heartbeat(5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.key.as_deref(), Some(&b"Struct{serverName=dbserver1}"[..]));
+        assert_eq!(r.value.as_deref(), Some(&b"Struct{ts_ms=5}"[..]));
+        assert!(router(json, None).heartbeat(5).is_none());
+        assert!(Router::new(RouterConfig::default()).heartbeat(5).is_none());
+    }
+}

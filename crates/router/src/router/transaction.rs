@@ -1,0 +1,237 @@
+//! Debezium's transaction metadata (`provide.transaction.metadata=true`): a BEGIN record
+//! before a transaction's events and an END record after them, on
+//! `<topic.prefix>.transaction` (`TransactionMonitor`, `AbstractTransactionStructMaker`,
+//! `SchemaFactory.transactionKeySchema` / `transactionValueSchema`). PostgreSQL's id is
+//! `<xid>:<lsn>`, the LSN of the message being processed (`PostgresTransactionMonitor.adjustTxId`).
+//! The EventRouter passes these records through unchanged.
+
+use super::Router;
+use crate::config::Output;
+use crate::connect::{java_hash_map_order, Schema, SchemaType, Value};
+use crate::record::OutboxRecord;
+
+/// A transaction boundary to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransactionMark {
+    Begin {
+        id: String,
+        ts_ms: i64,
+    },
+    End {
+        id: String,
+        ts_ms: i64,
+        /// Events per table (`schema.table`), in the order they were first seen.
+        per_table: Vec<(String, i64)>,
+    },
+}
+
+fn key_schema() -> Schema {
+    Schema::new(
+        SchemaType::Struct(vec![("id".into(), Schema::new(SchemaType::String, false))]),
+        false,
+    )
+    .named(
+        "io.debezium.connector.common.TransactionMetadataKey",
+        Some(1),
+    )
+}
+
+fn value_schema() -> Schema {
+    let collection = Schema::new(
+        SchemaType::Struct(vec![
+            (
+                "data_collection".into(),
+                Schema::new(SchemaType::String, false),
+            ),
+            ("event_count".into(), Schema::new(SchemaType::Int64, false)),
+        ]),
+        true,
+    )
+    .named("event.collection", Some(1));
+    Schema::new(
+        SchemaType::Struct(vec![
+            ("status".into(), Schema::new(SchemaType::String, false)),
+            ("id".into(), Schema::new(SchemaType::String, false)),
+            ("event_count".into(), Schema::new(SchemaType::Int64, true)),
+            (
+                "data_collections".into(),
+                Schema::new(SchemaType::Array(Box::new(collection)), true),
+            ),
+            ("ts_ms".into(), Schema::new(SchemaType::Int64, false)),
+        ]),
+        false,
+    )
+    .named(
+        "io.debezium.connector.common.TransactionMetadataValue",
+        Some(1),
+    )
+}
+
+impl Router {
+    /// The outbox tables (`schema.table`) one pgoutput change counts for in an END record:
+    /// Debezium counts every change event it dispatches, inserts of the outbox tables and
+    /// their updates, deletes and truncates unless `skipped.operations` skips them.
+    pub fn counted_tables(&self, data: &[u8]) -> Vec<&str> {
+        let Output::Connect(format) = &self.config.output else {
+            return Vec::new();
+        };
+        let Some(metadata) = &format.transaction_metadata else {
+            return Vec::new();
+        };
+        let id_at = |at: usize| -> Option<u32> {
+            data.get(at..at + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().expect("four bytes")))
+        };
+        let table = |id: u32| match self.relations.get(&id) {
+            Some(Some(plan)) => Some(plan.table.as_str()),
+            _ => None,
+        };
+        let op = match data.first() {
+            Some(b'I') => 'c',
+            Some(b'U') => 'u',
+            Some(b'D') => 'd',
+            Some(b'T') => 't',
+            _ => return Vec::new(),
+        };
+        if metadata.skipped.contains(&op) {
+            return Vec::new();
+        }
+        if op == 't' {
+            // Truncate: Int32 count, Int8 options, then the relation ids.
+            let count = id_at(1).unwrap_or(0) as usize;
+            return (0..count)
+                .filter_map(|i| id_at(6 + 4 * i))
+                .filter_map(table)
+                .collect();
+        }
+        id_at(1).and_then(table).into_iter().collect()
+    }
+
+    /// Whether BEGIN/END records are written.
+    pub fn writes_transaction_metadata(&self) -> bool {
+        matches!(&self.config.output, Output::Connect(f) if f.transaction_metadata.is_some())
+    }
+
+    /// The BEGIN or END record, or `None` when transaction metadata is not written.
+    pub fn transaction_record(
+        &self,
+        mark: &TransactionMark,
+    ) -> Option<Result<OutboxRecord, String>> {
+        let Output::Connect(format) = &self.config.output else {
+            return None;
+        };
+        let topic = format.transaction_metadata.as_ref()?.topic.clone();
+        let (status, id, ts_ms, counts) = match mark {
+            TransactionMark::Begin { id, ts_ms } => ("BEGIN", id, *ts_ms, None),
+            TransactionMark::End {
+                id,
+                ts_ms,
+                per_table,
+            } => ("END", id, *ts_ms, Some(per_table)),
+        };
+        let (event_count, data_collections) = match counts {
+            None => (Value::Null, Value::Null),
+            // The counts live in a java.util.HashMap: written in its iteration order.
+            Some(per_table) => (
+                Value::Int(per_table.iter().map(|(_, n)| n).sum()),
+                Value::Array(
+                    java_hash_map_order(per_table.clone())
+                        .into_iter()
+                        .map(|(table, n)| Value::Struct(vec![Value::text(&table), Value::Int(n)]))
+                        .collect(),
+                ),
+            ),
+        };
+        let value = Value::Struct(vec![
+            Value::text(status),
+            Value::text(id),
+            event_count,
+            data_collections,
+            Value::Int(ts_ms),
+        ]);
+        let record = (|| {
+            Ok(OutboxRecord {
+                topic,
+                key: format
+                    .key
+                    .encode(Some(&key_schema()), &Value::Struct(vec![Value::text(id)]))?,
+                value: format.value.encode(Some(&value_schema()), &value)?,
+                headers: Vec::new(),
+                partition: None,
+                timestamp_ms: None,
+            })
+        })();
+        Some(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransactionMark;
+    use crate::config::{ConnectFormat, Output, RouterConfig};
+    use crate::connect::Converter;
+    use crate::Router;
+
+    fn router() -> Router {
+        let json = Converter::Json {
+            schemas_enable: false,
+            replace_null_with_default: true,
+        };
+        Router::new(RouterConfig {
+            output: Output::Connect(ConnectFormat {
+                transaction_metadata: Some(crate::config::TransactionMetadata {
+                    topic: "dbserver1.transaction".into(),
+                    skipped: vec!['t'],
+                }),
+                ..ConnectFormat::new(json, json, "dbserver1")
+            }),
+            ..RouterConfig::default()
+        })
+    }
+
+    fn text(b: &Option<bytes::Bytes>) -> &str {
+        std::str::from_utf8(b.as_deref().unwrap()).unwrap()
+    }
+
+    /// Debezium's documented example (postgresql connector, "Transaction metadata"): BEGIN
+    /// with null counts, END with the total and per-table counts.
+    #[test]
+    fn begin_and_end_records_as_debezium_writes_them() {
+        let r = router();
+        let begin = r
+            .transaction_record(&TransactionMark::Begin {
+                id: "571:53195829".into(),
+                ts_ms: 1_486_500_577_125,
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(&*begin.topic, "dbserver1.transaction");
+        assert_eq!(text(&begin.key), r#"{"id":"571:53195829"}"#);
+        assert_eq!(
+            text(&begin.value),
+            r#"{"status":"BEGIN","id":"571:53195829","event_count":null,"data_collections":null,"ts_ms":1486500577125}"#
+        );
+        let end = r
+            .transaction_record(&TransactionMark::End {
+                id: "571:53195832".into(),
+                ts_ms: 1_486_500_577_691,
+                // Seen in this order; java.util.HashMap puts s1.a (bucket 4) before s2.a (7).
+                per_table: vec![("s2.a".into(), 1), ("s1.a".into(), 1)],
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            text(&end.value),
+            concat!(
+                r#"{"status":"END","id":"571:53195832","event_count":2,"data_collections":["#,
+                r#"{"data_collection":"s1.a","event_count":1},{"data_collection":"s2.a","event_count":1}],"ts_ms":1486500577691}"#
+            )
+        );
+        assert!(Router::new(RouterConfig::default())
+            .transaction_record(&TransactionMark::Begin {
+                id: "1:2".into(),
+                ts_ms: 0
+            })
+            .is_none());
+    }
+}
