@@ -62,6 +62,11 @@ pub enum Command {
     /// otherwise. For container HEALTHCHECKs on images without curl.
     Health(HealthArgs),
 
+    /// Run as a Kafka Connect worker: the REST API deploy scripts, UIs and health checks use
+    /// (POST /connectors, GET /connectors/{name}/status, pause, resume, restart, delete, …),
+    /// each registered Debezium PostgreSQL connector run as a relay pipeline in this process.
+    Connect(crate::connect::ConnectArgs),
+
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout, e.g.
     /// `outbox-relay completions bash > /etc/bash_completion.d/outbox-relay`.
     Completions {
@@ -314,6 +319,15 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Command::Connect(args) => runtime().block_on(async {
+            let (stop_tx, stop_rx) = watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("signal received: stopping the connectors");
+                let _ = stop_tx.send(true);
+            });
+            crate::connect::run(args, stop_rx).await
+        }),
         Command::Run(options) => {
             let settings = match settings(options) {
                 Ok(s) => s,
@@ -414,23 +428,7 @@ async fn run(settings: Settings) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match &settings.source {
-        SourceSettings::Cdc(cdc) => {
-            match crate::source::replication::Replication::new(&settings, cdc, metrics.clone()) {
-                Ok(source) => crate::supervisor::supervise(source, &metrics, stop_rx).await,
-                Err(e) => Err(e),
-            }
-        }
-        SourceSettings::Polling(polling) => {
-            let source = crate::source::polling::Polling {
-                settings: &settings,
-                polling,
-                metrics: metrics.clone(),
-            };
-            crate::supervisor::supervise(source, &metrics, stop_rx).await
-        }
-    };
-    match result {
+    match crate::supervisor::relay(&settings, metrics, stop_rx).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {

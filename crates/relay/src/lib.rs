@@ -21,6 +21,7 @@
 pub mod cli;
 pub mod config;
 pub mod confirm;
+pub mod connect;
 pub mod debezium;
 pub mod deliver;
 pub mod error;

@@ -296,6 +296,10 @@ impl Metrics {
         }
     }
 
+    pub fn is_standing_by(&self) -> bool {
+        self.standing_by.load(Ordering::Relaxed)
+    }
+
     /// Ready: able to do its job. The broker answered recently, and this instance either
     /// streams (or polls) or stands by for the slot with PostgreSQL reachable — a standby
     /// is healthy, and a rolling update of an active/standby pair must not wait for it.

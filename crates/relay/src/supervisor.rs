@@ -21,6 +21,31 @@ pub trait Source {
     fn resume_note(&self) -> String;
 }
 
+/// Runs the source `settings` name (replication or polling) under [`supervise`]: what
+/// `run` does, and what `connect` does for each connector.
+pub async fn relay(
+    settings: &crate::config::Settings,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RelayError> {
+    use crate::config::SourceSettings;
+    match &settings.source {
+        SourceSettings::Cdc(cdc) => {
+            let source =
+                crate::source::replication::Replication::new(settings, cdc, metrics.clone())?;
+            supervise(source, &metrics, shutdown).await
+        }
+        SourceSettings::Polling(polling) => {
+            let source = crate::source::polling::Polling {
+                settings,
+                polling,
+                metrics: metrics.clone(),
+            };
+            supervise(source, &metrics, shutdown).await
+        }
+    }
+}
+
 /// Runs `source` until shutdown (Ok) or an error it must exit for.
 pub async fn supervise(
     mut source: impl Source,

@@ -1,0 +1,373 @@
+//! The connectors of one `connect` worker: their configurations as registered (unexpanded,
+//! as Kafka Connect keeps them), their target states, and the relay pipeline each runs.
+
+use crate::debezium::RawConfig;
+use crate::metrics::Metrics;
+use serde_json::{json, Value as Json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// What a connector should be doing (Connect's `TargetState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Started,
+    Paused,
+    Stopped,
+}
+
+/// A request the worker refuses, as Connect answers it: HTTP status and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub message: String,
+}
+
+impl Refusal {
+    fn not_found(name: &str) -> Self {
+        Refusal {
+            status: 404,
+            message: format!("Connector {name} not found"),
+        }
+    }
+
+    fn invalid(errors: &[String]) -> Self {
+        Refusal {
+            status: 400,
+            message: format!(
+                "Connector configuration is invalid and contains the following {} error(s):\n{}\n\
+                 You can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`",
+                errors.len(),
+                errors.join("\n")
+            ),
+        }
+    }
+}
+
+/// One running pipeline: stop it with `stop`; `failure` holds why it ended, if it failed.
+struct Pipeline {
+    stop: watch::Sender<bool>,
+    thread: std::thread::JoinHandle<()>,
+    metrics: Arc<Metrics>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+struct Connector {
+    /// As registered: config providers not expanded (`GET …/config` shows them so).
+    config: BTreeMap<String, String>,
+    target: Target,
+    pipeline: Option<Pipeline>,
+}
+
+/// The worker's connectors.
+pub struct Herder {
+    worker: Option<RawConfig>,
+    worker_id: String,
+    connectors: Mutex<BTreeMap<String, Connector>>,
+}
+
+impl Herder {
+    pub fn new(worker: Option<RawConfig>, worker_id: String) -> Self {
+        Self {
+            worker,
+            worker_id,
+            connectors: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The settings a configuration stands for, or every reason it cannot run.
+    pub fn validate(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<crate::config::Settings, Vec<String>> {
+        let raw = RawConfig {
+            name: Some(name.to_owned()),
+            entries: config.clone(),
+        };
+        let preset = crate::debezium::load_config(raw, self.worker.clone()).map_err(|e| vec![e])?;
+        crate::config::Settings::resolve(crate::config::RunOptions::default(), Some(preset))
+            .map_err(|e| vec![e.to_string()])
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.connectors.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Registers a new connector and starts it (`POST /connectors`).
+    pub fn create(
+        &self,
+        name: &str,
+        config: BTreeMap<String, String>,
+        initial: Target,
+    ) -> Result<Json, Refusal> {
+        if self.connectors.lock().unwrap().contains_key(name) {
+            return Err(Refusal {
+                status: 409,
+                message: format!("Connector {name} already exists"),
+            });
+        }
+        self.put(name, config, Some(initial)).map(|(_, info)| info)
+    }
+
+    /// Creates or replaces a connector's configuration (`PUT /connectors/{n}/config`):
+    /// whether it was created, and its info.
+    pub fn put(
+        &self,
+        name: &str,
+        mut config: BTreeMap<String, String>,
+        initial: Option<Target>,
+    ) -> Result<(bool, Json), Refusal> {
+        config.insert("name".into(), name.to_owned());
+        let settings = self
+            .validate(name, &config)
+            .map_err(|errors| Refusal::invalid(&errors))?;
+        let mut connectors = self.connectors.lock().unwrap();
+        let created = !connectors.contains_key(name);
+        let entry = connectors
+            .entry(name.to_owned())
+            .or_insert_with(|| Connector {
+                config: BTreeMap::new(),
+                target: initial.unwrap_or(Target::Started),
+                pipeline: None,
+            });
+        entry.config = config;
+        if let Some(old) = entry.pipeline.take() {
+            let _ = old.stop.send(true);
+        }
+        if entry.target == Target::Started {
+            entry.pipeline = Some(start(settings));
+        }
+        Ok((created, self.info_of(name, entry)))
+    }
+
+    pub fn info(&self, name: &str) -> Result<Json, Refusal> {
+        let connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        Ok(self.info_of(name, entry))
+    }
+
+    pub fn config(&self, name: &str) -> Result<BTreeMap<String, String>, Refusal> {
+        let connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        Ok(entry.config.clone())
+    }
+
+    /// Stops and forgets a connector (`DELETE /connectors/{n}`); its slot stays.
+    pub fn delete(&self, name: &str) -> Result<(), Refusal> {
+        let entry = self
+            .connectors
+            .lock()
+            .unwrap()
+            .remove(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        if let Some(pipeline) = entry.pipeline {
+            let _ = pipeline.stop.send(true);
+        }
+        Ok(())
+    }
+
+    /// Pause, resume or stop: a paused or stopped connector's pipeline ends (at a
+    /// transaction boundary) and its slot keeps its position.
+    pub fn set_target(&self, name: &str, target: Target) -> Result<(), Refusal> {
+        let settings = {
+            let connectors = self.connectors.lock().unwrap();
+            let entry = connectors
+                .get(name)
+                .ok_or_else(|| Refusal::not_found(name))?;
+            match target {
+                Target::Started if entry.pipeline.is_none() => Some(
+                    self.validate(name, &entry.config)
+                        .map_err(|errors| Refusal::invalid(&errors))?,
+                ),
+                _ => None,
+            }
+        };
+        let mut connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get_mut(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        entry.target = target;
+        match target {
+            Target::Started => {
+                if let Some(settings) = settings {
+                    entry.pipeline = Some(start(settings));
+                }
+            }
+            Target::Paused | Target::Stopped => {
+                if let Some(pipeline) = entry.pipeline.take() {
+                    let _ = pipeline.stop.send(true);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts the connector's pipeline (`POST …/restart`, `…/tasks/0/restart`); with
+    /// `only_failed`, only a failed one.
+    pub fn restart(&self, name: &str, only_failed: bool) -> Result<(), Refusal> {
+        let config = {
+            let connectors = self.connectors.lock().unwrap();
+            let entry = connectors
+                .get(name)
+                .ok_or_else(|| Refusal::not_found(name))?;
+            let failed = entry
+                .pipeline
+                .as_ref()
+                .is_some_and(|p| p.failure.lock().unwrap().is_some());
+            if entry.target != Target::Started || (only_failed && !failed) {
+                return Ok(());
+            }
+            entry.config.clone()
+        };
+        let settings = self
+            .validate(name, &config)
+            .map_err(|errors| Refusal::invalid(&errors))?;
+        let mut connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get_mut(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        if let Some(old) = entry.pipeline.take() {
+            let _ = old.stop.send(true);
+        }
+        entry.pipeline = Some(start(settings));
+        Ok(())
+    }
+
+    /// `GET /connectors/{n}/status` (Connect's `ConnectorStateInfo`).
+    pub fn status(&self, name: &str) -> Result<Json, Refusal> {
+        let connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        Ok(self.status_of(name, entry))
+    }
+
+    pub fn task_status(&self, name: &str, task: u32) -> Result<Json, Refusal> {
+        let status = self.status(name)?;
+        if task != 0 {
+            return Err(Refusal {
+                status: 404,
+                message: format!("Task {name}-{task} not found"),
+            });
+        }
+        Ok(status["tasks"][0].clone())
+    }
+
+    /// The topics of a connector: its routed topics are not tracked yet; the dead-letter
+    /// topic is not a connector topic in Connect.
+    pub fn topics(&self, name: &str) -> Result<Json, Refusal> {
+        let connectors = self.connectors.lock().unwrap();
+        connectors
+            .get(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
+        Ok(json!({ name: { "topics": [] } }))
+    }
+
+    /// Stops every pipeline (the process is ending).
+    pub async fn shutdown(&self) {
+        let tasks: Vec<_> = {
+            let mut connectors = self.connectors.lock().unwrap();
+            connectors
+                .values_mut()
+                .filter_map(|c| c.pipeline.take())
+                .map(|p| {
+                    let _ = p.stop.send(true);
+                    p.thread
+                })
+                .collect()
+        };
+        for thread in tasks {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+
+    fn info_of(&self, name: &str, entry: &Connector) -> Json {
+        json!({
+            "name": name,
+            "config": entry.config,
+            "tasks": [{ "connector": name, "task": 0 }],
+            "type": "source",
+        })
+    }
+
+    fn status_of(&self, name: &str, entry: &Connector) -> Json {
+        let worker = &self.worker_id;
+        let (connector_state, task) = match (&entry.target, &entry.pipeline) {
+            (Target::Paused, _) => (
+                "PAUSED",
+                json!({"id": 0, "state": "PAUSED", "worker_id": worker}),
+            ),
+            (Target::Stopped, _) => ("STOPPED", Json::Null),
+            (Target::Started, None) => (
+                "UNASSIGNED",
+                json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker}),
+            ),
+            (Target::Started, Some(pipeline)) => {
+                let failure = pipeline.failure.lock().unwrap().clone();
+                let task = match failure {
+                    Some(trace) => {
+                        json!({"id": 0, "state": "FAILED", "worker_id": worker, "trace": trace})
+                    }
+                    // Standing by for a slot another worker streams from.
+                    None if pipeline.metrics.is_standing_by() => {
+                        json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker})
+                    }
+                    None => json!({"id": 0, "state": "RUNNING", "worker_id": worker}),
+                };
+                ("RUNNING", task)
+            }
+        };
+        json!({
+            "name": name,
+            "connector": { "state": connector_state, "worker_id": worker },
+            // A stopped connector has no tasks in Connect.
+            "tasks": if task.is_null() { json!([]) } else { json!([task]) },
+            "type": "source",
+        })
+    }
+}
+
+/// Starts a connector's pipeline in this process, on a thread of its own with its own
+/// single-threaded runtime (as `run` drives one pipeline): connectors never share a
+/// producer or stall each other.
+fn start(settings: crate::config::Settings) -> Pipeline {
+    let slot = settings.cdc().map(|c| c.slot.clone());
+    let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
+    let (stop, stop_rx) = watch::channel(false);
+    let failure = Arc::new(Mutex::new(None));
+    let name = settings
+        .preset
+        .as_ref()
+        .and_then(|p| p.connector_name.clone())
+        .unwrap_or_default();
+    let thread = std::thread::Builder::new()
+        .name(format!("connector-{name}"))
+        .spawn({
+            let metrics = metrics.clone();
+            let failure = failure.clone();
+            move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime");
+                let result =
+                    runtime.block_on(crate::supervisor::relay(&settings, metrics, stop_rx));
+                if let Err(e) = result {
+                    tracing::error!(connector = %name, "{e}");
+                    *failure.lock().unwrap() = Some(format!("{e}"));
+                }
+            }
+        })
+        .expect("a connector thread");
+    Pipeline {
+        stop,
+        thread,
+        metrics,
+        failure,
+    }
+}

@@ -1,0 +1,334 @@
+//! `outbox-relay connect`: the Kafka Connect REST API that Debezium users' deploy scripts
+//! call, driven with the curl commands of Debezium's tutorial (register with
+//! `curl -X POST -H "Content-Type: application/json" … -d @register-postgres.json`, poll the
+//! status, pause, resume, update the config with PUT, restart, delete), with the events
+//! checked on the broker at each step.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::{RelayProcess, Storage};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const EVENTS: &str = "CREATE TABLE public.outbox (
+    id uuid PRIMARY KEY,
+    aggregatetype varchar(255) NOT NULL,
+    aggregateid varchar(255) NOT NULL,
+    type varchar(255) NOT NULL,
+    payload jsonb
+);";
+
+/// `curl -s -w '\n%{http_code}' …`: (status, body as JSON or text).
+fn curl(args: &[&str]) -> (u16, Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl is needed by this test: apt-get install curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let status = code.trim().parse().unwrap_or(0);
+    let body = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
+    (status, body)
+}
+
+struct Worker {
+    process: RelayProcess,
+    url: String,
+}
+
+fn start_worker(stack: &Stack, dir: &Path) -> Worker {
+    let worker = dir.join("connect-distributed.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "bootstrap.servers={}\n\
+             key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             value.converter=org.apache.kafka.connect.storage.StringConverter\n",
+            stack.broker.bootstrap_servers()
+        ),
+    )
+    .unwrap();
+    let port = outbox_relay_testkit::net::free_port();
+    let process = RelayProcess::spawn(
+        Path::new(RELAY),
+        &[
+            "connect".into(),
+            "--worker-config".into(),
+            worker.display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ],
+        &[],
+    )
+    .expect("start outbox-relay connect");
+    assert!(
+        outbox_relay_testkit::net::wait_for_port(port, Duration::from_secs(20)),
+        "the REST API never listened:\n{}",
+        process.log()
+    );
+    Worker {
+        process,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// The tutorial's register-postgres.json, pointed at the test's database, with the
+/// EventRouter.
+fn register_json(stack: &Stack, slot: &str) -> Value {
+    json!({
+        "name": "inventory-connector",
+        "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "tasks.max": "1",
+            "database.hostname": "127.0.0.1",
+            "database.port": stack.pg.port().to_string(),
+            "database.user": "postgres",
+            "database.password": "postgres",
+            "database.dbname": "postgres",
+            "topic.prefix": "dbserver1",
+            "table.include.list": "public.outbox",
+            "plugin.name": "pgoutput",
+            "slot.name": slot,
+            "publication.autocreate.mode": "filtered",
+            "snapshot.mode": "no_data",
+            "topic.creation.default.partitions": "1",
+            "topic.creation.default.replication.factor": "1",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+        }
+    })
+}
+
+async fn insert(stack: &Stack, n: u32, kind: &str) {
+    stack
+        .db
+        .batch_execute(&format!(
+            "INSERT INTO outbox VALUES ('6b1c0e4e-0000-4000-8000-{n:012}', '{kind}', 'a-{n}', 'Created', '{{\"n\": {n}}}')"
+        ))
+        .await
+        .unwrap();
+}
+
+async fn wait_state(worker: &Worker, name: &str, connector: &str, task: Option<&str>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, status) = curl(&[&format!("{}/connectors/{name}/status", worker.url)]);
+        let task_state = status["tasks"][0]["state"].as_str();
+        if code == 200 && status["connector"]["state"] == connector && task_state == task {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} never reached {connector}/{task:?}: {code} {status}\n{}",
+            worker.process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The values on `topic`, none while the relay has not created it yet.
+async fn values(stack: &Stack, topic: &str) -> Vec<String> {
+    if !stack.topics().await.iter().any(|t| t == topic) {
+        return Vec::new();
+    }
+    stack
+        .read_topic(topic)
+        .await
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect()
+}
+
+async fn wait_values(stack: &Stack, topic: &str, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = values(stack, topic).await;
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{topic}: {got:?}, want {want:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let worker = start_worker(&stack, dir.path());
+    let url = &worker.url;
+
+    // GET / and the plugins, as UIs probe a worker.
+    let (code, root) = curl(&[&format!("{url}/")]);
+    assert_eq!(code, 200);
+    assert!(
+        root["version"].is_string() && root.get("kafka_cluster_id").is_some(),
+        "{root}"
+    );
+    let (_, plugins) = curl(&[&format!("{url}/connector-plugins")]);
+    assert_eq!(
+        plugins[0]["class"],
+        "io.debezium.connector.postgresql.PostgresConnector"
+    );
+
+    // Register: curl -i -X POST -H "Accept:application/json" -H "Content-Type:application/json" localhost:8083/connectors/ -d @register-postgres.json
+    let register = dir.path().join("register-postgres.json");
+    std::fs::write(&register, register_json(&stack, "tutorial").to_string()).unwrap();
+    let data = format!("@{}", register.display());
+    let post = [
+        "-X",
+        "POST",
+        "-H",
+        "Accept:application/json",
+        "-H",
+        "Content-Type:application/json",
+        &format!("{url}/connectors/"),
+        "-d",
+        &data,
+    ];
+    let (code, created) = curl(&post);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["name"], "inventory-connector");
+    assert_eq!(created["config"]["name"], "inventory-connector");
+    assert_eq!(
+        created["tasks"],
+        json!([{"connector": "inventory-connector", "task": 0}])
+    );
+    assert_eq!(created["type"], "source");
+    // Registering it again: 409, as Connect answers.
+    let (code, conflict) = curl(&post);
+    assert_eq!(code, 409, "{conflict}");
+    assert_eq!(conflict["error_code"], 409);
+
+    let status = wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    assert_eq!(status["type"], "source");
+    stack
+        .wait_confirmed(
+            "tutorial",
+            outbox_relay_testkit::Lsn::from_u64(1),
+            Duration::from_secs(30),
+            Some(&worker.process),
+        )
+        .await;
+    let (_, names) = curl(&[&format!("{url}/connectors")]);
+    assert_eq!(names, json!(["inventory-connector"]));
+    let (_, expanded) = curl(&[&format!("{url}/connectors?expand=status&expand=info")]);
+    assert_eq!(
+        expanded["inventory-connector"]["status"]["connector"]["state"],
+        "RUNNING"
+    );
+    assert_eq!(
+        expanded["inventory-connector"]["info"]["name"],
+        "inventory-connector"
+    );
+
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+
+    // Pause: nothing is relayed until resume, and nothing is lost.
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{url}/connectors/inventory-connector/pause"),
+    ]);
+    assert_eq!(code, 202);
+    wait_state(&worker, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    insert(&stack, 2, "Order").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        values(&stack, "outbox.event.Order").await.len(),
+        1,
+        "relayed while paused"
+    );
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{url}/connectors/inventory-connector/resume"),
+    ]);
+    assert_eq!(code, 202);
+    wait_values(
+        &stack,
+        "outbox.event.Order",
+        &[r#"{"n": 1}"#, r#"{"n": 2}"#],
+    )
+    .await;
+
+    // Update the configuration with PUT (200: it exists): the routing changes.
+    let mut config = register_json(&stack, "tutorial")["config"].clone();
+    config["transforms.outbox.route.topic.replacement"] = json!("${routedByValue}.events");
+    let (code, updated) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type:application/json",
+        &format!("{url}/connectors/inventory-connector/config"),
+        "-d",
+        &config.to_string(),
+    ]);
+    assert_eq!(code, 200, "{updated}");
+    let (_, stored) = curl(&[&format!("{url}/connectors/inventory-connector/config")]);
+    assert_eq!(
+        stored["transforms.outbox.route.topic.replacement"],
+        "${routedByValue}.events"
+    );
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 3, "Order").await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 3}"#]).await;
+
+    // Restart (204), with tasks (202 and the status).
+    let (code, _) = curl(&[
+        "-X",
+        "POST",
+        &format!("{url}/connectors/inventory-connector/restart"),
+    ]);
+    assert_eq!(code, 204);
+    let (code, restarted) = curl(&[
+        "-X",
+        "POST",
+        &format!("{url}/connectors/inventory-connector/restart?includeTasks=true&onlyFailed=false"),
+    ]);
+    assert_eq!(code, 202, "{restarted}");
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 4, "Order").await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 3}"#, r#"{"n": 4}"#]).await;
+
+    // A bad configuration: 400 naming the option; the running one is untouched.
+    let mut bad = config.clone();
+    bad["snapshot.mode"] = json!("always");
+    let (code, refused) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type:application/json",
+        &format!("{url}/connectors/inventory-connector/config"),
+        "-d",
+        &bad.to_string(),
+    ]);
+    assert_eq!(code, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("snapshot.mode"),
+        "{refused}"
+    );
+
+    // Delete: 204, then 404 with Connect's error body.
+    let (code, _) = curl(&[
+        "-X",
+        "DELETE",
+        &format!("{url}/connectors/inventory-connector"),
+    ]);
+    assert_eq!(code, 204);
+    let (code, missing) = curl(&[&format!("{url}/connectors/inventory-connector/status")]);
+    assert_eq!(code, 404);
+    assert_eq!(
+        missing,
+        json!({"error_code": 404, "message": "Connector inventory-connector not found"})
+    );
+    let mut worker = worker;
+    worker.process.terminate(Duration::from_secs(20)).unwrap();
+}
