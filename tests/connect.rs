@@ -40,13 +40,21 @@ struct Worker {
 }
 
 fn start_worker(stack: &Stack, dir: &Path) -> Worker {
-    let worker = dir.join("connect-distributed.properties");
+    start_worker_with(stack, dir, "")
+}
+
+/// A worker whose properties file adds `extra` lines to the brokers and converters.
+fn start_worker_with(stack: &Stack, dir: &Path, extra: &str) -> Worker {
+    let worker = dir.join(format!(
+        "connect-{}.properties",
+        outbox_relay_testkit::net::free_port()
+    ));
     std::fs::write(
         &worker,
         format!(
             "bootstrap.servers={}\n\
              key.converter=org.apache.kafka.connect.storage.StringConverter\n\
-             value.converter=org.apache.kafka.connect.storage.StringConverter\n",
+             value.converter=org.apache.kafka.connect.storage.StringConverter\n{extra}",
             stack.broker.bootstrap_servers()
         ),
     )
@@ -295,6 +303,107 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     insert(&stack, 4, "Order").await;
     wait_values(&stack, "Order.events", &[r#"{"n": 3}"#, r#"{"n": 4}"#]).await;
 
+    // Stop (204), read and move the offsets (the slot's position in Debezium's shape),
+    // resume.
+    let (code, offsets) = curl(&[&format!("{url}/connectors/inventory-connector/offsets")]);
+    assert_eq!(code, 200, "{offsets}");
+    assert_eq!(
+        offsets["offsets"][0]["partition"],
+        json!({"server": "dbserver1"})
+    );
+    let lsn = offsets["offsets"][0]["offset"]["lsn"]
+        .as_u64()
+        .expect("an lsn");
+    let patch = |lsn: u64| {
+        json!({"offsets": [{"partition": {"server": "dbserver1"}, "offset": {"lsn": lsn}}]})
+            .to_string()
+    };
+    let patch_offsets = |body: String| {
+        curl(&[
+            "-X",
+            "PATCH",
+            "-H",
+            "Content-Type:application/json",
+            &format!("{url}/connectors/inventory-connector/offsets"),
+            "-d",
+            &body,
+        ])
+    };
+    let (code, running) = patch_offsets(patch(lsn));
+    assert_eq!(code, 400, "{running}");
+    assert!(
+        running["message"]
+            .as_str()
+            .unwrap()
+            .contains("STOPPED state"),
+        "{running}"
+    );
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{url}/connectors/inventory-connector/stop"),
+    ]);
+    assert_eq!(code, 204);
+    let stopped = wait_state(&worker, "inventory-connector", "STOPPED", None).await;
+    assert_eq!(stopped["tasks"], json!([]));
+    let (code, backward) = patch_offsets(patch(lsn - 1));
+    assert_eq!(code, 400, "{backward}");
+    assert!(
+        backward["message"].as_str().unwrap().contains("backwards"),
+        "{backward}"
+    );
+    // Moving forward skips what lies in between: events written while stopped, before the
+    // new position, are not relayed (the operator asked for it).
+    insert(&stack, 5, "Order").await;
+    let skip_to = stack.current_wal_lsn().await.as_u64();
+    let (code, moved) = patch_offsets(patch(skip_to));
+    assert_eq!(code, 200, "{moved}");
+    let (_, offsets) = curl(&[&format!("{url}/connectors/inventory-connector/offsets")]);
+    assert_eq!(
+        offsets["offsets"][0]["offset"]["lsn"].as_u64(),
+        Some(skip_to)
+    );
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{url}/connectors/inventory-connector/resume"),
+    ]);
+    assert_eq!(code, 202);
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 6, "Order").await;
+    wait_values(
+        &stack,
+        "Order.events",
+        &[r#"{"n": 3}"#, r#"{"n": 4}"#, r#"{"n": 6}"#],
+    )
+    .await;
+
+    // Validate as Connect's ConnectorPluginsResource does: errors in the body, per option.
+    let mut invalid = config.clone();
+    invalid["snapshot.mode"] = json!("always");
+    let (code, validation) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type:application/json",
+        &format!("{url}/connector-plugins/PostgresConnector/config/validate"),
+        "-d",
+        &invalid.to_string(),
+    ]);
+    assert_eq!(code, 200, "{validation}");
+    assert_eq!(validation["error_count"], 1, "{validation}");
+    let entry = validation["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["value"]["name"] == "snapshot.mode")
+        .unwrap();
+    assert_eq!(
+        entry["value"]["errors"].as_array().unwrap().len(),
+        1,
+        "{validation}"
+    );
+
     // A bad configuration: 400 naming the option; the running one is untouched.
     let mut bad = config.clone();
     bad["snapshot.mode"] = json!("always");
@@ -327,8 +436,103 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     assert_eq!(code, 404);
     assert_eq!(
         missing,
-        json!({"error_code": 404, "message": "Connector inventory-connector not found"})
+        json!({"error_code": 404, "message": "No status found for connector inventory-connector"})
+    );
+    let (code, missing) = curl(&[&format!("{url}/connectors/inventory-connector")]);
+    assert_eq!(code, 404);
+    assert_eq!(
+        missing["message"],
+        "Connector inventory-connector not found"
     );
     let mut worker = worker;
     worker.process.terminate(Duration::from_secs(20)).unwrap();
+}
+
+/// Distributed mode: registrations live in `config.storage.topic` (KafkaConfigBackingStore's
+/// `connector-<name>` and `target-state-<name>` records), so a worker killed with SIGKILL
+/// comes back with its connector, and a second worker on the same topic runs the same
+/// connector, standing by (UNASSIGNED) while the first streams, taking over when it dies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_over() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let mut first = start_worker_with(&stack, dir.path(), distributed);
+    let register = dir.path().join("register-postgres.json");
+    std::fs::write(&register, register_json(&stack, "kept").to_string()).unwrap();
+    let (code, body) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type:application/json",
+        &format!("{}/connectors/", first.url),
+        "-d",
+        &format!("@{}", register.display()),
+    ]);
+    assert_eq!(code, 201, "{body}");
+    wait_state(&first, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+    // What the topic holds, as Connect writes it.
+    let records = stack.read_topic("connect-configs").await;
+    let value = |key: &str| -> Value {
+        let r = records
+            .iter()
+            .rev()
+            .find(|r| r.key.as_deref() == Some(key.as_bytes()))
+            .unwrap_or_else(|| panic!("no {key} in {records:?}"));
+        serde_json::from_slice(r.value.as_deref().unwrap()).unwrap()
+    };
+    assert_eq!(
+        value("connector-inventory-connector")["properties"]["slot.name"],
+        "kept"
+    );
+    assert_eq!(
+        value("target-state-inventory-connector"),
+        json!({"state": "STARTED", "state.v2": "STARTED"})
+    );
+
+    // Killed: a new worker on the same topic brings the connector back.
+    first.process.kill9();
+    let second = start_worker_with(&stack, dir.path(), distributed);
+    wait_state(&second, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    let (_, config) = curl(&[&format!(
+        "{}/connectors/inventory-connector/config",
+        second.url
+    )]);
+    assert_eq!(config["slot.name"], "kept");
+    insert(&stack, 2, "Order").await;
+    wait_values(
+        &stack,
+        "outbox.event.Order",
+        &[r#"{"n": 1}"#, r#"{"n": 2}"#],
+    )
+    .await;
+
+    // A third worker runs it too, standing by for the slot the second streams from.
+    let mut third = start_worker_with(&stack, dir.path(), distributed);
+    wait_state(&third, "inventory-connector", "RUNNING", Some("UNASSIGNED")).await;
+    let mut second = second;
+    second.process.kill9();
+    wait_state(&third, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 3, "Order").await;
+    wait_values(
+        &stack,
+        "outbox.event.Order",
+        &[r#"{"n": 1}"#, r#"{"n": 2}"#, r#"{"n": 3}"#],
+    )
+    .await;
+
+    // Deleted: tombstones, and a new worker starts with nothing.
+    let (code, _) = curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/connectors/inventory-connector", third.url),
+    ]);
+    assert_eq!(code, 204);
+    third.process.terminate(Duration::from_secs(20)).unwrap();
+    let mut fourth = start_worker_with(&stack, dir.path(), distributed);
+    let (_, names) = curl(&[&format!("{}/connectors", fourth.url)]);
+    assert_eq!(names, json!([]));
+    fourth.process.terminate(Duration::from_secs(20)).unwrap();
 }

@@ -25,9 +25,22 @@ pub struct Refusal {
 
 impl Refusal {
     fn not_found(name: &str) -> Self {
+        Self::missing(format!("Connector {name} not found"))
+    }
+
+    /// A 404 with the wording of the endpoint (Connect's differ: "No status found for
+    /// connector …", "Unknown connector …").
+    pub fn missing(message: String) -> Self {
         Refusal {
             status: 404,
-            message: format!("Connector {name} not found"),
+            message,
+        }
+    }
+
+    pub fn bad_request(message: String) -> Self {
+        Refusal {
+            status: 400,
+            message,
         }
     }
 
@@ -64,15 +77,70 @@ pub struct Herder {
     worker: Option<RawConfig>,
     worker_id: String,
     connectors: Mutex<BTreeMap<String, Connector>>,
+    /// `config.storage.topic`, where registrations are kept (distributed mode).
+    store: Option<super::store::ConfigTopic>,
 }
 
 impl Herder {
-    pub fn new(worker: Option<RawConfig>, worker_id: String) -> Self {
+    pub fn new(
+        worker: Option<RawConfig>,
+        worker_id: String,
+        store: Option<super::store::ConfigTopic>,
+    ) -> Self {
         Self {
             worker,
             worker_id,
             connectors: Mutex::new(BTreeMap::new()),
+            store,
         }
+    }
+
+    /// Writes what the worker knows of `name` to the config topic (its configuration and
+    /// target state, or tombstones once it is deleted), when there is one.
+    pub async fn persist(&self, name: &str) -> Result<(), Refusal> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let current = self
+            .connectors
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|c| (c.config.clone(), c.target));
+        let written = match current {
+            Some((config, target)) => match store.put_config(name, &config).await {
+                Ok(()) => store.put_target(name, target).await,
+                Err(e) => Err(e),
+            },
+            None => store.delete(name).await,
+        };
+        written.map_err(|message| Refusal {
+            status: 500,
+            message,
+        })
+    }
+
+    /// The connectors the config topic holds, registered and started (or left paused or
+    /// stopped) as they were.
+    pub async fn restore(&self) -> Result<usize, String> {
+        let Some(store) = &self.store else {
+            return Ok(0);
+        };
+        let mut restored = 0;
+        for (name, stored) in store.read().await? {
+            let Some(mut config) = stored.config else {
+                continue;
+            };
+            config.remove("name");
+            let target = stored.target.unwrap_or(Target::Started);
+            match self.create(&name, config, target) {
+                Ok(_) => restored += 1,
+                Err(refusal) => {
+                    tracing::error!(connector = %name, "not restored from the config topic: {}", refusal.message)
+                }
+            }
+        }
+        Ok(restored)
     }
 
     /// The settings a configuration stands for, or every reason it cannot run.
@@ -101,6 +169,12 @@ impl Herder {
         config: BTreeMap<String, String>,
         initial: Target,
     ) -> Result<Json, Refusal> {
+        // As DistributedHerder.doPutConnectorConfig: an invalid configuration is a 400
+        // before an existing name is a 409.
+        let mut named = config.clone();
+        named.insert("name".into(), name.to_owned());
+        self.validate(name, &named)
+            .map_err(|errors| Refusal::invalid(&errors))?;
         if self.connectors.lock().unwrap().contains_key(name) {
             return Err(Refusal {
                 status: 409,
@@ -178,7 +252,7 @@ impl Herder {
             let connectors = self.connectors.lock().unwrap();
             let entry = connectors
                 .get(name)
-                .ok_or_else(|| Refusal::not_found(name))?;
+                .ok_or_else(|| Refusal::missing(format!("Unknown connector {name}")))?;
             match target {
                 Target::Started if entry.pipeline.is_none() => Some(
                     self.validate(name, &entry.config)
@@ -190,7 +264,7 @@ impl Herder {
         let mut connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get_mut(name)
-            .ok_or_else(|| Refusal::not_found(name))?;
+            .ok_or_else(|| Refusal::missing(format!("Unknown connector {name}")))?;
         entry.target = target;
         match target {
             Target::Started => {
@@ -243,29 +317,64 @@ impl Herder {
         let connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get(name)
-            .ok_or_else(|| Refusal::not_found(name))?;
+            .ok_or_else(|| Refusal::missing(format!("No status found for connector {name}")))?;
         Ok(self.status_of(name, entry))
     }
 
     pub fn task_status(&self, name: &str, task: u32) -> Result<Json, Refusal> {
-        let status = self.status(name)?;
-        if task != 0 {
-            return Err(Refusal {
-                status: 404,
-                message: format!("Task {name}-{task} not found"),
-            });
+        let missing = || Refusal::missing(format!("No status found for task {name}-{task}"));
+        let status = self.status(name).map_err(|_| missing())?;
+        match status["tasks"].get(task as usize) {
+            Some(t) if task == 0 => Ok(t.clone()),
+            _ => Err(missing()),
         }
-        Ok(status["tasks"][0].clone())
     }
 
-    /// The topics of a connector: its routed topics are not tracked yet; the dead-letter
-    /// topic is not a connector topic in Connect.
-    pub fn topics(&self, name: &str) -> Result<Json, Refusal> {
-        let connectors = self.connectors.lock().unwrap();
-        connectors
+    /// Whether the connector's pipeline failed (for `onlyFailed` restarts).
+    pub fn failed(&self, name: &str) -> bool {
+        self.connectors
+            .lock()
+            .unwrap()
             .get(name)
-            .ok_or_else(|| Refusal::not_found(name))?;
-        Ok(json!({ name: { "topics": [] } }))
+            .and_then(|c| c.pipeline.as_ref())
+            .is_some_and(|p| p.failure.lock().unwrap().is_some())
+    }
+
+    /// The target state and the settings of a connector (for the offsets endpoints).
+    pub fn target_and_settings(
+        &self,
+        name: &str,
+    ) -> Result<(Target, crate::config::Settings), Refusal> {
+        let (target, config) = {
+            let connectors = self.connectors.lock().unwrap();
+            let entry = connectors
+                .get(name)
+                .ok_or_else(|| Refusal::not_found(name))?;
+            (entry.target, entry.config.clone())
+        };
+        let settings = self
+            .validate(name, &config)
+            .map_err(|errors| Refusal::invalid(&errors))?;
+        Ok((target, settings))
+    }
+
+    /// The Kafka cluster's id, as `GET /` reports it (asked of the worker's brokers).
+    pub fn cluster_id(&self) -> Option<String> {
+        use rdkafka::admin::AdminClient;
+        use rdkafka::client::DefaultClientContext;
+        let servers = self
+            .worker
+            .as_ref()?
+            .entries
+            .get("bootstrap.servers")?
+            .clone();
+        let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", servers)
+            .create()
+            .ok()?;
+        admin
+            .inner()
+            .fetch_cluster_id(std::time::Duration::from_secs(5))
     }
 
     /// Stops every pipeline (the process is ending).

@@ -5,6 +5,7 @@
 
 pub mod herder;
 pub mod rest;
+pub mod store;
 
 use crate::debezium::{read_file, RawConfig};
 use herder::{Herder, Target};
@@ -74,7 +75,25 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or(listen);
-    let herder = Arc::new(Herder::new(worker, bound.clone()));
+    let store = match &worker {
+        Some(w) => match store::ConfigTopic::open(w).await {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("error: worker-config: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let herder = Arc::new(Herder::new(worker, bound.clone(), store));
+    match herder.restore().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(connectors = n, "restored from the config topic"),
+        Err(e) => {
+            eprintln!("error: reading the config topic: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     for path in &args.connectors {
         let created = read_file(path).and_then(|raw| {
             let name = raw

@@ -39,6 +39,10 @@ pub fn routes(herder: Arc<Herder>) -> Router {
         .route("/connectors/{name}/stop", put(stop))
         .route("/connectors/{name}/restart", post(restart))
         .route("/connectors/{name}/topics", get(topics))
+        .route(
+            "/connectors/{name}/offsets",
+            get(offsets).patch(alter_offsets).delete(reset_offsets),
+        )
         .with_state(herder)
 }
 
@@ -60,11 +64,15 @@ impl IntoResponse for Refusal {
 
 type Result<T> = std::result::Result<T, Refusal>;
 
-async fn root() -> Json<Value> {
+async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
+    let cluster = tokio::task::spawn_blocking(move || herder.cluster_id())
+        .await
+        .ok()
+        .flatten();
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": option_env!("OUTBOX_RELAY_GIT_SHA").unwrap_or("unknown"),
-        "kafka_cluster_id": Value::Null,
+        "kafka_cluster_id": cluster,
     }))
 }
 
@@ -98,12 +106,19 @@ async fn validate(
     Json(body): Json<Map<String, Value>>,
 ) -> Response {
     let config = string_map(&body);
-    if !class.ends_with("PostgresConnector") {
+    // ConnectorPluginsResource.validateConfigs: the body names the class; the path must
+    // agree with it (a trailing "Connector" aside).
+    let Some(included) = config.get("connector.class").cloned() else {
         return error(
             400,
-            format!(
-                "Connector plugin {class} is not one outbox-relay runs; use {POSTGRES_CONNECTOR}"
-            ),
+            format!("Connector config {config:?} contains no connector type"),
+        );
+    };
+    let normalized = |c: &str| c.strip_suffix("Connector").unwrap_or(c).to_owned();
+    if !normalized(&included).ends_with(&normalized(&class)) {
+        return error(
+            400,
+            format!("Included connector type {included} does not match request type {class}"),
         );
     }
     let name = config.get("name").cloned().unwrap_or_default();
@@ -111,26 +126,40 @@ async fn validate(
         Ok(_) => Vec::new(),
         Err(errors) => errors,
     };
-    // One entry per option, with the errors attributed to the option they name.
-    let configs: Vec<Value> = config
+    // One entry per option (ConfigValueInfo), each error under the option it names first
+    // (`key: …` or `key=value …`); an error naming no given option gets an entry of its own.
+    let owner = |e: &str| -> String {
+        e.split([':', '=', ' '])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let mut values: BTreeMap<String, (Option<String>, Vec<String>)> = config
         .iter()
-        .map(|(key, value)| {
-            let mine: Vec<&String> = errors
-                .iter()
-                .filter(|e| e.starts_with(&format!("{key}:")) || e.starts_with(&format!("{key}=")) || e.starts_with(&format!("{key} ")))
-                .collect();
+        .map(|(k, v)| (k.clone(), (Some(v.clone()), Vec::new())))
+        .collect();
+    for e in &errors {
+        values
+            .entry(owner(e))
+            .or_insert_with(|| (None, Vec::new()))
+            .1
+            .push(e.clone());
+    }
+    let configs: Vec<Value> = values
+        .into_iter()
+        .map(|(key, (value, errors))| {
             json!({
-                "definition": { "name": key },
-                "value": { "name": key, "value": value, "recommended_values": [], "errors": mine, "visible": true },
+                "definition": Value::Null,
+                "value": { "name": key, "value": value, "recommended_values": [], "errors": errors, "visible": true },
             })
         })
         .collect();
     Json(json!({
-        "name": class,
+        "name": included,
         "error_count": errors.len(),
         "groups": [],
         "configs": configs,
-        "errors": errors,
     }))
     .into_response()
 }
@@ -200,6 +229,7 @@ async fn create(State(herder): State<Arc<Herder>>, Json(body): Json<Value>) -> R
     }
     config.remove("name");
     let info = herder.create(&name, config, initial)?;
+    herder.persist(&name).await?;
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, format!("/connectors/{name}"))],
@@ -233,6 +263,7 @@ async fn put_config(
     }
     config.remove("name");
     let (created, info) = herder.put(&name, config, None)?;
+    herder.persist(&name).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -262,11 +293,15 @@ async fn patch_config(
         }
     }
     config.remove("name");
-    herder.put(&name, config, None).map(|(_, info)| Json(info))
+    let (_, info) = herder.put(&name, config, None)?;
+    herder.persist(&name).await?;
+    Ok(Json(info))
 }
 
 async fn delete(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
-    herder.delete(&name).map(|()| StatusCode::NO_CONTENT)
+    herder.delete(&name)?;
+    herder.persist(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn status(
@@ -291,21 +326,21 @@ async fn task_status(
 }
 
 async fn pause(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
-    herder
-        .set_target(&name, Target::Paused)
-        .map(|()| StatusCode::ACCEPTED)
+    herder.set_target(&name, Target::Paused)?;
+    herder.persist(&name).await?;
+    Ok(StatusCode::ACCEPTED)
 }
 
 async fn resume(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
-    herder
-        .set_target(&name, Target::Started)
-        .map(|()| StatusCode::ACCEPTED)
+    herder.set_target(&name, Target::Started)?;
+    herder.persist(&name).await?;
+    Ok(StatusCode::ACCEPTED)
 }
 
 async fn stop(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
-    herder
-        .set_target(&name, Target::Stopped)
-        .map(|()| StatusCode::ACCEPTED)
+    herder.set_target(&name, Target::Stopped)?;
+    herder.persist(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -328,8 +363,21 @@ async fn restart(
         herder.info(&name)?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
+    // RestartPlan.restartConnectorStateInfo: what restarts shows RESTARTING.
+    let failed = herder.failed(&name);
+    let mut status = herder.status(&name)?;
     herder.restart(&name, query.only_failed)?;
-    let status = herder.status(&name)?;
+    if !query.only_failed || failed {
+        status["connector"]["state"] = json!("RESTARTING");
+        if query.include_tasks {
+            if let Some(tasks) = status["tasks"].as_array_mut() {
+                for task in tasks {
+                    task["state"] = json!("RESTARTING");
+                    task.as_object_mut().map(|t| t.remove("trace"));
+                }
+            }
+        }
+    }
     Ok((StatusCode::ACCEPTED, Json(status)).into_response())
 }
 
@@ -343,9 +391,124 @@ async fn restart_task(
         .map(|()| StatusCode::NO_CONTENT)
 }
 
-async fn topics(
+/// Connect does not check that the connector exists here. Topic tracking is not kept yet:
+/// the list is empty.
+async fn topics(Path(name): Path<String>) -> Json<Value> {
+    Json(json!({ name: { "topics": [] } }))
+}
+
+/// The slot's confirmed position in Debezium's offset shape (`PostgresPartition`,
+/// `PostgresOffsetContext.getOffset`): what a restart resumes from.
+async fn offsets(
     State(herder): State<Arc<Herder>>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>> {
-    herder.topics(&name).map(Json)
+    let (_, settings) = herder.target_and_settings(&name)?;
+    let position = slot_position(&settings).await?;
+    Ok(Json(offsets_body(&settings, position)))
+}
+
+fn offsets_body(settings: &crate::config::Settings, position: Option<u64>) -> Value {
+    let server = match &settings.router.output {
+        outbox_router::Output::Connect(f) => f.topic_prefix.clone(),
+        outbox_router::Output::Raw => String::new(),
+    };
+    let offsets: Vec<Value> = position
+        .map(|lsn| {
+            json!({
+                "partition": { "server": server },
+                "offset": { "lsn": lsn, "lsn_proc": lsn, "lsn_commit": lsn },
+            })
+        })
+        .into_iter()
+        .collect();
+    json!({ "offsets": offsets })
+}
+
+async fn slot_position(settings: &crate::config::Settings) -> Result<Option<u64>> {
+    let cdc = settings
+        .cdc()
+        .ok_or_else(|| Refusal::bad_request("polling mode keeps no offsets".into()))?;
+    let unavailable = |e: String| Refusal {
+        status: 500,
+        message: e,
+    };
+    let client = settings
+        .database()
+        .connect()
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let state = crate::source::catalog::slot_state(&client, &cdc.slot)
+        .await
+        .map_err(|e| unavailable(crate::error::server_message(&e)))?;
+    Ok(state
+        .and_then(|s| s.confirmed_flush_lsn)
+        .map(|l| l.as_u64()))
+}
+
+const NOT_STOPPED: &str = "Connectors must be in the STOPPED state before their offsets can be modified. \
+    This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint";
+
+/// `PATCH …/offsets` on a stopped connector: the slot moves forward to the given `lsn`;
+/// PostgreSQL cannot move a slot back, so a smaller one is refused with the reason.
+async fn alter_offsets(
+    State(herder): State<Arc<Herder>>,
+    Path(name): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>> {
+    let (target, settings) = herder.target_and_settings(&name)?;
+    if target != Target::Stopped {
+        return Err(Refusal::bad_request(NOT_STOPPED.replace("{name}", &name)));
+    }
+    let Some(offset) = body["offsets"].as_array().and_then(|o| o.first()) else {
+        return Err(Refusal::bad_request(
+            "Partitions / offsets need to be provided for an alter offsets request".into(),
+        ));
+    };
+    let wanted = ["lsn", "lsn_proc", "lsn_commit"]
+        .iter()
+        .find_map(|k| offset["offset"][k].as_u64())
+        .ok_or_else(|| {
+            Refusal::bad_request(
+                "the offset must give \"lsn\" (a WAL position as a number, as Debezium stores it)"
+                    .into(),
+            )
+        })?;
+    let current = slot_position(&settings).await?.unwrap_or(0);
+    if wanted < current {
+        return Err(Refusal::bad_request(format!(
+            "the slot is at {current} and PostgreSQL cannot move a replication slot backwards: the WAL before it \
+             is gone. To relay older events again, drop the slot and start the connector with snapshot.mode=initial"
+        )));
+    }
+    let cdc = settings.cdc().expect("a slot position means CDC");
+    crate::source::catalog::advance_slot(
+        &settings.database(),
+        &cdc.slot,
+        pgoutput::Lsn::from_u64(wanted),
+    )
+    .await
+    .map_err(|e| Refusal {
+        status: 500,
+        message: e.to_string(),
+    })?;
+    Ok(Json(json!({
+        "message": "The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses."
+    })))
+}
+
+/// `DELETE …/offsets`: resetting means going back to nothing, which a slot cannot do.
+async fn reset_offsets(
+    State(herder): State<Arc<Herder>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>> {
+    let (target, _) = herder.target_and_settings(&name)?;
+    if target != Target::Stopped {
+        return Err(Refusal::bad_request(NOT_STOPPED.replace("{name}", &name)));
+    }
+    Err(Refusal::bad_request(
+        "outbox-relay's offsets are its replication slot's position, which PostgreSQL cannot move backwards; \
+         to start over, drop the slot (SELECT pg_drop_replication_slot(...)) and resume the connector"
+            .into(),
+    ))
 }
