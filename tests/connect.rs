@@ -34,6 +34,25 @@ fn curl(args: &[&str]) -> (u16, Value) {
     (status, body)
 }
 
+/// `curl -X METHOD -H Content-Type:application/json URL -d BODY` (BODY may be `@file`).
+fn send(method: &str, url: &str, body: &str) -> (u16, Value) {
+    curl(&[
+        "-X",
+        method,
+        "-H",
+        "Content-Type:application/json",
+        url,
+        "-d",
+        body,
+    ])
+}
+
+/// Connect's error body names what is wrong.
+fn assert_message(body: &Value, contains: &str) {
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains(contains), "{body}");
+}
+
 struct Worker {
     process: RelayProcess,
     url: String,
@@ -267,15 +286,11 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     // Update the configuration with PUT (200: it exists): the routing changes.
     let mut config = register_json(&stack, "tutorial")["config"].clone();
     config["transforms.outbox.route.topic.replacement"] = json!("${routedByValue}.events");
-    let (code, updated) = curl(&[
-        "-X",
+    let (code, updated) = send(
         "PUT",
-        "-H",
-        "Content-Type:application/json",
         &format!("{url}/connectors/inventory-connector/config"),
-        "-d",
         &config.to_string(),
-    ]);
+    );
     assert_eq!(code, 200, "{updated}");
     let (_, stored) = curl(&[&format!("{url}/connectors/inventory-connector/config")]);
     assert_eq!(
@@ -319,25 +334,15 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
             .to_string()
     };
     let patch_offsets = |body: String| {
-        curl(&[
-            "-X",
+        send(
             "PATCH",
-            "-H",
-            "Content-Type:application/json",
             &format!("{url}/connectors/inventory-connector/offsets"),
-            "-d",
             &body,
-        ])
+        )
     };
     let (code, running) = patch_offsets(patch(lsn));
     assert_eq!(code, 400, "{running}");
-    assert!(
-        running["message"]
-            .as_str()
-            .unwrap()
-            .contains("STOPPED state"),
-        "{running}"
-    );
+    assert_message(&running, "STOPPED state");
     let (code, _) = curl(&[
         "-X",
         "PUT",
@@ -348,10 +353,7 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     assert_eq!(stopped["tasks"], json!([]));
     let (code, backward) = patch_offsets(patch(lsn - 1));
     assert_eq!(code, 400, "{backward}");
-    assert!(
-        backward["message"].as_str().unwrap().contains("backwards"),
-        "{backward}"
-    );
+    assert_message(&backward, "backwards");
     // Moving forward skips what lies in between: events written while stopped, before the
     // new position, are not relayed (the operator asked for it).
     insert(&stack, 5, "Order").await;
@@ -381,15 +383,11 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     // Validate as Connect's ConnectorPluginsResource does: errors in the body, per option.
     let mut invalid = config.clone();
     invalid["snapshot.mode"] = json!("always");
-    let (code, validation) = curl(&[
-        "-X",
+    let (code, validation) = send(
         "PUT",
-        "-H",
-        "Content-Type:application/json",
         &format!("{url}/connector-plugins/PostgresConnector/config/validate"),
-        "-d",
         &invalid.to_string(),
-    ]);
+    );
     assert_eq!(code, 200, "{validation}");
     assert_eq!(validation["error_count"], 1, "{validation}");
     let entry = validation["configs"]
@@ -407,23 +405,13 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     // A bad configuration: 400 naming the option; the running one is untouched.
     let mut bad = config.clone();
     bad["snapshot.mode"] = json!("always");
-    let (code, refused) = curl(&[
-        "-X",
+    let (code, refused) = send(
         "PUT",
-        "-H",
-        "Content-Type:application/json",
         &format!("{url}/connectors/inventory-connector/config"),
-        "-d",
         &bad.to_string(),
-    ]);
-    assert_eq!(code, 400, "{refused}");
-    assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("snapshot.mode"),
-        "{refused}"
     );
+    assert_eq!(code, 400, "{refused}");
+    assert_message(&refused, "snapshot.mode");
 
     // Delete: 204, then 404 with Connect's error body.
     let (code, _) = curl(&[
@@ -460,15 +448,11 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
     let mut first = start_worker_with(&stack, dir.path(), distributed);
     let register = dir.path().join("register-postgres.json");
     std::fs::write(&register, register_json(&stack, "kept").to_string()).unwrap();
-    let (code, body) = curl(&[
-        "-X",
+    let (code, body) = send(
         "POST",
-        "-H",
-        "Content-Type:application/json",
         &format!("{}/connectors/", first.url),
-        "-d",
         &format!("@{}", register.display()),
-    ]);
+    );
     assert_eq!(code, 201, "{body}");
     wait_state(&first, "inventory-connector", "RUNNING", Some("RUNNING")).await;
     insert(&stack, 1, "Order").await;
