@@ -476,7 +476,11 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
         json!({"state": "STARTED", "state.v2": "STARTED"})
     );
 
-    // Killed: a new worker on the same topic brings the connector back.
+    // Killed: a new worker on the same topic brings the connector back. (Killed once the
+    // slot confirmed event 1: killed before, it would come again, as after any crash.)
+    stack
+        .wait_delivered("kept", Duration::from_secs(30), Some(&first.process))
+        .await;
     first.process.kill9();
     let second = start_worker_with(&stack, dir.path(), distributed);
     wait_state(&second, "inventory-connector", "RUNNING", Some("RUNNING")).await;
@@ -497,6 +501,9 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
     let mut third = start_worker_with(&stack, dir.path(), distributed);
     wait_state(&third, "inventory-connector", "RUNNING", Some("UNASSIGNED")).await;
     let mut second = second;
+    stack
+        .wait_delivered("kept", Duration::from_secs(30), Some(&second.process))
+        .await;
     second.process.kill9();
     wait_state(&third, "inventory-connector", "RUNNING", Some("RUNNING")).await;
     insert(&stack, 3, "Order").await;

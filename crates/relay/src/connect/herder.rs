@@ -79,6 +79,11 @@ pub struct Herder {
     connectors: Mutex<BTreeMap<String, Connector>>,
     /// `config.storage.topic`, where registrations are kept (distributed mode).
     store: Option<super::store::ConfigTopic>,
+    /// Pipelines told to stop and not yet finished, by connector: the next pipeline of the
+    /// same connector waits for them, so that it resumes from the position they recorded
+    /// (a stopping pipeline records its last acknowledged position after it lets go of the
+    /// slot) and nothing is relayed twice.
+    retiring: Mutex<BTreeMap<String, Vec<std::thread::JoinHandle<()>>>>,
 }
 
 impl Herder {
@@ -92,6 +97,7 @@ impl Herder {
             worker_id,
             connectors: Mutex::new(BTreeMap::new()),
             store,
+            retiring: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -207,10 +213,10 @@ impl Herder {
             });
         entry.config = config;
         if let Some(old) = entry.pipeline.take() {
-            let _ = old.stop.send(true);
+            self.retire(name, old);
         }
         if entry.target == Target::Started {
-            entry.pipeline = Some(start(settings));
+            entry.pipeline = Some(self.launch(name, settings));
         }
         Ok((created, self.info_of(name, entry)))
     }
@@ -240,7 +246,7 @@ impl Herder {
             .remove(name)
             .ok_or_else(|| Refusal::not_found(name))?;
         if let Some(pipeline) = entry.pipeline {
-            let _ = pipeline.stop.send(true);
+            self.retire(name, pipeline);
         }
         Ok(())
     }
@@ -269,12 +275,12 @@ impl Herder {
         match target {
             Target::Started => {
                 if let Some(settings) = settings {
-                    entry.pipeline = Some(start(settings));
+                    entry.pipeline = Some(self.launch(name, settings));
                 }
             }
             Target::Paused | Target::Stopped => {
                 if let Some(pipeline) = entry.pipeline.take() {
-                    let _ = pipeline.stop.send(true);
+                    self.retire(name, pipeline);
                 }
             }
         }
@@ -306,9 +312,9 @@ impl Herder {
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
         if let Some(old) = entry.pipeline.take() {
-            let _ = old.stop.send(true);
+            self.retire(name, old);
         }
-        entry.pipeline = Some(start(settings));
+        entry.pipeline = Some(self.launch(name, settings));
         Ok(())
     }
 
@@ -377,18 +383,48 @@ impl Herder {
             .fetch_cluster_id(std::time::Duration::from_secs(5))
     }
 
+    /// Tells a pipeline to stop; the connector's next pipeline waits for it.
+    fn retire(&self, name: &str, pipeline: Pipeline) {
+        let _ = pipeline.stop.send(true);
+        self.retiring
+            .lock()
+            .unwrap()
+            .entry(name.to_owned())
+            .or_default()
+            .push(pipeline.thread);
+    }
+
+    /// Starts a connector's pipeline once its retiring ones have finished.
+    fn launch(&self, name: &str, settings: crate::config::Settings) -> Pipeline {
+        let predecessors = self
+            .retiring
+            .lock()
+            .unwrap()
+            .remove(name)
+            .unwrap_or_default();
+        start(settings, predecessors)
+    }
+
     /// Stops every pipeline (the process is ending).
     pub async fn shutdown(&self) {
         let tasks: Vec<_> = {
             let mut connectors = self.connectors.lock().unwrap();
-            connectors
+            let mut threads: Vec<_> = connectors
                 .values_mut()
                 .filter_map(|c| c.pipeline.take())
                 .map(|p| {
                     let _ = p.stop.send(true);
                     p.thread
                 })
-                .collect()
+                .collect();
+            threads.extend(
+                self.retiring
+                    .lock()
+                    .unwrap()
+                    .values_mut()
+                    .flat_map(std::mem::take),
+            );
+            threads
         };
         for thread in tasks {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
@@ -444,7 +480,10 @@ impl Herder {
 /// Starts a connector's pipeline in this process, on a thread of its own with its own
 /// single-threaded runtime (as `run` drives one pipeline): connectors never share a
 /// producer or stall each other.
-fn start(settings: crate::config::Settings) -> Pipeline {
+fn start(
+    settings: crate::config::Settings,
+    predecessors: Vec<std::thread::JoinHandle<()>>,
+) -> Pipeline {
     let slot = settings.cdc().map(|c| c.slot.clone());
     let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
     let (stop, stop_rx) = watch::channel(false);
@@ -460,6 +499,9 @@ fn start(settings: crate::config::Settings) -> Pipeline {
             let metrics = metrics.clone();
             let failure = failure.clone();
             move || {
+                for predecessor in predecessors {
+                    let _ = predecessor.join();
+                }
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
