@@ -527,3 +527,136 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
     assert_eq!(names, json!([]));
     fourth.process.terminate(Duration::from_secs(20)).unwrap();
 }
+
+/// Which of two workers streams the connector (RUNNING task) while the other stands by
+/// (UNASSIGNED task): (active, standby).
+async fn active_and_standby<'a>(a: &'a Worker, b: &'a Worker) -> (&'a Worker, &'a Worker) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let task = |w: &Worker| {
+            let (_, status) = curl(&[&format!("{}/connectors/inventory-connector/status", w.url)]);
+            status["tasks"][0]["state"].as_str().map(str::to_owned)
+        };
+        match (task(a).as_deref(), task(b).as_deref()) {
+            (Some("RUNNING"), Some("UNASSIGNED")) => return (a, b),
+            (Some("UNASSIGNED"), Some("RUNNING")) => return (b, a),
+            other => assert!(
+                Instant::now() < deadline,
+                "no active/standby pair: {other:?}\n{}\n{}",
+                a.process.log(),
+                b.process.log()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Two running workers on one config topic: what is done through either reaches the other
+/// while it runs (as Connect's workers read their config topic), so a standby that takes
+/// over runs the configuration and target state of the moment, not those it started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_through_one_worker_reach_the_other_while_it_runs() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let mut a = start_worker_with(&stack, dir.path(), distributed);
+    let mut b = start_worker_with(&stack, dir.path(), distributed);
+    let (code, body) = send(
+        "POST",
+        &format!("{}/connectors", a.url),
+        &register_json(&stack, "shared").to_string(),
+    );
+    assert_eq!(code, 201, "{body}");
+    // Registered through a: b runs it too, one streaming and the other standing by.
+    let (active, standby) = active_and_standby(&a, &b).await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+
+    // Reconfigured through the standby: the active worker relays under the new routing.
+    let (_, mut config) = curl(&[&format!(
+        "{}/connectors/inventory-connector/config",
+        standby.url
+    )]);
+    config["transforms.outbox.route.topic.replacement"] = json!("${routedByValue}.events");
+    let (code, body) = send(
+        "PUT",
+        &format!("{}/connectors/inventory-connector/config", standby.url),
+        &config.to_string(),
+    );
+    assert_eq!(code, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, seen) = curl(&[&format!(
+            "{}/connectors/inventory-connector/config",
+            active.url
+        )]);
+        if seen == config {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never reached the other worker: {seen}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (active, standby) = active_and_standby(active, standby).await;
+    insert(&stack, 2, "Order").await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 2}"#]).await;
+
+    // Paused through the standby: both pause, nothing is relayed; resumed through the other.
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{}/connectors/inventory-connector/pause", standby.url),
+    ]);
+    assert_eq!(code, 202);
+    wait_state(active, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    wait_state(standby, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    insert(&stack, 3, "Order").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(values(&stack, "Order.events").await, [r#"{"n": 2}"#]);
+    let (code, _) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{}/connectors/inventory-connector/resume", active.url),
+    ]);
+    assert_eq!(code, 202);
+    let (active, standby) = active_and_standby(active, standby).await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 2}"#, r#"{"n": 3}"#]).await;
+
+    // Deleted through one: gone from both, the slot no longer read by either.
+    let (code, _) = curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/connectors/inventory-connector", standby.url),
+    ]);
+    assert_eq!(code, 204);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, _) = curl(&[&format!(
+            "{}/connectors/inventory-connector/status",
+            active.url
+        )]);
+        if code == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still on the other worker");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack
+        .db
+        .query_one(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = 'shared'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(Instant::now() < deadline, "the slot is still read");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.process.terminate(Duration::from_secs(20)).unwrap();
+    b.process.terminate(Duration::from_secs(20)).unwrap();
+}

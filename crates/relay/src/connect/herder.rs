@@ -1,6 +1,7 @@
 //! The connectors of one `connect` worker: their configurations as registered (unexpanded,
 //! as Kafka Connect keeps them), their target states, and the relay pipeline each runs.
 
+use super::store::{Decides, Follower, Stored};
 use crate::debezium::RawConfig;
 use crate::metrics::Metrics;
 use serde_json::{json, Value as Json};
@@ -78,12 +79,15 @@ pub struct Herder {
     worker_id: String,
     connectors: Mutex<BTreeMap<String, Connector>>,
     /// `config.storage.topic`, where registrations are kept (distributed mode).
-    store: Option<super::store::ConfigTopic>,
+    store: Option<Arc<super::store::ConfigTopic>>,
     /// Pipelines told to stop and not yet finished, by connector: the next pipeline of the
     /// same connector waits for them, so that it resumes from the position they recorded
     /// (a stopping pipeline records its last acknowledged position after it lets go of the
     /// slot) and nothing is relayed twice.
     retiring: Mutex<BTreeMap<String, Vec<std::thread::JoinHandle<()>>>>,
+    /// Ends the thread following the config topic.
+    unfollow: Arc<std::sync::atomic::AtomicBool>,
+    follower: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Herder {
@@ -96,8 +100,10 @@ impl Herder {
             worker,
             worker_id,
             connectors: Mutex::new(BTreeMap::new()),
-            store,
+            store: store.map(Arc::new),
             retiring: Mutex::new(BTreeMap::new()),
+            unfollow: Arc::default(),
+            follower: Mutex::new(None),
         }
     }
 
@@ -113,9 +119,11 @@ impl Herder {
             .unwrap()
             .get(name)
             .map(|c| (c.config.clone(), c.target));
+        // The target state first, as Connect writes a new connector: a worker reading the
+        // topic starts it in that state.
         let written = match current {
-            Some((config, target)) => match store.put_config(name, &config).await {
-                Ok(()) => store.put_target(name, target).await,
+            Some((config, target)) => match store.put_target(name, target).await {
+                Ok(()) => store.put_config(name, &config).await,
                 Err(e) => Err(e),
             },
             None => store.delete(name).await,
@@ -127,25 +135,22 @@ impl Herder {
     }
 
     /// The connectors the config topic holds, registered and started (or left paused or
-    /// stopped) as they were.
-    pub async fn restore(&self) -> Result<usize, String> {
+    /// stopped) as they were; then follows the topic, applying what other workers change.
+    pub async fn restore(self: &Arc<Self>) -> Result<usize, String> {
         let Some(store) = &self.store else {
             return Ok(0);
         };
-        let mut restored = 0;
-        for (name, stored) in store.read().await? {
-            let Some(mut config) = stored.config else {
-                continue;
-            };
-            config.remove("name");
-            let target = stored.target.unwrap_or(Target::Started);
-            match self.create(&name, config, target) {
-                Ok(_) => restored += 1,
-                Err(refusal) => {
-                    tracing::error!(connector = %name, "not restored from the config topic: {}", refusal.message)
-                }
-            }
+        let (known, end) = store.read().await?;
+        let everything = Decides {
+            config: true,
+            target: true,
+        };
+        for (name, stored) in &known {
+            self.changed(name, stored, everything);
         }
+        let restored = self.names().len();
+        let follower = store.follow(known, end, self.clone(), self.unfollow.clone())?;
+        *self.follower.lock().unwrap() = Some(follower);
         Ok(restored)
     }
 
@@ -407,6 +412,12 @@ impl Herder {
 
     /// Stops every pipeline (the process is ending).
     pub async fn shutdown(&self) {
+        self.unfollow
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let follower = self.follower.lock().unwrap().take();
+        if let Some(follower) = follower {
+            let _ = tokio::task::spawn_blocking(move || follower.join()).await;
+        }
         let tasks: Vec<_> = {
             let mut connectors = self.connectors.lock().unwrap();
             let mut threads: Vec<_> = connectors
@@ -474,6 +485,53 @@ impl Herder {
             "tasks": if task.is_null() { json!([]) } else { json!([task]) },
             "type": "source",
         })
+    }
+}
+
+/// What the config topic says now about a connector, applied here: registered, updated,
+/// paused, resumed, stopped or deleted through another worker (or, at start, as stored).
+impl Follower for Herder {
+    fn changed(&self, name: &str, stored: &Stored, decides: Decides) {
+        let local = self
+            .connectors
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|c| (c.config.clone(), c.target));
+        let applied = match (&stored.config, local) {
+            (None, Some(_)) if decides.config => self.delete(name).map(|()| "deleted"),
+            (None, _) => Ok("unchanged"),
+            (Some(_), None) if !decides.config => Ok("unchanged"),
+            (Some(config), None) => {
+                let mut config = config.clone();
+                config.remove("name");
+                let target = stored.target.unwrap_or(Target::Started);
+                self.create(name, config, target).map(|_| "registered")
+            }
+            (Some(config), Some((current, target))) => {
+                let mut named = config.clone();
+                named.insert("name".into(), name.to_owned());
+                let mut what = Ok("unchanged");
+                if decides.config && named != current {
+                    what = self.put(name, named, None).map(|_| "reconfigured");
+                }
+                match stored.target {
+                    Some(wanted) if decides.target && wanted != target && what.is_ok() => self
+                        .set_target(name, wanted)
+                        .map(|()| "target state changed"),
+                    _ => what,
+                }
+            }
+        };
+        match applied {
+            Ok("unchanged") => {}
+            Ok(what) => tracing::info!(connector = %name, "config topic: {what}"),
+            Err(refusal) => tracing::error!(
+                connector = %name,
+                "config topic: not applied: {}",
+                refusal.message
+            ),
+        }
     }
 }
 

@@ -2,9 +2,10 @@
 //! (`KafkaConfigBackingStore`): in the worker's `config.storage.topic` (one partition,
 //! compacted, created when missing), keys `connector-<name>` → `{"properties":{…}}` and
 //! `target-state-<name>` → `{"state":…,"state.v2":…}` as schemaless JSON, tombstones for
-//! both on delete. A worker replays the topic at start, so registrations survive restarts
-//! and a second worker with the same topic runs the same connectors (standing by for their
-//! slots).
+//! both on delete. A worker replays the topic at start, so registrations survive restarts,
+//! and then follows it: a second worker with the same topic runs the same connectors
+//! (standing by for their slots) and applies the changes made through the other one as
+//! they arrive.
 
 use super::herder::Target;
 use crate::debezium::RawConfig;
@@ -14,7 +15,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -23,6 +26,65 @@ pub struct ConfigTopic {
     topic: String,
     client: ClientConfig,
     producer: FutureProducer,
+    /// Records this worker wrote and has not read back yet, per key, in the order written.
+    own: Echoes,
+}
+
+/// The values this worker wrote under each key and has not read back yet. Reading the
+/// topic back, a record is this worker's own when it is the first of them; a record of
+/// another worker found while some of ours under the same key are still to come precedes
+/// them in the topic (one partition), so ours win and it changes nothing.
+#[derive(Default)]
+struct Echoes(Mutex<HashMap<String, VecDeque<Option<Vec<u8>>>>>);
+
+impl Echoes {
+    fn wrote(&self, key: &str, value: Option<&[u8]>) {
+        let mut own = self.0.lock().unwrap();
+        own.entry(key.to_owned())
+            .or_default()
+            .push_back(value.map(<[u8]>::to_vec));
+    }
+
+    /// The write failed: it will not come back.
+    fn unwrote(&self, key: &str) {
+        let mut own = self.0.lock().unwrap();
+        if let Some(queue) = own.get_mut(key) {
+            queue.pop_back();
+            if queue.is_empty() {
+                own.remove(key);
+            }
+        }
+    }
+
+    /// Whether the record read back decides anything: false for this worker's own writes
+    /// but the latest, and for another's that one of ours overrides.
+    fn decides(&self, key: &str, value: Option<&[u8]>) -> bool {
+        let mut own = self.0.lock().unwrap();
+        let Some(queue) = own.get_mut(key) else {
+            return true;
+        };
+        if queue.front().map(Option::as_deref) == Some(value) {
+            queue.pop_front();
+        }
+        if queue.is_empty() {
+            own.remove(key);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A change the topic brought: apply the connector's configuration, its target state, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decides {
+    pub config: bool,
+    pub target: bool,
+}
+
+/// What a worker applies the topic's changes to (the herder).
+pub trait Follower: Send + Sync + 'static {
+    fn changed(&self, name: &str, stored: &Stored, decides: Decides);
 }
 
 /// What the topic says about one connector.
@@ -81,16 +143,66 @@ impl ConfigTopic {
             topic,
             client,
             producer,
+            own: Echoes::default(),
         }))
     }
 
-    /// Every connector the topic holds, replayed from the start to its end.
-    pub async fn read(&self) -> Result<BTreeMap<String, Stored>, String> {
+    /// Every connector the topic holds, replayed from the start to its end, and the offset
+    /// the topic ended at.
+    pub async fn read(&self) -> Result<(BTreeMap<String, Stored>, i64), String> {
         let client = self.client.clone();
         let topic = self.topic.clone();
         tokio::task::spawn_blocking(move || read_blocking(&client, &topic))
             .await
             .map_err(|e| e.to_string())?
+    }
+
+    /// Reads the topic on from `offset` on a thread of its own until `stop`, folding each
+    /// record into `known` and telling `follower` what another worker changed.
+    pub fn follow(
+        self: &Arc<Self>,
+        mut known: BTreeMap<String, Stored>,
+        offset: i64,
+        follower: Arc<dyn Follower>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<std::thread::JoinHandle<()>, String> {
+        let consumer = consumer(&self.client)?;
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&self.topic, 0, Offset::Offset(offset))
+            .map_err(|e| e.to_string())?;
+        consumer.assign(&assignment).map_err(|e| e.to_string())?;
+        let this = self.clone();
+        std::thread::Builder::new()
+            .name("config-topic".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match consumer.poll(Duration::from_millis(200)) {
+                        Some(Ok(message)) => {
+                            let key = message
+                                .key()
+                                .map(|k| String::from_utf8_lossy(k).into_owned())
+                                .unwrap_or_default();
+                            let Some(name) = apply(&mut known, &key, message.payload()) else {
+                                continue;
+                            };
+                            if !this.own.decides(&key, message.payload()) {
+                                continue;
+                            }
+                            let decides = Decides {
+                                config: key.starts_with("connector-"),
+                                target: key.starts_with("target-state-"),
+                            };
+                            follower.changed(&name, &known[&name], decides);
+                        }
+                        Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) | None => {}
+                        Some(Err(e)) => {
+                            tracing::warn!(topic = %this.topic, "reading the config topic: {e}")
+                        }
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())
     }
 
     pub async fn put_config(
@@ -125,28 +237,42 @@ impl ConfigTopic {
         if let Some(v) = &value {
             record = record.payload(v);
         }
-        self.producer
+        self.own.wrote(key, value.as_deref().map(str::as_bytes));
+        let sent = self
+            .producer
             .send(record, TIMEOUT)
             .await
             .map(|_| ())
-            .map_err(|(e, _)| format!("writing {key} to {}: {e}", self.topic))
+            .map_err(|(e, _)| format!("writing {key} to {}: {e}", self.topic));
+        if sent.is_err() {
+            self.own.unwrote(key);
+        }
+        sent
     }
 }
 
-fn read_blocking(client: &ClientConfig, topic: &str) -> Result<BTreeMap<String, Stored>, String> {
-    let consumer: BaseConsumer = client
+fn consumer(client: &ClientConfig) -> Result<BaseConsumer, String> {
+    // Assigned, never subscribed: the group id commits nothing and balances nothing.
+    client
         .clone()
         .set("group.id", "outbox-relay-connect-config-reader")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .create()
-        .map_err(|e| format!("Kafka consumer: {e}"))?;
+        .map_err(|e| format!("Kafka consumer: {e}"))
+}
+
+fn read_blocking(
+    client: &ClientConfig,
+    topic: &str,
+) -> Result<(BTreeMap<String, Stored>, i64), String> {
+    let consumer = consumer(client)?;
     let (low, high) = consumer
         .fetch_watermarks(topic, 0, TIMEOUT)
         .map_err(|e| format!("reading {topic}: {e}"))?;
     let mut stored: BTreeMap<String, Stored> = BTreeMap::new();
     if high <= low {
-        return Ok(stored);
+        return Ok((stored, high));
     }
     let mut assignment = TopicPartitionList::new();
     assignment
@@ -163,10 +289,10 @@ fn read_blocking(client: &ClientConfig, topic: &str) -> Result<BTreeMap<String, 
                     .unwrap_or_default();
                 apply(&mut stored, &key, message.payload());
                 if message.offset() + 1 >= high {
-                    return Ok(stored);
+                    return Ok((stored, high));
                 }
             }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => return Ok(stored),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => return Ok((stored, high)),
             Some(Err(e)) => return Err(format!("reading {topic}: {e}")),
             None if std::time::Instant::now() > deadline => {
                 return Err(format!("reading {topic}: no records within {TIMEOUT:?}"))
@@ -177,8 +303,9 @@ fn read_blocking(client: &ClientConfig, topic: &str) -> Result<BTreeMap<String, 
 }
 
 /// One record of the config topic applied to what is known (other keys, such as task
-/// configurations, are Connect's own bookkeeping and change nothing here).
-fn apply(stored: &mut BTreeMap<String, Stored>, key: &str, value: Option<&[u8]>) {
+/// configurations, are Connect's own bookkeeping and change nothing here): the connector
+/// it is about, if any.
+fn apply(stored: &mut BTreeMap<String, Stored>, key: &str, value: Option<&[u8]>) -> Option<String> {
     let json = value.and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok());
     if let Some(name) = key.strip_prefix("connector-") {
         let config = json
@@ -190,6 +317,7 @@ fn apply(stored: &mut BTreeMap<String, Stored>, key: &str, value: Option<&[u8]>)
                     .collect()
             });
         stored.entry(name.to_owned()).or_default().config = config;
+        Some(name.to_owned())
     } else if let Some(name) = key.strip_prefix("target-state-") {
         let target = json.as_ref().and_then(|j| {
             let state = j["state.v2"].as_str().or_else(|| j["state"].as_str())?;
@@ -201,6 +329,9 @@ fn apply(stored: &mut BTreeMap<String, Stored>, key: &str, value: Option<&[u8]>)
             }
         });
         stored.entry(name.to_owned()).or_default().target = target;
+        Some(name.to_owned())
+    } else {
+        None
     }
 }
 
@@ -234,5 +365,31 @@ mod tests {
         assert_eq!(stored["a"].target, Some(Target::Stopped));
         assert_eq!(stored["b"].config, None);
         assert_eq!(stored["c"].target, Some(Target::Paused));
+    }
+
+    /// Reading back: this worker's own records change nothing until its latest under a key;
+    /// another worker's record that one of ours follows in the topic changes nothing either.
+    #[test]
+    fn own_records_read_back() {
+        let own = Echoes::default();
+        assert!(own.decides("k", Some(b"other")), "nothing of ours pending");
+        own.wrote("k", Some(b"a"));
+        own.wrote("k", Some(b"b"));
+        assert!(!own.decides("k", Some(b"a")), "ours, a later one pending");
+        assert!(
+            !own.decides("k", Some(b"x")),
+            "another's, before our pending b"
+        );
+        assert!(
+            own.decides("k", Some(b"b")),
+            "our latest: applies (a no-op)"
+        );
+        assert!(own.decides("k", Some(b"y")), "another's, after ours");
+        own.wrote("k", None);
+        own.unwrote("k");
+        assert!(
+            own.decides("k", Some(b"z")),
+            "a failed write never comes back"
+        );
     }
 }
