@@ -64,6 +64,11 @@ fn start_worker(stack: &Stack, dir: &Path) -> Worker {
 
 /// A worker whose properties file adds `extra` lines to the brokers and converters.
 fn start_worker_with(stack: &Stack, dir: &Path, extra: &str) -> Worker {
+    start_worker_env(stack, dir, extra, &[])
+}
+
+/// A worker with `extra` properties lines and environment variables.
+fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]) -> Worker {
     let worker = dir.join(format!(
         "connect-{}.properties",
         outbox_relay_testkit::net::free_port()
@@ -88,7 +93,7 @@ fn start_worker_with(stack: &Stack, dir: &Path, extra: &str) -> Worker {
             "--listen".into(),
             format!("127.0.0.1:{port}"),
         ],
-        &[],
+        env,
     )
     .expect("start outbox-relay connect");
     assert!(
@@ -656,6 +661,116 @@ async fn changes_through_one_worker_reach_the_other_while_it_runs() {
     {
         assert!(Instant::now() < deadline, "the slot is still read");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.process.terminate(Duration::from_secs(20)).unwrap();
+    b.process.terminate(Duration::from_secs(20)).unwrap();
+}
+
+/// `/admin/loggers` as Connect's LoggingResource: list, read, set on this worker (the
+/// loggers changed; the relay logs at the new level at once), set cluster-wide through the
+/// config topic (204; the other worker applies it), and Connect's errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_loggers_change_log_levels_while_running() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let env = [("RUST_LOG", "info,rdkafka=warn")];
+    let mut a = start_worker_env(&stack, dir.path(), distributed, &env);
+    let mut b = start_worker_env(&stack, dir.path(), distributed, &env);
+    let (code, all) = curl(&[&format!("{}/admin/loggers", a.url)]);
+    assert_eq!(code, 200);
+    assert_eq!(all["root"], json!({"level": "INFO", "last_modified": null}));
+    assert_eq!(all["rdkafka"]["level"], "WARN");
+    let (code, body) = curl(&[&format!("{}/admin/loggers/com.example.Nothing", a.url)]);
+    assert_eq!(code, 404);
+    assert_message(&body, "Logger com.example.Nothing not found.");
+    let (_, inherited) = curl(&[&format!(
+        "{}/admin/loggers/io.debezium.connector.postgresql",
+        a.url
+    )]);
+    assert_eq!(inherited["level"], "INFO");
+
+    // Registered and relaying at INFO: no debug lines.
+    let (code, body) = send(
+        "POST",
+        &format!("{}/connectors", a.url),
+        &register_json(&stack, "logged").to_string(),
+    );
+    assert_eq!(code, 201, "{body}");
+    let (active, _) = active_and_standby(&a, &b).await;
+    insert(&stack, 1, "Order").await;
+    stack
+        .wait_delivered("logged", Duration::from_secs(30), Some(&active.process))
+        .await;
+    assert!(
+        !active.process.log().contains("DEBUG"),
+        "{}",
+        active.process.log()
+    );
+
+    // Set on the active worker: the loggers changed, and the relay's debug lines appear.
+    let (code, changed) = send(
+        "PUT",
+        &format!("{}/admin/loggers/io.debezium", active.url),
+        r#"{"level": "DEBUG"}"#,
+    );
+    assert_eq!(code, 200, "{changed}");
+    assert_eq!(changed, json!(["io.debezium"]));
+    let (_, level) = curl(&[&format!("{}/admin/loggers/io.debezium", active.url)]);
+    assert_eq!(level["level"], "DEBUG");
+    assert!(
+        level["last_modified"].as_i64().unwrap() > 1_700_000_000_000,
+        "{level}"
+    );
+    insert(&stack, 2, "Order").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !active.process.log().contains("DEBUG") {
+        assert!(
+            Instant::now() < deadline,
+            "no debug line: {}",
+            active.process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Connect's errors.
+    let (code, body) = send(
+        "PUT",
+        &format!("{}/admin/loggers/io.debezium", a.url),
+        r#"{"level": "verbose"}"#,
+    );
+    assert_eq!(code, 404);
+    assert_message(&body, "invalid log level 'verbose'.");
+    let (code, body) = send("PUT", &format!("{}/admin/loggers/io.debezium", a.url), "{}");
+    assert_eq!(code, 400);
+    assert_message(
+        &body,
+        "Desired 'level' parameter was not specified in request.",
+    );
+
+    // Cluster-wide through a: b applies it too.
+    let (code, _) = send(
+        "PUT",
+        &format!(
+            "{}/admin/loggers/org.apache.kafka.connect?scope=cluster",
+            a.url
+        ),
+        r#"{"level": "TRACE"}"#,
+    );
+    assert_eq!(code, 204);
+    for worker in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, level) = curl(&[&format!(
+                "{}/admin/loggers/org.apache.kafka.connect",
+                worker.url
+            )]);
+            if level["level"] == "TRACE" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not applied: {level}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     a.process.terminate(Duration::from_secs(20)).unwrap();
     b.process.terminate(Duration::from_secs(20)).unwrap();

@@ -468,24 +468,29 @@ async fn wait_for_signal() {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info,rdkafka=warn".into());
-    let mut filter = EnvFilter::try_new(&requested).unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let mut requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info,rdkafka=warn".into());
+    if tracing_subscriber::EnvFilter::try_new(&requested).is_err() {
+        requested = "info".into();
+    }
     // pgwire-replication logs each session's end at ERROR; the relay reports every such
     // error itself, with what it does about it, so the library's copy is left out unless
     // asked for by name.
     if !requested.contains("pgwire_replication") {
-        filter = filter.add_directive("pgwire_replication=off".parse().expect("static directive"));
+        requested.push_str(",pgwire_replication=off");
     }
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // The levels `outbox-relay connect`'s /admin/loggers can change while running.
+    let filter = crate::ops::loggers::layer(&requested);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
+    let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => registry.with(fmt).init(),
         LogFormat::Json => {
             JSON_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
-            builder.json().flatten_event(true).init()
+            registry.with(fmt.json().flatten_event(true)).init()
         }
     }
 }

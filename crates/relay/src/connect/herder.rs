@@ -134,6 +134,30 @@ impl Herder {
         })
     }
 
+    /// `PUT /admin/loggers/{namespace}?scope=cluster`: through the config topic to every
+    /// worker (this one when it reads it back), or here alone without one.
+    pub async fn set_cluster_logger_level(
+        &self,
+        namespace: &str,
+        level: &str,
+    ) -> Result<(), Refusal> {
+        match &self.store {
+            Some(store) => store
+                .put_logger_level(namespace, level)
+                .await
+                .map_err(|message| Refusal {
+                    status: 500,
+                    message,
+                }),
+            None => {
+                if let Some(level) = crate::ops::loggers::parse_level(level) {
+                    crate::ops::loggers::set(namespace, level);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The connectors the config topic holds, registered and started (or left paused or
     /// stopped) as they were; then follows the topic, applying what other workers change.
     pub async fn restore(self: &Arc<Self>) -> Result<usize, String> {

@@ -43,7 +43,59 @@ pub fn routes(herder: Arc<Herder>) -> Router {
             "/connectors/{name}/offsets",
             get(offsets).patch(alter_offsets).delete(reset_offsets),
         )
+        .route("/admin/loggers", get(loggers))
+        .route("/admin/loggers/{name}", get(logger).put(set_logger))
         .with_state(herder)
+}
+
+/// `GET /admin/loggers` (`LoggingResource.listLoggers`): the root logger and every logger
+/// whose level was set, `{"level", "last_modified"}` each.
+async fn loggers() -> Json<Value> {
+    Json(json!(crate::ops::loggers::current().all()))
+}
+
+async fn logger(Path(name): Path<String>) -> Response {
+    match crate::ops::loggers::current().level(&name) {
+        Some(level) => Json(json!(level)).into_response(),
+        None => error(404, format!("Logger {name} not found.")),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Scope {
+    scope: Option<String>,
+}
+
+/// `PUT /admin/loggers/{name}` with `{"level": …}`: this worker's loggers under the name
+/// (200, the loggers changed), or with `?scope=cluster` every worker's (204).
+async fn set_logger(
+    State(herder): State<Arc<Herder>>,
+    Path(name): Path<String>,
+    Query(scope): Query<Scope>,
+    Json(body): Json<Map<String, Value>>,
+) -> Response {
+    let Some(text) = body.get("level").and_then(Value::as_str) else {
+        return error(
+            400,
+            "Desired 'level' parameter was not specified in request.",
+        );
+    };
+    let Some(level) = crate::ops::loggers::parse_level(text) else {
+        return error(404, format!("invalid log level '{text}'."));
+    };
+    // Connect takes an unknown scope for `worker` (and logs it).
+    let cluster = scope
+        .scope
+        .as_deref()
+        .is_some_and(|s| s.eq_ignore_ascii_case("cluster"));
+    if cluster {
+        match herder.set_cluster_logger_level(&name, text).await {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(refusal) => refusal.into_response(),
+        }
+    } else {
+        Json(json!(crate::ops::loggers::set(&name, level))).into_response()
+    }
 }
 
 /// Connect's error body.

@@ -183,6 +183,12 @@ impl ConfigTopic {
                                 .key()
                                 .map(|k| String::from_utf8_lossy(k).into_owned())
                                 .unwrap_or_default();
+                            if let Some(namespace) = key.strip_prefix(LOGGER_PREFIX) {
+                                // A cluster-wide log level (KIP-976), this worker's own too;
+                                // those written before it started are not applied.
+                                set_logger_level(namespace, message.payload());
+                                continue;
+                            }
                             let Some(name) = apply(&mut known, &key, message.payload()) else {
                                 continue;
                             };
@@ -226,6 +232,14 @@ impl ConfigTopic {
             .await
     }
 
+    /// `PUT /admin/loggers/{namespace}?scope=cluster`: every worker following the topic
+    /// (this one too) sets the level when it reads the record.
+    pub async fn put_logger_level(&self, namespace: &str, level: &str) -> Result<(), String> {
+        let value = json!({ "level": level }).to_string();
+        self.send(&format!("{LOGGER_PREFIX}{namespace}"), Some(value))
+            .await
+    }
+
     /// `removeConnectorConfig`: tombstones for the configuration and the target state.
     pub async fn delete(&self, name: &str) -> Result<(), String> {
         self.send(&format!("connector-{name}"), None).await?;
@@ -237,17 +251,42 @@ impl ConfigTopic {
         if let Some(v) = &value {
             record = record.payload(v);
         }
-        self.own.wrote(key, value.as_deref().map(str::as_bytes));
+        // Log levels are applied when read back, this worker's own too: not echoes.
+        let echoed = !key.starts_with(LOGGER_PREFIX);
+        if echoed {
+            self.own.wrote(key, value.as_deref().map(str::as_bytes));
+        }
         let sent = self
             .producer
             .send(record, TIMEOUT)
             .await
             .map(|_| ())
             .map_err(|(e, _)| format!("writing {key} to {}: {e}", self.topic));
-        if sent.is_err() {
+        if sent.is_err() && echoed {
             self.own.unwrote(key);
         }
         sent
+    }
+}
+
+const LOGGER_PREFIX: &str = "logger-cluster-";
+
+fn set_logger_level(namespace: &str, value: Option<&[u8]>) {
+    let level = value
+        .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
+        .and_then(|j| {
+            j["level"]
+                .as_str()
+                .and_then(crate::ops::loggers::parse_level)
+        });
+    match level {
+        Some(level) => {
+            crate::ops::loggers::set(namespace, level);
+        }
+        None => tracing::warn!(
+            namespace,
+            "config topic: a cluster log level that is not one"
+        ),
     }
 }
 

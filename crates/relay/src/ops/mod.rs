@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod http;
+pub mod loggers;
 pub mod preview;
 pub mod setup_sql;
 pub mod status;
