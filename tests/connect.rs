@@ -323,6 +323,31 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     insert(&stack, 4, "Order").await;
     wait_values(&stack, "Order.events", &[r#"{"n": 3}"#, r#"{"n": 4}"#]).await;
 
+    // The topics it wrote to, under both routings; reset (202), then only those written next.
+    let topics_url = format!("{url}/connectors/inventory-connector/topics");
+    let (code, topics) = curl(&[&topics_url]);
+    assert_eq!(code, 200);
+    assert_eq!(
+        topics,
+        json!({"inventory-connector": {"topics": ["Order.events", "outbox.event.Order"]}})
+    );
+    let (code, _) = curl(&["-X", "PUT", &format!("{topics_url}/reset")]);
+    assert_eq!(code, 202);
+    let (_, topics) = curl(&[&topics_url]);
+    assert_eq!(topics, json!({"inventory-connector": {"topics": []}}));
+    insert(&stack, 5, "Order").await;
+    wait_values(
+        &stack,
+        "Order.events",
+        &[r#"{"n": 3}"#, r#"{"n": 4}"#, r#"{"n": 5}"#],
+    )
+    .await;
+    let (_, topics) = curl(&[&topics_url]);
+    assert_eq!(
+        topics,
+        json!({"inventory-connector": {"topics": ["Order.events"]}})
+    );
+
     // Stop (204), read and move the offsets (the slot's position in Debezium's shape),
     // resume.
     let (code, offsets) = curl(&[&format!("{url}/connectors/inventory-connector/offsets")]);
@@ -361,7 +386,7 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     assert_message(&backward, "backwards");
     // Moving forward skips what lies in between: events written while stopped, before the
     // new position, are not relayed (the operator asked for it).
-    insert(&stack, 5, "Order").await;
+    insert(&stack, 6, "Order").await;
     let skip_to = stack.current_wal_lsn().await.as_u64();
     let (code, moved) = patch_offsets(patch(skip_to));
     assert_eq!(code, 200, "{moved}");
@@ -377,11 +402,11 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     ]);
     assert_eq!(code, 202);
     wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
-    insert(&stack, 6, "Order").await;
+    insert(&stack, 7, "Order").await;
     wait_values(
         &stack,
         "Order.events",
-        &[r#"{"n": 3}"#, r#"{"n": 4}"#, r#"{"n": 6}"#],
+        &[r#"{"n": 3}"#, r#"{"n": 4}"#, r#"{"n": 5}"#, r#"{"n": 7}"#],
     )
     .await;
 

@@ -71,6 +71,8 @@ struct Connector {
     config: BTreeMap<String, String>,
     target: Target,
     pipeline: Option<Pipeline>,
+    /// The topics its earlier pipelines wrote to (Connect's active topics), until reset.
+    topics: std::collections::BTreeSet<String>,
 }
 
 /// The worker's connectors.
@@ -239,9 +241,11 @@ impl Herder {
                 config: BTreeMap::new(),
                 target: initial.unwrap_or(Target::Started),
                 pipeline: None,
+                topics: Default::default(),
             });
         entry.config = config;
         if let Some(old) = entry.pipeline.take() {
+            entry.topics.extend(old.metrics.take_topics());
             self.retire(name, old);
         }
         if entry.target == Target::Started {
@@ -309,6 +313,7 @@ impl Herder {
             }
             Target::Paused | Target::Stopped => {
                 if let Some(pipeline) = entry.pipeline.take() {
+                    entry.topics.extend(pipeline.metrics.take_topics());
                     self.retire(name, pipeline);
                 }
             }
@@ -341,10 +346,45 @@ impl Herder {
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
         if let Some(old) = entry.pipeline.take() {
+            entry.topics.extend(old.metrics.take_topics());
             self.retire(name, old);
         }
         entry.pipeline = Some(self.launch(name, settings));
         Ok(())
+    }
+
+    /// `GET /connectors/{n}/topics`: the topics the connector wrote to since it was
+    /// created or its topics were reset (none for a connector this worker does not know, as
+    /// in Connect).
+    pub fn topics(&self, name: &str) -> Vec<String> {
+        let connectors = self.connectors.lock().unwrap();
+        let Some(entry) = connectors.get(name) else {
+            return Vec::new();
+        };
+        let mut topics = entry.topics.clone();
+        if let Some(pipeline) = &entry.pipeline {
+            topics.extend(pipeline.metrics.topics());
+        }
+        topics.into_iter().collect()
+    }
+
+    /// `PUT /connectors/{n}/topics/reset`.
+    pub fn reset_topics(&self, name: &str) {
+        let mut connectors = self.connectors.lock().unwrap();
+        if let Some(entry) = connectors.get_mut(name) {
+            entry.topics.clear();
+            if let Some(pipeline) = &entry.pipeline {
+                pipeline.metrics.take_topics();
+            }
+        }
+    }
+
+    /// A worker option that is on unless set to `false` (`topic.tracking.enable`, …).
+    pub fn worker_flag(&self, key: &str) -> bool {
+        self.worker
+            .as_ref()
+            .and_then(|w| w.entries.get(key))
+            .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"))
     }
 
     /// `GET /connectors/{n}/status` (Connect's `ConnectorStateInfo`).

@@ -39,6 +39,7 @@ pub fn routes(herder: Arc<Herder>) -> Router {
         .route("/connectors/{name}/stop", put(stop))
         .route("/connectors/{name}/restart", post(restart))
         .route("/connectors/{name}/topics", get(topics))
+        .route("/connectors/{name}/topics/reset", put(reset_topics))
         .route(
             "/connectors/{name}/offsets",
             get(offsets).patch(alter_offsets).delete(reset_offsets),
@@ -445,8 +446,25 @@ async fn restart_task(
 
 /// Connect does not check that the connector exists here. Topic tracking is not kept yet:
 /// the list is empty.
-async fn topics(Path(name): Path<String>) -> Json<Value> {
-    Json(json!({ name: { "topics": [] } }))
+/// `GET /connectors/{n}/topics` (`ActiveTopicsInfo`): the topics it wrote to since it was
+/// created or reset.
+async fn topics(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Response {
+    if !herder.worker_flag("topic.tracking.enable") {
+        return error(403, "Topic tracking is disabled.");
+    }
+    let topics = herder.topics(&name);
+    Json(json!({ name: { "topics": topics } })).into_response()
+}
+
+async fn reset_topics(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Response {
+    if !herder.worker_flag("topic.tracking.enable") {
+        return error(403, "Topic tracking is disabled.");
+    }
+    if !herder.worker_flag("topic.tracking.allow.reset") {
+        return error(403, "Topic tracking reset is disabled.");
+    }
+    herder.reset_topics(&name);
+    StatusCode::ACCEPTED.into_response()
 }
 
 /// The slot's confirmed position in Debezium's offset shape (`PostgresPartition`,

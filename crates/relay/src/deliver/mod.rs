@@ -75,6 +75,9 @@ pub struct Deliver<P: Producer> {
     dead_letters: VecDeque<(Tag, DeadLetter)>,
     /// `outbox_relay_events_total` per topic, looked up once per topic.
     counters: HashMap<Arc<str>, Counter>,
+    /// `Metrics::topics_reset` when `counters` was last emptied: a reset of the active
+    /// topics empties it again, so the topics written next are noted again.
+    topics_reset: u64,
     counts: Counts,
     exactly_once: Option<ExactlyOnce>,
 }
@@ -88,6 +91,7 @@ impl<P: Producer> Deliver<P> {
             acknowledged: VecDeque::new(),
             dead_letters: VecDeque::new(),
             counters: HashMap::new(),
+            topics_reset: 0,
             counts: Counts::default(),
             exactly_once: None,
         }
@@ -266,6 +270,11 @@ impl<P: Producer> Deliver<P> {
     }
 
     fn topic_counter(&mut self, topic: &Arc<str>) -> Counter {
+        let reset = self.metrics.topics_reset();
+        if reset != self.topics_reset {
+            self.topics_reset = reset;
+            self.counters.clear();
+        }
         if let Some(c) = self.counters.get(topic) {
             return c.clone();
         }
@@ -277,6 +286,7 @@ impl<P: Producer> Deliver<P> {
             })
             .clone();
         self.counters.insert(topic.clone(), c.clone());
+        self.metrics.note_topic(topic);
         c
     }
 
