@@ -56,6 +56,8 @@ fn assert_message(body: &Value, contains: &str) {
 struct Worker {
     process: RelayProcess,
     url: String,
+    /// The metrics address: /metrics, /health, /ready.
+    metrics: String,
 }
 
 fn start_worker(stack: &Stack, dir: &Path) -> Worker {
@@ -84,6 +86,7 @@ fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]
     )
     .unwrap();
     let port = outbox_relay_testkit::net::free_port();
+    let metrics_port = outbox_relay_testkit::net::free_port();
     let process = RelayProcess::spawn(
         Path::new(RELAY),
         &[
@@ -92,6 +95,8 @@ fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]
             worker.display().to_string(),
             "--listen".into(),
             format!("127.0.0.1:{port}"),
+            "--metrics-address".into(),
+            format!("127.0.0.1:{metrics_port}"),
         ],
         env,
     )
@@ -104,6 +109,7 @@ fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]
     Worker {
         process,
         url: format!("http://127.0.0.1:{port}"),
+        metrics: format!("http://127.0.0.1:{metrics_port}"),
     }
 }
 
@@ -260,6 +266,30 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     insert(&stack, 1, "Order").await;
     wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
 
+    // KIP-1017's /health on the REST port; metrics and readiness on the metrics address.
+    let (code, health) = curl(&[&format!("{url}/health")]);
+    assert_eq!(
+        (code, &health["status"]),
+        (200, &json!("healthy")),
+        "{health}"
+    );
+    let (code, ready) = curl(&[&format!("{}/ready", worker.metrics)]);
+    assert_eq!(code, 200, "{ready}");
+    assert_eq!(ready, json!("ready: inventory-connector active\n"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, metrics) = curl(&[&format!("{}/metrics", worker.metrics)]);
+        let text = metrics.as_str().unwrap_or_default().to_owned();
+        if text
+            .contains(r#"outbox_relay_events_total{slot="tutorial",topic="outbox.event.Order"} 1"#)
+        {
+            assert!(text.ends_with("# EOF\n"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // Pause: nothing is relayed until resume, and nothing is lost.
     let (code, _) = curl(&[
         "-X",
@@ -268,6 +298,11 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
     ]);
     assert_eq!(code, 202);
     wait_state(&worker, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    let (code, ready) = curl(&[&format!("{}/ready", worker.metrics)]);
+    assert_eq!(
+        (code, ready),
+        (200, json!("ready: inventory-connector paused\n"))
+    );
     insert(&stack, 2, "Order").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(

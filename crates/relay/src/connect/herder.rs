@@ -552,6 +552,62 @@ impl Herder {
     }
 }
 
+/// The metrics address of a `connect` worker: every connector's series, and ready when each
+/// started connector streams or stands by for its slot (paused and stopped ones do what they
+/// were asked), none failed.
+impl crate::ops::http::Observed for Herder {
+    fn metrics_text(&self) -> String {
+        let texts: Vec<String> = self
+            .connectors
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(|c| c.pipeline.as_ref())
+            .map(|p| p.metrics.encode())
+            .collect();
+        crate::ops::http::merge_openmetrics(texts.iter().map(String::as_str))
+    }
+
+    fn ready(&self) -> Result<String, String> {
+        let connectors = self.connectors.lock().unwrap();
+        let mut ready = Vec::new();
+        let mut not = Vec::new();
+        for (name, c) in connectors.iter() {
+            match (c.target, &c.pipeline) {
+                (Target::Paused, _) => ready.push(format!("{name} paused")),
+                (Target::Stopped, _) => ready.push(format!("{name} stopped")),
+                (Target::Started, None) => not.push(format!("{name} not started")),
+                (Target::Started, Some(p)) => {
+                    if let Some(trace) = p.failure.lock().unwrap().as_ref() {
+                        not.push(format!("{name} failed: {trace}"));
+                        continue;
+                    }
+                    let brief = |t: &str| {
+                        t.trim_end()
+                            .trim_start_matches("not ready: ")
+                            .trim_start_matches("ready: ")
+                            .to_owned()
+                    };
+                    match p.metrics.readiness() {
+                        Ok(t) => ready.push(format!("{name} {}", brief(t))),
+                        Err(t) => not.push(format!("{name}: {}", brief(t))),
+                    }
+                }
+            }
+        }
+        if !not.is_empty() {
+            Err(format!("not ready: {}\n", not.join(", ")))
+        } else {
+            let listed = if ready.is_empty() {
+                "no connectors".to_owned()
+            } else {
+                ready.join(", ")
+            };
+            Ok(format!("ready: {listed}\n"))
+        }
+    }
+}
+
 /// What the config topic says now about a connector, applied here: registered, updated,
 /// paused, resumed, stopped or deleted through another worker (or, at start, as stored).
 impl Follower for Herder {
@@ -628,8 +684,13 @@ fn start(
                     .enable_all()
                     .build()
                     .expect("a tokio runtime");
-                let result =
-                    runtime.block_on(crate::supervisor::relay(&settings, metrics, stop_rx));
+                let result = runtime.block_on(async {
+                    // The broker probe /ready reads, for the life of this pipeline.
+                    let _probe =
+                        crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone())
+                            .map(crate::supervisor::AbortOnDrop);
+                    crate::supervisor::relay(&settings, metrics, stop_rx).await
+                });
                 if let Err(e) = result {
                     tracing::error!(connector = %name, "{e}");
                     *failure.lock().unwrap() = Some(format!("{e}"));

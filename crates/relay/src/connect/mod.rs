@@ -23,6 +23,10 @@ pub struct ConnectArgs {
     /// Where the REST API listens [default: the worker's `listeners`, else 0.0.0.0:8083].
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
+    /// Where /metrics (every connector's series, labelled by slot), /health and /ready (every
+    /// started connector streaming or standing by, none failed) are served.
+    #[arg(long, value_name = "HOST:PORT", default_value = crate::config::defaults::METRICS_ADDRESS)]
+    pub metrics_address: String,
     /// Connector configurations (JSON as POSTed to Connect, or .properties) to run from the
     /// start, as `connect-standalone worker.properties connector.properties…` does.
     #[arg(value_name = "CONNECTOR_CONFIG")]
@@ -86,6 +90,13 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         None => None,
     };
     let herder = Arc::new(Herder::new(worker, bound.clone(), store));
+    match crate::ops::http::serve(&args.metrics_address, herder.clone() as _).await {
+        Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     match herder.restore().await {
         Ok(0) => {}
         Ok(n) => tracing::info!(connectors = n, "restored from the config topic"),

@@ -44,9 +44,20 @@ pub fn routes(herder: Arc<Herder>) -> Router {
             "/connectors/{name}/offsets",
             get(offsets).patch(alter_offsets).delete(reset_offsets),
         )
+        .route("/health", get(health))
         .route("/admin/loggers", get(loggers))
         .route("/admin/loggers/{name}", get(logger).put(set_logger))
         .with_state(herder)
+}
+
+/// `GET /health` (KIP-1017): the worker answers once it has restored its connectors from
+/// the config topic, which is before the REST API listens. Per-connector readiness is on the
+/// metrics address's `/ready`.
+async fn health() -> Json<Value> {
+    Json(json!({
+        "status": "healthy",
+        "message": "Worker has completed startup and is ready to handle requests.",
+    }))
 }
 
 /// `GET /admin/loggers` (`LoggingResource.listLoggers`): the root logger and every logger

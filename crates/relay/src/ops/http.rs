@@ -15,8 +15,72 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What the metrics address shows: one relay's metrics, or a `connect` worker's connectors.
+pub trait Observed: Send + Sync + 'static {
+    /// `/metrics`, OpenMetrics text.
+    fn metrics_text(&self) -> String;
+    /// `/ready`: 200 with the first text, 503 with the second.
+    fn ready(&self) -> Result<String, String>;
+}
+
+impl Observed for Metrics {
+    fn metrics_text(&self) -> String {
+        self.encode()
+    }
+
+    fn ready(&self) -> Result<String, String> {
+        self.readiness().map(str::to_owned).map_err(str::to_owned)
+    }
+}
+
+/// Several relays' OpenMetrics texts as one: each family once (its `HELP`/`TYPE` lines from
+/// the first text that has it), the samples of all of them, identical samples (the build's)
+/// once, one `# EOF`.
+pub fn merge_openmetrics<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    // (family name, HELP/TYPE/UNIT lines, samples), in the order first seen.
+    let mut families: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
+    for text in texts {
+        let mut current: Option<usize> = None;
+        for line in text.lines().filter(|l| !l.is_empty() && *l != "# EOF") {
+            let family = match line.strip_prefix("# ") {
+                Some(meta) => meta.split_whitespace().nth(1).unwrap_or_default(),
+                None => {
+                    if let Some(i) = current {
+                        let (_, _, samples) = &mut families[i];
+                        if !samples.contains(&line) {
+                            samples.push(line);
+                        }
+                    }
+                    continue;
+                }
+            };
+            let i = match families.iter().position(|(n, _, _)| *n == family) {
+                Some(i) => i,
+                None => {
+                    families.push((family, Vec::new(), Vec::new()));
+                    families.len() - 1
+                }
+            };
+            if !families[i].1.contains(&line) {
+                families[i].1.push(line);
+            }
+            current = Some(i);
+        }
+    }
+    let mut out = String::new();
+    for (_, meta, samples) in &families {
+        for line in meta.iter().chain(samples) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
 /// Binds now (so a taken port is reported at start-up) and serves in the background.
-pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<SocketAddr> {
+pub async fn serve(address: &str, observed: Arc<dyn Observed>) -> anyhow::Result<SocketAddr> {
+    let metrics = observed;
     let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
         anyhow::anyhow!("metrics-address {address}: cannot listen ({e}); choose another HOST:PORT")
     })?;
@@ -32,7 +96,7 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<Socke
                             header::CONTENT_TYPE,
                             "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         )],
-                        m.encode(),
+                        m.metrics_text(),
                     )
                 }
             }),
@@ -41,7 +105,7 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> anyhow::Result<Socke
         .route(
             "/ready",
             get(move || async move {
-                match metrics.readiness() {
+                match metrics.ready() {
                     Ok(text) => (StatusCode::OK, text).into_response(),
                     Err(text) => (StatusCode::SERVICE_UNAVAILABLE, text).into_response(),
                 }
@@ -104,4 +168,44 @@ pub fn probe(address: &str, path: &str) -> std::io::Result<u16> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two relays' metrics as one valid exposition: each family once, both slots' samples,
+    /// the build's sample once.
+    #[test]
+    fn two_relays_metrics_merge_into_one_exposition() {
+        let a = Metrics::for_slot(Some("a"));
+        let b = Metrics::for_slot(Some("b"));
+        a.reconnects.inc();
+        let merged = merge_openmetrics([a.encode().as_str(), b.encode().as_str()]);
+        let count = |needle: &str| merged.lines().filter(|l| l.starts_with(needle)).count();
+        assert_eq!(
+            count("# TYPE outbox_relay_reconnects counter"),
+            1,
+            "{merged}"
+        );
+        assert_eq!(
+            count("outbox_relay_reconnects_total{slot=\"a\"} 1"),
+            1,
+            "{merged}"
+        );
+        assert_eq!(
+            count("outbox_relay_reconnects_total{slot=\"b\"} 0"),
+            1,
+            "{merged}"
+        );
+        assert_eq!(count("outbox_relay_build_info{"), 1, "{merged}");
+        assert_eq!(count("# EOF"), 1);
+        assert!(merged.ends_with("# EOF\n"));
+        // Every sample follows its family's TYPE line.
+        let type_at = merged.find("# TYPE outbox_relay_reconnects").unwrap();
+        let sample_at = merged
+            .find("outbox_relay_reconnects_total{slot=\"b\"}")
+            .unwrap();
+        assert!(type_at < sample_at);
+    }
 }
