@@ -211,6 +211,25 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
         plugins[0]["class"],
         "io.debezium.connector.postgresql.PostgresConnector"
     );
+    assert_eq!(plugins.as_array().unwrap().len(), 1, "{plugins}");
+    let (_, all) = curl(&[&format!("{url}/connector-plugins?connectorsOnly=false")]);
+    let has = |kind: &str, class: &str| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["type"] == kind && p["class"] == class)
+    };
+    assert!(
+        has(
+            "transformation",
+            "io.debezium.transforms.outbox.EventRouter"
+        ),
+        "{all}"
+    );
+    assert!(
+        has("converter", "org.apache.kafka.connect.json.JsonConverter"),
+        "{all}"
+    );
 
     // Register: curl -i -X POST -H "Accept:application/json" -H "Content-Type:application/json" localhost:8083/connectors/ -d @register-postgres.json
     let register = dir.path().join("register-postgres.json");

@@ -140,12 +140,46 @@ async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
     }))
 }
 
-async fn plugins() -> Json<Value> {
-    Json(json!([{
-        "class": POSTGRES_CONNECTOR,
-        "type": "source",
-        "version": env!("CARGO_PKG_VERSION"),
-    }]))
+#[derive(serde::Deserialize)]
+struct PluginsQuery {
+    #[serde(rename = "connectorsOnly")]
+    connectors_only: Option<bool>,
+}
+
+/// `GET /connector-plugins` (`ConnectorPluginsResource.listConnectorPlugins`): the connector;
+/// with `connectorsOnly=false` also the transformations and converters a configuration may
+/// name (those outbox-relay reproduces).
+async fn plugins(Query(query): Query<PluginsQuery>) -> Json<Value> {
+    let mut plugins = vec![("source", POSTGRES_CONNECTOR)];
+    if query.connectors_only == Some(false) {
+        let converters = [
+            "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "org.apache.kafka.connect.json.JsonConverter",
+            "org.apache.kafka.connect.storage.StringConverter",
+        ];
+        plugins.extend(converters.map(|c| ("converter", c)));
+        plugins.extend(converters.map(|c| ("header_converter", c)));
+        plugins.push((
+            "header_converter",
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        ));
+        plugins.push((
+            "transformation",
+            "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+        ));
+        plugins.push((
+            "transformation",
+            "io.debezium.transforms.outbox.EventRouter",
+        ));
+    }
+    Json(Value::Array(
+        plugins
+            .into_iter()
+            .map(|(kind, class)| {
+                json!({ "class": class, "type": kind, "version": env!("CARGO_PKG_VERSION") })
+            })
+            .collect(),
+    ))
 }
 
 /// A JSON object of strings, as Connect reads a configuration (numbers and booleans are
