@@ -42,7 +42,9 @@ fn main() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let relay = RelayProcess::spawn(std::path::Path::new(RELAY), &args, &[("RUST_LOG", "warn")]).unwrap();
+        // OUTBOX_RELAY_BENCH_BINARY: another build (e.g. the previous release) on the same load.
+        let binary = std::env::var("OUTBOX_RELAY_BENCH_BINARY").unwrap_or_else(|_| RELAY.into());
+        let relay = RelayProcess::spawn(std::path::Path::new(&binary), &args, &[("RUST_LOG", "warn")]).unwrap();
         let confirmed = || async {
             db.query_opt("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'outbox_relay'", &[])
                 .await

@@ -7,10 +7,10 @@
 //! cargo bench --bench cdc_vs_polling
 //! OUTBOX_RELAY_BENCH_RATE=1000 OUTBOX_RELAY_BENCH_STEADY_SECONDS=20 cargo bench --bench cdc_vs_polling
 
+#[path = "support/live.rs"]
+mod live;
+
 use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,48 +72,8 @@ struct ModeResult {
 
 impl ModeResult {
     fn quantile(&self, q: f64) -> f64 {
-        let mut v = self.latencies_ms.clone();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+        live::quantile(&self.latencies_ms, q)
     }
-}
-
-/// Reads the topic live from its end; records when each event number arrives.
-fn spawn_consumer(
-    bootstrap: String,
-    received: Arc<Mutex<HashMap<u64, Instant>>>,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", "cdc-vs-polling")
-            .set("enable.auto.commit", "false")
-            .set("fetch.wait.max.ms", "5")
-            .set("log_level", "3")
-            .create()
-            .unwrap();
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(TOPIC, 0, Offset::Beginning)
-            .unwrap();
-        consumer.assign(&tpl).unwrap();
-        while !stop.load(Ordering::Relaxed) {
-            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) {
-                let now = Instant::now();
-                let n = m
-                    .key()
-                    .and_then(|k| std::str::from_utf8(k).ok())
-                    .and_then(|k| k.strip_prefix("e-"))
-                    .and_then(|k| k.parse::<u64>().ok());
-                if let Some(n) = n {
-                    received.lock().unwrap().entry(n).or_insert(now);
-                }
-            }
-        }
-    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -155,7 +115,14 @@ async fn run_mode(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let received = Arc::new(Mutex::new(HashMap::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let consumer = spawn_consumer(broker.bootstrap_servers(), received.clone(), stop.clone());
+    let consumer = live::spawn_consumer(
+        broker.bootstrap_servers(),
+        TOPIC,
+        1,
+        5,
+        received.clone(),
+        stop.clone(),
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // CDC deployments delete relayed rows with a cleanup job (polling mode deletes them

@@ -336,7 +336,14 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            runtime().block_on(run(settings))
+            // One thread drives the pipeline and the tasks it spawns (the replication
+            // reader, the metrics endpoint): a message read from PostgreSQL reaches the
+            // stage that routes it without waking another thread (librdkafka keeps its own).
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+                .block_on(run(settings))
         }
     }
 }

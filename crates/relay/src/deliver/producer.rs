@@ -3,6 +3,11 @@
 //! real one (librdkafka: idempotent, `acks=all`, murmur2 partitioning like Java clients), and
 //! the stage's unit tests use a fake.
 //!
+//! Delivery reports come from librdkafka's delivery callback on the producer's polling
+//! thread, which queues them and wakes the delivery stage once for however many arrived
+//! together: no future, channel or copy of the message per record (`FutureProducer` had all
+//! three), and each record's [`Tag`] waits in a slot here, named by the callback's opaque.
+//!
 //! Durability contract: [`Producer::send`] only *accepts* a record; it is durable when
 //! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
 //! acknowledgement tracker count it.
@@ -13,21 +18,20 @@ use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
 use anyhow::anyhow;
 use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
 use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{
+    BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
+};
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What [`Producer::send`] did with a record. The tag comes back unless it was accepted.
@@ -255,25 +259,30 @@ pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
     }
 }
 
+/// What a dead letter keeps of a record librdkafka reports as not delivered.
+fn undelivered_record(message: &BorrowedMessage<'_>) -> RefusedRecord {
+    RefusedRecord {
+        topic: message.topic().to_owned(),
+        key: message.key().map(Bytes::copy_from_slice),
+        event_id: message.headers().and_then(|h| {
+            h.iter()
+                .find(|h| h.key == "id")
+                .and_then(|h| h.value.map(Bytes::copy_from_slice))
+        }),
+        value_len: message.payload().map_or(0, |p| p.len()),
+    }
+}
+
 fn delivery_outcome(
     error: KafkaError,
-    message: &OwnedMessage,
+    record: RefusedRecord,
     fatal: Option<(RDKafkaErrorCode, String)>,
 ) -> Outcome {
     let code = error.rdkafka_error_code();
     if code.is_some_and(is_refusal) {
         return Outcome::Refused {
             error: error.to_string(),
-            record: RefusedRecord {
-                topic: message.topic().to_owned(),
-                key: message.key().map(Bytes::copy_from_slice),
-                event_id: message.headers().and_then(|h| {
-                    h.iter()
-                        .find(|h| h.key == "id")
-                        .and_then(|h| h.value.map(Bytes::copy_from_slice))
-                }),
-                value_len: message.payload().map_or(0, |p| p.len()),
-            },
+            record,
         };
     }
     let error = match &fatal {
@@ -340,16 +349,94 @@ fn topic_refusal(
     }
 }
 
+/// One delivery report: the slot of the record's tag, and what went wrong, if anything.
+struct Report {
+    slot: usize,
+    error: Option<(KafkaError, RefusedRecord)>,
+}
+
+/// Where the polling thread leaves delivery reports for the delivery stage.
+#[derive(Default)]
+struct Reports {
+    queue: Mutex<Vec<Report>>,
+    /// Told when the queue stops being empty: one wake-up per batch of reports.
+    arrived: tokio::sync::Notify,
+}
+
+/// The producer's context: its delivery callback queues each report (on librdkafka's
+/// polling thread, in the order librdkafka reports them).
+pub struct ReportContext {
+    reports: Arc<Reports>,
+}
+
+impl ClientContext for ReportContext {}
+
+impl ProducerContext for ReportContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, slot: usize) {
+        let error = match result {
+            Ok(_) => None,
+            Err((e, message)) => Some((e.clone(), undelivered_record(message))),
+        };
+        let mut queue = self.reports.queue.lock().unwrap();
+        let was_empty = queue.is_empty();
+        queue.push(Report { slot, error });
+        drop(queue);
+        if was_empty {
+            self.reports.arrived.notify_one();
+        }
+    }
+}
+
+type RdProducer = ThreadedProducer<ReportContext>;
+
+/// The tags of records in flight, each in the slot its delivery report names.
+#[derive(Default)]
+struct Slots {
+    tags: Vec<Option<Tag>>,
+    free: Vec<usize>,
+    used: usize,
+}
+
+impl Slots {
+    fn put(&mut self, tag: Tag) -> usize {
+        self.used += 1;
+        match self.free.pop() {
+            Some(slot) => {
+                self.tags[slot] = Some(tag);
+                slot
+            }
+            None => {
+                self.tags.push(Some(tag));
+                self.tags.len() - 1
+            }
+        }
+    }
+
+    fn take(&mut self, slot: usize) -> Tag {
+        let tag = self.tags[slot]
+            .take()
+            .expect("a report for a record in flight");
+        self.free.push(slot);
+        self.used -= 1;
+        tag
+    }
+}
+
 /// The librdkafka producer and the admin client that creates its topics.
 pub struct KafkaProducer {
-    producer: FutureProducer,
+    producer: RdProducer,
+    reports: Arc<Reports>,
+    /// Reports taken from the queue and not yet handed to the delivery stage.
+    taken: VecDeque<Report>,
     admin: AdminClient<DefaultClientContext>,
     known_topics: HashSet<Arc<str>>,
     /// Topics the broker refused to create, with why.
     refused_topics: HashMap<Arc<str>, String>,
     partitions: i32,
     replication_factor: i32,
-    in_flight: FuturesUnordered<BoxFuture<'static, (Tag, Outcome)>>,
+    in_flight: Slots,
     /// Each known topic's `max.message.bytes`, where the broker says it.
     topic_limits: HashMap<Arc<str>, usize>,
     /// When each topic's limit was last read: it is read again after [`LIMIT_TTL`], so an
@@ -376,7 +463,8 @@ pub struct KafkaProducer {
 
 impl KafkaProducer {
     pub fn new(kafka: &KafkaSettings) -> Result<Self, RelayError> {
-        let producer = Self::create_producer(kafka)?;
+        let reports = Arc::new(Reports::default());
+        let producer = Self::create_producer(kafka, &reports)?;
         let config = kafka.client_config(ClientRole::Producer);
         let batch_size = config
             .get("batch.size")
@@ -393,12 +481,14 @@ impl KafkaProducer {
             })?;
         Ok(Self {
             producer,
+            reports,
+            taken: VecDeque::new(),
             admin,
             known_topics: HashSet::new(),
             refused_topics: HashMap::new(),
             partitions: kafka.topic_partitions,
             replication_factor: kafka.topic_replication_factor,
-            in_flight: FuturesUnordered::new(),
+            in_flight: Slots::default(),
             topic_limits: HashMap::new(),
             limits_read: HashMap::new(),
             describe_configs_works: true,
@@ -415,10 +505,15 @@ impl KafkaProducer {
         })
     }
 
-    fn create_producer(kafka: &KafkaSettings) -> Result<FutureProducer, RelayError> {
+    fn create_producer(
+        kafka: &KafkaSettings,
+        reports: &Arc<Reports>,
+    ) -> Result<RdProducer, RelayError> {
         kafka
             .client_config(ClientRole::Producer)
-            .create()
+            .create_with_context(ReportContext {
+                reports: reports.clone(),
+            })
             .map_err(|e| {
                 RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
             })
@@ -582,46 +677,29 @@ impl Producer for KafkaProducer {
                 value: value.as_deref(),
             });
         }
-        let mut future_record: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(&record.topic).headers(headers);
+        let slot = self.in_flight.put(tag);
+        let mut base: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(&record.topic, slot).headers(headers);
         if let Some(p) = record.partition {
-            future_record = future_record.partition(p);
+            base = base.partition(p);
         }
         if let Some(t) = record.timestamp_ms {
-            future_record = future_record.timestamp(t);
+            base = base.timestamp(t);
         }
         if let Some(k) = &record.key {
-            future_record = future_record.key(&k[..]);
+            base = base.key(&k[..]);
         }
         if let Some(v) = &record.value {
-            future_record = future_record.payload(&v[..]);
+            base = base.payload(&v[..]);
         }
-        match self.producer.send_result(future_record) {
-            Ok(delivery) => {
-                let producer = self.producer.clone();
-                self.in_flight.push(
-                    delivery
-                        .map(move |r| {
-                            let outcome = match r {
-                                Ok(Ok(_)) => Outcome::Acknowledged,
-                                Ok(Err((e, message))) => {
-                                    let fatal = producer.client().fatal_error();
-                                    delivery_outcome(e, &message, fatal)
-                                }
-                                Err(_) => Outcome::Failed {
-                                    error: "the producer was dropped before delivery".into(),
-                                },
-                            };
-                            (tag, outcome)
-                        })
-                        .boxed(),
-                );
-                Sent::Accepted
-            }
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                Sent::QueueFull(tag)
-            }
-            Err((KafkaError::MessageProduction(code), _)) if is_refusal(code) => {
+        let error = match self.producer.send(base) {
+            Ok(()) => return Sent::Accepted,
+            Err((error, _)) => error,
+        };
+        let tag = self.in_flight.take(slot);
+        match error {
+            KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Sent::QueueFull(tag),
+            KafkaError::MessageProduction(code) if is_refusal(code) => {
                 let reason = if code == RDKafkaErrorCode::UnknownPartition {
                     format!("partition {:?} does not exist in topic {} ({code}); the topic has fewer partitions than the record's partition placement asks for", record.partition, record.topic)
                 } else {
@@ -632,7 +710,7 @@ impl Producer for KafkaProducer {
                 };
                 Sent::Refused(tag, reason, refused_record(record))
             }
-            Err((e, _)) => {
+            e => {
                 let fatal = self
                     .fatal_error()
                     .map(|f| format!(" (producer fatal error: {f})"))
@@ -643,14 +721,33 @@ impl Producer for KafkaProducer {
     }
 
     async fn next_report(&mut self) -> (Tag, Outcome) {
-        match self.in_flight.next().await {
-            Some(report) => report,
-            None => std::future::pending().await,
+        loop {
+            if let Some(report) = self.taken.pop_front() {
+                let tag = self.in_flight.take(report.slot);
+                let outcome = match report.error {
+                    None => Outcome::Acknowledged,
+                    Some((error, record)) => {
+                        let fatal = self.producer.client().fatal_error();
+                        delivery_outcome(error, record, fatal)
+                    }
+                };
+                return (tag, outcome);
+            }
+            if self.in_flight.used == 0 {
+                return std::future::pending().await;
+            }
+            // Everything that arrived, in one go; the queue keeps its capacity.
+            self.taken
+                .extend(self.reports.queue.lock().unwrap().drain(..));
+            if self.taken.is_empty() {
+                // Cancel-safe: nothing was taken; a report arriving meanwhile leaves a permit.
+                self.reports.arrived.notified().await;
+            }
         }
     }
 
     fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight.used
     }
 
     /// Creates `topic` unless this producer already saw it. Topics that exist need no
@@ -780,7 +877,7 @@ impl Producer for KafkaProducer {
     }
 
     fn rebuild(&mut self) -> Result<(), RelayError> {
-        debug_assert_eq!(self.in_flight.len(), 0, "rebuilt with records in flight");
+        debug_assert_eq!(self.in_flight.used, 0, "rebuilt with records in flight");
         let Some(batch_size) = self.wanted_batch_size.take() else {
             return Ok(());
         };
@@ -788,7 +885,10 @@ impl Producer for KafkaProducer {
         self.settings
             .properties
             .push(("batch.size".into(), batch_size.to_string()));
-        let old = std::mem::replace(&mut self.producer, Self::create_producer(&self.settings)?);
+        let old = std::mem::replace(
+            &mut self.producer,
+            Self::create_producer(&self.settings, &self.reports)?,
+        );
         // Dropping a librdkafka client flushes and joins its threads: not on a runtime thread.
         tokio::task::spawn_blocking(move || drop(old));
         self.batch_size = batch_size;

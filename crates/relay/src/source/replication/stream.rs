@@ -12,6 +12,7 @@ use crate::route;
 use crate::source::snapshot::SnapshotRows;
 use anyhow::anyhow;
 use bytes::Bytes;
+use futures::FutureExt;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{RouteOutcome, Router, TableName, TransactionMark};
 use pgoutput::{LogicalMessage, Lsn, Relation};
@@ -22,6 +23,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How long a graceful shutdown keeps reading to reach the end of an open transaction.
+/// Changes handled one after the other when they arrive together, before the stream loop
+/// looks at its timers and acknowledgements again.
+const BURST: usize = 256;
+
 const TRANSACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Silence on the replication connection after which the relay checks that the server still
@@ -233,15 +238,25 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             tokio::select! {
                 biased;
                 _ = shutdown.changed(), if stop_by.is_none() => continue,
-                _ = tokio::time::sleep(Duration::from_millis(100)), if stop_by.is_some() => continue,
+                // An async block: select! builds every branch's future, even a disabled one,
+                // and a Sleep per message costs a timer registration.
+                _ = async { tokio::time::sleep(Duration::from_millis(100)).await }, if stop_by.is_some() => continue,
                 acknowledged = self.deliver.next_acknowledged(), if pending => {
                     self.on_acknowledged(acknowledged?);
                 }
                 change = self.stream.recv(), if room => {
                     last_heard = tokio::time::Instant::now();
-                    match change? {
-                        Some(change) => self.on_change(change).await?,
-                        None => return Err(RelayError::ConnectionLost(anyhow!("the replication stream ended"))),
+                    self.on_received(change?).await?;
+                    // What already arrived behind it, without a round of the select (its
+                    // timers, the shutdown watch) for each: one wake-up per burst of changes.
+                    for _ in 0..BURST {
+                        if self.deliver.in_flight() >= self.max_in_flight {
+                            break;
+                        }
+                        match self.stream.recv().now_or_never() {
+                            Some(change) => self.on_received(change?).await?,
+                            None => break,
+                        }
                     }
                 }
                 _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
@@ -253,6 +268,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
             }
             self.metrics.in_flight.set(self.deliver.in_flight() as i64);
+        }
+    }
+
+    /// A change read from the stream; its end is a lost connection.
+    async fn on_received(&mut self, change: Option<Change>) -> Result<(), RelayError> {
+        match change {
+            Some(change) => self.on_change(change).await,
+            None => Err(RelayError::ConnectionLost(anyhow!(
+                "the replication stream ended"
+            ))),
         }
     }
 
