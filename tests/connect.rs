@@ -854,3 +854,63 @@ async fn admin_loggers_change_log_levels_while_running() {
     a.process.terminate(Duration::from_secs(20)).unwrap();
     b.process.terminate(Duration::from_secs(20)).unwrap();
 }
+
+/// Config providers resolve as in Connect (the worker's `config.providers`), and the
+/// configuration is shown as registered: `GET …/config` never echoes what a provider read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_providers_resolve_and_config_shows_them_unresolved() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.properties");
+    std::fs::write(&secrets, "slot=from_file\npassword=postgres\n").unwrap();
+    let worker = start_worker_with(
+        &stack,
+        dir.path(),
+        "config.providers=file\n\
+         config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n",
+    );
+    let mut register = register_json(&stack, "unused");
+    let slot_ref = format!("${{file:{}:slot}}", secrets.display());
+    let password_ref = format!("${{file:{}:password}}", secrets.display());
+    register["config"]["slot.name"] = json!(slot_ref);
+    register["config"]["database.password"] = json!(password_ref);
+    let (code, created) = send(
+        "POST",
+        &format!("{}/connectors", worker.url),
+        &register.to_string(),
+    );
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["config"]["database.password"], json!(password_ref));
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    // The slot the relay streams from is the one the file names.
+    stack
+        .wait_confirmed(
+            "from_file",
+            outbox_relay_testkit::Lsn::from_u64(1),
+            Duration::from_secs(30),
+            Some(&worker.process),
+        )
+        .await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+    let active: bool = stack
+        .db
+        .query_one(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = 'from_file'",
+            &[],
+        )
+        .await
+        .expect("the slot named in the secrets file")
+        .get(0);
+    assert!(active);
+    let (_, config) = curl(&[&format!(
+        "{}/connectors/inventory-connector/config",
+        worker.url
+    )]);
+    assert_eq!(config["slot.name"], json!(slot_ref));
+    assert_eq!(config["database.password"], json!(password_ref));
+    let (_, info) = curl(&[&format!("{}/connectors/inventory-connector", worker.url)]);
+    assert_eq!(info["config"]["database.password"], json!(password_ref));
+    let mut worker = worker;
+    worker.process.terminate(Duration::from_secs(20)).unwrap();
+}
