@@ -75,6 +75,15 @@ struct Connector {
     topics: std::collections::BTreeSet<String>,
 }
 
+impl Connector {
+    /// Its pipeline, to retire; the topics it wrote to stay with the connector.
+    fn take_pipeline(&mut self) -> Option<Pipeline> {
+        let pipeline = self.pipeline.take()?;
+        self.topics.extend(pipeline.metrics.take_topics());
+        Some(pipeline)
+    }
+}
+
 /// The worker's connectors.
 pub struct Herder {
     worker: Option<RawConfig>,
@@ -244,8 +253,7 @@ impl Herder {
                 topics: Default::default(),
             });
         entry.config = config;
-        if let Some(old) = entry.pipeline.take() {
-            entry.topics.extend(old.metrics.take_topics());
+        if let Some(old) = entry.take_pipeline() {
             self.retire(name, old);
         }
         if entry.target == Target::Started {
@@ -312,8 +320,7 @@ impl Herder {
                 }
             }
             Target::Paused | Target::Stopped => {
-                if let Some(pipeline) = entry.pipeline.take() {
-                    entry.topics.extend(pipeline.metrics.take_topics());
+                if let Some(pipeline) = entry.take_pipeline() {
                     self.retire(name, pipeline);
                 }
             }
@@ -345,8 +352,7 @@ impl Herder {
         let entry = connectors
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
-        if let Some(old) = entry.pipeline.take() {
-            entry.topics.extend(old.metrics.take_topics());
+        if let Some(old) = entry.take_pipeline() {
             self.retire(name, old);
         }
         entry.pipeline = Some(self.launch(name, settings));
