@@ -914,3 +914,26 @@ async fn config_providers_resolve_and_config_shows_them_unresolved() {
     let mut worker = worker;
     worker.process.terminate(Duration::from_secs(20)).unwrap();
 }
+
+/// `topic.tracking.enable=false` and `topic.tracking.allow.reset=false` refuse as Connect does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_tracking_can_be_turned_off_as_in_connect() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut off = start_worker_with(&stack, dir.path(), "topic.tracking.enable=false\n");
+    let (code, body) = curl(&[&format!("{}/connectors/any/topics", off.url)]);
+    assert_eq!(code, 403, "{body}");
+    assert_message(&body, "Topic tracking is disabled.");
+    let mut no_reset = start_worker_with(&stack, dir.path(), "topic.tracking.allow.reset=false\n");
+    let (code, body) = curl(&[&format!("{}/connectors/any/topics", no_reset.url)]);
+    assert_eq!((code, body), (200, json!({"any": {"topics": []}})));
+    let (code, body) = curl(&[
+        "-X",
+        "PUT",
+        &format!("{}/connectors/any/topics/reset", no_reset.url),
+    ]);
+    assert_eq!(code, 403, "{body}");
+    assert_message(&body, "Topic tracking reset is disabled.");
+    off.process.terminate(Duration::from_secs(20)).unwrap();
+    no_reset.process.terminate(Duration::from_secs(20)).unwrap();
+}
