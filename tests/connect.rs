@@ -71,6 +71,18 @@ fn start_worker_with(stack: &Stack, dir: &Path, extra: &str) -> Worker {
 
 /// A worker with `extra` properties lines and environment variables.
 fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]) -> Worker {
+    start_worker_args(stack, dir, extra, env, &[])
+}
+
+/// A worker with `extra` properties lines, environment variables and connector files to run
+/// from the start (`connect-standalone worker.properties connector.properties…`).
+fn start_worker_args(
+    stack: &Stack,
+    dir: &Path,
+    extra: &str,
+    env: &[(&str, &str)],
+    connectors: &[&Path],
+) -> Worker {
     let worker = dir.join(format!(
         "connect-{}.properties",
         outbox_relay_testkit::net::free_port()
@@ -87,20 +99,18 @@ fn start_worker_env(stack: &Stack, dir: &Path, extra: &str, env: &[(&str, &str)]
     .unwrap();
     let port = outbox_relay_testkit::net::free_port();
     let metrics_port = outbox_relay_testkit::net::free_port();
-    let process = RelayProcess::spawn(
-        Path::new(RELAY),
-        &[
-            "connect".into(),
-            "--worker-config".into(),
-            worker.display().to_string(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--metrics-address".into(),
-            format!("127.0.0.1:{metrics_port}"),
-        ],
-        env,
-    )
-    .expect("start outbox-relay connect");
+    let mut args = vec![
+        "connect".into(),
+        "--worker-config".into(),
+        worker.display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--metrics-address".into(),
+        format!("127.0.0.1:{metrics_port}"),
+    ];
+    args.extend(connectors.iter().map(|c| c.display().to_string()));
+    let process =
+        RelayProcess::spawn(Path::new(RELAY), &args, env).expect("start outbox-relay connect");
     assert!(
         outbox_relay_testkit::net::wait_for_port(port, Duration::from_secs(20)),
         "the REST API never listened:\n{}",
@@ -936,4 +946,51 @@ async fn topic_tracking_can_be_turned_off_as_in_connect() {
     assert_message(&body, "Topic tracking reset is disabled.");
     off.process.terminate(Duration::from_secs(20)).unwrap();
     no_reset.process.terminate(Duration::from_secs(20)).unwrap();
+}
+
+/// Standalone mode, as `connect-standalone worker.properties connector.properties…`: the
+/// connectors named on the command line (a .properties file and a JSON file) run from the
+/// start, each on its own slot, and the REST API shows and manages them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_connector_files_run_from_the_start() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tutorial = register_json(&stack, "standalone_props")["config"].clone();
+    let properties: String = tutorial
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.as_str().unwrap()))
+        .collect();
+    let props_file = dir.path().join("postgres.properties");
+    std::fs::write(&props_file, format!("name=from-properties\n{properties}")).unwrap();
+    let mut second = register_json(&stack, "standalone_json");
+    second["name"] = json!("from-json");
+    second["config"]["transforms.outbox.route.topic.replacement"] =
+        json!("${routedByValue}.events");
+    let json_file = dir.path().join("second.json");
+    std::fs::write(&json_file, second.to_string()).unwrap();
+    let mut worker = start_worker_args(&stack, dir.path(), "", &[], &[&props_file, &json_file]);
+    let (_, names) = curl(&[&format!("{}/connectors", worker.url)]);
+    assert_eq!(names, json!(["from-json", "from-properties"]));
+    for (name, slot) in [
+        ("from-properties", "standalone_props"),
+        ("from-json", "standalone_json"),
+    ] {
+        wait_state(&worker, name, "RUNNING", Some("RUNNING")).await;
+        stack
+            .wait_confirmed(
+                slot,
+                outbox_relay_testkit::Lsn::from_u64(1),
+                Duration::from_secs(30),
+                Some(&worker.process),
+            )
+            .await;
+    }
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 1}"#]).await;
+    let (_, config) = curl(&[&format!("{}/connectors/from-properties/config", worker.url)]);
+    assert_eq!(config["slot.name"], "standalone_props");
+    worker.process.terminate(Duration::from_secs(20)).unwrap();
 }

@@ -212,7 +212,7 @@ async fn ensure_publication_exists(
             Ok(())
         }
         // Another instance created it at the same moment.
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) if created_meanwhile(&e) => Ok(()),
         Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
             "could not create publication {publication}: {}; a DBA can run `{sql};` (the table's owner or a superuser may)",
             crate::error::server_message(&e)
@@ -361,7 +361,7 @@ async fn create_debezium_publication(
             tracing::info!(publication, ?mode, "created publication");
             Ok(())
         }
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => Ok(()),
+        Err(e) if created_meanwhile(&e) => Ok(()),
         Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
             "could not create publication {publication} (publication.autocreate.mode={mode:?}): {}; a DBA can run `{sql};`, or use publication.autocreate.mode=filtered (FOR ALL TABLES needs a superuser)",
             crate::error::server_message(&e)
@@ -596,4 +596,15 @@ pub async fn insertion_order_column(
             ))
         }),
     }
+}
+
+/// CREATE PUBLICATION failed because another session created it first: the one of
+/// `duplicate_object`, or, when both created it at the same moment (two connectors of one
+/// `connect` worker starting together), the unique index on publication names.
+fn created_meanwhile(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::DUPLICATE_OBJECT || *c == SqlState::UNIQUE_VIOLATION
+    )
 }
