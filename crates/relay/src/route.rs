@@ -11,7 +11,8 @@ use pgoutput::Lsn;
 /// What to hand to the delivery stage, if anything. `position` is the row's WAL position
 /// (`None` for rows read with SQL).
 pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Routed>, RelayError> {
-    let lsn = position.map(|p| p.to_string());
+    // Formatted only for the rare outcomes that log it: not per record.
+    let lsn = || position.map(|p| p.to_string());
     match outcome {
         RouteOutcome::Ignored => Ok(None),
         RouteOutcome::Record(mut record) => {
@@ -26,11 +27,11 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
             table,
             error: false,
         } => {
-            tracing::warn!(%table, lsn, "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=warn)");
+            tracing::warn!(%table, lsn = lsn(), "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=warn)");
             Ok(None)
         }
         RouteOutcome::SkippedUpdate { table, error: true } => {
-            tracing::error!(%table, lsn, "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=error)");
+            tracing::error!(%table, lsn = lsn(), "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=error)");
             Ok(None)
         }
         RouteOutcome::Fatal(reason) => Err(RelayError::misconfigured(format!(

@@ -34,9 +34,10 @@ use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
 use exactly_once::{Decision, Distrust, Refusal, Tails};
+use foldhash::{HashMap, HashMapExt as _};
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 

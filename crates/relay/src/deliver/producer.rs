@@ -18,6 +18,7 @@ use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
 use anyhow::anyhow;
 use bytes::Bytes;
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
 use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -29,7 +30,7 @@ use rdkafka::producer::{
 };
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
