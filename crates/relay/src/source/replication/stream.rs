@@ -5,18 +5,18 @@
 //! stream. Reading pauses while `max_in_flight` records are unacknowledged.
 
 use crate::confirm::Confirmations;
-use crate::deliver::{AckTracker, Counts, Deliver, EventPosition, Origin, Producer, Ticket};
+use crate::deliver::{AckTracker, Counts, Deliver, EventPosition, Origin, Producer};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::route;
 use crate::source::snapshot::SnapshotRows;
 use anyhow::anyhow;
 use bytes::Bytes;
+use foldhash::{HashMap, HashMapExt as _};
 use futures::FutureExt;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{RouteOutcome, Router, TableName, TransactionMark};
 use pgoutput::{LogicalMessage, Lsn, Relation};
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -218,6 +218,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let mut stop_by: Option<Instant> = None;
         let mut last_heard = tokio::time::Instant::now();
         let mut had_room = true;
+        // The silence timer is registered once per silence period, not once per round of the
+        // select: when it fires early (something was heard since it was set) it is moved on.
+        let probe_timer = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE);
+        tokio::pin!(probe_timer);
         loop {
             if stop_by.is_none() && *shutdown.borrow() {
                 stop_by = Some(Instant::now() + TRANSACTION_FINISH_TIMEOUT);
@@ -242,7 +246,23 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 // and a Sleep per message costs a timer registration.
                 _ = async { tokio::time::sleep(Duration::from_millis(100)).await }, if stop_by.is_some() => continue,
                 acknowledged = self.deliver.next_acknowledged(), if pending => {
-                    self.on_acknowledged(acknowledged?);
+                    // Acknowledgements come in batches (a produce response each): the rest of
+                    // the batch without a round of the select each, and one confirmation.
+                    let mut confirmable = self.tracker.delivered(acknowledged?);
+                    for _ in 0..BURST {
+                        if !self.deliver.has_pending() {
+                            break;
+                        }
+                        match self.deliver.next_acknowledged().now_or_never() {
+                            Some(ticket) => {
+                                confirmable = self.tracker.delivered(ticket?).or(confirmable);
+                            }
+                            None => break,
+                        }
+                    }
+                    if let Some(lsn) = confirmable {
+                        self.confirm(lsn);
+                    }
                 }
                 change = self.stream.recv(), if room => {
                     last_heard = tokio::time::Instant::now();
@@ -262,9 +282,15 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
                     self.send_heartbeat().await?;
                 }
-                _ = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE), if stop_by.is_none() && probe => {
+                _ = &mut probe_timer, if stop_by.is_none() && probe => {
+                    let due = last_heard + SILENCE_BEFORE_PROBE;
+                    if tokio::time::Instant::now() < due {
+                        probe_timer.as_mut().reset(due);
+                        continue;
+                    }
                     self.stream.probe().await?;
                     last_heard = tokio::time::Instant::now();
+                    probe_timer.as_mut().reset(last_heard + SILENCE_BEFORE_PROBE);
                 }
             }
             self.metrics.in_flight.set(self.deliver.in_flight() as i64);
@@ -358,12 +384,6 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             ),
         }
         self.tracker.confirmed()
-    }
-
-    fn on_acknowledged(&mut self, ticket: Ticket) {
-        if let Some(lsn) = self.tracker.delivered(ticket) {
-            self.confirm(lsn);
-        }
     }
 
     fn confirm(&mut self, lsn: Lsn) {

@@ -76,6 +76,7 @@ struct FakeStream {
     changes: mpsc::UnboundedReceiver<Change>,
     confirmed: Arc<Mutex<Vec<Lsn>>>,
     received: Arc<Mutex<usize>>,
+    probes: Arc<Mutex<Vec<tokio::time::Instant>>>,
 }
 
 impl ChangeStream for FakeStream {
@@ -88,6 +89,10 @@ impl ChangeStream for FakeStream {
         self.confirmed.lock().unwrap().push(lsn);
     }
     async fn probe(&mut self) -> Result<(), RelayError> {
+        self.probes
+            .lock()
+            .unwrap()
+            .push(tokio::time::Instant::now());
         Ok(())
     }
     async fn column_facts(&mut self, _: &TableName) -> Result<Vec<ColumnFacts>, RelayError> {
@@ -99,6 +104,7 @@ struct Harness {
     feed: mpsc::UnboundedSender<Change>,
     confirmed: Arc<Mutex<Vec<Lsn>>>,
     received: Arc<Mutex<usize>>,
+    probes: Arc<Mutex<Vec<tokio::time::Instant>>>,
     completer: Completer,
     stop: watch::Sender<bool>,
 }
@@ -154,10 +160,12 @@ where
     let mut confirmations = Confirmations::new(metrics.clone());
     let table = TableName::parse("public.outbox").unwrap();
     let received = Arc::new(Mutex::new(0));
+    let probes = Arc::new(Mutex::new(Vec::new()));
     let stream = FakeStream {
         changes,
         confirmed: confirmed.clone(),
         received: received.clone(),
+        probes: probes.clone(),
     };
     let deliver = Deliver::new(producer, "dlq", metrics.clone());
     let mut streamer = Streamer::new(
@@ -174,6 +182,7 @@ where
         feed,
         confirmed,
         received,
+        probes,
         completer,
         stop,
     };
@@ -361,4 +370,31 @@ async fn an_idle_stream_confirms_keepalives() {
     })
     .await;
     assert_eq!(final_lsn, lsn(5000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_server_is_probed_after_a_silence_counted_from_the_last_message() {
+    run(100, 100, |h| async move {
+        let start = tokio::time::Instant::now();
+        let silence = super::stream::SILENCE_BEFORE_PROBE;
+        // A message 6 s in: the silence that leads to a probe starts there, not at the start.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        h.feed
+            .send(Change::KeepAlive { wal_end: lsn(100) })
+            .unwrap();
+        tokio::time::sleep(silence - Duration::from_millis(100)).await;
+        assert!(
+            h.probes.lock().unwrap().is_empty(),
+            "probed before {silence:?} of silence"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let probes = h.probes.lock().unwrap().clone();
+        assert_eq!(probes.len(), 1, "one probe after {silence:?} of silence");
+        assert!(probes[0] - start >= Duration::from_secs(6) + silence);
+        // The next one a whole silence after that probe.
+        tokio::time::sleep(silence).await;
+        assert_eq!(h.probes.lock().unwrap().len(), 2);
+        h.stop.send(true).unwrap();
+    })
+    .await;
 }
