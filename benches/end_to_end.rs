@@ -20,7 +20,7 @@
 
 use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,10 @@ mod support;
 #[path = "support/live.rs"]
 mod live;
 
-use support::{confirmed, cpu_seconds, current_wal_lsn, env_u64, exactly_once_cost, write_outbox};
+use support::{
+    confirmed, cpu_seconds, current_wal_lsn, env_u64, exactly_once_cost, write_outbox,
+    CLOCK_TICKS_PER_SEC,
+};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
 
@@ -62,6 +65,8 @@ struct Run {
     seconds: f64,
     client_cpu: f64,
     walsender_cpu: f64,
+    /// Instructions the relay executed in user space (`OUTBOX_RELAY_BENCH_CALLGRIND=1`), 0 otherwise.
+    instructions: f64,
 }
 
 /// An outbox-relay build under measurement.
@@ -143,6 +148,7 @@ async fn recvlogical(
         seconds: t.elapsed().as_secs_f64(),
         client_cpu,
         walsender_cpu,
+        instructions: 0.0,
     }
 }
 
@@ -187,23 +193,54 @@ async fn relay_catch_up(
     let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
     let args = relay_args(pg, &broker, slot, &metrics_address);
     let t = Instant::now();
-    let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
-    let recording = perf.as_ref().map(|name| {
-        let data = std::env::temp_dir().join(format!("{name}.data"));
-        let child = Command::new("perf")
-            .args(["record", "-F", "999", "-g", "-q", "-o"])
-            .arg(&data)
-            .args(["-p", &relay.pid().to_string()])
-            .spawn()
-            .expect("perf (apt-get install linux-perf)");
-        (name.clone(), data, child)
+    // OUTBOX_RELAY_BENCH_CALLGRIND=1: the relay runs under callgrind, whose instruction counts
+    // repeat from run to run where CPU times on a shared machine do not (user space only: no
+    // kernel time, no waiting; start-up included).
+    // (=keep leaves the callgrind output for callgrind_annotate.)
+    let callgrind_mode = std::env::var("OUTBOX_RELAY_BENCH_CALLGRIND").unwrap_or_default();
+    let callgrind = (callgrind_mode == "1" || callgrind_mode == "keep").then(|| {
+        std::env::temp_dir().join(format!(
+            "callgrind-{}-{slot}-{}.out",
+            binary.name,
+            std::process::id()
+        ))
     });
+    let mut relay = match &callgrind {
+        Some(out) => {
+            let mut wrapped = vec![
+                "--tool=callgrind".to_owned(),
+                format!("--callgrind-out-file={}", out.display()),
+                binary.path.display().to_string(),
+            ];
+            wrapped.extend(args.iter().cloned());
+            RelayProcess::spawn(Path::new("valgrind"), &wrapped, &[("RUST_LOG", "warn")]).unwrap()
+        }
+        None => RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap(),
+    };
+    // perf follows the threads that exist when it attaches: it attaches once the relay streams
+    // (its producer's threads started before that).
+    let mut recording = None;
     let (mut walsender_cpu, mut client_cpu) = (0.0, 0.0);
+    let mut threads = Vec::new();
     while confirmed(db, slot).await < end {
         if let Some(pid) = slot_pid(db, slot).await {
             walsender_cpu = cpu_seconds(pid).unwrap_or(walsender_cpu);
+            if let (Some(name), None) = (&perf, &recording) {
+                let data = std::env::temp_dir().join(format!("{name}.data"));
+                let child = Command::new("perf")
+                    .args(["record", "-F", "999", "-g", "-q", "-o"])
+                    .arg(&data)
+                    .args(["-p", &relay.pid().to_string()])
+                    .spawn()
+                    .expect("perf (apt-get install linux-perf)");
+                recording = Some((name.clone(), data, child));
+            }
         }
         client_cpu = cpu_seconds(relay.pid()).unwrap_or(client_cpu);
+        let split = thread_cpu_seconds(relay.pid());
+        if !split.is_empty() {
+            threads = split;
+        }
         assert!(
             t.elapsed() < Duration::from_secs(1800),
             "relay did not catch up; log:\n{}",
@@ -211,10 +248,26 @@ async fn relay_catch_up(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let run = Run {
+    let shares: Vec<String> = threads
+        .iter()
+        .filter(|(_, cpu, _)| *cpu > 0.0)
+        .map(|(name, cpu, switches)| {
+            format!(
+                "{name} {:.0} % ({switches} context switches)",
+                cpu / client_cpu.max(1e-9) * 100.0
+            )
+        })
+        .collect();
+    eprintln!(
+        "{} ({slot}): its CPU by thread: {}",
+        binary.name,
+        shares.join(", ")
+    );
+    let mut run = Run {
         seconds: t.elapsed().as_secs_f64(),
         client_cpu,
         walsender_cpu,
+        instructions: 0.0,
     };
     if let Some((name, data, child)) = recording {
         // SIGINT: perf writes what it recorded and exits.
@@ -240,7 +293,7 @@ async fn relay_catch_up(
             .expect("perf report");
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/results");
         let header = format!(
-            "# perf record -F 999 -g -p <relay> during a catch-up of {end_label}, then\n# perf report --stdio --no-children --percent-limit 0.7 --sort dso,symbol -g none\n# (OUTBOX_RELAY_BENCH_PERF=1 cargo bench --bench end_to_end)\n",
+            "# perf record -F 999 -g -p <relay> (all its threads) during a catch-up of {end_label}, then\n# perf report --stdio --no-children --percent-limit 0.7 --sort dso,symbol -g none\n# (OUTBOX_RELAY_BENCH_PERF=1 cargo bench --bench end_to_end)\n",
             end_label = name
         );
         std::fs::write(
@@ -248,10 +301,83 @@ async fn relay_catch_up(
             header + &String::from_utf8_lossy(&report.stdout),
         )
         .unwrap();
-        let _ = std::fs::remove_file(&data);
+        // OUTBOX_RELAY_BENCH_PERF=keep leaves perf.data for `perf report -i` (call graphs).
+        if std::env::var("OUTBOX_RELAY_BENCH_PERF").as_deref() == Ok("keep") {
+            eprintln!("perf data kept: {}", data.display());
+        } else {
+            let _ = std::fs::remove_file(&data);
+        }
     }
-    let _ = relay.terminate(Duration::from_secs(20));
+    let _ = relay.terminate(Duration::from_secs(if callgrind.is_some() {
+        120
+    } else {
+        20
+    }));
+    if let Some(out) = callgrind {
+        // callgrind writes "summary: <instructions>" once the relay has exited.
+        let text =
+            std::fs::read_to_string(&out).expect("callgrind output (apt-get install valgrind)");
+        run.instructions = text
+            .lines()
+            .find_map(|l| l.strip_prefix("summary: "))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("callgrind's summary line");
+        if callgrind_mode == "keep" {
+            eprintln!("callgrind output kept: {}", out.display());
+        } else {
+            let _ = std::fs::remove_file(&out);
+        }
+    }
     run
+}
+
+/// CPU seconds and context switches (voluntary + involuntary) per thread of `pid`, by thread
+/// name, busiest first (threads of one name summed).
+pub fn thread_cpu_seconds(pid: u32) -> Vec<(String, f64, u64)> {
+    let mut by_name: Vec<(String, f64, u64)> = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let tid: u32 = match task.file_name().to_string_lossy().parse() {
+            Ok(tid) => tid,
+            Err(_) => continue,
+        };
+        let (Ok(comm), Some(cpu)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")),
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let fields: Vec<&str> =
+                        stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+                    let ticks = fields.get(11)?.parse::<u64>().ok()?
+                        + fields.get(12)?.parse::<u64>().ok()?;
+                    Some(ticks as f64 / CLOCK_TICKS_PER_SEC)
+                }),
+        ) else {
+            continue;
+        };
+        let switches: u64 = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        // librdkafka names its broker threads after the broker ("rdk:broker1"): one name each.
+        let name = comm
+            .trim()
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .to_owned();
+        match by_name.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, total, n)) => {
+                *total += cpu;
+                *n += switches;
+            }
+            None => by_name.push((name, cpu, switches)),
+        }
+    }
+    by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
+    by_name
 }
 
 /// min / median / max.
@@ -297,6 +423,15 @@ async fn steady_state(
     let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_rss = kib(relay.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0;
+    let mib = |field| kib(relay.pid(), field).unwrap_or(0) as f64 / 1024.0;
+    eprintln!(
+        "{}: idle RSS {idle_rss:.1} MiB = {:.1} anonymous + {:.1} file-backed (code) + {:.1} shared memory; {} threads",
+        binary.name,
+        mib("RssAnon:"),
+        mib("RssFile:"),
+        mib("RssShmem:"),
+        kib(relay.pid(), "Threads:").unwrap_or(0)
+    );
     // One event first: the relay learns the topic (metadata, its limits) before the clock runs.
     db.batch_execute(
         "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
@@ -627,6 +762,15 @@ fn main() {
                     "{}: throughput ratio min {t0:.2} / median {t1:.2} / max {t2:.2} (target ≥ 0.95 every round); CPU ratio {c0:.2} / {c1:.2} / {c2:.2} (target ≤ 0.5); relay µs/event {m0:.2} / {m1:.2} / {m2:.2}",
                     b.name
                 );
+                if rounds[0].relays[i].instructions > 0.0 {
+                    let per: Vec<f64> =
+                        rounds.iter().map(|r| r.relays[i].instructions / events as f64).collect();
+                    let (i0, i1, i2) = spread(&per);
+                    println!(
+                        "{}: instructions per event (callgrind, user space, start-up included) {i0:.0} / {i1:.0} / {i2:.0}",
+                        b.name
+                    );
+                }
                 if b.name == "after" && Some(per_tx) == shapes.first() {
                     svg_after = (t0, c1);
                 }

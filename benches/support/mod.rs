@@ -10,7 +10,7 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+pub const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 
 /// utime + stime of a process, in seconds.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
