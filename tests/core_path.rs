@@ -244,6 +244,48 @@ async fn a_graceful_restart_resumes_from_the_slot_without_loss_or_duplicates() {
     );
 }
 
+/// A backlog written while no relay ran arrives to its last event with nothing written after
+/// it. Its changes reach the relay far behind their commits, so the replication reader waits for
+/// larger reads (a socket low water mark): the backlog's last reads must still be taken after a
+/// few milliseconds, not when the server next sends something (with nothing written, it sends
+/// nothing the relay's status updates do not keep away). Whether the tail falls under the mark
+/// depends on timing; `a_change_arriving_alone_while_reads_are_batched_is_forwarded_after_the_wait`
+/// (vendor/pgwire-replication, worker.rs) proves that case deterministically.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_is_relayed_to_its_last_event_with_nothing_written_after_it() {
+    let stack = Stack::start().await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    relay.terminate(Duration::from_secs(60)).unwrap();
+
+    // 4,000 events of ~1 KB in transactions of 100: megabytes for the walsender to send.
+    for first in (0..4_000u64).step_by(100) {
+        let sql = format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
+             SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(g), 12, '0'))::uuid, \
+                    (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], \
+                    'agg-' || (g % 50), 'Event' || g, \
+                    jsonb_build_object('n', g, 'pad', repeat('x', 1000)) \
+             FROM generate_series({first}, {}) g",
+            first + 99
+        );
+        stack.db.batch_execute(&sql).await.unwrap();
+    }
+    let last = stack.current_wal_lsn().await;
+    // Every change is now well over 100 ms behind its commit when the walsender sends it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let relay = stack.spawn_relay(&[]);
+    let took = stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    assert!(
+        took < Duration::from_secs(20),
+        "the backlog's end was confirmed {took:?} after the relay started: its last changes \
+         waited for something else from the server\n{}",
+        relay.log()
+    );
+    assert_eq!(lost_and_duplicated(&stack, 4_000).await, (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_slot_does_not_move_while_the_broker_is_down_and_nothing_is_lost() {
     let mut stack = Stack::start().await;

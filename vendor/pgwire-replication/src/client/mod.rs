@@ -70,6 +70,7 @@
 //! }
 //! ```
 
+mod catch_up;
 mod feedback;
 mod metrics;
 mod progress;

@@ -485,6 +485,13 @@ async fn run_worker(worker: &mut WorkerState, cfg: &ReplicationConfig) -> Result
 
     let tcp = TcpStream::connect((cfg.host.as_str(), cfg.port)).await?;
     tcp.set_nodelay(true)?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `tcp` (moved into the TLS stream below) lives until this
+        // function returns, past every read of the session.
+        worker.batch_reads_on(unsafe { super::catch_up::LowWater::of_socket(tcp.as_raw_fd()) });
+    }
 
     #[cfg(feature = "tls-rustls")]
     {

@@ -4,6 +4,7 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::catch_up::{CatchUp, LowWater};
 use super::metrics::ReplicationMetrics;
 use super::progress::ProgressCell;
 use crate::config::ReplicationConfig;
@@ -207,6 +208,9 @@ pub struct WorkerState {
     gate: Option<mpsc::Receiver<GateCommand>>,
     /// The applied LSN in the last status update written to the server, if any.
     last_sent: Option<Lsn>,
+    /// The socket whose wake-ups are batched while catching up (TCP only).
+    low_water: Option<LowWater>,
+    catch_up: CatchUp,
 }
 
 impl WorkerState {
@@ -226,6 +230,33 @@ impl WorkerState {
             started: None,
             gate: None,
             last_sent: None,
+            low_water: None,
+            catch_up: CatchUp::default(),
+        }
+    }
+
+    /// Batch wake-ups on this socket while the stream catches up (see
+    /// [`catch_up`]). Set before [`run_on_stream`](Self::run_on_stream) on the
+    /// TCP socket under its stream.
+    pub(crate) fn batch_reads_on(&mut self, socket: LowWater) {
+        self.low_water = Some(socket);
+        self.catch_up = CatchUp::default();
+    }
+
+    /// Follow the stream's lag: a Begin's commit time against the time the
+    /// walsender sent each change.
+    fn observe_lag(&mut self, boundary: Option<&ReplicationEvent>, server_time_micros: i64) {
+        let Some(socket) = self.low_water else {
+            return;
+        };
+        if let Some(ReplicationEvent::Begin {
+            commit_time_micros, ..
+        }) = boundary
+        {
+            self.catch_up.begin(*commit_time_micros);
+        }
+        if let Some(mark) = self.catch_up.sent_at(server_time_micros) {
+            socket.set(mark);
         }
     }
 
@@ -440,6 +471,11 @@ impl WorkerState {
             let applied = self.progress.take_signal();
             let pending = self.last_sent.is_none_or(|sent| applied > sent);
             let feedback_due = last_status_sent + self.cfg.status_interval;
+            let read_wait = if self.catch_up.batching() {
+                self.catch_up.wait().min(self.cfg.idle_wakeup_interval)
+            } else {
+                self.cfg.idle_wakeup_interval
+            };
             let msg = tokio::select! {
                 biased;
 
@@ -462,13 +498,18 @@ impl WorkerState {
                 // The sender lives in `self.progress`, so this never closes.
                 _ = applied_rx.changed(), if !pending => continue,
 
-                msg_result = tokio::time::timeout(
-                    self.cfg.idle_wakeup_interval,
-                    reader.read(stream),
-                ) => {
+                msg_result = tokio::time::timeout(read_wait, reader.read(stream)) => {
                     match msg_result {
                         Ok(res) => res?,
                         Err(_) => {
+                            // Batching and too little came: take what is
+                            // queued (lowering the mark wakes the read).
+                            if let (Some(socket), Some(mark)) =
+                                (self.low_water, self.catch_up.waited())
+                            {
+                                socket.set(mark);
+                                continue;
+                            }
                             let applied = self.progress.load_applied();
                             last_applied = applied;
                             self.send_feedback(stream, applied, false).await?;
@@ -550,7 +591,9 @@ impl WorkerState {
                 self.metrics.set_last_wal_end(wal_end);
 
                 // If the payload is a pgoutput Begin/Commit message, emit only the boundary event.
-                if let Some(boundary_ev) = parse_pgoutput_boundary(&data)? {
+                let boundary = parse_pgoutput_boundary(&data)?;
+                self.observe_lag(boundary.as_ref(), server_time_micros);
+                if let Some(boundary_ev) = boundary {
                     let reached_lsn = match boundary_ev {
                         ReplicationEvent::Begin { final_lsn, .. } => final_lsn,
                         ReplicationEvent::Commit { end_lsn, .. } => end_lsn,
@@ -1309,6 +1352,79 @@ mod tests {
         );
         // And nothing was acknowledged.
         assert_eq!(metrics.last_applied_lsn(), Lsn(0));
+    }
+
+    /// A CopyData frame with an XLogData message sent at `server_time`.
+    fn xlog_frame_sent_at(server_time: i64, data: &[u8]) -> Vec<u8> {
+        let mut frame = xlog_frame(1, data);
+        frame[1 + 4 + 1 + 16..1 + 4 + 1 + 24].copy_from_slice(&server_time.to_be_bytes());
+        frame
+    }
+
+    /// While the stream is behind (the walsender sends changes of a transaction
+    /// that committed long ago), reads wait for a socket low water mark. A
+    /// change that then arrives alone, under the mark, is forwarded once the
+    /// batched read has waited, not held until the server sends more.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_change_arriving_alone_while_reads_are_batched_is_forwarded_after_the_wait() {
+        use std::os::fd::AsRawFd;
+        use std::time::Duration;
+        use tokio::io::AsyncWriteExt;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let (mut worker, _stop_tx, mut rx) = test_worker(ReplicationConfig::default());
+        // SAFETY: `client` moves into the task below and lives as long as the worker.
+        worker.batch_reads_on(unsafe { LowWater::of_socket(client.as_raw_fd()) });
+        // A long wait, so the lone change surely arrives while the mark is up.
+        let wait = Duration::from_millis(400);
+        worker.catch_up = CatchUp::waiting(wait);
+        let worker_task = tokio::spawn(async move {
+            let mut client = BufReader::with_capacity(128 * 1024, client);
+            worker.stream_loop(&mut client).await
+        });
+
+        // A Begin committed at 0 and sent 10 s later: behind, reads batch.
+        let mut begin = vec![b'B'];
+        begin.extend_from_slice(&100i64.to_be_bytes()); // final LSN
+        begin.extend_from_slice(&0i64.to_be_bytes()); // commit time
+        begin.extend_from_slice(&7i32.to_be_bytes()); // xid
+        server
+            .write_all(&xlog_frame_sent_at(10_000_000, &begin))
+            .await
+            .unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the Begin was not forwarded")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(first, ReplicationEvent::Begin { .. }), "{first:?}");
+
+        // One small change, far under the low water mark.
+        let sent = std::time::Instant::now();
+        server
+            .write_all(&xlog_frame_sent_at(10_000_001, b"Ichange"))
+            .await
+            .unwrap();
+        let change = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a change under the low water mark was held back after the wait")
+            .unwrap()
+            .unwrap();
+        let took = sent.elapsed();
+        assert!(
+            matches!(&change, ReplicationEvent::XLogData { data, .. } if &data[..] == b"Ichange"),
+            "{change:?}"
+        );
+        assert!(
+            took >= wait / 2,
+            "forwarded after {took:?}: the read did not wait for the low water mark"
+        );
+        worker_task.abort();
     }
 
     /// A backend frame: tag, length, payload.
