@@ -140,3 +140,80 @@ fn security_settings_reach_librdkafka_and_take_effect() {
     assert_eq!(code, 1);
     assert!(out.contains("Kafka client settings rejected"), "{out}");
 }
+
+/// The memory maps of `outbox-relay run` with these producer properties, read once its first
+/// Kafka client exists (librdkafka's `rdk:main` thread). PostgreSQL and the broker are
+/// unreachable: the relay keeps retrying, which is all this needs.
+fn maps_of_a_running_relay(properties: &[&str]) -> String {
+    let mut args = vec![
+        "run",
+        "--postgres-url",
+        "postgres://nobody@127.0.0.1:1/none",
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ];
+    for p in properties {
+        args.extend(["--producer-property", p]);
+    }
+    let mut relay = Command::new(common::RELAY)
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let proc = format!("/proc/{}", relay.id());
+    let has_client = || {
+        std::fs::read_dir(format!("{proc}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "rdk:main")
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !has_client() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no Kafka client in the relay after 20 s ({properties:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let maps = std::fs::read_to_string(format!("{proc}/maps")).unwrap();
+    let _ = relay.kill();
+    let _ = relay.wait();
+    maps
+}
+
+/// librdkafka starts Cyrus SASL with its first client, and Cyrus loads every plugin installed
+/// on the host (Kerberos and Berkeley DB behind some), though librdkafka takes only GSSAPI from
+/// it. A relay configured without GSSAPI maps none of them; one configured with it still gets
+/// the GSSAPI plugin.
+#[test]
+fn cyrus_sasl_plugins_are_loaded_only_when_gssapi_is_configured() {
+    let installed = std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .flatten()
+        .any(|d| d.path().join("sasl2/libgssapiv2.so.2").exists());
+    assert!(
+        installed,
+        "Cyrus SASL's GSSAPI plugin is not installed: run scripts/install-deps.sh \
+         (libsasl2-modules-gssapi-mit)"
+    );
+    let plain = maps_of_a_running_relay(&[]);
+    assert!(
+        !plain.contains("/sasl2/") && !plain.contains("libkrb5"),
+        "SASL plugins or Kerberos loaded without GSSAPI configured:\n{plain}"
+    );
+    let gssapi = maps_of_a_running_relay(&[
+        "security.protocol=SASL_PLAINTEXT",
+        "sasl.mechanism=GSSAPI",
+        "sasl.kerberos.kinit.cmd=true",
+    ]);
+    assert!(
+        gssapi.contains("/sasl2/libgssapiv2.so"),
+        "the GSSAPI plugin was not loaded with GSSAPI configured:\n{gssapi}"
+    );
+}

@@ -336,6 +336,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            skip_cyrus_plugins_unless_gssapi(&settings.kafka);
             // One thread drives the pipeline and the tasks it spawns (the replication
             // reader, the metrics endpoint): a message read from PostgreSQL reaches the
             // stage that routes it without waking another thread (librdkafka keeps its own).
@@ -345,6 +346,18 @@ pub fn main() -> ExitCode {
                 .expect("tokio runtime")
                 .block_on(run(settings))
         }
+    }
+}
+
+/// librdkafka starts Cyrus SASL with its first client, and Cyrus loads every plugin installed
+/// on the host (Debian's libsasl2-modules has ten, with Kerberos and Berkeley DB behind them:
+/// about 2 MiB of the relay's memory) although librdkafka takes only GSSAPI from it. Without
+/// GSSAPI in the configuration, Cyrus is pointed at no plugins (SASL_PATH=/dev/null, not a
+/// directory). A SASL_PATH set by the user is left alone. Called before the runtime starts:
+/// no other thread reads the environment yet.
+fn skip_cyrus_plugins_unless_gssapi(kafka: &crate::config::KafkaSettings) {
+    if !kafka.uses_gssapi() && std::env::var_os("SASL_PATH").is_none() {
+        std::env::set_var("SASL_PATH", "/dev/null");
     }
 }
 

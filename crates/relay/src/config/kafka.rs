@@ -91,6 +91,24 @@ impl KafkaSettings {
         std::time::Duration::from_millis(ms)
     }
 
+    /// Whether the clients authenticate with GSSAPI (Kerberos): SASL (`security.protocol`
+    /// SASL_PLAINTEXT or SASL_SSL) with `sasl.mechanism`/`sasl.mechanisms` GSSAPI, which is
+    /// also librdkafka's default mechanism. The one mechanism librdkafka takes from Cyrus SASL
+    /// (PLAIN, SCRAM and OAUTHBEARER are its own).
+    pub fn uses_gssapi(&self) -> bool {
+        let last = |keys: &[&str]| {
+            self.properties
+                .iter()
+                .rev()
+                .find(|(k, _)| keys.contains(&k.as_str()))
+                .map(|(_, v)| v.trim())
+        };
+        let sasl = last(&["security.protocol"])
+            .is_some_and(|p| p.to_ascii_lowercase().starts_with("sasl_"));
+        sasl && last(&["sasl.mechanism", "sasl.mechanisms"])
+            .is_none_or(|m| m.eq_ignore_ascii_case("GSSAPI"))
+    }
+
     pub fn client_config(&self, role: ClientRole) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_servers);

@@ -272,3 +272,39 @@ fn message_prefix_relays_messages_in_cdc_mode_with_or_without_a_table() {
     .unwrap_err();
     assert!(err.to_string().starts_with("message-prefix:"), "{err}");
 }
+
+#[test]
+fn gssapi_is_sasl_with_the_gssapi_mechanism_or_none_named() {
+    let uses_gssapi = |properties: &[&str]| {
+        let options = RunOptions {
+            producer_property: properties.iter().map(|p| p.to_string()).collect(),
+            ..base()
+        };
+        resolve(options).unwrap().kafka.uses_gssapi()
+    };
+    assert!(!uses_gssapi(&[]));
+    assert!(!uses_gssapi(&["security.protocol=SSL"]));
+    assert!(!uses_gssapi(&["sasl.mechanism=GSSAPI"]), "not SASL");
+    // librdkafka's default mechanism is GSSAPI.
+    assert!(uses_gssapi(&["security.protocol=SASL_PLAINTEXT"]));
+    assert!(uses_gssapi(&[
+        "security.protocol=sasl_ssl",
+        "sasl.mechanisms=gssapi"
+    ]));
+    for other in ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"] {
+        assert!(!uses_gssapi(&[
+            "security.protocol=SASL_SSL",
+            &format!("sasl.mechanism={other}")
+        ]));
+    }
+    // The last one set wins, as in librdkafka.
+    assert!(uses_gssapi(&[
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=PLAIN",
+        "sasl.mechanisms=GSSAPI"
+    ]));
+    assert!(!uses_gssapi(&[
+        "security.protocol=SASL_SSL",
+        "security.protocol=PLAINTEXT"
+    ]));
+}

@@ -236,7 +236,7 @@ impl WorkerState {
     }
 
     /// Batch wake-ups on this socket while the stream catches up (see
-    /// [`catch_up`]). Set before [`run_on_stream`](Self::run_on_stream) on the
+    /// [`super::catch_up`]). Set before [`run_on_stream`](Self::run_on_stream) on the
     /// TCP socket under its stream.
     pub(crate) fn batch_reads_on(&mut self, socket: LowWater) {
         self.low_water = Some(socket);
