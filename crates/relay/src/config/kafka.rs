@@ -82,11 +82,8 @@ impl KafkaSettings {
     /// a produce request already sent may still be answered.
     pub fn request_timeout(&self) -> std::time::Duration {
         let ms = self
-            .properties
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "request.timeout.ms")
-            .and_then(|(_, v)| v.parse().ok())
+            .property(&["request.timeout.ms"])
+            .and_then(|v| v.parse().ok())
             .unwrap_or(30_000);
         std::time::Duration::from_millis(ms)
     }
@@ -96,17 +93,22 @@ impl KafkaSettings {
     /// also librdkafka's default mechanism. The one mechanism librdkafka takes from Cyrus SASL
     /// (PLAIN, SCRAM and OAUTHBEARER are its own).
     pub fn uses_gssapi(&self) -> bool {
-        let last = |keys: &[&str]| {
-            self.properties
-                .iter()
-                .rev()
-                .find(|(k, _)| keys.contains(&k.as_str()))
-                .map(|(_, v)| v.trim())
-        };
-        let sasl = last(&["security.protocol"])
-            .is_some_and(|p| p.to_ascii_lowercase().starts_with("sasl_"));
-        sasl && last(&["sasl.mechanism", "sasl.mechanisms"])
-            .is_none_or(|m| m.eq_ignore_ascii_case("GSSAPI"))
+        let sasl = self
+            .property(&["security.protocol"])
+            .is_some_and(|p| p.trim().to_ascii_lowercase().starts_with("sasl_"));
+        sasl && self
+            .property(&["sasl.mechanism", "sasl.mechanisms"])
+            .is_none_or(|m| m.trim().eq_ignore_ascii_case("GSSAPI"))
+    }
+
+    /// The user's value of a property named by any of `keys` (aliases): the last one set wins,
+    /// as when librdkafka applies them in order.
+    pub(crate) fn property(&self, keys: &[&str]) -> Option<&str> {
+        self.properties
+            .iter()
+            .rev()
+            .find(|(k, _)| keys.contains(&k.as_str()))
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn client_config(&self, role: ClientRole) -> ClientConfig {

@@ -187,17 +187,12 @@ impl Settings {
         {
             return Err(invalid(
                 "table",
-                "polling mode relays one outbox table per instance; run one instance per table, or use CDC mode                  (one slot for several tables)",
+                "polling mode relays one outbox table per instance; run one instance per table, or use CDC mode (one slot for several tables)",
             ));
         }
         let kafka = resolve_kafka(&o, preset.as_ref())?;
         if o.exactly_once == Some(true) {
-            if let Some((_, v)) = kafka
-                .properties
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "enable.gapless.guarantee")
-            {
+            if let Some(v) = kafka.property(&["enable.gapless.guarantee"]) {
                 if v != "true" {
                     return Err(invalid(
                         "producer-property",
