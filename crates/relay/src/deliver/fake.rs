@@ -14,6 +14,8 @@ pub struct FakeProducer {
     capacity: usize,
     /// Every accepted record, in order; a record's index is its id for `complete`.
     pub sent: Vec<OutboxRecord>,
+    /// When each record of `sent` was accepted.
+    pub sent_at: Vec<tokio::time::Instant>,
     pub queue_full_seen: usize,
     /// Topics the fake broker refuses to create.
     pub refused_topics: Vec<String>,
@@ -55,6 +57,7 @@ impl FakeProducer {
         Self {
             capacity,
             sent: Vec::new(),
+            sent_at: Vec::new(),
             queue_full_seen: 0,
             refused_topics: Vec::new(),
             queue_bytes: None,
@@ -96,6 +99,7 @@ impl Producer for FakeProducer {
         }
         self.in_flight.insert(self.sent.len(), tag);
         self.sent.push(record.clone());
+        self.sent_at.push(tokio::time::Instant::now());
         Sent::Accepted
     }
 

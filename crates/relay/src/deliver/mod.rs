@@ -7,6 +7,7 @@
 //! - `tracker.rs`: the acknowledgement rule (what position may be confirmed).
 //! - `producer.rs`: the producer boundary and librdkafka behind it.
 //! - `dead_letter.rs`: what a dead letter carries.
+//! - `linger.rs`: records held while their source is behind, handed over in groups.
 //! - `outcome.rs`: what a delivery report says.
 //! - `exactly_once.rs`: `--exactly-once`, which replayed events are already in Kafka.
 //!
@@ -20,12 +21,14 @@ pub mod dead_letter;
 pub mod exactly_once;
 #[cfg(test)]
 pub mod fake;
+pub mod linger;
 pub mod outcome;
 pub mod producer;
 pub mod tracker;
 
 pub use dead_letter::DeadLetter;
 pub use exactly_once::{EventPosition, Fence, Refusals, Source};
+pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
@@ -74,6 +77,8 @@ pub struct Deliver<P: Producer> {
     acknowledged: VecDeque<Ticket>,
     /// Dead letters waiting to be produced, oldest first.
     dead_letters: VecDeque<(Tag, DeadLetter)>,
+    /// Events accepted and not yet handed to the producer (a source that is behind).
+    held: linger::Held,
     /// `outbox_relay_events_total` per topic, looked up once per topic.
     counters: HashMap<Arc<str>, Counter>,
     /// `Metrics::topics_reset` when `counters` was last emptied: a reset of the active
@@ -91,6 +96,7 @@ impl<P: Producer> Deliver<P> {
             metrics,
             acknowledged: VecDeque::new(),
             dead_letters: VecDeque::new(),
+            held: linger::Held::default(),
             counters: HashMap::new(),
             topics_reset: 0,
             counts: Counts::default(),
@@ -136,7 +142,13 @@ impl<P: Producer> Deliver<P> {
 
     /// Records handed over and not yet acknowledged (the in-flight bound uses it).
     pub fn in_flight(&self) -> usize {
-        self.producer.in_flight() + self.dead_letters.len()
+        self.producer.in_flight() + self.dead_letters.len() + self.held.len()
+    }
+
+    /// How long events may be held before they go to the producer: [`CATCH_UP_LINGER`]
+    /// while their source is behind, zero (the default) while it keeps up. See `linger.rs`.
+    pub fn linger(&mut self, linger: Duration) {
+        self.held.set_linger(linger);
     }
 
     /// Anything still to come back: in flight, a dead letter to send, or a ticket to take.
@@ -201,7 +213,9 @@ impl<P: Producer> Deliver<P> {
                     origin,
                     kind: Kind::Event(counter),
                 };
-                self.send(&record, tag).await?;
+                if self.held.push(record, tag) {
+                    self.release_held(false).await?;
+                }
             }
             Routed::Invalid(row) => {
                 let letter = DeadLetter::from_invalid_row(row, origin.position);
@@ -229,10 +243,11 @@ impl<P: Producer> Deliver<P> {
         self.send_dead_letters().await
     }
 
-    /// The next acknowledged event's ticket. Pending while nothing is in flight.
-    /// Cancel-safe (it is raced against the replication stream): every state change happens
-    /// after its only awaits (the producer's cancel-safe report, topic creation), and a
-    /// dead letter leaves its queue only once the producer accepted it.
+    /// The next acknowledged event's ticket. Pending while nothing is in flight; held events
+    /// go to the producer when their linger is over. Cancel-safe (it is raced against the
+    /// replication stream): every state change happens after its only awaits (the producer's
+    /// cancel-safe report, topic creation, a timer), and a dead letter or a held event leaves
+    /// its queue only once the producer accepted it.
     pub async fn next_acknowledged(&mut self) -> Result<Ticket, RelayError> {
         loop {
             if let Some(ticket) = self.acknowledged.pop_front() {
@@ -244,13 +259,28 @@ impl<P: Producer> Deliver<P> {
                     continue;
                 }
             }
-            let (tag, outcome) = self.producer.next_report().await;
-            self.on_report(tag, outcome)?;
+            let Some(deadline) = self.held.deadline() else {
+                let (tag, outcome) = self.producer.next_report().await;
+                self.on_report(tag, outcome)?;
+                continue;
+            };
+            if deadline <= tokio::time::Instant::now() {
+                self.release_held(true).await?;
+                continue;
+            }
+            // Events held and not due yet: a report, or their time to go, whichever is first.
+            tokio::select! {
+                biased;
+                (tag, outcome) = self.producer.next_report() => self.on_report(tag, outcome)?,
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
         }
     }
 
-    /// Waits for everything in flight, handing each acknowledged ticket to `on_ack`.
+    /// Waits for everything in flight, handing each acknowledged ticket to `on_ack`. Held
+    /// events go at once.
     pub async fn drain(&mut self, mut on_ack: impl FnMut(Ticket)) -> Result<(), RelayError> {
+        self.held.set_linger(Duration::ZERO);
         while self.has_pending() {
             on_ack(self.next_acknowledged().await?);
         }
@@ -291,42 +321,50 @@ impl<P: Producer> Deliver<P> {
         c
     }
 
-    /// Hands `record` to the producer, waiting for a delivery report whenever its queue is
-    /// full: the queue-full policy of every mode.
-    async fn send(&mut self, record: &OutboxRecord, mut tag: Tag) -> Result<(), RelayError> {
-        let mut full_while_idle = 0;
-        loop {
-            match self.producer.send(record, tag) {
-                Sent::Accepted => return Ok(()),
+    /// Hands the held events to the producer, oldest first, waiting for a delivery report
+    /// whenever its queue is full: the queue-full policy of every mode. Cancel-safe (it is
+    /// raced against the replication stream): an event is back in its place before any await.
+    /// With `until_acknowledged`, returns as soon as a report made a ticket ready, so that
+    /// `next_acknowledged` hands it out before waiting for the next report.
+    async fn release_held(&mut self, until_acknowledged: bool) -> Result<(), RelayError> {
+        while let Some((record, tag)) = self.held.pop() {
+            let sent = self.producer.send(&record, tag);
+            if !matches!(sent, Sent::QueueFull(_)) {
+                self.held.full_while_idle = 0;
+            }
+            match sent {
+                Sent::Accepted => {}
                 // A queue full with nothing of ours in it for a second: the record alone is
                 // larger than the producer's queue (queue.buffering.max.kbytes).
-                Sent::QueueFull(back) if full_while_idle >= 200 => {
+                Sent::QueueFull(back) if self.held.full_while_idle >= 200 => {
+                    self.held.full_while_idle = 0;
                     let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
                                   with --producer-property to relay such events";
-                    return self.on_report(
+                    self.on_report(
                         back,
                         Outcome::Refused {
                             error: reason.into(),
-                            record: producer::refused_record(record),
+                            record: producer::refused_record(&record),
                         },
-                    );
+                    )?;
                 }
                 Sent::QueueFull(back) => {
-                    tag = back;
                     if self.producer.in_flight() == 0 {
-                        full_while_idle += 1;
+                        self.held.full_while_idle += 1;
                     }
+                    self.held.put_back(record, back);
                     self.wait_for_report().await?;
+                    if until_acknowledged && !self.acknowledged.is_empty() {
+                        return Ok(());
+                    }
                 }
-                Sent::Refused(back, error, refused) => {
-                    return self.on_report(
-                        back,
-                        Outcome::Refused {
-                            error,
-                            record: refused,
-                        },
-                    )
-                }
+                Sent::Refused(back, error, refused) => self.on_report(
+                    back,
+                    Outcome::Refused {
+                        error,
+                        record: refused,
+                    },
+                )?,
                 Sent::Failed(_, error) => {
                     return Err(RelayError::BrokerUnavailable(anyhow!(
                         "{error}; nothing after the last acknowledged event is confirmed"
@@ -334,6 +372,7 @@ impl<P: Producer> Deliver<P> {
                 }
             }
         }
+        Ok(())
     }
 
     async fn wait_for_report(&mut self) -> Result<(), RelayError> {

@@ -631,3 +631,108 @@ mod exactly_once_mode {
         assert!(d.producer.tail_reads.is_empty());
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn held_events_go_in_order_once_their_linger_is_over_and_count_as_in_flight() {
+    let mut d = stage(FakeProducer::new(1));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.linger(CATCH_UP_LINGER);
+    let start = tokio::time::Instant::now();
+    t.begin();
+    for n in 0..3 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            origin(10),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(t.commit(Lsn::from_u64(100)), None);
+    assert!(d.producer.sent.is_empty(), "held while the linger runs");
+    assert_eq!(d.in_flight(), 3, "held events are in flight");
+    assert!(d.has_pending());
+    // Before the linger is over nothing goes; after, the first goes (the queue takes one).
+    let early = tokio::time::timeout(CATCH_UP_LINGER / 2, d.next_acknowledged()).await;
+    assert!(early.is_err());
+    assert!(d.producer.sent.is_empty());
+    let pending = tokio::time::timeout(CATCH_UP_LINGER, d.next_acknowledged()).await;
+    assert!(pending.is_err(), "nothing acknowledged yet");
+    assert_eq!(d.producer.sent.len(), 1);
+    assert_eq!(d.producer.sent_at[0] - start, CATCH_UP_LINGER);
+    // A full queue waits for a report; the rest go after it, in order.
+    for id in 0..3 {
+        d.producer.complete(id, Outcome::Acknowledged);
+        let ticket = d.next_acknowledged().await.unwrap();
+        let confirmed = t.delivered(ticket);
+        assert_eq!(confirmed, (id == 2).then(|| Lsn::from_u64(100)));
+    }
+    let keys: Vec<_> = d.producer.sent.iter().map(|r| r.key.clone()).collect();
+    assert_eq!(
+        keys,
+        (0..3)
+            .map(|n| record("A.events", n).key)
+            .collect::<Vec<_>>()
+    );
+    assert!(!d.has_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_sends_held_events_at_once() {
+    let mut d = stage(FakeProducer::new(100));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.linger(CATCH_UP_LINGER);
+    let start = tokio::time::Instant::now();
+    t.begin();
+    for n in 0..2 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            origin(10),
+        )
+        .await
+        .unwrap();
+    }
+    let _ = t.commit(Lsn::from_u64(100));
+    d.producer.complete(0, Outcome::Acknowledged);
+    d.producer.complete(1, Outcome::Acknowledged);
+    let mut confirmed = None;
+    d.drain(|ticket| confirmed = t.delivered(ticket).or(confirmed))
+        .await
+        .unwrap();
+    assert_eq!(confirmed, Some(Lsn::from_u64(100)));
+    assert!(d.producer.sent_at.iter().all(|at| *at == start));
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_events_go_when_there_are_too_many_to_hold_whatever_the_linger() {
+    let mut d = stage(FakeProducer::new(2 * linger::MAX_HELD_RECORDS));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    d.linger(Duration::from_secs(3600));
+    t.begin();
+    for n in 0..linger::MAX_HELD_RECORDS {
+        d.submit(
+            Routed::Record(record("A.events", n as u8)),
+            t.produced(),
+            origin(10),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(d.producer.sent.len(), linger::MAX_HELD_RECORDS);
+    // And by their bytes: 100 KB values, ten of them reach the bound.
+    let big = |n: u8| OutboxRecord {
+        value: Some(Bytes::from(vec![n; linger::MAX_HELD_BYTES / 10])),
+        ..record("A.events", n)
+    };
+    for n in 0..9 {
+        d.submit(Routed::Record(big(n)), t.produced(), origin(10))
+            .await
+            .unwrap();
+    }
+    assert_eq!(d.producer.sent.len(), linger::MAX_HELD_RECORDS);
+    d.submit(Routed::Record(big(9)), t.produced(), origin(10))
+        .await
+        .unwrap();
+    assert_eq!(d.producer.sent.len(), linger::MAX_HELD_RECORDS + 10);
+}

@@ -14,6 +14,12 @@
 //! [`WAIT`] lowers it again (which wakes the reader if anything is queued),
 //! so the tail of a catch-up is never held back by more than that.
 //! A stream that is not behind is never batched: its latency is untouched.
+//!
+//! Whether the stream is behind is also published
+//! ([`ReplicationMetrics::catching_up`](super::ReplicationMetrics::catching_up)),
+//! on every connection (TLS included, whose socket is not batched), so the
+//! consumer can treat late changes differently (outbox-relay hands their
+//! events to Kafka in groups).
 
 use std::time::Duration;
 
@@ -33,6 +39,8 @@ pub(crate) const WAIT: Duration = Duration::from_millis(5);
 pub(crate) struct CatchUp {
     /// The commit time of the transaction whose changes are arriving.
     commit_time_micros: Option<i64>,
+    /// The last change seen was sent more than [`LAG_MICROS`] after its commit.
+    behind: bool,
     batching: bool,
     /// [`WAIT`], longer in tests.
     wait: Duration,
@@ -48,6 +56,7 @@ impl CatchUp {
     pub(crate) fn waiting(wait: Duration) -> Self {
         Self {
             commit_time_micros: None,
+            behind: false,
             batching: false,
             wait,
         }
@@ -55,6 +64,13 @@ impl CatchUp {
 
     pub(crate) fn batching(&self) -> bool {
         self.batching
+    }
+
+    /// Whether the last change seen was late (sent more than [`LAG_MICROS`]
+    /// after its transaction committed). Unlike [`batching`](Self::batching),
+    /// a read that waits does not clear it: only a change that is not late does.
+    pub(crate) fn behind(&self) -> bool {
+        self.behind
     }
 
     /// How long a batched read waits before taking what is queued.
@@ -72,6 +88,7 @@ impl CatchUp {
     pub(crate) fn sent_at(&mut self, server_time_micros: i64) -> Option<usize> {
         let commit = self.commit_time_micros?;
         let behind = server_time_micros.saturating_sub(commit) > LAG_MICROS;
+        self.behind = behind;
         if behind == self.batching {
             return None;
         }
@@ -147,18 +164,20 @@ mod tests {
         assert_eq!(c.sent_at(1_000_000), None);
         c.begin(0);
         assert_eq!(c.sent_at(LAG_MICROS), None, "exactly LAG is not behind");
+        assert!(!c.behind());
         assert_eq!(c.sent_at(LAG_MICROS + 1), Some(LOW_WATER));
-        assert!(c.batching());
+        assert!(c.batching() && c.behind());
         assert_eq!(c.sent_at(LAG_MICROS + 2), None, "set once per transition");
         // A transaction that commits now: no longer behind.
         c.begin(5_000_000);
         assert_eq!(c.sent_at(5_000_100), Some(1));
-        assert!(!c.batching());
+        assert!(!c.batching() && !c.behind());
         assert_eq!(c.waited(), None, "a wait outside batching changes nothing");
         // Behind again, then a read waits: take what is there.
         assert_eq!(c.sent_at(6_000_000), Some(LOW_WATER));
         assert_eq!(c.waited(), Some(1));
         assert!(!c.batching());
+        assert!(c.behind(), "a read that waited leaves the stream behind");
         // The next late change batches again.
         assert_eq!(c.sent_at(6_000_001), Some(LOW_WATER));
     }

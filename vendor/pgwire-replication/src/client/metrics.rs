@@ -1,6 +1,6 @@
 //! Observability counters for the replication worker.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::lsn::Lsn;
 
@@ -21,6 +21,7 @@ pub struct ReplicationMetrics {
     stall_micros_total: AtomicU64,
     last_applied_lsn: AtomicU64,
     last_wal_end: AtomicU64,
+    catching_up: AtomicBool,
 }
 
 impl ReplicationMetrics {
@@ -69,7 +70,21 @@ impl ReplicationMetrics {
         Lsn::from_u64(self.last_wal_end.load(Ordering::Relaxed))
     }
 
+    /// Whether the stream is behind the database: the last change the worker
+    /// read was sent more than 100 ms after its transaction committed (both
+    /// times the server's clock). Read ahead of the consumer: it describes the
+    /// changes the worker is reading, which the consumer receives next.
+    #[inline]
+    pub fn catching_up(&self) -> bool {
+        self.catching_up.load(Ordering::Relaxed)
+    }
+
     // ── worker-side updates (crate-internal) ──
+
+    #[inline]
+    pub(crate) fn set_catching_up(&self, behind: bool) {
+        self.catching_up.store(behind, Ordering::Relaxed);
+    }
 
     #[inline]
     pub(crate) fn record_event_forwarded(&self) {
@@ -122,6 +137,7 @@ mod tests {
         assert_eq!(m.stall_micros_total(), 0);
         assert_eq!(m.last_applied_lsn(), Lsn::ZERO);
         assert_eq!(m.last_wal_end(), Lsn::ZERO);
+        assert!(!m.catching_up());
     }
 
     #[test]

@@ -245,19 +245,20 @@ impl WorkerState {
 
     /// Follow the stream's lag: a Begin's commit time against the time the
     /// walsender sent each change.
+    /// Published as [`ReplicationMetrics::catching_up`] on every connection; the socket's
+    /// low water mark moves only where there is one.
     fn observe_lag(&mut self, boundary: Option<&ReplicationEvent>, server_time_micros: i64) {
-        let Some(socket) = self.low_water else {
-            return;
-        };
         if let Some(ReplicationEvent::Begin {
             commit_time_micros, ..
         }) = boundary
         {
             self.catch_up.begin(*commit_time_micros);
         }
-        if let Some(mark) = self.catch_up.sent_at(server_time_micros) {
+        let mark = self.catch_up.sent_at(server_time_micros);
+        if let (Some(mark), Some(socket)) = (mark, self.low_water) {
             socket.set(mark);
         }
+        self.metrics.set_catching_up(self.catch_up.behind());
     }
 
     /// Notify `started` once the server accepts START_REPLICATION.

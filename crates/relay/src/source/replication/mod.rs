@@ -29,7 +29,9 @@ use crate::supervisor;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{Router, TableName};
 use pgoutput::Lsn;
-use pgwire_replication::{Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent};
+use pgwire_replication::{
+    Lsn as PgLsn, ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationMetrics,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -216,6 +218,7 @@ impl<'a> Replication<'a> {
             KafkaProducer::new(&settings.kafka)?
         };
         let stream = PgStream {
+            lag: client.metrics(),
             client,
             sql,
             database: settings.database(),
@@ -501,6 +504,8 @@ impl supervisor::Source for Replication<'_> {
 /// look-ups during the session.
 pub struct PgStream {
     client: ReplicationClient,
+    /// Where the replication worker says whether the stream is behind.
+    lag: Arc<ReplicationMetrics>,
     sql: tokio_postgres::Client,
     database: postgres::Database,
     display: String,
@@ -510,6 +515,10 @@ pub struct PgStream {
 }
 
 impl ChangeStream for PgStream {
+    fn catching_up(&self) -> bool {
+        self.lag.catching_up()
+    }
+
     async fn recv(&mut self) -> Result<Option<Change>, RelayError> {
         let event = self
             .client

@@ -5,7 +5,9 @@
 //! stream. Reading pauses while `max_in_flight` records are unacknowledged.
 
 use crate::confirm::Confirmations;
-use crate::deliver::{AckTracker, Counts, Deliver, EventPosition, Origin, Producer};
+use crate::deliver::{
+    AckTracker, Counts, Deliver, EventPosition, Origin, Producer, CATCH_UP_LINGER,
+};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::route;
@@ -100,6 +102,11 @@ pub enum Change {
 
 /// What the loop needs of a replication connection.
 pub trait ChangeStream {
+    /// Whether the stream is behind the database (its changes were sent well after they
+    /// committed: they are late already). Their events are then handed to Kafka in groups.
+    fn catching_up(&self) -> bool {
+        false
+    }
     /// The next change; `Ok(None)` when the stream ended. Cancel-safe.
     fn recv(&mut self) -> impl Future<Output = Result<Option<Change>, RelayError>>;
     /// Reports `lsn` as flushed. Only ever called with a position the tracker allows.
@@ -232,6 +239,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
             }
             let room = self.deliver.in_flight() < self.max_in_flight;
+            if !room {
+                // Held events count against the window: a full window sends them, or it
+                // would wait for acknowledgements of events not sent yet.
+                self.deliver.linger(Duration::ZERO);
+            }
             let probe = room || self.probe_when_full;
             if room && !had_room {
                 // Not reading while the window was full is not the server's silence.
@@ -299,6 +311,13 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
 
     /// A change read from the stream; its end is a lost connection.
     async fn on_received(&mut self, change: Option<Change>) -> Result<(), RelayError> {
+        // Late events go to Kafka in groups, the others at once (`deliver/linger.rs`). The
+        // replication worker reads ahead, so this describes `change` or what follows it.
+        self.deliver.linger(if self.stream.catching_up() {
+            CATCH_UP_LINGER
+        } else {
+            Duration::ZERO
+        });
         match change {
             Some(change) => self.on_change(change).await,
             None => Err(RelayError::ConnectionLost(anyhow!(
@@ -326,6 +345,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         self.metrics.snapshot_rows_total.set(total as i64);
         self.metrics.snapshot_rows_done.set(0);
         let mut progress = Progress::every(SNAPSHOT_PROGRESS_INTERVAL);
+        // A snapshot's rows are not waited for by anyone: they go to Kafka in groups.
+        self.deliver.linger(CATCH_UP_LINGER);
         for (row, insert) in rows.rows.into_iter().enumerate() {
             let event = EventPosition::Snapshot {
                 snapshot: snapshot.clone(),

@@ -8,6 +8,7 @@ use crate::deliver::fake::{Completer, FakeProducer};
 use crate::deliver::{Deliver, Outcome};
 use bytes::{BufMut, Bytes, BytesMut};
 use outbox_router::RouterConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tokio::sync::mpsc;
 
@@ -74,12 +75,16 @@ fn lsn(n: u64) -> Lsn {
 /// A replication stream fed by the test; what the loop confirms is recorded.
 struct FakeStream {
     changes: mpsc::UnboundedReceiver<Change>,
+    catching_up: Arc<AtomicBool>,
     confirmed: Arc<Mutex<Vec<Lsn>>>,
     received: Arc<Mutex<usize>>,
     probes: Arc<Mutex<Vec<tokio::time::Instant>>>,
 }
 
 impl ChangeStream for FakeStream {
+    fn catching_up(&self) -> bool {
+        self.catching_up.load(Ordering::Relaxed)
+    }
     async fn recv(&mut self) -> Result<Option<Change>, RelayError> {
         let change = self.changes.recv().await;
         *self.received.lock().unwrap() += change.is_some() as usize;
@@ -102,6 +107,8 @@ impl ChangeStream for FakeStream {
 
 struct Harness {
     feed: mpsc::UnboundedSender<Change>,
+    /// What the stream says of its lag.
+    catching_up: Arc<AtomicBool>,
     confirmed: Arc<Mutex<Vec<Lsn>>>,
     received: Arc<Mutex<usize>>,
     probes: Arc<Mutex<Vec<tokio::time::Instant>>>,
@@ -151,6 +158,26 @@ where
     F: FnOnce(Harness) -> Fut,
     Fut: std::future::Future<Output = ()> + 'static,
 {
+    let (sent, final_lsn) = run_timed(max_in_flight, capacity, scenario).await;
+    (
+        sent.into_iter().map(|(record, _)| record).collect(),
+        final_lsn,
+    )
+}
+
+/// [`run`], with when the fake producer accepted each record.
+async fn run_timed<F, Fut>(
+    max_in_flight: usize,
+    capacity: usize,
+    scenario: F,
+) -> (
+    Vec<(outbox_router::OutboxRecord, tokio::time::Instant)>,
+    Lsn,
+)
+where
+    F: FnOnce(Harness) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
     let (feed, changes) = mpsc::unbounded_channel();
     let confirmed = Arc::new(Mutex::new(Vec::new()));
     let producer = FakeProducer::new(capacity);
@@ -161,8 +188,10 @@ where
     let table = TableName::parse("public.outbox").unwrap();
     let received = Arc::new(Mutex::new(0));
     let probes = Arc::new(Mutex::new(Vec::new()));
+    let catching_up = Arc::new(AtomicBool::new(false));
     let stream = FakeStream {
         changes,
+        catching_up: catching_up.clone(),
         confirmed: confirmed.clone(),
         received: received.clone(),
         probes: probes.clone(),
@@ -180,6 +209,7 @@ where
     );
     let harness = Harness {
         feed,
+        catching_up,
         confirmed,
         received,
         probes,
@@ -194,12 +224,13 @@ where
             streamer.finish().await
         })
         .await;
-    let sent = streamer_sent(&streamer);
-    (sent, final_lsn)
-}
-
-fn streamer_sent(s: &Streamer<'_, FakeStream, FakeProducer>) -> Vec<outbox_router::OutboxRecord> {
-    s.deliver_producer().sent.clone()
+    let producer = streamer.deliver_producer();
+    let sent = producer
+        .sent
+        .iter()
+        .cloned()
+        .zip(producer.sent_at.iter().copied());
+    (sent.collect(), final_lsn)
 }
 
 async fn settle() {
@@ -397,4 +428,83 @@ async fn the_server_is_probed_after_a_silence_counted_from_the_last_message() {
         h.stop.send(true).unwrap();
     })
     .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_read_while_the_stream_is_behind_go_to_the_producer_together_after_the_linger() {
+    let linger = crate::deliver::CATCH_UP_LINGER;
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let (sent, final_lsn) = {
+        let times = times.clone();
+        run_timed(100, 100, |h| async move {
+            h.catching_up.store(true, Ordering::Relaxed);
+            times.lock().unwrap().push(tokio::time::Instant::now());
+            h.transaction(&[(0, Some("A")), (1, Some("B")), (2, Some("A"))], 1000);
+            tokio::time::sleep(linger / 2).await;
+            h.transaction(&[(3, Some("A"))], 2000);
+            tokio::time::sleep(linger).await;
+            for id in 0..4 {
+                h.completer.complete(id, Outcome::Acknowledged);
+            }
+            settle().await;
+            assert_eq!(h.last_confirmed(), Some(lsn(2000)));
+            // Caught up: the next event goes at once, and so does what was held before it.
+            h.catching_up.store(false, Ordering::Relaxed);
+            times.lock().unwrap().push(tokio::time::Instant::now());
+            h.transaction(&[(4, Some("A"))], 3000);
+            settle().await;
+            h.completer.complete(4, Outcome::Acknowledged);
+            settle().await;
+            h.stop.send(true).unwrap();
+        })
+        .await
+    };
+    let times = times.lock().unwrap().clone();
+    let (behind, caught_up) = (times[0], times[1]);
+    let keys: Vec<&[u8]> = sent
+        .iter()
+        .map(|(r, _)| r.key.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [&b"agg-0"[..], b"agg-1", b"agg-2", b"agg-3", b"agg-4"],
+        "in stream order"
+    );
+    // All four late events together, when the first one's linger was over.
+    for (record, at) in &sent[..4] {
+        assert_eq!(
+            *at - behind,
+            linger,
+            "{:?} went {:?} after it was read",
+            record.key,
+            *at - behind
+        );
+    }
+    assert_eq!(
+        sent[4].1, caught_up,
+        "an event that is not late is not held"
+    );
+    assert_eq!(final_lsn, lsn(3000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_in_flight_window_sends_what_is_held_at_once() {
+    let start = tokio::time::Instant::now();
+    let (sent, final_lsn) = run_timed(2, 100, |h| async move {
+        h.catching_up.store(true, Ordering::Relaxed);
+        h.transaction(&[(0, Some("A")), (1, Some("A")), (2, Some("A"))], 1000);
+        settle().await;
+        for id in 0..3 {
+            h.completer.complete(id, Outcome::Acknowledged);
+            settle().await;
+        }
+        assert_eq!(h.last_confirmed(), Some(lsn(1000)));
+        h.stop.send(true).unwrap();
+    })
+    .await;
+    assert_eq!(sent.len(), 3);
+    // The window (2) filled with held events: they went without waiting for the linger.
+    assert_eq!(sent[0].1, start);
+    assert_eq!(sent[1].1, start);
+    assert_eq!(final_lsn, lsn(1000));
 }
