@@ -25,9 +25,11 @@ use tokio::time::Instant;
 /// How long a source that is behind may have its records held before they go.
 pub const CATCH_UP_LINGER: Duration = Duration::from_millis(20);
 
-/// Records held at most before they go, whatever the linger (librdkafka's
-/// `batch.num.messages` default).
-pub const MAX_HELD_RECORDS: usize = 10_000;
+/// Records held at most before they go, whatever the linger. With the benchmark's ~500 B
+/// payloads [`MAX_HELD_BYTES`] is reached first; with small payloads this bounds what each
+/// held record's own allocations (its headers, its place in the queue) add to memory, and
+/// a group of 2,000 already makes per-request costs small.
+pub const MAX_HELD_RECORDS: usize = 2_000;
 
 /// Key and value bytes held at most before they go (librdkafka's `batch.size` default):
 /// memory stays bounded with large payloads.
@@ -43,8 +45,10 @@ pub struct Held {
     since: Instant,
     /// How long a record may be held; zero = not at all.
     linger: Duration,
-    /// Consecutive times the producer's queue was full with nothing of the relay's in it.
-    pub full_while_idle: u32,
+    /// Since when the producer's queue has been full with nothing of the relay's in it
+    /// (`None`: it was not, at the last attempt). A time, not a count of attempts: a
+    /// hand-over raced against the stream is cancelled and retried, each retry an attempt.
+    pub full_while_idle_since: Option<Instant>,
 }
 
 impl Default for Held {
@@ -54,7 +58,7 @@ impl Default for Held {
             bytes: 0,
             since: Instant::now(),
             linger: Duration::ZERO,
-            full_while_idle: 0,
+            full_while_idle_since: None,
         }
     }
 }

@@ -44,6 +44,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long the producer's queue may stay full with nothing of the relay's in it before the
+/// record that does not fit is refused: it alone is larger than the whole queue.
+const QUEUE_FULL_WHILE_IDLE: Duration = Duration::from_secs(1);
+
 /// A routed row the stage can deliver: an event, or a row the router could not route.
 #[derive(Debug)]
 pub enum Routed {
@@ -329,15 +333,22 @@ impl<P: Producer> Deliver<P> {
     async fn release_held(&mut self, until_acknowledged: bool) -> Result<(), RelayError> {
         while let Some((record, tag)) = self.held.pop() {
             let sent = self.producer.send(&record, tag);
-            if !matches!(sent, Sent::QueueFull(_)) {
-                self.held.full_while_idle = 0;
-            }
+            let idle = self.producer.in_flight() == 0;
+            let full_while_idle = match (&sent, self.held.full_while_idle_since) {
+                (Sent::QueueFull(_), Some(since)) if idle => Some(since),
+                (Sent::QueueFull(_), None) if idle => Some(tokio::time::Instant::now()),
+                _ => None,
+            };
+            self.held.full_while_idle_since = full_while_idle;
             match sent {
                 Sent::Accepted => {}
                 // A queue full with nothing of ours in it for a second: the record alone is
                 // larger than the producer's queue (queue.buffering.max.kbytes).
-                Sent::QueueFull(back) if self.held.full_while_idle >= 200 => {
-                    self.held.full_while_idle = 0;
+                Sent::QueueFull(back)
+                    if full_while_idle
+                        .is_some_and(|since| since.elapsed() >= QUEUE_FULL_WHILE_IDLE) =>
+                {
+                    self.held.full_while_idle_since = None;
                     let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
                                   with --producer-property to relay such events";
                     self.on_report(
@@ -349,9 +360,6 @@ impl<P: Producer> Deliver<P> {
                     )?;
                 }
                 Sent::QueueFull(back) => {
-                    if self.producer.in_flight() == 0 {
-                        self.held.full_while_idle += 1;
-                    }
                     self.held.put_back(record, back);
                     self.wait_for_report().await?;
                     if until_acknowledged && !self.acknowledged.is_empty() {

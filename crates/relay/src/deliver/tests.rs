@@ -333,6 +333,45 @@ async fn a_record_larger_than_the_whole_queue_is_dead_lettered_not_retried_forev
     assert!(reason.contains("queue.buffering.max.kbytes"), "{reason}");
 }
 
+/// The hand-over is raced against the replication stream: each round of the stream loop
+/// cancels it and tries again. Many quick tries are still not a second of a full queue.
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_is_refused_after_a_second_however_often_the_hand_over_is_retried() {
+    let mut producer = FakeProducer::new(100);
+    producer.queue_bytes = Some(5);
+    let mut d = stage(producer);
+    let mut t = AckTracker::new(Lsn::ZERO);
+    let start = tokio::time::Instant::now();
+    t.begin();
+    let submitted = tokio::time::timeout(
+        Duration::from_millis(1),
+        d.submit(
+            Routed::Record(record("A.events", 0)),
+            t.produced(),
+            origin(1),
+        ),
+    )
+    .await;
+    assert!(submitted.is_err(), "waiting for room in the queue");
+    assert_eq!(t.commit(Lsn::from_u64(100)), None);
+    for _ in 0..500 {
+        let round = tokio::time::timeout(Duration::from_millis(1), d.next_acknowledged()).await;
+        assert!(round.is_err());
+    }
+    assert!(d.producer.queue_full_seen >= 500);
+    assert!(
+        d.producer.sent.is_empty(),
+        "refused after {:?} of retries",
+        start.elapsed()
+    );
+    assert_eq!(d.in_flight(), 1, "still held, in flight");
+    d.producer.completer().complete(0, Outcome::Acknowledged);
+    let ticket = d.next_acknowledged().await.unwrap();
+    assert_eq!(d.producer.sent_topics(), ["dlq"]);
+    assert_eq!(t.delivered(ticket), Some(Lsn::from_u64(100)));
+    assert!(d.producer.sent_at[0] - start >= Duration::from_secs(1));
+}
+
 #[tokio::test]
 async fn a_producer_is_rebuilt_only_once_everything_it_holds_came_back() {
     let mut producer = FakeProducer::new(100);
