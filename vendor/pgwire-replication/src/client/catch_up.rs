@@ -83,11 +83,19 @@ impl CatchUp {
         self.commit_time_micros = Some(commit_time_micros);
     }
 
+    /// The transaction ended (pgoutput Commit): until the next Begin, a change
+    /// (a non-transactional logical message) has no commit time to be late against.
+    pub(crate) fn commit(&mut self) {
+        self.commit_time_micros = None;
+    }
+
     /// A change sent by the walsender at `server_time_micros`. `Some(low
-    /// water)` when the socket's low water mark must change.
+    /// water)` when the socket's low water mark must change. A change outside a
+    /// transaction is not known to be late: it counts as live.
     pub(crate) fn sent_at(&mut self, server_time_micros: i64) -> Option<usize> {
-        let commit = self.commit_time_micros?;
-        let behind = server_time_micros.saturating_sub(commit) > LAG_MICROS;
+        let behind = self
+            .commit_time_micros
+            .is_some_and(|commit| server_time_micros.saturating_sub(commit) > LAG_MICROS);
         self.behind = behind;
         if behind == self.batching {
             return None;
@@ -107,8 +115,9 @@ impl CatchUp {
     }
 }
 
-/// The socket whose low water mark is moved. `None` where the option does
-/// not exist (Unix sockets, in-memory streams in tests, other systems).
+/// The socket whose low water mark is moved. Only TCP sockets on Linux have
+/// one: the worker holds none for Unix sockets, in-memory streams in tests and
+/// other systems.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LowWater {
     #[cfg(target_os = "linux")]
@@ -153,6 +162,17 @@ impl LowWater {
     }
 }
 
+/// Both ends of a loopback TCP connection: (connecting, accepted).
+#[cfg(test)]
+pub(crate) async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let connecting = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (accepted, _) = listener.accept().await.unwrap();
+    (connecting, accepted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +200,11 @@ mod tests {
         assert!(c.behind(), "a read that waited leaves the stream behind");
         // The next late change batches again.
         assert_eq!(c.sent_at(6_000_001), Some(LOW_WATER));
+        // The transaction ends; a non-transactional message long after it is live.
+        assert_eq!(c.sent_at(6_000_002), None, "its Commit, still late");
+        c.commit();
+        assert_eq!(c.sent_at(60_000_000), Some(1));
+        assert!(!c.batching() && !c.behind());
     }
 
     /// The assumption the batching rests on, against the kernel: with the low
@@ -191,11 +216,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut writer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut reader, _) = listener.accept().await.unwrap();
+        let (mut writer, mut reader) = tcp_pair().await;
         // SAFETY: `reader` outlives every use of `low`.
         let low = unsafe { LowWater::of_socket(reader.as_raw_fd()) };
         // tokio counts a new socket as readable until a read finds it empty,

@@ -255,6 +255,9 @@ impl WorkerState {
             self.catch_up.begin(*commit_time_micros);
         }
         let mark = self.catch_up.sent_at(server_time_micros);
+        if let Some(ReplicationEvent::Commit { .. }) = boundary {
+            self.catch_up.commit();
+        }
         if let (Some(mark), Some(socket)) = (mark, self.low_water) {
             socket.set(mark);
         }
@@ -472,7 +475,8 @@ impl WorkerState {
             let applied = self.progress.take_signal();
             let pending = self.last_sent.is_none_or(|sent| applied > sent);
             let feedback_due = last_status_sent + self.cfg.status_interval;
-            let read_wait = if self.catch_up.batching() {
+            // Without a socket mark to lower there is no batch to wait for.
+            let read_wait = if self.catch_up.batching() && self.low_water.is_some() {
                 self.catch_up.wait().min(self.cfg.idle_wakeup_interval)
             } else {
                 self.cfg.idle_wakeup_interval
@@ -1373,11 +1377,7 @@ mod tests {
         use std::time::Duration;
         use tokio::io::AsyncWriteExt;
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
+        let (client, mut server) = super::super::catch_up::tcp_pair().await;
         let (mut worker, _stop_tx, mut rx) = test_worker(ReplicationConfig::default());
         // SAFETY: `client` moves into the task below and lives as long as the worker.
         worker.batch_reads_on(unsafe { LowWater::of_socket(client.as_raw_fd()) });
