@@ -258,18 +258,9 @@ async fn a_backlog_is_relayed_to_its_last_event_with_nothing_written_after_it() 
     relay.terminate(Duration::from_secs(60)).unwrap();
 
     // 4,000 events of ~1 KB in transactions of 100: megabytes for the walsender to send.
-    for first in (0..4_000u64).step_by(100) {
-        let sql = format!(
-            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
-             SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(g), 12, '0'))::uuid, \
-                    (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], \
-                    'agg-' || (g % 50), 'Event' || g, \
-                    jsonb_build_object('n', g, 'pad', repeat('x', 1000)) \
-             FROM generate_series({first}, {}) g",
-            first + 99
-        );
-        stack.db.batch_execute(&sql).await.unwrap();
-    }
+    insert_padded_events(&stack.db, 0, 4_000, 100, 50, 1_000)
+        .await
+        .unwrap();
     let last = stack.current_wal_lsn().await;
     // Every change is now well over 100 ms behind its commit when the walsender sends it.
     tokio::time::sleep(Duration::from_millis(500)).await;

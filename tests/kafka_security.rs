@@ -10,9 +10,16 @@ mod common;
 use outbox_relay_testkit::{Broker, Storage};
 use std::process::Command;
 
-fn check(bootstrap: &str, properties: &[&str]) -> (i32, String) {
+/// `outbox-relay <command>` against an unreachable database and `bootstrap`, with `properties`
+/// as `--producer-property` and `extra` after them.
+fn relay_args<'a>(
+    command: &'a str,
+    bootstrap: &'a str,
+    properties: &[&'a str],
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
-        "check",
+        command,
         "--postgres-url",
         "postgres://nobody@127.0.0.1:1/none",
         "--bootstrap-servers",
@@ -21,6 +28,12 @@ fn check(bootstrap: &str, properties: &[&str]) -> (i32, String) {
     for p in properties {
         args.extend(["--producer-property", p]);
     }
+    args.extend(extra);
+    args
+}
+
+fn check(bootstrap: &str, properties: &[&str]) -> (i32, String) {
+    let args = relay_args("check", bootstrap, properties, &[]);
     let out = Command::new(common::RELAY).args(&args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -145,18 +158,12 @@ fn security_settings_reach_librdkafka_and_take_effect() {
 /// Kafka client exists (librdkafka's `rdk:main` thread). PostgreSQL and the broker are
 /// unreachable: the relay keeps retrying, which is all this needs.
 fn maps_of_a_running_relay(properties: &[&str]) -> String {
-    let mut args = vec![
+    let args = relay_args(
         "run",
-        "--postgres-url",
-        "postgres://nobody@127.0.0.1:1/none",
-        "--bootstrap-servers",
         "127.0.0.1:1",
-        "--metrics-address",
-        "127.0.0.1:0",
-    ];
-    for p in properties {
-        args.extend(["--producer-property", p]);
-    }
+        properties,
+        &["--metrics-address", "127.0.0.1:0"],
+    );
     let mut relay = Command::new(common::RELAY)
         .args(&args)
         .stdout(std::process::Stdio::null())

@@ -214,6 +214,24 @@ pub async fn insert_events(
     per_tx: u64,
     aggregates: u64,
 ) -> Result<()> {
+    insert_padded_events(db, first, count, per_tx, aggregates, 0).await
+}
+
+/// [`insert_events`] with `pad` more bytes in each payload (`{"n": n, "pad": "xx…"}`;
+/// `{"n": n}` when `pad` is 0).
+pub async fn insert_padded_events(
+    db: &tokio_postgres::Client,
+    first: u64,
+    count: u64,
+    per_tx: u64,
+    aggregates: u64,
+    pad: usize,
+) -> Result<()> {
+    let payload = if pad == 0 {
+        "jsonb_build_object('n', g)".to_string()
+    } else {
+        format!("jsonb_build_object('n', g, 'pad', repeat('x', {pad}))")
+    };
     let mut n = first;
     let end = first + count;
     while n < end {
@@ -222,7 +240,7 @@ pub async fn insert_events(
             "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
              SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(g), 12, '0'))::uuid, \
                     (ARRAY['Order','Customer','Invoice','Shipment'])[g % 4 + 1], \
-                    'agg-' || (g % {aggregates}), 'Event' || g, jsonb_build_object('n', g) \
+                    'agg-' || (g % {aggregates}), 'Event' || g, {payload} \
              FROM generate_series({n}, {}) g",
             batch_end - 1
         );
