@@ -1,9 +1,9 @@
 //! Records the delivery stage accepted and has not handed to the producer yet: how late
 //! events are handed over in groups.
 //!
-//! librdkafka (2.12) sends one produce request per partition, every `linger.ms` (2 ms
+//! librdkafka (2.12) sends one produce request per partition, every `linger.ms` (1 ms
 //! here, for commit → consumer latency). An event that is already late gains nothing from
-//! leaving 2 ms after the one before it, and each small request costs the relay (its
+//! leaving 1 ms after the one before it, and each small request costs the relay (its
 //! broker and delivery-report threads wake per request) and the broker. So while a
 //! source is behind (a replication stream catching up, a snapshot), the stage holds its
 //! records for up to [`CATCH_UP_LINGER`] and hands them over together: librdkafka then
@@ -82,20 +82,26 @@ impl Held {
         self.records.is_empty()
     }
 
-    /// Holds `record` behind the ones already held. True when the held records must go now
-    /// (always, without a linger: no clock is read then).
+    /// Holds `record` behind the ones already held. True when the held records must go now:
+    /// always without a linger, and once they reach [`MAX_HELD_RECORDS`] or
+    /// [`MAX_HELD_BYTES`]. A group whose linger is over goes at its
+    /// [`deadline`](Self::deadline), which the stage waits for: the clock is read once per
+    /// group, not once per record.
     pub fn push(&mut self, record: OutboxRecord, tag: Tag) -> bool {
         self.bytes += size(&record);
         if self.linger.is_zero() {
             self.records.push_back((record, tag));
             return true;
         }
-        let now = Instant::now();
         if self.records.is_empty() {
-            self.since = now;
+            self.since = Instant::now();
         }
         self.records.push_back((record, tag));
-        self.due(now)
+        self.full()
+    }
+
+    fn full(&self) -> bool {
+        self.records.len() >= MAX_HELD_RECORDS || self.bytes >= MAX_HELD_BYTES
     }
 
     /// The oldest held record, to hand over now.
@@ -117,14 +123,9 @@ impl Held {
         if self.records.is_empty() {
             return None;
         }
-        if self.records.len() >= MAX_HELD_RECORDS || self.bytes >= MAX_HELD_BYTES {
+        if self.full() {
             return Some(self.since);
         }
         Some(self.since + self.linger)
-    }
-
-    /// Whether the held records must go at `now`.
-    pub fn due(&self, now: Instant) -> bool {
-        self.deadline().is_some_and(|deadline| deadline <= now)
     }
 }
