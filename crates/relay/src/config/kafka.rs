@@ -125,10 +125,11 @@ impl KafkaSettings {
                     .set("partitioner", "murmur2_random")
                     // The relay creates topics itself, with the configured partitions.
                     .set("allow.auto.create.topics", "false")
-                    // Against the latency target (benches/README.md): 2 ms keeps commit → consumer
-                    // p99 under 10 ms at 1,000 events/s and catch-up at pg_recvlogical's rate;
-                    // librdkafka's 5 ms doubled the tail, 1 ms cost a third more CPU per event.
-                    .set("linger.ms", "2")
+                    // Against the latency target (benches/README.md): what a live event waits
+                    // for others to share its produce request. Late events are grouped by the
+                    // delivery stage (deliver/linger.rs), so catch-up does not pay for a short
+                    // linger in requests; librdkafka's 5 ms doubled the commit → consumer tail.
+                    .set("linger.ms", "1")
                     .set(
                         "queue.buffering.max.messages",
                         self.max_in_flight.clamp(1, 10_000_000).to_string(),
