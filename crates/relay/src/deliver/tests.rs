@@ -35,6 +35,20 @@ fn origin(n: u64) -> Origin {
     }
 }
 
+/// Submits `count` events of topic A.events (`record(.., 0..count)`), each with a ticket of
+/// `t` and a position of `at`.
+async fn submit_events(d: &mut Deliver<FakeProducer>, t: &mut AckTracker, count: usize, at: u64) {
+    for n in 0..count {
+        d.submit(
+            Routed::Record(record("A.events", n as u8)),
+            t.produced(),
+            origin(at),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 fn stage(producer: FakeProducer) -> Deliver<FakeProducer> {
     Deliver::new(producer, "dlq", Arc::new(Metrics::new()))
 }
@@ -44,15 +58,7 @@ async fn acknowledgements_come_back_as_kafka_gives_them_and_the_tracker_orders_t
     let mut d = stage(FakeProducer::new(100));
     let mut t = AckTracker::new(Lsn::ZERO);
     t.begin();
-    for n in 0..3 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            origin(10),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, 3, 10).await;
     let _ = t.commit(Lsn::from_u64(100));
     // Kafka acknowledges the last two first (other partitions).
     d.producer.complete(2, Outcome::Acknowledged);
@@ -263,15 +269,7 @@ async fn a_full_queue_waits_for_a_delivery_report_and_keeps_its_acknowledgement(
 async fn the_drain_returns_every_ticket() {
     let mut d = stage(FakeProducer::new(100));
     let mut t = AckTracker::new(Lsn::ZERO);
-    for n in 0..5 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            origin(1),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, 5, 1).await;
     for n in (0..5).rev() {
         d.producer.complete(n, Outcome::Acknowledged);
     }
@@ -379,15 +377,7 @@ async fn a_producer_is_rebuilt_only_once_everything_it_holds_came_back() {
     let mut d = stage(producer);
     let mut t = AckTracker::new(Lsn::ZERO);
     t.begin();
-    for n in 0..2 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            origin(1),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, 2, 1).await;
     let completer = d.producer.completer();
     let acks = tokio::spawn(async move {
         tokio::task::yield_now().await;
@@ -678,15 +668,7 @@ async fn held_events_go_in_order_once_their_linger_is_over_and_count_as_in_fligh
     d.linger(CATCH_UP_LINGER);
     let start = tokio::time::Instant::now();
     t.begin();
-    for n in 0..3 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            origin(10),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, 3, 10).await;
     assert_eq!(t.commit(Lsn::from_u64(100)), None);
     assert!(d.producer.sent.is_empty(), "held while the linger runs");
     assert_eq!(d.in_flight(), 3, "held events are in flight");
@@ -723,15 +705,7 @@ async fn a_drain_sends_held_events_at_once() {
     d.linger(CATCH_UP_LINGER);
     let start = tokio::time::Instant::now();
     t.begin();
-    for n in 0..2 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            origin(10),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, 2, 10).await;
     let _ = t.commit(Lsn::from_u64(100));
     d.producer.complete(0, Outcome::Acknowledged);
     d.producer.complete(1, Outcome::Acknowledged);
@@ -749,15 +723,7 @@ async fn held_events_go_when_there_are_too_many_to_hold_whatever_the_linger() {
     let mut t = AckTracker::new(Lsn::ZERO);
     d.linger(Duration::from_secs(3600));
     t.begin();
-    for n in 0..linger::MAX_HELD_RECORDS {
-        d.submit(
-            Routed::Record(record("A.events", n as u8)),
-            t.produced(),
-            origin(10),
-        )
-        .await
-        .unwrap();
-    }
+    submit_events(&mut d, &mut t, linger::MAX_HELD_RECORDS, 10).await;
     assert_eq!(d.producer.sent.len(), linger::MAX_HELD_RECORDS);
     // And by their bytes: 100 KB values, ten of them reach the bound.
     let big = |n: u8| OutboxRecord {
