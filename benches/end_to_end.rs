@@ -13,7 +13,7 @@
 //! cargo bench --bench end_to_end
 //! OUTBOX_RELAY_BENCH_BASELINE=/tmp/outbox-relay-before cargo bench --bench end_to_end
 //! OUTBOX_RELAY_BENCH_EVENTS=500000 OUTBOX_RELAY_BENCH_TX_ROWS=1 OUTBOX_RELAY_BENCH_ROUNDS=5 cargo bench --bench end_to_end
-//! OUTBOX_RELAY_BENCH_RELAY_ARGS="--producer-property linger.ms=1" cargo bench --bench end_to_end
+//! OUTBOX_RELAY_BENCH_RELAY_ARGS="--producer-property linger.ms=5" cargo bench --bench end_to_end
 //! OUTBOX_RELAY_BENCH_TX_ROWS= OUTBOX_RELAY_BENCH_EXACTLY_ONCE=0 …: the steady state alone.
 //! OUTBOX_RELAY_BENCH_PERF=1 …: round 0's relay runs under `perf record -g`; where its CPU
 //! goes is written to benches/results/perf-<build>-tx<rows>.txt.

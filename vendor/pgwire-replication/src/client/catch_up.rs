@@ -17,9 +17,10 @@
 //!
 //! Whether the stream is behind is also published
 //! ([`ReplicationMetrics::catching_up`](super::ReplicationMetrics::catching_up)),
-//! on every connection (TLS included, whose socket is not batched), so the
-//! consumer can treat late changes differently (outbox-relay hands their
-//! events to Kafka in groups).
+//! on every connection (also those whose socket is not batched: Unix
+//! sockets, other systems), so the consumer can treat late changes
+//! differently (outbox-relay hands their events to Kafka in groups). TLS
+//! connections are batched too: the mark is set on the TCP socket beneath.
 
 use std::time::Duration;
 
