@@ -42,12 +42,50 @@ pub async fn wait_confirmed(
         }
         if start.elapsed() > timeout {
             panic!(
-                "slot {slot} did not confirm {target} within {timeout:?} (at {confirmed:?}); relay log:\n{}",
+                "slot {slot} did not confirm {target} within {timeout:?} (at {confirmed:?}); {}; relay log:\n{}",
+                slot_report(db, slot).await,
                 log()
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// What PostgreSQL says of `slot` and the walsender streaming it, for a failure message:
+/// whether the server sent what the relay did not confirm, or never sent it.
+async fn slot_report(db: &tokio_postgres::Client, slot: &str) -> String {
+    let row = db
+        .query_opt(
+            "SELECT s.active_pid::text, s.restart_lsn::text, r.state, r.sent_lsn::text, \
+                    r.write_lsn::text, r.flush_lsn::text, pg_current_wal_lsn()::text \
+             FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid \
+             WHERE s.slot_name = $1",
+            &[&slot],
+        )
+        .await;
+    let row = match row {
+        Ok(Some(row)) => row,
+        Ok(None) => return "the slot does not exist".into(),
+        Err(e) => return format!("reading pg_replication_slots: {e}"),
+    };
+    let names = [
+        "active_pid",
+        "restart_lsn",
+        "walsender state",
+        "sent_lsn",
+        "write_lsn",
+        "flush_lsn",
+        "pg_current_wal_lsn",
+    ];
+    let fields: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let value: Option<String> = row.get(i);
+            format!("{name} {}", value.as_deref().unwrap_or("-"))
+        })
+        .collect();
+    format!("PostgreSQL: {}", fields.join(", "))
 }
 
 /// Everything written so far is delivered: reads `pg_current_wal_lsn()` and waits until the
