@@ -141,7 +141,9 @@ impl Stack {
         relay: Option<&RelayProcess>,
     ) -> Duration {
         outbox_relay_testkit::wait_confirmed(&self.db, slot, target, timeout, || {
-            relay.map(|r| r.log()).unwrap_or_default()
+            relay
+                .map(|r| format!("relay threads: {}\n{}", r.threads(), r.log()))
+                .unwrap_or_default()
         })
         .await
     }
@@ -155,7 +157,9 @@ impl Stack {
         relay: Option<&RelayProcess>,
     ) -> Lsn {
         outbox_relay_testkit::wait_delivered(&self.db, slot, timeout, || {
-            relay.map(|r| r.log()).unwrap_or_default()
+            relay
+                .map(|r| format!("relay threads: {}\n{}", r.threads(), r.log()))
+                .unwrap_or_default()
         })
         .await
     }

@@ -48,6 +48,40 @@ impl RelayProcess {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The relay's threads as the kernel sees them: name, state (R running, S sleeping, D
+    /// blocked), CPU ticks (user + system) and what a sleeping thread waits in (wchan). For a
+    /// failure message: a relay that stopped talking is either spinning or blocked.
+    pub fn threads(&self) -> String {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid())) else {
+            return "no longer running".into();
+        };
+        let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+        let mut threads: Vec<String> = tasks
+            .flatten()
+            .map(|task| {
+                let dir = task.path();
+                let stat = read(dir.join("stat"));
+                // The fields after the name: state first, then utime and stime as 12th and 13th.
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace()
+                    .collect();
+                let field = |i: usize| fields.get(i).copied().unwrap_or("?");
+                format!(
+                    "{} {} cpu {}+{} wchan {}",
+                    read(dir.join("comm")).trim(),
+                    field(0),
+                    field(11),
+                    field(12),
+                    read(dir.join("wchan")).trim()
+                )
+            })
+            .collect();
+        threads.sort();
+        threads.join("; ")
+    }
+
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
