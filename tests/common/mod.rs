@@ -141,9 +141,7 @@ impl Stack {
         relay: Option<&RelayProcess>,
     ) -> Duration {
         outbox_relay_testkit::wait_confirmed(&self.db, slot, target, timeout, || {
-            relay
-                .map(|r| format!("relay threads: {}\n{}", r.threads(), r.log()))
-                .unwrap_or_default()
+            relay.map(failure_report).unwrap_or_default()
         })
         .await
     }
@@ -157,9 +155,7 @@ impl Stack {
         relay: Option<&RelayProcess>,
     ) -> Lsn {
         outbox_relay_testkit::wait_delivered(&self.db, slot, timeout, || {
-            relay
-                .map(|r| format!("relay threads: {}\n{}", r.threads(), r.log()))
-                .unwrap_or_default()
+            relay.map(failure_report).unwrap_or_default()
         })
         .await
     }
@@ -206,6 +202,12 @@ impl Stack {
             .unwrap()
             .unwrap()
     }
+}
+
+/// What a test that waited in vain shows of a relay: its threads as the kernel sees them
+/// (spinning or blocked), then its log.
+fn failure_report(relay: &RelayProcess) -> String {
+    format!("relay threads: {}\n{}", relay.threads(), relay.log())
 }
 
 /// Inserts `count` events in transactions of `per_tx` rows through one statement per
