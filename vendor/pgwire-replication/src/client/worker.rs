@@ -427,8 +427,12 @@ impl WorkerState {
             // The BufReader has a 128KB internal buffer. When the kernel delivers
             // a large TCP segment, many WAL messages are available without syscalls.
             // Read them in a tight loop to avoid select!/timeout overhead per message.
+            // Only messages whose rest is buffered: a read that has to wait on the
+            // socket belongs to the wait phase, whose timeout also lowers a raised
+            // low water mark (outbox-relay's change: a message's tail under the mark
+            // left this loop waiting for ever, sending no status updates either).
             let mut drained = 0usize;
-            while stream.buffer().len() >= 5 && drained < DRAIN_BATCH {
+            while drained < DRAIN_BATCH && reader.completes_from(stream.buffer()) {
                 let msg = reader.read(stream).await?;
                 drained += 1;
                 if msg.tag == b'E' {
@@ -1424,6 +1428,73 @@ mod tests {
         assert!(
             took >= wait / 2,
             "forwarded after {took:?}: the read did not wait for the low water mark"
+        );
+        worker_task.abort();
+    }
+
+    /// While reads are batched, a change whose head arrived behind another
+    /// change and whose tail arrives on its own, under the low water mark, is
+    /// forwarded after the wait. (The worker once read that tail in its drain
+    /// phase, with no timeout: the kernel never woke it, and the session went
+    /// silent for good at the end of a catch-up.)
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_change_whose_tail_arrives_alone_while_reads_are_batched_is_forwarded_after_the_wait()
+    {
+        use std::os::fd::AsRawFd;
+        use std::time::Duration;
+        use tokio::io::AsyncWriteExt;
+
+        let (client, mut server) = super::super::catch_up::tcp_pair().await;
+        let (mut worker, _stop_tx, mut rx) = test_worker(ReplicationConfig::default());
+        // SAFETY: `client` moves into the task below and lives as long as the worker.
+        worker.batch_reads_on(unsafe { LowWater::of_socket(client.as_raw_fd()) });
+        let wait = Duration::from_millis(200);
+        worker.catch_up = CatchUp::waiting(wait);
+        let worker_task = tokio::spawn(async move {
+            let mut client = BufReader::with_capacity(128 * 1024, client);
+            worker.stream_loop(&mut client).await
+        });
+        async fn next(
+            rx: &mut mpsc::Receiver<Result<ReplicationEvent>>,
+        ) -> Option<ReplicationEvent> {
+            let event = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+            event.ok().flatten().map(|event| event.unwrap())
+        }
+
+        // A Begin committed at 0 and sent 10 s later: behind, reads batch.
+        let mut begin = vec![b'B'];
+        begin.extend_from_slice(&100i64.to_be_bytes()); // final LSN
+        begin.extend_from_slice(&0i64.to_be_bytes()); // commit time
+        begin.extend_from_slice(&7i32.to_be_bytes()); // xid
+        server
+            .write_all(&xlog_frame_sent_at(10_000_000, &begin))
+            .await
+            .unwrap();
+        let first = next(&mut rx).await.expect("the Begin was not forwarded");
+        assert!(matches!(first, ReplicationEvent::Begin { .. }), "{first:?}");
+
+        // A late change and the head of the next one, in one write under the mark.
+        let second = xlog_frame_sent_at(10_000_001, b"Itail");
+        let mut head = xlog_frame_sent_at(10_000_001, b"Ifirst");
+        head.extend_from_slice(&second[..second.len() - 3]);
+        server.write_all(&head).await.unwrap();
+        let change = next(&mut rx)
+            .await
+            .expect("the first change was not forwarded");
+        assert!(
+            matches!(&change, ReplicationEvent::XLogData { data, .. } if &data[..] == b"Ifirst"),
+            "{change:?}"
+        );
+        // The first change was late too: the mark is up again. The tail alone.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.write_all(&second[second.len() - 3..]).await.unwrap();
+        let change = next(&mut rx)
+            .await
+            .expect("a change whose tail arrived under the low water mark was never forwarded");
+        assert!(
+            matches!(&change, ReplicationEvent::XLogData { data, .. } if &data[..] == b"Itail"),
+            "{change:?}"
         );
         worker_task.abort();
     }

@@ -120,6 +120,38 @@ impl MessageReader {
         self
     }
 
+    /// Whether [`read`](Self::read) can return its next result from `buffered`
+    /// alone (the bytes a buffered reader holds), without waiting on the
+    /// socket: the rest of the message being read (from wherever a cancelled
+    /// read left it) is all there, or the read fails at once (a refused or
+    /// malformed header).
+    ///
+    /// (outbox-relay's change: the worker's drain phase reads only such
+    /// messages. Waiting there for a message's tail had no timeout, and with a
+    /// raised socket low water mark a tail under the mark never woke it.)
+    pub fn completes_from(&self, buffered: &[u8]) -> bool {
+        if self.refused.is_some() {
+            return true;
+        }
+        let (payload_len, payload_filled, rest) = match self.payload_len {
+            Some(len) => (len, self.payload_filled, buffered),
+            None => {
+                let need = 5 - self.hdr_filled;
+                let Some(tail) = buffered.get(..need) else {
+                    return false;
+                };
+                let mut hdr = self.hdr;
+                hdr[self.hdr_filled..].copy_from_slice(tail);
+                let len = i32::from_be_bytes([hdr[1], hdr[2], hdr[3], hdr[4]]);
+                if len < 4 || (len - 4) as usize > self.max_payload {
+                    return true;
+                }
+                ((len - 4) as usize, 0, &buffered[need..])
+            }
+        };
+        rest.len() >= payload_len - payload_filled
+    }
+
     /// Read the next complete backend message.
     ///
     /// Cancellation-safe: dropping the returned future preserves all progress
@@ -402,6 +434,47 @@ mod tests {
         let m2 = reader.read(&mut cursor).await.unwrap();
         assert_eq!(m2.tag, b'N');
         assert!(m2.payload.is_empty());
+    }
+
+    /// `completes_from` says whether the rest of the message is buffered, from
+    /// every state a cancelled read can leave the reader in.
+    #[tokio::test]
+    async fn message_reader_knows_whether_the_buffered_bytes_finish_its_message() {
+        // 'd', length 8, payload "abcd"; then the next message's first byte.
+        let wire = [b'd', 0, 0, 0, 8, b'a', b'b', b'c', b'd', b'Z'];
+        let reader = MessageReader::new();
+        assert!(reader.completes_from(&wire));
+        assert!(reader.completes_from(&wire[..9]));
+        assert!(!reader.completes_from(&wire[..8]), "payload short by one");
+        assert!(!reader.completes_from(&wire[..4]), "header short by one");
+        assert!(!reader.completes_from(&[]));
+
+        // A read cancelled after 3 header bytes: the buffer starts mid-header.
+        let (mut writer, mut rd) = tokio::io::duplex(64);
+        let mut reader = MessageReader::new();
+        writer.write_all(&wire[..3]).await.unwrap();
+        let cancelled =
+            tokio::time::timeout(std::time::Duration::from_millis(20), reader.read(&mut rd)).await;
+        assert!(cancelled.is_err());
+        assert!(reader.completes_from(&wire[3..9]));
+        assert!(!reader.completes_from(&wire[3..8]));
+        assert!(!reader.completes_from(&wire[3..4]));
+
+        // Cancelled after the header and two payload bytes.
+        writer.write_all(&wire[3..7]).await.unwrap();
+        let cancelled =
+            tokio::time::timeout(std::time::Duration::from_millis(20), reader.read(&mut rd)).await;
+        assert!(cancelled.is_err());
+        assert!(reader.completes_from(b"cd"));
+        assert!(!reader.completes_from(b"c"));
+
+        // A header the read refuses at once needs nothing more.
+        let reader = MessageReader::new().with_max_message_size(2);
+        assert!(reader.completes_from(&wire[..5]), "over the limit");
+        assert!(
+            MessageReader::new().completes_from(&[b'Z', 0, 0, 0, 3]),
+            "invalid length"
+        );
     }
 
     /// Regression test for issue #5: reading a backend message must be
