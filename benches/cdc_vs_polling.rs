@@ -149,7 +149,7 @@ async fn run_mode(
         .unwrap()
         .get(0);
     let cpu_before = cluster_cpu(postmaster);
-    let mut committed: HashMap<u64, Instant> = HashMap::new();
+    let mut committed: HashMap<u64, (Instant, f64)> = HashMap::new();
     let rows_per_tick = (rate / 100).max(1); // a transaction every 10 ms
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     let started = Instant::now();
@@ -164,7 +164,7 @@ async fn run_mode(
         ))
         .await
         .unwrap();
-        let at = Instant::now();
+        let at = (Instant::now(), live::unix_ms());
         for i in n..n + rows_per_tick {
             committed.insert(i, at);
         }
@@ -173,7 +173,7 @@ async fn run_mode(
     let elapsed = started.elapsed().as_secs_f64();
     // Wait for the stragglers, then account CPU over the same window for both modes.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let arrived = |received: &HashMap<u64, Instant>| {
+    let arrived = |received: &HashMap<u64, live::Arrival>| {
         committed
             .keys()
             .filter(|k| received.contains_key(k))
@@ -200,9 +200,9 @@ async fn run_mode(
         "{name}: {missing} events never arrived; relay log:\n{}",
         relay.log()
     );
-    let latencies_ms = committed
+    let latencies_ms = live::delays(&committed, &received)
         .iter()
-        .map(|(k, at)| received[k].saturating_duration_since(*at).as_secs_f64() * 1e3)
+        .map(|p| p.0)
         .collect();
     ModeResult {
         name: name.to_owned(),

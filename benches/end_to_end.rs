@@ -392,6 +392,8 @@ struct Steady {
     achieved: f64,
     /// Commit → consumer, exact, ms.
     consumer_ms: Vec<f64>,
+    /// Each event's (commit → consumer, commit → produced, produced → consumer), ms.
+    parts: Vec<(f64, f64, f64)>,
     /// Commit → acknowledged, from the relay's histogram: bucket bounds of p50, p99, p99.9.
     relay_bounds: (f64, f64, f64),
 }
@@ -464,7 +466,7 @@ async fn steady_state(
     for rate in [1_000u64, 10_000] {
         let before = histogram(&metrics_address);
         let rows_per_tick = rate / 100;
-        let mut committed: HashMap<u64, Instant> = HashMap::new();
+        let mut committed: HashMap<u64, (Instant, f64)> = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(10));
         let phase = Instant::now();
         let start = n;
@@ -478,7 +480,7 @@ async fn steady_state(
             ))
             .await
             .unwrap();
-            let at = Instant::now();
+            let at = (Instant::now(), live::unix_ms());
             for i in n..n + rows_per_tick {
                 committed.insert(i, at);
             }
@@ -513,15 +515,12 @@ async fn steady_state(
             .zip(&before)
             .map(|((le, a), (_, b))| (*le, a - b))
             .collect();
-        let received = received.lock().unwrap();
-        let consumer_ms = committed
-            .iter()
-            .map(|(k, at)| received[k].saturating_duration_since(*at).as_secs_f64() * 1e3)
-            .collect();
+        let parts = live::delays(&committed, &received.lock().unwrap());
         rates.push(Steady {
             rate,
             achieved,
-            consumer_ms,
+            consumer_ms: parts.iter().map(|p| p.0).collect(),
+            parts,
             relay_bounds: (
                 bucket_bound(&delta, 0.5),
                 bucket_bound(&delta, 0.99),
@@ -544,7 +543,7 @@ async fn steady_state(
 /// The broker's share of the latency: records produced straight to a fresh broker with the
 /// relay's producer settings (idempotent, acks=all, `linger.ms` as the relay's) at the same
 /// rates, read by the same live consumer: send → consumer, exact, ms per rate.
-async fn broker_alone(seconds: u64, first: u64) -> Vec<(u64, Vec<f64>)> {
+async fn broker_alone(seconds: u64, first: u64) -> Vec<(u64, Vec<(f64, f64, f64)>)> {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     const TOPIC: &str = "Probe.events";
     let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
@@ -581,12 +580,12 @@ async fn broker_alone(seconds: u64, first: u64) -> Vec<(u64, Vec<f64>)> {
     let mut out = Vec::new();
     let mut n = first;
     for rate in [1_000u64, 10_000] {
-        let mut sent: HashMap<u64, Instant> = HashMap::new();
+        let mut sent: HashMap<u64, (Instant, f64)> = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(10));
         let phase = Instant::now();
         while phase.elapsed() < Duration::from_secs(seconds) {
             tick.tick().await;
-            let at = Instant::now();
+            let at = (Instant::now(), live::unix_ms());
             for i in n..n + rate / 100 {
                 let key = format!("e-{i}");
                 producer
@@ -608,13 +607,7 @@ async fn broker_alone(seconds: u64, first: u64) -> Vec<(u64, Vec<f64>)> {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let received = received.lock().unwrap();
-        out.push((
-            rate,
-            sent.iter()
-                .map(|(k, at)| received[k].saturating_duration_since(*at).as_secs_f64() * 1e3)
-                .collect(),
-        ));
+        out.push((rate, live::delays(&sent, &received.lock().unwrap())));
     }
     stop.store(true, Ordering::Relaxed);
     consumer.join().unwrap();
@@ -803,8 +796,9 @@ fn main() {
                 );
             }
         }
-        for (rate, ms) in &alone {
-            let q = |x| live::quantile(ms, x);
+        for (rate, parts) in &alone {
+            let ms: Vec<f64> = parts.iter().map(|p| p.0).collect();
+            let q = |x| live::quantile(&ms, x);
             println!(
                 "| the broker alone (send → consumer) | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
                 q(0.5),
@@ -814,6 +808,19 @@ fn main() {
             );
         }
         println!("(target p99 ≤ 10 ms and p99.9 ≤ 20 ms at the consumer)");
+        println!();
+        println!("where the slowest 1 % of events spent their time (medians over them; the produce stamp is the record's CreateTime, whole ms):");
+        println!("| build | rate | commit → consumer | commit → produced (PostgreSQL, walsender, relay) | produced → consumer (librdkafka, broker, consumer) |");
+        println!("|---|---|---|---|---|");
+        let tails = binaries
+            .iter()
+            .zip(&steady)
+            .flat_map(|(b, s)| s.rates.iter().map(move |r| (b.name, r.rate, &r.parts)))
+            .chain(alone.iter().map(|(rate, parts)| ("the broker alone", *rate, parts)));
+        for (name, rate, parts) in tails {
+            let (total, before, after) = live::tail_split(parts, 0.01);
+            println!("| {name} | {rate} | {total:.1} ms | {before:.1} ms | {after:.1} ms |");
+        }
         for (b, s) in binaries.iter().zip(&steady) {
             println!("{}: relay RSS {:.1} MiB idle, {:.1} MiB peak (targets ≤ 16 / ≤ 32 MiB)", b.name, s.idle_rss, s.peak_rss);
         }

@@ -9,8 +9,56 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// When an event arrived at the consumer, and when its producer handed it to librdkafka: the
+/// record's CreateTime, which librdkafka stamps at the produce call (whole milliseconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub at: Instant,
+    /// `at` on the wall clock, in milliseconds since the epoch.
+    pub unix_ms: f64,
+    pub produced_unix_ms: Option<i64>,
+}
+
 /// When each event number arrived.
-pub type Arrivals = Arc<Mutex<HashMap<u64, Instant>>>;
+pub type Arrivals = Arc<Mutex<HashMap<u64, Arrival>>>;
+
+/// Now on the wall clock, in milliseconds since the epoch.
+pub fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// Each event's delay from when it was sent (committed, or produced straight to the broker) to
+/// its arrival, exact, with its two parts around the produce stamp: (total, until produced,
+/// produced → consumer) in ms. `sent` holds when, on both clocks (`Instant`, [`unix_ms`]).
+pub fn delays(
+    sent: &HashMap<u64, (Instant, f64)>,
+    received: &HashMap<u64, Arrival>,
+) -> Vec<(f64, f64, f64)> {
+    sent.iter()
+        .map(|(k, (at, unix))| {
+            let arrival = received[k];
+            let total = arrival.at.saturating_duration_since(*at).as_secs_f64() * 1e3;
+            let produced = arrival.produced_unix_ms.map_or(f64::NAN, |ms| ms as f64);
+            (total, produced - unix, arrival.unix_ms - produced)
+        })
+        .collect()
+}
+
+/// Where the slowest `share` of the events spent their time: the median of each part over
+/// them, as (total, until produced, produced → consumer) in ms. `parts` holds every event's
+/// (total, until produced, produced → consumer). The produce stamp has millisecond steps,
+/// so the parts are ± 1 ms.
+#[allow(dead_code)] // end_to_end's; cdc_vs_polling reports totals only
+pub fn tail_split(parts: &[(f64, f64, f64)], share: f64) -> (f64, f64, f64) {
+    let mut v = parts.to_vec();
+    v.sort_by(|a, b| b.0.total_cmp(&a.0));
+    v.truncate(((parts.len() as f64 * share).ceil() as usize).max(1));
+    let median =
+        |f: fn(&(f64, f64, f64)) -> f64| quantile(&v.iter().map(f).collect::<Vec<_>>(), 0.5);
+    (median(|p| p.0), median(|p| p.1), median(|p| p.2))
+}
 
 /// Reads `topic`'s `partitions` from the beginning until `stop`; notes the first arrival of
 /// each key `e-<n>`. `fetch_wait_ms`: how long the broker may hold a fetch that finds nothing
@@ -42,14 +90,18 @@ pub fn spawn_consumer(
         consumer.assign(&tpl).unwrap();
         while !stop.load(Ordering::Relaxed) {
             if let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) {
-                let now = Instant::now();
+                let arrival = Arrival {
+                    at: Instant::now(),
+                    unix_ms: unix_ms(),
+                    produced_unix_ms: m.timestamp().to_millis(),
+                };
                 let n = m
                     .key()
                     .and_then(|k| std::str::from_utf8(k).ok())
                     .and_then(|k| k.strip_prefix("e-"))
                     .and_then(|k| k.parse::<u64>().ok());
                 if let Some(n) = n {
-                    received.lock().unwrap().entry(n).or_insert(now);
+                    received.lock().unwrap().entry(n).or_insert(arrival);
                 }
             }
         }
