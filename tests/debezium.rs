@@ -632,7 +632,7 @@ async fn initial_snapshot_relays_existing_rows_once_then_streams() {
     assert_eq!(
         outbox_relay_testkit::http::metric(&metrics, "outbox_relay_snapshot_rows_done"),
         total,
-        "every snapshot row handed to Kafka"
+        "every snapshot row read and routed"
     );
     let counts = |records: Vec<ConsumedRecord>| {
         let mut counts = vec![0u32; 800];

@@ -196,7 +196,7 @@ impl Metrics {
         );
         registry.register(
             "snapshot_rows_done",
-            "Rows of the initial snapshot handed to Kafka so far",
+            "Rows of the initial snapshot read and routed so far (they go to Kafka in groups of up to 2,000)",
             m.snapshot_rows_done.clone(),
         );
         registry.register(

@@ -242,6 +242,28 @@ fn the_worker_config_supplies_what_the_connector_does_not() {
     );
 }
 
+/// Kafka Connect applies a connector's `producer.override.*` over the worker's `producer.*`:
+/// the override comes last, and the last value of a property wins.
+#[test]
+fn a_connector_producer_override_wins_over_the_worker_producer_setting() {
+    let worker = RawConfig {
+        name: None,
+        entries: properties::parse_properties("producer.linger.ms=5\n"),
+    };
+    let s = translate(
+        &config(&[("producer.override.linger.ms", "3")]),
+        Some(&worker),
+    )
+    .unwrap();
+    let linger: Vec<&str> = s
+        .producer_properties
+        .iter()
+        .filter(|(k, _)| k == "linger.ms")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(linger, ["5", "3"], "{:?}", s.producer_properties);
+}
+
 #[test]
 fn unknown_options_are_listed_and_semantic_ones_refused() {
     let s = translate(

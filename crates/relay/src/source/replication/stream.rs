@@ -361,7 +361,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     rows_done = done,
                     rows_total = total,
                     percent = done * 100 / total.max(1),
-                    "snapshot progress: {done} of {total} rows handed to Kafka"
+                    "snapshot progress: {done} of {total} rows read and routed"
                 );
             }
         }
