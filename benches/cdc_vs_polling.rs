@@ -156,14 +156,7 @@ async fn run_mode(
     let mut n = first;
     while started.elapsed() < Duration::from_secs(seconds) {
         tick.tick().await;
-        db.batch_execute(&format!(
-            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
-             SELECT gen_random_uuid(), 'Order', 'e-' || g, 'Steady', jsonb_build_object('n', g, 'note', repeat('x', 100))
-             FROM generate_series({n}, {}) g",
-            n + rows_per_tick - 1
-        ))
-        .await
-        .unwrap();
+        live::insert_events(db, n, rows_per_tick, 100).await;
         let at = (Instant::now(), live::unix_ms());
         for i in n..n + rows_per_tick {
             committed.insert(i, at);

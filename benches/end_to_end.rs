@@ -472,7 +472,7 @@ async fn steady_state(
         let start = n;
         while phase.elapsed() < Duration::from_secs(seconds) {
             tick.tick().await;
-            insert_tick(db, n, rows_per_tick).await;
+            live::insert_events(db, n, rows_per_tick, 150).await;
             let at = (Instant::now(), live::unix_ms());
             for i in n..n + rows_per_tick {
                 committed.insert(i, at);
@@ -533,18 +533,6 @@ async fn steady_state(
     }
 }
 
-/// One tick of the steady state: `rows` outbox rows, numbered from `n`, in one transaction.
-async fn insert_tick(db: &tokio_postgres::Client, n: u64, rows: u64) {
-    db.batch_execute(&format!(
-        "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
-         SELECT gen_random_uuid(), 'Order', 'e-' || g, 'Steady', jsonb_build_object('n', g, 'note', repeat('x', 150))
-         FROM generate_series({n}, {}) g",
-        n + rows - 1
-    ))
-    .await
-    .unwrap();
-}
-
 /// The broker's share of the latency: at each tick the same transaction is committed as in
 /// the steady state (so PostgreSQL takes the same CPU from the broker and the consumer, with no
 /// walsender and no relay), then its records are produced straight to a fresh broker with the
@@ -599,7 +587,7 @@ async fn broker_alone(
         let phase = Instant::now();
         while phase.elapsed() < Duration::from_secs(seconds) {
             tick.tick().await;
-            insert_tick(db, n, rate / 100).await;
+            live::insert_events(db, n, rate / 100, 150).await;
             let at = (Instant::now(), live::unix_ms());
             for i in n..n + rate / 100 {
                 let key = format!("e-{i}");

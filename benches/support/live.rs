@@ -22,6 +22,19 @@ pub struct Arrival {
 /// When each event number arrived.
 pub type Arrivals = Arc<Mutex<HashMap<u64, Arrival>>>;
 
+/// `rows` outbox events of aggregate type Order, keys `e-<n>` from `n` on, in one transaction;
+/// each payload carries a note of `note_len` bytes.
+pub async fn insert_events(db: &tokio_postgres::Client, n: u64, rows: u64, note_len: usize) {
+    db.batch_execute(&format!(
+        "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+         SELECT gen_random_uuid(), 'Order', 'e-' || g, 'Steady', jsonb_build_object('n', g, 'note', repeat('x', {note_len}))
+         FROM generate_series({n}, {}) g",
+        n + rows - 1
+    ))
+    .await
+    .unwrap();
+}
+
 /// Now on the wall clock, in milliseconds since the epoch.
 pub fn unix_ms() -> f64 {
     std::time::SystemTime::now()
