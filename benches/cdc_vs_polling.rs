@@ -193,10 +193,7 @@ async fn run_mode(
         "{name}: {missing} events never arrived; relay log:\n{}",
         relay.log()
     );
-    let latencies_ms = live::delays(&committed, &received)
-        .iter()
-        .map(|p| p.0)
-        .collect();
+    let latencies_ms = live::totals(&live::delays(&committed, &received));
     ModeResult {
         name: name.to_owned(),
         latencies_ms,

@@ -390,8 +390,6 @@ fn spread(values: &[f64]) -> (f64, f64, f64) {
 struct Steady {
     rate: u64,
     achieved: f64,
-    /// Commit → consumer, exact, ms.
-    consumer_ms: Vec<f64>,
     /// Each event's (commit → consumer, commit → produced, produced → consumer), ms.
     parts: Vec<(f64, f64, f64)>,
     /// Commit → acknowledged, from the relay's histogram: bucket bounds of p50, p99, p99.9.
@@ -402,6 +400,14 @@ struct SteadyRun {
     idle_rss: f64,
     peak_rss: f64,
     rates: Vec<Steady>,
+}
+
+/// What the earlier phases left PostgreSQL to do in the background (autovacuum of the rows
+/// they inserted, a checkpoint), done before a steady state's clock runs: on 2 cores it would
+/// otherwise land inside one measurement and not the other's.
+async fn settle_postgres(db: &tokio_postgres::Client) {
+    db.batch_execute("VACUUM (ANALYZE) outbox").await.unwrap();
+    db.batch_execute("CHECKPOINT").await.unwrap();
 }
 
 /// A relay on a fresh slot and broker: its RSS once started and idle, then commit → consumer
@@ -418,11 +424,7 @@ async fn steady_state(
     outbox_relay_testkit::kafka::create_topic(&broker.bootstrap_servers(), TOPIC, 3)
         .await
         .unwrap();
-    // What the catch-up rounds left PostgreSQL to do in the background (autovacuum of the
-    // rows they inserted, a checkpoint) is done before the clock runs: on 2 cores it would
-    // otherwise land inside one build's measurement and not the other's.
-    db.batch_execute("VACUUM (ANALYZE) outbox").await.unwrap();
-    db.batch_execute("CHECKPOINT").await.unwrap();
+    settle_postgres(db).await;
     let slot = format!("steady_{}", binary.name);
     create_slot(db, &slot).await;
     let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
@@ -512,7 +514,6 @@ async fn steady_state(
         rates.push(Steady {
             rate,
             achieved,
-            consumer_ms: parts.iter().map(|p| p.0).collect(),
             parts,
             relay_bounds: (
                 bucket_bound(&delta, 0.5),
@@ -549,9 +550,7 @@ async fn broker_alone(
     outbox_relay_testkit::kafka::create_topic(&broker.bootstrap_servers(), TOPIC, 3)
         .await
         .unwrap();
-    // As before each relay's steady state.
-    db.batch_execute("VACUUM (ANALYZE) outbox").await.unwrap();
-    db.batch_execute("CHECKPOINT").await.unwrap();
+    settle_postgres(db).await;
     let linger = std::env::var("OUTBOX_RELAY_BENCH_RELAY_ARGS")
         .ok()
         .and_then(|a| {
@@ -783,7 +782,8 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|---|");
         for (b, s) in binaries.iter().zip(&steady) {
             for r in &s.rates {
-                let q = |x| live::quantile(&r.consumer_ms, x);
+                let consumer_ms = live::totals(&r.parts);
+                let q = |x| live::quantile(&consumer_ms, x);
                 println!(
                     "| {} | {} / {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | ≤ {:.0} ms | ≤ {:.0} ms | ≤ {:.0} ms |",
                     b.name,
@@ -800,7 +800,7 @@ fn main() {
             }
         }
         for (rate, parts) in &alone {
-            let ms: Vec<f64> = parts.iter().map(|p| p.0).collect();
+            let ms = live::totals(parts);
             let q = |x| live::quantile(&ms, x);
             println!(
                 "| the broker alone (commit → produced at once → consumer) | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
@@ -829,7 +829,7 @@ fn main() {
         }
         // A partial run (no steady state, `OUTBOX_RELAY_BENCH_STEADY_SECONDS=0`) leaves the plot as it is.
         if let (Some(after), Some(first)) = (steady.last(), shapes.first()) {
-            let p99 = after.rates.iter().map(|r| live::quantile(&r.consumer_ms, 0.99)).fold(0.0, f64::max);
+            let p99 = after.rates.iter().map(|r| live::quantile(&live::totals(&r.parts), 0.99)).fold(0.0, f64::max);
             write_svg(svg_after.0, svg_after.1, p99, events, *first);
         }
 

@@ -59,6 +59,11 @@ pub fn delays(
         .collect()
 }
 
+/// The totals of [`delays`]: each event's delay to its arrival, ms.
+pub fn totals(delays: &[(f64, f64, f64)]) -> Vec<f64> {
+    delays.iter().map(|d| d.0).collect()
+}
+
 /// Where the slowest `share` of the events spent their time: the median of each part over
 /// them, as (total, until produced, produced → consumer) in ms. `parts` holds every event's
 /// (total, until produced, produced → consumer). The produce stamp has millisecond steps,
