@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
 # PostgreSQL 15 server binaries, a C toolchain, CMake, OpenSSL and Cyrus SASL headers for the
-# bundled librdkafka, kubectl, and locales. The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
+# bundled librdkafka, kubectl, locales, curl, Java's keytool (the TLS tests make Java key
+# stores with it), and schemathesis from PyPI in a venv (the REST API's fuzz test). The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
 set -euo pipefail
 
 SUDO=""
@@ -34,6 +35,25 @@ fi
 if ! pkg-config --exists libsasl2 2>/dev/null; then
     echo "install-deps: installing Cyrus SASL (librdkafka's Kerberos/GSSAPI support)"
     apt_install libsasl2-dev libsasl2-modules-gssapi-mit
+fi
+if ! command -v curl >/dev/null; then
+    echo "install-deps: installing curl (the Connect REST API tests drive it)"
+    apt_install curl
+fi
+if ! command -v keytool >/dev/null; then
+    echo "install-deps: installing Java 17 (keytool makes the Java key stores of the TLS tests)"
+    apt_install openjdk-17-jdk-headless
+fi
+# schemathesis (the REST API's fuzz test), pinned, in a venv of its own.
+ST_VENV=${OUTBOX_RELAY_TOOLS:-$HOME/.cache/outbox-relay}/schemathesis
+ST_VERSION=4.32.5
+if [ "$("$ST_VENV/bin/st" --version 2>/dev/null | grep -o '[0-9][0-9.]*$')" != "$ST_VERSION" ]; then
+    echo "install-deps: installing schemathesis $ST_VERSION from PyPI into $ST_VENV"
+    if ! python3 -m venv "$ST_VENV" >/dev/null 2>&1; then
+        apt_install python3-venv
+        python3 -m venv "$ST_VENV"
+    fi
+    "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$ST_VERSION"
 fi
 if ! command -v kubectl >/dev/null; then
     echo "install-deps: installing kubectl (renders the Kustomize base in a test)"

@@ -1164,10 +1164,10 @@ async fn debezium_3x_records_enums_null_headers_and_fixed_width_zoned_timestamps
     );
 }
 
-/// Kafka's config providers, as Kafka Connect expands them: the database password from a
-/// mounted secret directory (`${directory:...}`, declared in the worker config as Connect
-/// users do), the user from the environment (`${env:...}`, declared in the connector
-/// config), the brokers from a properties file (`${file:...}`, the worker's own value). `ConfigTransformer.transform`,
+/// Kafka's config providers, as Kafka Connect expands them, declared in the worker config
+/// (only there: a connector config that declares one is refused): the database password from
+/// a mounted secret directory (`${directory:...}`), the user from the environment
+/// (`${env:...}`), the brokers from a properties file (`${file:...}`, the worker's own value). `ConfigTransformer.transform`,
 /// `FileConfigProvider.get`, `DirectoryConfigProvider.get`, `EnvVarConfigProvider.get`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_providers_supply_the_password_the_user_and_the_brokers() {
@@ -1197,8 +1197,6 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
         connector(
             "providers",
             serde_json::json!({
-                "config.providers": "env",
-                "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
                 "database.hostname": "127.0.0.1",
                 "database.port": stack.pg.port().to_string(),
                 "database.user": "${env:OUTBOX_DB_USER}",
@@ -1211,8 +1209,9 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
     std::fs::write(
         &worker,
         format!(
-            "config.providers=file,directory,vault\n\
+            "config.providers=file,directory,vault,env\n\
              config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
              config.providers.directory.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider\n\
              config.providers.directory.param.allowed.paths={}\n\
              config.providers.vault.class=io.example.VaultConfigProvider\n\
@@ -1272,6 +1271,35 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
         said.contains("database.password") && said.contains("config.providers=vault"),
         "{said}"
     );
+
+    // A provider declared in the connector config: refused, nothing expanded.
+    let declared = write_config(
+        dir.path(),
+        "declared.json",
+        connector(
+            "providers",
+            serde_json::json!({
+                "config.providers": "mine",
+                "config.providers.mine.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+                "connector.class": format!("${{mine:{}:postgres-password}}", secrets.display()),
+            }),
+        ),
+    );
+    let out = std::process::Command::new(RELAY)
+        .args(["check", "--debezium-config", &declared])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("config.providers") && said.contains("worker configuration only"),
+        "{said}"
+    );
+    assert!(!said.contains(PASSWORD), "{said}");
 }
 
 /// Every column type an outbox migration meets, as Debezium 3.x types it, read back from

@@ -252,6 +252,43 @@ fn start_pod(stack: &Stack, pod: &Pod, port: u16) -> RelayProcess {
     RelayProcess::spawn(Path::new(RELAY), &pod.args, &env).expect("start outbox-relay")
 }
 
+/// The `connect` overlay runs the Kafka Connect worker with its REST API on loopback only
+/// (its worker.properties), the probes' address on the pod network.
+#[test]
+fn the_connect_overlay_keeps_an_unauthenticated_rest_api_off_the_network() {
+    let connect = render("overlays/connect");
+    check_wiring(&connect);
+    let args =
+        strings(&one(&connect, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert_eq!(
+        args[..3],
+        [
+            "connect",
+            "--worker-config",
+            "/etc/outbox-relay/worker.properties"
+        ]
+    );
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--metrics-address", "0.0.0.0:9187"]),
+        "{args:?}"
+    );
+    let worker = one(&connect, "ConfigMap")["data"]["worker.properties"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let active: Vec<&str> = worker
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    let authenticated = active
+        .iter()
+        .any(|l| l.starts_with("rest.extension.classes="));
+    let loopback = active.contains(&"listeners=http://127.0.0.1:8083");
+    assert!(authenticated || loopback, "{worker}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubernetes_base_renders_wired_and_its_pods_run() {
     let base = render("base");

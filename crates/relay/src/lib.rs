@@ -25,6 +25,7 @@ pub mod connect;
 pub mod debezium;
 pub mod deliver;
 pub mod error;
+pub mod keystore;
 pub mod metrics;
 pub mod ops;
 pub mod route;

@@ -95,6 +95,8 @@ pub struct Preset {
     pub notes: Vec<String>,
     /// Options that were not recognised (one warning lists them).
     pub unknown: Vec<String>,
+    /// The values config providers expanded: no message shows them.
+    pub hidden: crate::secret::Redaction,
 }
 
 /// What the start-up log and `check` say about a preset.
@@ -103,11 +105,31 @@ pub struct PresetSummary {
     pub connector_name: Option<String>,
     pub notes: Vec<String>,
     pub unknown_options: Vec<String>,
+    /// The values config providers expanded: no message shows them.
+    pub hidden: crate::secret::Redaction,
 }
 
 impl Settings {
     /// `options` already merged with their `--config` file; `preset` from `--debezium-config`.
-    pub fn resolve(mut o: RunOptions, preset: Option<Preset>) -> Result<Self, ConfigError> {
+    pub fn resolve(o: RunOptions, preset: Option<Preset>) -> Result<Self, ConfigError> {
+        let hidden = preset
+            .as_ref()
+            .map(|p| p.hidden.clone())
+            .unwrap_or_default();
+        Self::resolve_visible(o, preset).map_err(|e| match e {
+            ConfigError::Invalid { key, message } => ConfigError::Invalid {
+                key,
+                message: hidden.apply(&message),
+            },
+            ConfigError::File { path, message } => ConfigError::File {
+                path,
+                message: hidden.apply(&message),
+            },
+            missing => missing,
+        })
+    }
+
+    fn resolve_visible(mut o: RunOptions, preset: Option<Preset>) -> Result<Self, ConfigError> {
         if let Some(p) = &preset {
             overlay_preset(&mut o, p)?;
         }
@@ -218,6 +240,7 @@ impl Settings {
                 connector_name: p.connector_name,
                 notes: p.notes,
                 unknown_options: p.unknown,
+                hidden: p.hidden,
             }),
         })
     }

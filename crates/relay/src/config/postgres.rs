@@ -68,6 +68,10 @@ fn split_tls(url: &str) -> Result<(String, pgwire_replication::TlsConfig), anyho
             _ => kept.push(param.to_owned()),
         }
     }
+    // libpq: with a root certificate file, sslmode=require verifies the chain as verify-ca.
+    if tls.mode == SslMode::Require && tls.ca_pem_path.as_ref().is_some_and(|p| p.exists()) {
+        tls.mode = SslMode::VerifyCa;
+    }
     let rest = kept.join(separator);
     let sql_url = match (base.is_empty(), rest.is_empty()) {
         (true, _) => rest,
@@ -136,5 +140,41 @@ mod tests {
         );
         assert!(!c.display.contains("s3cret"));
         assert!(ConnectionInfo::parse("postgres://db/app").is_err());
+    }
+
+    #[test]
+    fn sslmode_require_with_a_root_certificate_verifies_the_chain_as_libpq_does() {
+        use pgwire_replication::SslMode;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("root.crt");
+        std::fs::write(&ca, "").unwrap();
+        let mode = |url: String| ConnectionInfo::parse(&url).unwrap().tls.mode;
+        let base = "postgres://relay@db/app?sslmode";
+        assert_eq!(
+            mode(format!("{base}=require&sslrootcert={}", ca.display())),
+            SslMode::VerifyCa
+        );
+        assert_eq!(mode(format!("{base}=require")), SslMode::Require);
+        // libpq: a root certificate file that is not there verifies nothing under require.
+        assert_eq!(
+            mode(format!("{base}=require&sslrootcert=/nonexistent/root.crt")),
+            SslMode::Require
+        );
+        assert_eq!(
+            mode(format!("{base}=verify-full&sslrootcert={}", ca.display())),
+            SslMode::VerifyFull
+        );
+        assert_eq!(
+            mode(format!("{base}=prefer&sslrootcert={}", ca.display())),
+            SslMode::Prefer
+        );
+        let keywords = format!(
+            "host=db user=relay sslmode=require sslrootcert={}",
+            ca.display()
+        );
+        assert_eq!(
+            ConnectionInfo::parse(&keywords).unwrap().tls.mode,
+            SslMode::VerifyCa
+        );
     }
 }

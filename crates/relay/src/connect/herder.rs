@@ -86,7 +86,12 @@ impl Connector {
 
 /// The worker's connectors.
 pub struct Herder {
+    /// As written (config providers unexpanded): each connector's configuration is
+    /// expanded together with it.
     worker: Option<RawConfig>,
+    /// The worker's own Kafka client settings (expanded, with its security settings).
+    client: Option<rdkafka::ClientConfig>,
+    cluster_id: std::sync::OnceLock<String>,
     worker_id: String,
     connectors: Mutex<BTreeMap<String, Connector>>,
     /// `config.storage.topic`, where registrations are kept (distributed mode).
@@ -104,11 +109,14 @@ pub struct Herder {
 impl Herder {
     pub fn new(
         worker: Option<RawConfig>,
+        client: Option<rdkafka::ClientConfig>,
         worker_id: String,
         store: Option<super::store::ConfigTopic>,
     ) -> Self {
         Self {
             worker,
+            client,
+            cluster_id: Default::default(),
             worker_id,
             connectors: Mutex::new(BTreeMap::new()),
             store: store.map(Arc::new),
@@ -439,23 +447,24 @@ impl Herder {
         Ok((target, settings))
     }
 
-    /// The Kafka cluster's id, as `GET /` reports it (asked of the worker's brokers).
+    /// The Kafka cluster's id, as `GET /` reports it: asked of the worker's brokers once
+    /// (Connect looks it up at start), until they first answer.
     pub fn cluster_id(&self) -> Option<String> {
         use rdkafka::admin::AdminClient;
         use rdkafka::client::DefaultClientContext;
-        let servers = self
-            .worker
-            .as_ref()?
-            .entries
-            .get("bootstrap.servers")?
-            .clone();
-        let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", servers)
-            .create()
-            .ok()?;
-        admin
+        if let Some(id) = self.cluster_id.get() {
+            return Some(id.clone());
+        }
+        let admin: AdminClient<DefaultClientContext> = self.client.as_ref()?.create().ok()?;
+        let id = admin
             .inner()
-            .fetch_cluster_id(std::time::Duration::from_secs(5))
+            .fetch_cluster_id(std::time::Duration::from_secs(5))?;
+        Some(self.cluster_id.get_or_init(|| id).clone())
+    }
+
+    /// The cluster id if it is known already (`GET /` never waits for the brokers).
+    pub fn known_cluster_id(&self) -> Option<String> {
+        self.cluster_id.get().cloned()
     }
 
     /// Tells a pipeline to stop; the connector's next pipeline waits for it.
@@ -677,6 +686,11 @@ fn start(
         .as_ref()
         .and_then(|p| p.connector_name.clone())
         .unwrap_or_default();
+    let hidden = settings
+        .preset
+        .as_ref()
+        .map(|p| p.hidden.clone())
+        .unwrap_or_default();
     let thread = std::thread::Builder::new()
         .name(format!("connector-{name}"))
         .spawn({
@@ -698,8 +712,10 @@ fn start(
                     crate::supervisor::relay(&settings, metrics, stop_rx).await
                 });
                 if let Err(e) = result {
+                    // Shown in the status and /ready: without a value a provider expanded.
+                    let e = hidden.apply(&e.to_string());
                     tracing::error!(connector = %name, "{e}");
-                    *failure.lock().unwrap() = Some(format!("{e}"));
+                    *failure.lock().unwrap() = Some(e);
                 }
             }
         })

@@ -3,12 +3,15 @@
 //! registered Debezium PostgreSQL connector (with its Outbox EventRouter) as a relay
 //! pipeline in this process: several connectors, several slots, one process.
 
+pub mod auth;
 pub mod herder;
+pub mod listeners;
 pub mod rest;
 pub mod store;
 
-use crate::debezium::{read_file, RawConfig};
+use crate::debezium::read_file;
 use herder::{Herder, Target};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,7 +23,8 @@ pub struct ConnectArgs {
     /// config providers, listeners.
     #[arg(long, value_name = "FILE")]
     pub worker_config: Option<PathBuf>,
-    /// Where the REST API listens [default: the worker's `listeners`, else 0.0.0.0:8083].
+    /// Where the REST API listens, in place of the worker's `listeners`: HOST:PORT (plain
+    /// HTTP) or http(s)://HOST:PORT [default: the worker's `listeners`, else http://:8083].
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
     /// Where /metrics (every connector's series, labelled by slot), /health and /ready (every
@@ -33,27 +37,9 @@ pub struct ConnectArgs {
     pub connectors: Vec<PathBuf>,
 }
 
-/// The address the worker's `listeners` (first one) or `rest.port` name.
-fn worker_listen(worker: &RawConfig) -> Option<String> {
-    if let Some(listeners) = worker.entries.get("listeners") {
-        let first = listeners.split(',').next()?.trim();
-        let address = first
-            .strip_prefix("http://")
-            .or_else(|| first.strip_prefix("https://"))
-            .unwrap_or(first);
-        let (host, port) = address.rsplit_once(':')?;
-        let host = if host.is_empty() { "0.0.0.0" } else { host };
-        return Some(format!("{host}:{port}"));
-    }
-    worker
-        .entries
-        .get("rest.port")
-        .map(|port| format!("0.0.0.0:{}", port.trim()))
-}
-
 /// Serves until `shutdown` turns true, then stops every connector.
 pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<bool>) -> ExitCode {
-    let worker = match &args.worker_config {
+    let raw_worker = match &args.worker_config {
         Some(path) => match read_file(path) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -63,33 +49,76 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         },
         None => None,
     };
-    let listen = args
-        .listen
+    // The worker's own settings (listeners, TLS, authentication, its clients) with its config
+    // providers expanded; connectors expand the raw file again with their own configuration.
+    let worker = match raw_worker
         .clone()
-        .or_else(|| worker.as_ref().and_then(worker_listen))
-        .unwrap_or_else(|| "0.0.0.0:8083".into());
-    let listener = match tokio::net::TcpListener::bind(&listen).await {
-        Ok(l) => l,
+        .map(crate::debezium::expand_worker)
+        .transpose()
+    {
+        Ok(w) => w.map(|(w, _)| w.entries).unwrap_or_default(),
         Err(e) => {
-            eprintln!("error: listen {listen}: {e}");
+            eprintln!("error: worker-config: {e}");
             return ExitCode::from(2);
         }
     };
-    let bound = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or(listen);
-    let store = match &worker {
-        Some(w) => match store::ConfigTopic::open(w).await {
+    let servers = match bind(&worker, args.listen.as_deref()).await {
+        Ok(servers) => servers,
+        Err(e) => {
+            eprintln!("error: worker-config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let auth = match auth::from_worker(&worker, std::env::var("KAFKA_OPTS").ok().as_deref()) {
+        Ok(auth) => auth.map(Arc::new),
+        Err(e) => {
+            eprintln!("error: worker-config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if auth.is_none() {
+        tracing::warn!(
+            "the REST API has no authentication (rest.extension.classes is not set): anyone who reaches \
+             its port can manage connectors; bind it to a trusted network or turn on BasicAuthSecurityRestExtension"
+        );
+    }
+    let bound: Vec<_> = servers
+        .iter()
+        .map(|s| (s.listener.clone(), s.local))
+        .collect();
+    let worker_id = listeners::advertised(&worker, &bound);
+    let store = if raw_worker.is_some() {
+        match store::ConfigTopic::open(&worker).await {
             Ok(store) => store,
             Err(e) => {
                 eprintln!("error: worker-config: {e}");
                 return ExitCode::from(2);
             }
-        },
-        None => None,
+        }
+    } else {
+        None
     };
-    let herder = Arc::new(Herder::new(worker, bound.clone(), store));
+    let client = match crate::debezium::worker_client(&worker) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: worker-config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let herder = Arc::new(Herder::new(raw_worker, client, worker_id, store));
+    // The cluster id `GET /` reports, looked up once the brokers answer.
+    // A thread of its own: the process never waits for it at exit.
+    std::thread::spawn({
+        let herder = herder.clone();
+        move || {
+            for _ in 0..60 {
+                if herder.cluster_id().is_some() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    });
     match crate::ops::http::serve(&args.metrics_address, herder.clone() as _).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {
@@ -121,19 +150,94 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
             return ExitCode::from(2);
         }
     }
-    tracing::info!(address = %bound, "Kafka Connect REST API listening");
-    let app = rest::routes(herder.clone());
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        })
-        .await;
+    let mut served = Vec::new();
+    for server in servers {
+        let app = rest::routes(herder.clone(), server.listener.serves, auth.clone());
+        let stop = {
+            let mut shutdown = shutdown.clone();
+            async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            }
+        };
+        let scheme = match server.listener.scheme {
+            listeners::Scheme::Http => "http",
+            listeners::Scheme::Https => "https",
+        };
+        tracing::info!(
+            address = %server.local,
+            scheme,
+            serves = ?server.listener.serves,
+            "Kafka Connect REST API listening"
+        );
+        served.push(match server.tls {
+            None => tokio::spawn(async move {
+                axum::serve(server.tcp, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            }),
+            Some(config) => {
+                match listeners::TlsListener::new(server.tcp, config) {
+                    Ok(tls) => tokio::spawn(async move {
+                        axum::serve(tls, app).with_graceful_shutdown(stop).await
+                    }),
+                    Err(e) => {
+                        eprintln!("error: REST API: {e}");
+                        herder.shutdown().await;
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+        });
+    }
+    let _ = shutdown.wait_for(|stop| *stop).await;
+    let mut failed = None;
+    for server in served {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed = Some(e.to_string()),
+            Err(e) => failed = Some(e.to_string()),
+        }
+    }
     herder.shutdown().await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    match failed {
+        None => ExitCode::SUCCESS,
+        Some(e) => {
             eprintln!("error: REST API: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// One bound listener, with its TLS configuration when it is `https`.
+struct Server {
+    listener: listeners::Listener,
+    tcp: tokio::net::TcpListener,
+    local: std::net::SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// Every configured listener, bound (TLS configured first: a listener that cannot be served
+/// as configured is not served at all).
+async fn bind(
+    worker: &BTreeMap<String, String>,
+    listen: Option<&str>,
+) -> Result<Vec<Server>, String> {
+    let mut out = Vec::new();
+    for listener in listeners::configured(worker, listen)? {
+        let tls = match listener.scheme {
+            listeners::Scheme::Https => Some(listeners::tls_config(worker, listener.serves)?),
+            listeners::Scheme::Http => None,
+        };
+        let tcp = tokio::net::TcpListener::bind(&listener.address)
+            .await
+            .map_err(|e| format!("listen {}: {e}", listener.address))?;
+        let local = tcp.local_addr().map_err(|e| e.to_string())?;
+        out.push(Server {
+            listener,
+            tcp,
+            local,
+            tls,
+        });
+    }
+    Ok(out)
 }

@@ -3,8 +3,10 @@
 //! Connect's JSON shapes and its error body `{"error_code": …, "message": …}`.
 
 use super::herder::{Herder, Refusal, Target};
-use axum::extract::{Path, Query, State};
+use super::listeners::Serves;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -14,9 +16,38 @@ use std::sync::Arc;
 
 const POSTGRES_CONNECTOR: &str = "io.debezium.connector.postgresql.PostgresConnector";
 
-pub fn routes(herder: Arc<Herder>) -> Router {
+/// The largest request body the API reads (a connector configuration is a few KiB).
+pub const MAX_BODY: usize = 1 << 20;
+
+/// Which endpoints one listener serves, and whether requests must authenticate.
+pub fn routes(
+    herder: Arc<Herder>,
+    serves: Serves,
+    auth: Option<Arc<super::auth::BasicAuth>>,
+) -> Router {
+    let mut router = Router::new();
+    if serves != Serves::Admin {
+        router = router.merge(api());
+    }
+    if serves != Serves::Api {
+        router = router.merge(admin());
+    }
+    let mut router = router.with_state(herder);
+    if let Some(auth) = auth {
+        // After routing, as Connect's filter: an unknown path is a 404 either way.
+        router = router.route_layer(middleware::from_fn_with_state(auth, authenticate));
+    }
+    router
+        .fallback(|| async { error(404, "HTTP 404 Not Found") })
+        .method_not_allowed_fallback(|| async { error(405, "HTTP 405 Method Not Allowed") })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn(connect_errors))
+}
+
+fn api() -> Router<Arc<Herder>> {
     Router::new()
         .route("/", get(root))
+        .route("/openapi.json", get(openapi))
         .route("/connector-plugins", get(plugins))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .route("/connectors", get(list).post(create))
@@ -45,9 +76,87 @@ pub fn routes(herder: Arc<Herder>) -> Router {
             get(offsets).patch(alter_offsets).delete(reset_offsets),
         )
         .route("/health", get(health))
+}
+
+fn admin() -> Router<Arc<Herder>> {
+    Router::new()
         .route("/admin/loggers", get(loggers))
         .route("/admin/loggers/{name}", get(logger).put(set_logger))
-        .with_state(herder)
+}
+
+/// `JaasBasicAuthFilter`: 401 with Connect's text unless the request carries a known user
+/// and its password.
+async fn authenticate(
+    State(auth): State<Arc<super::auth::BasicAuth>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    if auth.allows(header) {
+        next.run(request).await
+    } else {
+        (StatusCode::UNAUTHORIZED, super::auth::UNAUTHORIZED).into_response()
+    }
+}
+
+/// Every error in Connect's shape (`{"error_code", "message"}`): the router's and the
+/// extractors' own answers (unknown path, wrong method, a body that is not JSON, too big,
+/// or of the wrong type, a path parameter that does not parse) are plain text; a handler
+/// that panics answers 500 instead of dropping the connection. The 401 keeps Connect's text.
+async fn connect_errors(request: Request, next: Next) -> Response {
+    use futures::FutureExt;
+    let response = match std::panic::AssertUnwindSafe(next.run(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(_) => return error(500, "the request failed inside the worker; see its log"),
+    };
+    // A body of the wrong type (axum's 422) is a bad request, as Connect has no 422.
+    let status = match response.status() {
+        StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+        status => status,
+    };
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json
+        || status == StatusCode::UNAUTHORIZED
+        || !(status.is_client_error() || status.is_server_error())
+    {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 64 << 10)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_owned();
+    let standard = format!(
+        "HTTP {} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default()
+    );
+    let message = match status {
+        StatusCode::NOT_FOUND
+        | StatusCode::METHOD_NOT_ALLOWED
+        | StatusCode::UNSUPPORTED_MEDIA_TYPE => standard,
+        StatusCode::PAYLOAD_TOO_LARGE => format!("Request body larger than {MAX_BODY} bytes"),
+        _ if text.is_empty() => standard,
+        _ => text,
+    };
+    error(status.as_u16(), message)
+}
+
+/// `GET /openapi.json`: the API this worker serves, for clients and fuzzers.
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
 }
 
 /// `GET /health` (KIP-1017): the worker answers once it has restored its connectors from
@@ -129,10 +238,7 @@ impl IntoResponse for Refusal {
 type Result<T> = std::result::Result<T, Refusal>;
 
 async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
-    let cluster = tokio::task::spawn_blocking(move || herder.cluster_id())
-        .await
-        .ok()
-        .flatten();
+    let cluster = herder.known_cluster_id();
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": option_env!("OUTBOX_RELAY_GIT_SHA").unwrap_or("unknown"),
@@ -233,9 +339,17 @@ async fn validate(
             .trim()
             .to_owned()
     };
+    // Connect shows the value of an option of type PASSWORD as "[hidden]".
     let mut values: BTreeMap<String, (Option<String>, Vec<String>)> = config
         .iter()
-        .map(|(k, v)| (k.clone(), (Some(v.clone()), Vec::new())))
+        .map(|(k, v)| {
+            let shown = if is_password(k) {
+                "[hidden]".to_owned()
+            } else {
+                v.clone()
+            };
+            (k.clone(), (Some(shown), Vec::new()))
+        })
         .collect();
     for e in &errors {
         values
@@ -260,6 +374,14 @@ async fn validate(
         "configs": configs,
     }))
     .into_response()
+}
+
+/// Options of Kafka's type PASSWORD: `database.password`, `*.ssl.*.password`,
+/// `sasl.jaas.config`, `ssl.keystore.key` and the like.
+fn is_password(key: &str) -> bool {
+    key.ends_with("password")
+        || key.ends_with("sasl.jaas.config")
+        || key.ends_with("ssl.keystore.key")
 }
 
 async fn list(State(herder): State<Arc<Herder>>, query: axum::extract::RawQuery) -> Json<Value> {

@@ -8,7 +8,6 @@
 //! they arrive.
 
 use super::herder::Target;
-use crate::debezium::RawConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -97,17 +96,15 @@ pub struct Stored {
 impl ConfigTopic {
     /// The worker's config topic, created when missing; `None` without
     /// `config.storage.topic` (registrations then live in the process, as in standalone mode).
-    pub async fn open(worker: &RawConfig) -> Result<Option<Self>, String> {
-        let Some(topic) = worker.entries.get("config.storage.topic").cloned() else {
+    /// Its clients take the worker's `security.protocol`, `sasl.*` and `ssl.*`, as Connect's
+    /// internal clients do.
+    pub async fn open(worker: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
+        let Some(topic) = worker.get("config.storage.topic").cloned() else {
             return Ok(None);
         };
-        let servers = worker
-            .entries
-            .get("bootstrap.servers")
+        let client = crate::debezium::worker_client(worker)?
             .ok_or("config.storage.topic needs bootstrap.servers in the worker config")?;
-        let mut client = ClientConfig::new();
-        client.set("bootstrap.servers", servers);
-        let replication = match worker.entries.get("config.storage.replication.factor") {
+        let replication = match worker.get("config.storage.replication.factor") {
             Some(v) => v
                 .trim()
                 .parse::<i32>()

@@ -428,19 +428,18 @@ pub fn translate(
         .map(str::to_owned);
     let mut producer_properties = Vec::new();
     let mut producer_unknown = Vec::new();
+    // The worker's producer.*, then the connector's producer.override.* (the last one wins).
+    let mut producer_settings = Vec::new();
     if let Some(w) = &w {
-        for (key, value) in w.with_prefix("producer.") {
-            super::producer::translate(
-                &key,
-                value,
-                &mut producer_properties,
-                &mut producer_unknown,
-            )?;
-        }
+        producer_settings.extend(w.with_prefix("producer."));
     }
-    for (key, value) in o.with_prefix("producer.override.") {
-        super::producer::translate(&key, value, &mut producer_properties, &mut producer_unknown)?;
-    }
+    producer_settings.extend(o.with_prefix("producer.override."));
+    super::producer::translate_all(
+        producer_settings,
+        &mut producer_properties,
+        &mut producer_unknown,
+    )
+    .map_err(|e| format!("producer.{e}"))?;
 
     o.accept(NO_EFFECT);
     o.accept(&["exactly.once.support"]);
@@ -506,6 +505,7 @@ pub fn translate(
         producer_properties,
         notes,
         unknown,
+        hidden: Default::default(),
     })
 }
 

@@ -8,7 +8,8 @@ mod properties;
 mod providers;
 
 pub use connector::translate;
-pub use properties::{parse, read_file, RawConfig};
+pub use producer::worker_client;
+pub use properties::{parse, parse_properties, read_file, RawConfig};
 
 #[cfg(test)]
 mod tests;
@@ -30,24 +31,57 @@ pub fn load(
 }
 
 /// A connector configuration (and its worker's) as Kafka Connect reads them: config
-/// providers expanded, then translated into the native settings they mean.
+/// providers (declared in the worker configuration only) expanded, then translated into the
+/// native settings they mean. No error quotes a value a provider expanded: the preset
+/// carries them (`Preset::hidden`) so that later messages hide them too.
 pub fn load_config(
     mut connector_config: RawConfig,
     mut worker_config: Option<RawConfig>,
 ) -> Result<crate::config::Preset, String> {
     use providers::Providers;
+    // Kafka Connect builds providers from the worker's configuration alone: a connector
+    // configuration (which anyone who reaches the REST API may submit) that declares one
+    // would read the worker's files or environment.
+    if let Some(key) = connector_config
+        .entries
+        .keys()
+        .find(|k| providers::is_declaration(k))
+    {
+        return Err(format!(
+            "{key}: config providers are declared in the worker configuration only, as in Kafka Connect \
+             (move config.providers and config.providers.* there); nothing in this connector \
+             configuration was expanded"
+        ));
+    }
     let env = |name: &str| std::env::var(name).ok();
-    // Kafka Connect expands ${provider:path:key} with the worker's providers first; a
-    // connector config may declare more (for names the worker does not).
+    let mut hidden = Vec::new();
     let mut providers = Providers::default();
     if let Some(w) = worker_config.as_mut() {
         providers =
             Providers::declared_in(&w.entries).map_err(|e| format!("worker config: {e}"))?;
         providers
-            .expand(&mut w.entries, &env)
+            .expand(&mut w.entries, &env, &mut hidden)
             .map_err(|e| format!("worker config: {e}"))?;
     }
-    let providers = providers.or_else(Providers::declared_in(&connector_config.entries)?);
-    providers.expand(&mut connector_config.entries, &env)?;
-    translate(&connector_config, worker_config.as_ref())
+    providers.expand(&mut connector_config.entries, &env, &mut hidden)?;
+    let hidden = crate::secret::Redaction::new(hidden);
+    let mut preset =
+        translate(&connector_config, worker_config.as_ref()).map_err(|e| hidden.apply(&e))?;
+    preset.hidden = hidden;
+    Ok(preset)
+}
+
+/// A worker configuration as the worker itself reads it: its own config providers expanded
+/// (Kafka Connect's `WorkerConfig`), and the values they stood for, to hide.
+pub fn expand_worker(
+    mut worker: RawConfig,
+) -> Result<(RawConfig, crate::secret::Redaction), String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let mut hidden = Vec::new();
+    providers::Providers::declared_in(&worker.entries)?.expand(
+        &mut worker.entries,
+        &env,
+        &mut hidden,
+    )?;
+    Ok((worker, crate::secret::Redaction::new(hidden)))
 }

@@ -3,8 +3,10 @@
 //! (a file's whole content; Kafka's DirectoryConfigProvider), `${env:NAME}` (an environment
 //! variable), declared with `config.providers=file,...` and
 //! `config.providers.<name>.class=org.apache.kafka.common.config.provider.<Class>` in the
-//! worker's configuration (Connect expands a connector's configuration with the worker's
-//! providers first) or in the connector's own (for names the worker does not declare).
+//! worker's configuration only, as in Kafka Connect: whoever may submit a connector
+//! configuration must not be able to declare a provider that reads the worker's files or
+//! environment (`load_config` refuses a connector configuration that tries). The values
+//! providers expand are returned to the caller, which hides them from every message.
 //!
 //! The variable syntax is Kafka's `ConfigTransformer.DEFAULT_PATTERN` (since KAFKA-8363),
 //! `\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}`: provider up to the first colon, an optional path up
@@ -121,28 +123,22 @@ impl Providers {
         Ok(Self(out))
     }
 
-    /// These providers, and `other`'s for names these do not declare (Connect expands a
-    /// connector's configuration with the worker's providers first).
-    pub fn or_else(mut self, other: Providers) -> Self {
-        for (name, provider) in other.0 {
-            self.0.entry(name).or_insert(provider);
-        }
-        self
-    }
-
     /// Expands every variable in every value (not in the `config.providers*` keys, which
-    /// are then dropped), reading files and the environment through `env`.
+    /// are then dropped), reading files and the environment through `env`; each value a
+    /// variable stood for, and each whole value that held one, is added to `hidden`.
     pub fn expand(
         &self,
         entries: &mut BTreeMap<String, String>,
         env: &dyn Fn(&str) -> Option<String>,
+        hidden: &mut Vec<String>,
     ) -> Result<(), String> {
-        entries.retain(|k, _| k != "config.providers" && !k.starts_with("config.providers."));
+        entries.retain(|k, _| !is_declaration(k));
         for (key, value) in entries.iter_mut() {
             if VARIABLE.is_match(value) {
                 *value = self
-                    .expand_value(value, env)
+                    .expand_value(value, env, hidden)
                     .map_err(|e| format!("{key}: {e}"))?;
+                hidden.push(value.clone());
             }
         }
         Ok(())
@@ -152,6 +148,7 @@ impl Providers {
         &self,
         value: &str,
         env: &dyn Fn(&str) -> Option<String>,
+        hidden: &mut Vec<String>,
     ) -> Result<String, String> {
         let mut out = String::with_capacity(value.len());
         let mut last = 0;
@@ -162,22 +159,27 @@ impl Providers {
             let key = &found[4];
             let provider = self.0.get(name).ok_or_else(|| {
                 format!(
-                    "{} names the config provider {name:?}, which neither the connector nor the worker \
-                     configuration declares (config.providers={name} and config.providers.{name}.class)",
+                    "{} names the config provider {name:?}, which the worker configuration does not \
+                     declare (config.providers={name} and config.providers.{name}.class in the worker config)",
                     whole.as_str()
                 )
             })?;
             out.push_str(&value[last..whole.start()]);
-            out.push_str(
-                &provider
-                    .get(path, key, env)
-                    .map_err(|e| format!("{}: {e}", whole.as_str()))?,
-            );
+            let expanded = provider
+                .get(path, key, env)
+                .map_err(|e| format!("{}: {e}", whole.as_str()))?;
+            out.push_str(&expanded);
+            hidden.push(expanded);
             last = whole.end();
         }
         out.push_str(&value[last..]);
         Ok(out)
     }
+}
+
+/// Whether `key` declares a config provider (`config.providers`, `config.providers.*`).
+pub fn is_declaration(key: &str) -> bool {
+    key == "config.providers" || key.starts_with("config.providers.")
 }
 
 impl Provider {
@@ -304,9 +306,10 @@ mod tests {
             ("route.topic.replacement", "${routedByValue}.events"),
         ]);
         let env = |name: &str| (name == "HOME_DIR").then(|| "/home/relay".to_owned());
+        let mut hidden = Vec::new();
         Providers::declared_in(&entries.clone())
             .unwrap()
-            .expand(&mut entries, &env)
+            .expand(&mut entries, &env, &mut hidden)
             .unwrap();
         assert_eq!(entries["database.password"], "s3:cr=t");
         assert_eq!(entries["database.user"], "x-relay-y");
@@ -319,6 +322,18 @@ mod tests {
             "${routedByValue}.events"
         );
         assert!(!entries.keys().any(|k| k.starts_with("config.providers")));
+        // What each variable stood for, and each whole value that held one, is to be hidden.
+        for value in [
+            "s3:cr=t",
+            "relay",
+            "x-relay-y",
+            "abc\n",
+            "t=abc\n",
+            "/home/relay",
+        ] {
+            assert!(hidden.iter().any(|h| h == value), "{value:?} in {hidden:?}");
+        }
+        assert!(!hidden.iter().any(|h| h.contains("routedByValue")));
     }
 
     #[test]
@@ -341,7 +356,7 @@ mod tests {
         let env = |name: &str| (name == "STAGE").then(|| "prod".to_owned());
         Providers::declared_in(&declared)
             .unwrap()
-            .expand(&mut e, &env)
+            .expand(&mut e, &env, &mut Vec::new())
             .unwrap();
         assert_eq!(e["r"], "${routedByValue}.events.prod");
     }
@@ -364,7 +379,9 @@ mod tests {
         let providers = Providers::declared_in(&declared).unwrap();
         let expand = |value: String| {
             let mut e = config(&[("database.password", &value)]);
-            providers.expand(&mut e, &no_env).unwrap_err()
+            providers
+                .expand(&mut e, &no_env, &mut Vec::new())
+                .unwrap_err()
         };
         let err = expand("${vault:secret/db:password}".into());
         assert!(
@@ -390,15 +407,21 @@ mod tests {
         ]);
         let providers = Providers::declared_in(&unknown).unwrap();
         let mut unused = config(&[("a", "plain")]);
-        providers.expand(&mut unused, &no_env).unwrap();
+        providers
+            .expand(&mut unused, &no_env, &mut Vec::new())
+            .unwrap();
         let mut used = config(&[("database.password", "${vault:db:pw}")]);
-        let err = providers.expand(&mut used, &no_env).unwrap_err();
+        let err = providers
+            .expand(&mut used, &no_env, &mut Vec::new())
+            .unwrap_err();
         assert!(
             err.contains("config.providers.vault.class: io.confluent.VaultConfigProvider"),
             "{err}"
         );
         let mut used = config(&[("database.password", "${file:/x:pw}")]);
-        let err = providers.expand(&mut used, &no_env).unwrap_err();
+        let err = providers
+            .expand(&mut used, &no_env, &mut Vec::new())
+            .unwrap_err();
         assert!(
             err.contains("config.providers.file.class is not set"),
             "{err}"
@@ -413,27 +436,17 @@ mod tests {
         let mut e = config(&[("k", &format!("${{file:{}:a}}", props.display()))]);
         Providers::declared_in(&open)
             .unwrap()
-            .expand(&mut e, &no_env)
+            .expand(&mut e, &no_env, &mut Vec::new())
             .unwrap();
         assert_eq!(e["k"], "1");
     }
 
     #[test]
-    fn the_workers_declaration_wins_over_the_connectors() {
-        let worker = config(&[
-            ("config.providers", "secrets"),
-            ("config.providers.secrets.class", ENV),
-        ]);
-        let connector = config(&[
-            ("config.providers", "secrets"),
-            ("config.providers.secrets.class", DIRECTORY),
-        ]);
-        let providers = Providers::declared_in(&worker)
-            .unwrap()
-            .or_else(Providers::declared_in(&connector).unwrap());
-        let mut e = config(&[("k", "${secrets:NAME}")]);
-        let env = |name: &str| (name == "NAME").then(|| "v".to_owned());
-        providers.expand(&mut e, &env).unwrap();
-        assert_eq!(e["k"], "v", "the worker's env provider");
+    fn declarations_are_recognised_by_their_keys() {
+        assert!(is_declaration("config.providers"));
+        assert!(is_declaration("config.providers.f.class"));
+        assert!(is_declaration("config.providers.f.param.allowed.paths"));
+        assert!(!is_declaration("config.providersx"));
+        assert!(!is_declaration("database.password"));
     }
 }
