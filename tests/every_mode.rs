@@ -172,7 +172,8 @@ async fn polling_mode_is_ready_once_it_polls_and_the_broker_answers() {
     assert_eq!(metric(&body, "outbox_relay_active"), 1.0);
     assert_eq!(metric(&body, "outbox_relay_streaming"), 1.0);
     // The broker goes away: not ready any more.
-    drop(stack.broker);
+    let mut broker = stack.broker;
+    broker.stop();
     let deadline = Instant::now() + Duration::from_secs(30);
     while http_get(&address, "/ready").0 != 503 {
         assert!(

@@ -1,9 +1,11 @@
-//! Real components for outbox-relay's tests, benchmarks and demo: a throwaway PostgreSQL 15
-//! cluster, a tansu Kafka-protocol broker, a Kafka read-back helper and the relay process.
+//! Real components for outbox-relay's tests, benchmarks and demo: a throwaway PostgreSQL
+//! cluster, Apache Kafka brokers (one, pooled, or a cluster of three), a Kafka read-back helper
+//! and the relay process.
 //!
 //! Nothing here is a mock. When a component cannot be started the error says how to install it.
 
 pub mod broker;
+pub mod debezium;
 pub mod http;
 pub mod kafka;
 pub mod locale;
@@ -13,7 +15,7 @@ pub mod proxy;
 pub mod relay;
 pub mod slot;
 
-pub use broker::{Broker, Storage};
+pub use broker::{Broker, Cluster, Storage};
 pub use kafka::{read_topic, ConsumedRecord};
 pub use pgoutput::Lsn;
 pub use postgres::PgCluster;

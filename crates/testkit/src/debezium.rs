@@ -1,0 +1,184 @@
+//! Debezium itself: Kafka Connect 4.3 in standalone mode with Debezium 3.6's PostgreSQL
+//! connector, EventRouter and converters on its classpath (`scripts/install-debezium.sh`,
+//! `scripts/debezium/pom.xml`), running the connector configurations it is given, as
+//! `connect-standalone.sh worker.properties connector.json…` would.
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Debezium version `scripts/debezium/pom.xml` pins.
+pub const DEBEZIUM_VERSION: &str = "3.6.1.Final";
+
+const INSTALL_HINT: &str = "install Debezium with `scripts/install-debezium.sh` (Maven Central, \
+     through scripts/debezium/pom.xml; scripts/install-deps.sh runs it), or point \
+     OUTBOX_RELAY_DEBEZIUM_LIBS at a directory of its jars";
+
+/// The directory of Debezium's and Kafka Connect's jars.
+pub fn debezium_libs() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("OUTBOX_RELAY_DEBEZIUM_LIBS") {
+        return Ok(PathBuf::from(dir));
+    }
+    let dir = crate::broker::tools_dir().join(format!("debezium-{DEBEZIUM_VERSION}"));
+    if !dir
+        .join(format!(
+            "debezium-connector-postgres-{DEBEZIUM_VERSION}.jar"
+        ))
+        .is_file()
+    {
+        bail!(
+            "Debezium {DEBEZIUM_VERSION} not found in {}; {INSTALL_HINT}",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// A Kafka Connect standalone worker running Debezium connectors. Killed on drop.
+pub struct ConnectStandalone {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    rest_port: u16,
+    started: Instant,
+}
+
+impl ConnectStandalone {
+    /// Starts a worker whose properties are `worker` (bootstrap.servers, converters, …; the
+    /// REST listener, offset file and plugin discovery are added) running `connectors`
+    /// (JSON as POSTed to Connect: `{"name": …, "config": {…}}`).
+    pub fn start(worker: &str, connectors: &[serde_json::Value]) -> Result<Self> {
+        let libs = debezium_libs()?;
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-relay-debezium-")
+            .tempdir()?;
+        let rest_port = crate::net::free_port();
+        std::fs::write(
+            dir.path().join("worker.properties"),
+            format!(
+                "{worker}\nlisteners=http://127.0.0.1:{rest_port}\n\
+                 offset.storage.file.filename={}\noffset.flush.interval.ms=1000\n\
+                 plugin.discovery=service_load\n",
+                dir.path().join("connect.offsets").display()
+            ),
+        )?;
+        std::fs::write(
+            dir.path().join("log4j2.properties"),
+            "status=warn\nappender.out.type=Console\nappender.out.name=OUT\n\
+             appender.out.layout.type=PatternLayout\n\
+             appender.out.layout.pattern=[%d] %p %X{connector.context}%m (%c)%n\n\
+             rootLogger.level=INFO\nrootLogger.appenderRef.out.ref=OUT\n\
+             logger.reflections.name=org.reflections\nlogger.reflections.level=ERROR\n\
+             logger.jetty.name=org.eclipse.jetty\nlogger.jetty.level=WARN\n\
+             logger.admin.name=org.apache.kafka.clients\nlogger.admin.level=WARN\n",
+        )?;
+        let mut files = Vec::new();
+        for (i, connector) in connectors.iter().enumerate() {
+            let path = dir.path().join(format!("connector-{i}.json"));
+            std::fs::write(&path, serde_json::to_vec_pretty(connector)?)?;
+            files.push(path);
+        }
+        let log = std::fs::File::create(dir.path().join("connect.log"))?;
+        let mut command = Command::new(crate::broker::java());
+        command
+            .args([
+                "-Xms64m",
+                "-Xmx768m",
+                "-XX:+UseSerialGC",
+                "-Djava.awt.headless=true",
+            ])
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                dir.path().join("log4j2.properties").display()
+            ))
+            .arg("-cp")
+            .arg(format!("{}/*", libs.display()))
+            .arg("org.apache.kafka.connect.cli.ConnectStandalone")
+            .arg(dir.path().join("worker.properties"))
+            .args(&files)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let child = crate::broker::spawn_tied_to_process(command)
+            .with_context(|| format!("starting Kafka Connect with Debezium; {INSTALL_HINT}"))?;
+        Ok(Self {
+            child: Some(child),
+            dir,
+            rest_port,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("connect.log")).unwrap_or_default()
+    }
+
+    /// Its REST API's address (`host:port`).
+    pub fn rest_address(&self) -> String {
+        format!("127.0.0.1:{}", self.rest_port)
+    }
+
+    /// The task states of connector `name` (`RUNNING`, `FAILED` with its trace, …), from
+    /// Connect's REST API; `None` while it does not answer.
+    pub fn task_state(&self, name: &str) -> Option<(String, Option<String>)> {
+        std::net::TcpStream::connect(self.rest_address()).ok()?;
+        let (status, body) =
+            crate::http::get(&self.rest_address(), &format!("/connectors/{name}/status"));
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let task = v["tasks"].get(0)?;
+        Some((
+            task["state"].as_str()?.to_owned(),
+            task["trace"].as_str().map(str::to_owned),
+        ))
+    }
+
+    /// Waits until every named connector's task runs (or failed: its trace is returned).
+    pub fn wait_running(
+        &mut self,
+        names: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<(String, String)>> {
+        let deadline = Instant::now() + timeout;
+        let mut failed = Vec::new();
+        let mut pending: Vec<String> = names.to_vec();
+        while !pending.is_empty() {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!("Kafka Connect exited ({status}); its log:\n{}", self.log());
+            }
+            pending.retain(|name| match self.task_state(name) {
+                Some((state, _)) if state == "RUNNING" => false,
+                Some((state, trace)) if state == "FAILED" => {
+                    failed.push((name.clone(), trace.unwrap_or_default()));
+                    false
+                }
+                _ => true,
+            });
+            if Instant::now() > deadline {
+                bail!(
+                    "Debezium's connectors {pending:?} did not run within {timeout:?} ({:?} since start); its log:\n{}",
+                    self.started.elapsed(),
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(failed)
+    }
+}
+
+impl Drop for ConnectStandalone {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
