@@ -64,18 +64,20 @@ impl DeadLetter {
         }
     }
 
-    /// The broker or producer refused `record` itself (too large, invalid): retrying cannot
-    /// help. Its payload is left out (it is usually what was refused); its size is kept.
+    /// The broker or producer refused `record` (too large, invalid, its topic refused):
+    /// retrying cannot help. Its payload is kept unless it is what was refused (too large):
+    /// then its size is.
     pub fn refused(error: &str, record: RefusedRecord, table: Arc<str>, lsn: Option<Lsn>) -> Self {
+        let original_size = record.value.is_none().then_some(record.value_len);
         Self {
             cause: Cause::Refused,
             reason: format!("the event was refused: {error}"),
             table,
             original_topic: Some(record.topic),
             key: record.key,
-            value: None,
+            value: record.value,
             event_id: record.event_id,
-            original_size: Some(record.value_len),
+            original_size,
             lsn,
         }
     }
@@ -142,8 +144,10 @@ mod tests {
                 topic: "Order.events".into(),
                 key: Some(Bytes::from_static(b"o-1")),
                 event_id: Some(Bytes::from_static(b"e-1")),
+                value: Some(Bytes::from_static(b"{}")),
                 value_len: 2_000_000,
-            },
+            }
+            .oversized(),
             "public.outbox".into(),
             Some(Lsn::from_u64(0x1_0000_0010)),
         );
@@ -160,6 +164,24 @@ mod tests {
         assert_eq!(header(&r, ORIGINAL_SIZE), Some(&b"2000000"[..]));
         assert_eq!(header(&r, ORIGINAL_TOPIC), Some(&b"Order.events"[..]));
         assert!(letter.without_payload("x").is_none(), "nothing left to cut");
+
+        // Refused for something else than its size (a refused topic, a compacted topic and
+        // no key): the payload is kept.
+        let kept = DeadLetter::refused(
+            "Broker: Policy violation",
+            RefusedRecord {
+                topic: "Order.events".into(),
+                key: None,
+                event_id: None,
+                value: Some(Bytes::from_static(b"{\"n\": 1}")),
+                value_len: 8,
+            },
+            "public.outbox".into(),
+            None,
+        );
+        let r = kept.to_record(&"dlq".into());
+        assert_eq!(r.value.as_deref(), Some(&b"{\"n\": 1}"[..]));
+        assert_eq!(header(&r, ORIGINAL_SIZE), None);
     }
 
     #[test]

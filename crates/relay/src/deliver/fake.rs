@@ -149,10 +149,10 @@ impl Producer for FakeProducer {
             .unwrap_or(TailRead::Empty))
     }
 
-    fn refuses(&self, record: &OutboxRecord) -> Option<String> {
+    fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {
         let max = self.refuse_longer_than?;
         let len = record.value.as_ref().map_or(0, |v| v.len());
-        (len > max).then(|| format!("{len} bytes is over {max}"))
+        (len > max).then(|| (format!("{len} bytes is over {max}"), true))
     }
 
     fn rebuild(&mut self) -> Result<(), RelayError> {

@@ -182,7 +182,7 @@ impl<P: Producer> Deliver<P> {
             Routed::Record(mut record) => {
                 if let Some(reason) = self.producer.ensure_topic(&record.topic).await? {
                     return self
-                        .dead_letter_refused(&reason, &record, ticket, origin)
+                        .dead_letter_refused(&reason, &record, false, ticket, origin)
                         .await;
                 }
                 self.rebuild_if_needed().await?;
@@ -191,14 +191,17 @@ impl<P: Producer> Deliver<P> {
                     // its partition, so its partition's tail proves nothing about it.
                     let partition = self.place(&mut record, &event);
                     let remembered = match self.refusal(&event) {
-                        Some(Refusal::Event(reason)) => Some(format!(
-                            "{reason} (refused by the broker in an earlier session)"
+                        Some(Refusal::Event(reason)) => Some((
+                            format!("{reason} (refused by the broker in an earlier session)"),
+                            false,
                         )),
                         _ => None,
                     };
-                    if let Some(reason) = remembered.or_else(|| self.producer.refuses(&record)) {
+                    if let Some((reason, oversized)) =
+                        remembered.or_else(|| self.producer.refuses(&record))
+                    {
                         return self
-                            .dead_letter_refused(&reason, &record, ticket, origin)
+                            .dead_letter_refused(&reason, &record, oversized, ticket, origin)
                             .await;
                     }
                     if let Some(partition) = partition {
@@ -229,17 +232,23 @@ impl<P: Producer> Deliver<P> {
         self.send_dead_letters().await
     }
 
-    /// Dead-letters `record`, refused before sending for `reason`.
+    /// Dead-letters `record`, refused before sending for `reason` (for its size: `oversized`).
     async fn dead_letter_refused(
         &mut self,
         reason: &str,
         record: &OutboxRecord,
+        oversized: bool,
         ticket: Ticket,
         origin: Origin,
     ) -> Result<(), RelayError> {
+        let refused = producer::refused_record(record);
         let letter = DeadLetter::refused(
             reason,
-            producer::refused_record(record),
+            if oversized {
+                refused.oversized()
+            } else {
+                refused
+            },
             origin.table.clone(),
             origin.position,
         );
@@ -355,7 +364,7 @@ impl<P: Producer> Deliver<P> {
                         back,
                         Outcome::Refused {
                             error: reason.into(),
-                            record: producer::refused_record(&record),
+                            record: producer::refused_record(&record).oversized(),
                         },
                     )?;
                 }

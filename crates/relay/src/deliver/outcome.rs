@@ -29,13 +29,23 @@ pub enum Outcome {
     Failed { error: String },
 }
 
-/// What is kept of a refused record for its dead letter.
+/// What is kept of a refused record for its dead letter: its payload too, unless the payload
+/// is what was refused (too large).
 #[derive(Debug, Clone)]
 pub struct RefusedRecord {
     pub topic: String,
     pub key: Option<Bytes>,
     pub event_id: Option<Bytes>,
+    pub value: Option<Bytes>,
     pub value_len: usize,
+}
+
+impl RefusedRecord {
+    /// Refused for its size: its payload stays out of the dead letter (its size is kept).
+    pub fn oversized(mut self) -> Self {
+        self.value = None;
+        self
+    }
 }
 
 /// Where an event came from: its table, its WAL position when it has one (rows read with

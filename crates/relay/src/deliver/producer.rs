@@ -85,8 +85,9 @@ pub trait Producer {
         partition: i32,
     ) -> impl Future<Output = Result<TailRead, RelayError>>;
     /// Why `record` would be refused for what it is, judged before sending (the relay's own
-    /// checks, e.g. larger than its topic's `max.message.bytes`).
-    fn refuses(&self, _record: &OutboxRecord) -> Option<String> {
+    /// checks, e.g. larger than its topic's `max.message.bytes`), and whether its payload is
+    /// what is refused (too large).
+    fn refuses(&self, _record: &OutboxRecord) -> Option<(String, bool)> {
         None
     }
 }
@@ -256,13 +257,18 @@ pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
             .iter()
             .find(|(k, _)| &**k == "id")
             .and_then(|(_, v)| v.clone()),
+        value: record.value.clone(),
         value_len: record.value.as_ref().map_or(0, |v| v.len()),
     }
 }
 
-/// What a dead letter keeps of a record librdkafka reports as not delivered.
-fn undelivered_record(message: &BorrowedMessage<'_>) -> RefusedRecord {
-    RefusedRecord {
+/// What a dead letter keeps of a record librdkafka reports as not delivered (refused by the
+/// broker: its payload is copied, unless its size is what was refused).
+fn undelivered_record(
+    message: &BorrowedMessage<'_>,
+    code: Option<RDKafkaErrorCode>,
+) -> RefusedRecord {
+    let record = RefusedRecord {
         topic: message.topic().to_owned(),
         key: message.key().map(Bytes::copy_from_slice),
         event_id: message.headers().and_then(|h| {
@@ -270,8 +276,22 @@ fn undelivered_record(message: &BorrowedMessage<'_>) -> RefusedRecord {
                 .find(|h| h.key == "id")
                 .and_then(|h| h.value.map(Bytes::copy_from_slice))
         }),
+        value: message.payload().map(Bytes::copy_from_slice),
         value_len: message.payload().map_or(0, |p| p.len()),
+    };
+    if code.is_some_and(is_size_refusal) {
+        record.oversized()
+    } else {
+        record
     }
+}
+
+/// A refusal of the record's size.
+fn is_size_refusal(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize
+    )
 }
 
 fn delivery_outcome(
@@ -378,7 +398,10 @@ impl ProducerContext for ReportContext {
     fn delivery(&self, result: &DeliveryResult<'_>, slot: usize) {
         let error = match result {
             Ok(_) => None,
-            Err((e, message)) => Some((e.clone(), undelivered_record(message))),
+            Err((e, message)) => Some((
+                e.clone(),
+                undelivered_record(message, e.rdkafka_error_code()),
+            )),
         };
         let mut queue = self.reports.queue.lock().unwrap();
         let was_empty = queue.is_empty();
@@ -440,6 +463,8 @@ pub struct KafkaProducer {
     in_flight: Slots,
     /// Each known topic's `max.message.bytes`, where the broker says it.
     topic_limits: HashMap<Arc<str>, usize>,
+    /// Topics with `cleanup.policy=compact` (they refuse records without a key).
+    compacted_topics: std::collections::HashSet<Arc<str>>,
     /// When each topic's limit was last read: it is read again after [`LIMIT_TTL`], so an
     /// operator who raises (or lowers) it does not have to restart the relay.
     limits_read: HashMap<Arc<str>, std::time::Instant>,
@@ -491,6 +516,7 @@ impl KafkaProducer {
             replication_factor: kafka.topic_replication_factor,
             in_flight: Slots::default(),
             topic_limits: HashMap::new(),
+            compacted_topics: Default::default(),
             limits_read: HashMap::new(),
             describe_configs_works: true,
             settings: kafka.clone(),
@@ -520,7 +546,8 @@ impl KafkaProducer {
             })
     }
 
-    /// The topic's `max.message.bytes`, when the broker tells it (DescribeConfigs).
+    /// The topic's `max.message.bytes`, when the broker tells it (DescribeConfigs); learns
+    /// on the way whether the topic is compacted.
     /// A broker that does not answer DescribeConfigs (or refuses the relay) is asked once
     /// per producer: no stall per topic, no stall per re-read.
     async fn topic_limit(&mut self, topic: &str) -> Option<usize> {
@@ -542,15 +569,22 @@ impl KafkaProducer {
                 return None;
             }
         };
-        results.into_iter().find_map(|result| {
-            result
-                .ok()?
-                .get("max.message.bytes")?
-                .value
-                .as_deref()?
-                .parse()
-                .ok()
-        })
+        let resource = results.into_iter().find_map(Result::ok)?;
+        let compacted = resource
+            .get("cleanup.policy")
+            .and_then(|e| e.value.as_deref())
+            .is_some_and(|policy| policy.split(',').any(|p| p.trim() == "compact"));
+        if compacted {
+            self.compacted_topics.insert(topic.into());
+        } else {
+            self.compacted_topics.remove(topic);
+        }
+        resource
+            .get("max.message.bytes")?
+            .value
+            .as_deref()?
+            .parse()
+            .ok()
     }
 
     /// Learns `topic`'s record size limit; asks for smaller batches when it is below the
@@ -586,6 +620,18 @@ impl KafkaProducer {
                 "the record ({size} bytes) is larger than the producer's message.max.bytes ({}); raise it with \
                  --producer-property message.max.bytes=N (and the topic's max.message.bytes) to relay such events",
                 self.message_max_bytes
+            )
+        })
+    }
+
+    /// A record without a key for a compacted topic: the broker refuses it, and with it
+    /// every record of its batch (INVALID_RECORD), so it is refused here, alone.
+    fn keyless_for_compacted(&self, record: &OutboxRecord) -> Option<String> {
+        (record.key.is_none() && self.compacted_topics.contains(&record.topic)).then(|| {
+            format!(
+                "the record has no key and topic {} is compacted (cleanup.policy=compact), which refuses records \
+                 without a key; give the event a key (its key column is NULL)",
+                record.topic
             )
         })
     }
@@ -669,6 +715,9 @@ impl KafkaProducer {
 impl Producer for KafkaProducer {
     fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
         if let Some(reason) = self.too_large_for_topic(record) {
+            return Sent::Refused(tag, reason, refused_record(record).oversized());
+        }
+        if let Some(reason) = self.keyless_for_compacted(record) {
             return Sent::Refused(tag, reason, refused_record(record));
         }
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
@@ -709,7 +758,13 @@ impl Producer for KafkaProducer {
                          message.max.bytes=N (and the topic's max.message.bytes) to relay such events"
                     )
                 };
-                Sent::Refused(tag, reason, refused_record(record))
+                let refused = refused_record(record);
+                let refused = if is_size_refusal(code) {
+                    refused.oversized()
+                } else {
+                    refused
+                };
+                Sent::Refused(tag, reason, refused)
             }
             e => {
                 let fatal = self
@@ -868,9 +923,11 @@ impl Producer for KafkaProducer {
         })
     }
 
-    fn refuses(&self, record: &OutboxRecord) -> Option<String> {
+    fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {
         self.too_large_for_producer(record)
             .or_else(|| self.too_large_for_topic(record))
+            .map(|reason| (reason, true))
+            .or_else(|| self.keyless_for_compacted(record).map(|r| (r, false)))
     }
 
     fn needs_rebuild(&self) -> bool {

@@ -91,7 +91,8 @@ async fn a_refused_event_is_acknowledged_only_through_its_dead_letter() {
         0,
         Outcome::Refused {
             error: "Broker: Message size too large".into(),
-            record: producer::refused_record(&record("A.events", 0)),
+            // As the producer reports a size refusal: without the payload.
+            record: producer::refused_record(&record("A.events", 0)).oversized(),
         },
     );
     // The refusal produces the dead letter; its acknowledgement is the event's.
@@ -181,7 +182,7 @@ async fn a_dead_letter_the_topic_refuses_goes_again_without_payload_then_stops_t
     .unwrap();
     let refused = |d: &Deliver<FakeProducer>| Outcome::Refused {
         error: "Broker: Message size too large".into(),
-        record: producer::refused_record(d.producer.sent.last().unwrap()),
+        record: producer::refused_record(d.producer.sent.last().unwrap()).oversized(),
     };
     let outcome = refused(&d);
     d.producer.complete(0, outcome);

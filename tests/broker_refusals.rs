@@ -1,0 +1,147 @@
+//! Refusals only a real Apache Kafka broker makes (its own checks, not the relay's): a
+//! create-topic policy the cluster's operator deployed, and a compacted topic refusing a
+//! record without a key. The refused event is dead-lettered with the broker's reason and its
+//! payload, the others are delivered, and the stream goes on: the slot moves past the refused
+//! event only once it is in the dead-letter topic. (A topic's `max.message.bytes`:
+//! tests/bad_rows.rs.)
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::{Broker, PgCluster, Storage};
+use std::time::Duration;
+
+const SLOT: &str = "outbox_relay";
+
+async fn stack_with_broker(broker: Broker) -> Stack {
+    let pg = PgCluster::start().unwrap_or_else(|e| panic!("PostgreSQL for this test: {e:#}"));
+    let db = pg.connect().await.unwrap();
+    db.batch_execute(OUTBOX_DDL).await.unwrap();
+    Stack {
+        pg,
+        broker,
+        db,
+        storage: Storage::Sqlite,
+    }
+}
+
+fn reason(record: &outbox_relay_testkit::ConsumedRecord) -> String {
+    record.header_str("outbox-relay.error.reason").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_the_create_topic_policy_refuses_dead_letters_its_events() {
+    let broker = Broker::start_private_with(
+        "create.topic.policy.class.name=org.outboxrelay.test.RefusePrefixPolicy\n\
+         outbox.test.refused.topic.prefix=Forbidden\n",
+    )
+    .unwrap_or_else(|e| panic!("a broker with a create-topic policy: {e:#}"));
+    let stack = stack_with_broker(broker).await;
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
+               ('00000000-0000-0000-0000-000000000002', 'Forbidden', 'f-1', 'Created', '{\"n\": 2}'),
+               ('00000000-0000-0000-0000-000000000003', 'Order', 'o-1', 'Paid', '{\"n\": 3}');",
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
+        .await;
+    let orders: Vec<_> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| r.value_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(orders, [r#"{"n": 1}"#, r#"{"n": 3}"#]);
+    assert!(!stack
+        .topics()
+        .await
+        .contains(&"Forbidden.events".to_owned()));
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
+    assert_eq!(dead[0].key_str(), Some("f-1"));
+    assert_eq!(
+        dead[0].value_str(),
+        Some(r#"{"n": 2}"#),
+        "the payload is kept"
+    );
+    assert_eq!(
+        dead[0].header("outbox-relay.original.topic"),
+        Some(&b"Forbidden.events"[..])
+    );
+    let why = reason(&dead[0]);
+    assert!(
+        why.contains("naming policy") || why.to_lowercase().contains("policy"),
+        "{why}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_topic_refusing_a_null_key_dead_letters_that_event() {
+    let stack = Stack::start().await;
+    outbox_relay_testkit::kafka::create_topic_with_configs(
+        &stack.broker.bootstrap_servers(),
+        "Order.events",
+        1,
+        &[("cleanup.policy", "compact")],
+    )
+    .await
+    .unwrap();
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox ALTER COLUMN aggregate_id DROP NOT NULL")
+        .await
+        .unwrap();
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
+               ('00000000-0000-0000-0000-000000000002', 'Order', NULL, 'Created', '{\"n\": 2}'),
+               ('00000000-0000-0000-0000-000000000003', 'Order', 'o-2', 'Created', '{\"n\": 3}');",
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
+        .await;
+    let orders: Vec<_> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r.key_str().map(str::to_owned),
+                r.value_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        orders,
+        [
+            (Some("o-1".to_owned()), r#"{"n": 1}"#.to_owned()),
+            (Some("o-2".to_owned()), r#"{"n": 3}"#.to_owned())
+        ],
+        "{}",
+        relay.log()
+    );
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
+    assert_eq!(
+        dead[0].value_str(),
+        Some(r#"{"n": 2}"#),
+        "the payload is kept"
+    );
+    assert_eq!(
+        dead[0].header("outbox-relay.original.topic"),
+        Some(&b"Order.events"[..])
+    );
+    let why = reason(&dead[0]);
+    assert!(why.to_lowercase().contains("key"), "{why}");
+}
