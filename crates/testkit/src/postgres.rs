@@ -1,16 +1,60 @@
-//! A throwaway PostgreSQL 15 cluster with `wal_level=logical` on a free loopback port.
+//! A throwaway PostgreSQL cluster with `wal_level=logical` on a free loopback port, of the
+//! major `OUTBOX_RELAY_PG_VERSION` names (15, the default, is Debian's; 16, 17 and 18 come
+//! from PyPI wheels through `scripts/install-postgres.sh`), or from `OUTBOX_RELAY_PG_BIN`.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
-const INSTALL_HINT: &str = "install PostgreSQL 15 with `scripts/install-deps.sh` \
-     (or `apt-get install -y postgresql-15`), or point OUTBOX_RELAY_PG_BIN at its bin directory";
+/// The majors the suite runs on.
+pub const VERSIONS: [u32; 4] = [15, 16, 17, 18];
+
+fn install_hint(major: u32) -> String {
+    if major == 15 {
+        "install PostgreSQL 15 with `scripts/install-deps.sh` (or `apt-get install -y postgresql-15`), \
+         or point OUTBOX_RELAY_PG_BIN at its bin directory"
+            .into()
+    } else {
+        format!(
+            "install PostgreSQL {major} with `scripts/install-postgres.sh {major}` (a PyPI wheel), \
+             or point OUTBOX_RELAY_PG_BIN at its bin directory"
+        )
+    }
+}
+
+/// The server major tests run on: `OUTBOX_RELAY_PG_VERSION`, else 15.
+pub fn server_version() -> u32 {
+    match std::env::var("OUTBOX_RELAY_PG_VERSION") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            panic!("OUTBOX_RELAY_PG_VERSION={v}: expected one of {VERSIONS:?}")
+        }),
+        Err(_) => 15,
+    }
+}
+
+/// Where `scripts/install-postgres.sh` puts the wheels' servers.
+fn pg_tools() -> PathBuf {
+    match std::env::var_os("OUTBOX_RELAY_PG_TOOLS") {
+        Some(dir) => PathBuf::from(dir),
+        None if is_root() => PathBuf::from("/opt/outbox-relay"),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/outbox-relay")
+        }
+    }
+}
+
+/// The bin directory of PostgreSQL `major`.
+pub fn bin_dir(major: u32) -> PathBuf {
+    match major {
+        15 => PathBuf::from("/usr/lib/postgresql/15/bin"),
+        other => pg_tools().join(format!("postgresql-{other}/bin")),
+    }
+}
 
 pub struct PgCluster {
     bin_dir: PathBuf,
+    major: u32,
     dir: tempfile::TempDir,
     port: u16,
     run_as_postgres: bool,
@@ -25,13 +69,21 @@ impl PgCluster {
     /// Like [`start`](Self::start), with `extra` appended to postgresql.conf (e.g.
     /// `lc_messages = 'fr_FR.UTF-8'`; see [`crate::locale::ensure`]).
     pub fn start_with_config(extra: &str) -> Result<Self> {
-        let bin_dir = std::env::var_os("OUTBOX_RELAY_PG_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_BIN_DIR));
+        Self::start_version(server_version(), extra)
+    }
+
+    /// A cluster of PostgreSQL `major` (a test that needs a given version), with `extra` in
+    /// postgresql.conf. `OUTBOX_RELAY_PG_BIN` overrides the binaries of the suite's version.
+    pub fn start_version(major: u32, extra: &str) -> Result<Self> {
+        let bin_dir = match std::env::var_os("OUTBOX_RELAY_PG_BIN") {
+            Some(dir) if major == server_version() => PathBuf::from(dir),
+            _ => bin_dir(major),
+        };
         if !bin_dir.join("initdb").exists() {
             bail!(
-                "PostgreSQL not found: {} has no initdb; {INSTALL_HINT}",
-                bin_dir.display()
+                "PostgreSQL {major} not found: {} has no initdb; {}",
+                bin_dir.display(),
+                install_hint(major)
             );
         }
         // initdb refuses to run as root: run the server as the `postgres` user then.
@@ -46,14 +98,16 @@ impl PgCluster {
                 .status()?;
             if !status.success() {
                 bail!(
-                    "chown of {} to postgres failed; is there a `postgres` user? {INSTALL_HINT}",
-                    dir.path().display()
+                    "chown of {} to postgres failed; is there a `postgres` user? {}",
+                    dir.path().display(),
+                    install_hint(major)
                 );
             }
         }
         let port = crate::net::free_port();
         let cluster = Self {
             bin_dir,
+            major,
             dir,
             port,
             run_as_postgres,
@@ -107,6 +161,11 @@ impl PgCluster {
         self.port
     }
 
+    /// The server's major version.
+    pub fn major(&self) -> u32 {
+        self.major
+    }
+
     /// Connection URL for database `postgres` as superuser `postgres` (trust authentication).
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
@@ -122,13 +181,19 @@ impl PgCluster {
 
     fn command(&self, program: &str) -> Command {
         let path = self.bin_dir.join(program);
-        if self.run_as_postgres {
+        let mut c = if self.run_as_postgres {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(path);
             c
         } else {
             Command::new(path)
+        };
+        // A wheel's server loads its own libpq (libpqwalreceiver: standbys) from its lib/.
+        let lib = self.bin_dir.join("../lib");
+        if self.major != 15 && lib.is_dir() {
+            c.env("LD_LIBRARY_PATH", lib);
         }
+        c
     }
 
     fn run(&self, program: &str, args: &[&str]) -> Result<()> {
@@ -136,7 +201,7 @@ impl PgCluster {
             .command(program)
             .args(args)
             .output()
-            .with_context(|| format!("running {program}; {INSTALL_HINT}"))?;
+            .with_context(|| format!("running {program}; {}", install_hint(self.major)))?;
         if !out.status.success() {
             bail!(
                 "{program} {args:?} failed: {}\n{}",
@@ -400,6 +465,7 @@ impl PgCluster {
         }
         Ok(PgCluster {
             bin_dir: self.bin_dir.clone(),
+            major: self.major,
             dir,
             port: self.port,
             run_as_postgres: self.run_as_postgres,

@@ -35,6 +35,7 @@ impl Database {
     /// (in one transaction, committed, as Debezium's `JdbcConnection.execute` runs them).
     pub async fn connect(&self) -> Result<tokio_postgres::Client, RelayError> {
         let client = connect(self.url.expose()).await?;
+        check_server_version(&client).await?;
         if !self.initial_statements.is_empty() {
             // A statement the server refuses (a syntax error, an unknown setting, a
             // missing privilege) fails the same way next time: a configuration error.
@@ -63,6 +64,43 @@ impl Database {
         }
         Ok(client)
     }
+}
+
+/// The PostgreSQL majors the relay supports: those its test suite runs on (README,
+/// "Supported PostgreSQL versions").
+pub const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 15..=18;
+
+/// Refuses a server outside [`SUPPORTED_MAJORS`], naming its version.
+pub async fn check_server_version(client: &tokio_postgres::Client) -> Result<u32, RelayError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('server_version_num'), current_setting('server_version')",
+            &[],
+        )
+        .await
+        .map_err(|e| RelayError::postgres("reading server_version", e, String::new))?;
+    let number: String = row.get(0);
+    let version: String = row.get(1);
+    let major = number.parse::<u32>().unwrap_or(0) / 10_000;
+    supported(major, &version)?;
+    Ok(major)
+}
+
+fn supported(major: u32, version: &str) -> Result<(), RelayError> {
+    if SUPPORTED_MAJORS.contains(&major) {
+        return Ok(());
+    }
+    Err(RelayError::misconfigured(format!(
+        "PostgreSQL {version} is not supported: outbox-relay supports PostgreSQL {} to {} (the versions its \
+         test suite runs on){}",
+        SUPPORTED_MAJORS.start(),
+        SUPPORTED_MAJORS.end(),
+        if major < *SUPPORTED_MAJORS.start() {
+            "; upgrade the server"
+        } else {
+            "; use a release of outbox-relay that supports it"
+        }
+    )))
 }
 
 /// `database.initial.statements` split as Debezium's `JdbcConnection.parseSqlStatementString`
@@ -150,6 +188,24 @@ fn connect_error(e: tokio_postgres::Error, display: &str) -> RelayError {
 #[cfg(test)]
 mod tests {
     use super::split_statements;
+
+    #[test]
+    fn servers_outside_the_tested_majors_are_refused_by_version() {
+        for major in 15..=18 {
+            assert!(super::supported(major, "x").is_ok());
+        }
+        let old = super::supported(14, "14.12 (Debian 14.12-1)")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            old.contains("PostgreSQL 14.12 (Debian 14.12-1) is not supported")
+                && old.contains("15 to 18")
+                && old.contains("upgrade"),
+            "{old}"
+        );
+        let new = super::supported(19, "19devel").unwrap_err().to_string();
+        assert!(new.contains("PostgreSQL 19devel is not supported"), "{new}");
+    }
 
     /// Cases worked through JdbcConnection.parseSqlStatementString by hand.
     #[test]
