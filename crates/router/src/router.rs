@@ -36,6 +36,8 @@ pub struct Router {
     /// `schema.table` -> catalog facts (nullability, defaults) for Connect schemas.
     facts: HashMap<String, Vec<ColumnFacts>>,
     topics: TopicCache,
+    /// The envelope schema names Debezium's EventRouter would keep (Connect output).
+    envelope_names: connect_record::EnvelopeNames,
     /// Column positions of the Insert being routed by [`Router::route_message`] (reused).
     positions: Vec<RawColumn>,
 }
@@ -56,6 +58,7 @@ impl Router {
             outbox_relations: HashMap::default(),
             facts: HashMap::default(),
             topics: TopicCache::default(),
+            envelope_names: Default::default(),
             positions: Vec::new(),
         }
     }
@@ -234,7 +237,14 @@ impl Router {
             else {
                 unreachable!("a Connect plan exists only for Connect output")
             };
-            return connect.route(columns, &plan.table, format, &self.config, &mut self.topics);
+            return connect.route(
+                columns,
+                &plan.table,
+                format,
+                &self.config,
+                &mut self.topics,
+                &mut self.envelope_names,
+            );
         }
         self.route_raw(insert.relation_id, &insert.new_tuple)
     }

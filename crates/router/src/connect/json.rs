@@ -1,16 +1,38 @@
 //! JSON text exactly as Kafka Connect's JsonConverter writes it (Jackson's defaults):
 //! compact, fields in insertion order, `"`/`\` and control characters escaped (`\b \t \n
-//! \f \r`, others as `\u00XX` in upper-case hex), everything else (including non-ASCII)
-//! written as UTF-8, doubles in Java's `Double.toString` layout (`1.0`, `1.0E10`).
+//! \f \r`, others as `\u00XX` in upper-case hex), non-ASCII written as UTF-8 except
+//! characters outside the Basic Multilingual Plane (emoji), which Jackson's byte generator
+//! (`UTF8JsonGenerator`, what `JsonConverter` writes with) escapes as their two UTF-16
+//! surrogates (`\uD83D\uDE80`), doubles in Java's `Double.toString` layout (`1.0`,
+//! `1.0E10`). Text Jackson writes to a `String` (`writeValueAsString`, e.g. Debezium's hstore
+//! JSON) keeps those characters as they are: [`write_string_as_text`].
 
-/// Appends `text` as a JSON string literal, quotes included.
+/// Appends `text` as a JSON string literal, quotes included, as JsonConverter writes it.
 pub fn write_string(out: &mut Vec<u8>, text: &str) {
+    write_escaped(out, text, true);
+}
+
+/// Appends `text` as a JSON string literal as Jackson writes it to a `String`
+/// (`ObjectMapper.writeValueAsString`): characters outside the BMP as they are.
+pub fn write_string_as_text(out: &mut Vec<u8>, text: &str) {
+    write_escaped(out, text, false);
+}
+
+fn write_escaped(out: &mut Vec<u8>, text: &str, escape_astral: bool) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let unicode_escape = |out: &mut Vec<u8>, unit: u32| {
+        out.extend_from_slice(b"\\u");
+        for shift in [12, 8, 4, 0] {
+            out.push(HEX[((unit >> shift) & 0xF) as usize]);
+        }
+    };
     out.reserve(text.len() + 2);
     out.push(b'"');
     let bytes = text.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
         let escape: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -20,17 +42,31 @@ pub fn write_string(out: &mut Vec<u8>, text: &str) {
             0x0C => b"\\f",
             b'\r' => b"\\r",
             0..=0x1F => &[],
-            _ => continue,
+            // The lead byte of a 4-byte sequence: a character outside the BMP.
+            0xF0..=0xF4 if escape_astral => {
+                out.extend_from_slice(&bytes[start..i]);
+                let c = text[i..].chars().next().expect("a character starts here");
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    unicode_escape(out, u32::from(*unit));
+                }
+                i += c.len_utf8();
+                start = i;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.extend_from_slice(&bytes[start..i]);
         if escape.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 0xF) as usize]);
+            unicode_escape(out, u32::from(b));
         } else {
             out.extend_from_slice(escape);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
@@ -120,6 +156,15 @@ mod tests {
         assert_eq!(string("\n\t\r\u{8}\u{c}"), r#""\n\t\r\b\f""#);
         assert_eq!(string("\u{1}\u{1f}"), r#""\u0001\u001F""#);
         assert_eq!(string("Größe €/ü"), "\"Größe €/ü\"");
+        // Jackson's UTF8JsonGenerator: outside the BMP, the UTF-16 surrogates escaped (what
+        // Debezium 3.6 + Kafka Connect 4.3 wrote in the differential test).
+        assert_eq!(
+            string("emoji 🚀🎉!"),
+            r#""emoji \uD83D\uDE80\uD83C\uDF89!""#
+        );
+        let mut text = Vec::new();
+        write_string_as_text(&mut text, "🚀\n");
+        assert_eq!(String::from_utf8(text).unwrap(), "\"🚀\\n\"");
     }
 
     #[test]

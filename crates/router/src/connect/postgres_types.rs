@@ -440,7 +440,9 @@ impl ColumnKind {
             | Self::Ltree
             | Self::Tsvector
             | Self::Enum(_) => Value::String(text.clone()),
-            Self::Boolean => Value::Boolean(&text[..] == b"t"),
+            // pgoutput writes boolout's `t`/`f`; rows read with SQL (snapshot, polling) come
+            // through `::text`, which writes `true`/`false` (found by the differential test).
+            Self::Boolean => Value::Boolean(matches!(&text[..], b"t" | b"true")),
             Self::Int16 | Self::Int32 | Self::Int64 => {
                 Value::Int(str()?.parse().map_err(|_| bad("an integer"))?)
             }
@@ -577,10 +579,10 @@ impl ColumnKind {
                             if i > 0 {
                                 out.push(b',');
                             }
-                            super::json::write_string(&mut out, k);
+                            super::json::write_string_as_text(&mut out, k);
                             out.push(b':');
                             match v {
-                                Some(v) => super::json::write_string(&mut out, v),
+                                Some(v) => super::json::write_string_as_text(&mut out, v),
                                 None => out.extend_from_slice(b"null"),
                             }
                         }
@@ -1194,6 +1196,14 @@ mod tests {
             Value::Bytes(Bytes::from_static(&[1, 2, 3]))
         );
         assert_eq!(value(&kind(1560, 1, modes), "1"), Value::Boolean(true));
+        // boolout's letters (pgoutput) and `::text`'s words (rows read with SQL).
+        for (text, b) in [("t", true), ("true", true), ("f", false), ("false", false)] {
+            assert_eq!(
+                value(&kind(16, -1, modes), text),
+                Value::Boolean(b),
+                "{text}"
+            );
+        }
         assert_eq!(
             kind(1562, -1, modes).schema(true).parameters[0].1.as_ref(),
             "2147483647"

@@ -49,6 +49,22 @@ pub(crate) struct ConnectPlan {
     context: Vec<(Arc<str>, Option<Bytes>)>,
 }
 
+/// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
+/// from the first event it routes (that event's table and routed value) and kept for every
+/// later event of the connector, whatever its routed value (`EventRouterDelegate`'s
+/// `defaultValueSchema` and `versionedValueSchema`, found by the differential test).
+#[derive(Debug, Default)]
+pub(crate) struct EnvelopeNames(std::collections::HashMap<Option<i32>, Arc<str>>);
+
+impl EnvelopeNames {
+    fn name(&mut self, version: Option<i32>, first: impl FnOnce() -> String) -> Arc<str> {
+        self.0
+            .entry(version)
+            .or_insert_with(|| first().into())
+            .clone()
+    }
+}
+
 impl ConnectPlan {
     pub(crate) fn new(
         relation: &Relation,
@@ -160,6 +176,7 @@ impl ConnectPlan {
         format: &ConnectFormat,
         config: &RouterConfig,
         topics: &mut TopicCache,
+        envelope_names: &mut EnvelopeNames,
     ) -> RouteOutcome {
         if let Some(reason) = &self.unsupported {
             return RouteOutcome::Fatal(reason.clone());
@@ -283,8 +300,6 @@ impl ConnectPlan {
 
         let envelope = if self.envelope {
             let mut schema = Schema::new(SchemaType::Struct(envelope_fields), false);
-            let routed = String::from_utf8_lossy(&routing);
-            schema.name = Some(format!("{}.{routed}.Value", self.value_schema_prefix).into());
             if let Some(version) = &self.schema_version {
                 let (v, _) = or_invalid!(value_of(columns, version));
                 schema.version = match v {
@@ -292,6 +307,10 @@ impl ConnectPlan {
                     _ => None,
                 };
             }
+            let routed = String::from_utf8_lossy(&routing);
+            schema.name = Some(envelope_names.name(schema.version, || {
+                format!("{}.{routed}.Value", self.value_schema_prefix)
+            }));
             Some((schema, Value::Struct(envelope_values)))
         } else {
             None

@@ -1,0 +1,944 @@
+//! Debezium itself as the oracle: the same database, the same WAL, the same connector JSON
+//! through Kafka Connect + Debezium 3.6.1 (its PostgreSQL connector, EventRouter and Kafka's
+//! converters; `scripts/install-debezium.sh`) and through `outbox-relay connect`, each to a
+//! broker of its own. Every record is compared: topic, key bytes, value bytes, headers (names,
+//! order, bytes). The one value that differs by design, `__debezium.context.runId` (a UUID per
+//! process), is checked by its shape.
+//!
+//! Cases are generated from a seed: the outbox table's column types (id, key, payload, extra
+//! columns placed as headers or in the envelope), the EventRouter's options, the converters,
+//! the handling modes, snapshot or not, and rows with NULLs, Unicode, big and special numbers,
+//! tombstones and JSON payloads of every shape. The seeds run by default are fixed;
+//! `OUTBOX_RELAY_DIFF_SEEDS=a,b,c` runs others, `OUTBOX_RELAY_DIFF_CASES=n` sets the cases per
+//! seed. A failure prints the seed and the case.
+
+mod common;
+
+use common::RELAY;
+use outbox_relay_testkit::debezium::ConnectStandalone;
+use outbox_relay_testkit::{Broker, ConsumedRecord, PgCluster, RelayProcess, Storage};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const DEFAULT_SEEDS: &[u64] = &[20261125, 7, 424242];
+const DEFAULT_CASES: usize = 8;
+
+/// splitmix64: the same cases from the same seed on every machine and every version of
+/// every crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+    fn text<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// SQL text of a string literal.
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+const STRINGS: &[&str] = &[
+    "plain",
+    "Zürich – café",
+    "日本語のテキスト",
+    "emoji 🚀🎉",
+    "quote \" and backslash \\ and tab \t",
+    "",
+    "line\nbreak",
+    "  padded  ",
+];
+
+/// A JSON document of some shape (object, array, scalar, nested, big numbers, Unicode).
+fn json_doc(rng: &mut Rng, depth: u32) -> Value {
+    match rng.below(if depth > 1 { 5 } else { 8 }) {
+        0 => json!(rng.pick(STRINGS)),
+        1 => json!(*rng.pick(&[0i64, -1, 42, i64::MAX, i64::MIN, 9_007_199_254_740_993])),
+        2 => json!(*rng.pick(&[1.5f64, -0.25, 1e21, 1_234.567_890_123_4, 1e-7])),
+        3 => json!(*rng.pick(&[true, false])),
+        4 => Value::Null,
+        5 => {
+            let n = rng.below(4);
+            Value::Array((0..n).map(|_| json_doc(rng, depth + 1)).collect())
+        }
+        _ => {
+            let mut m = Map::new();
+            for i in 0..rng.below(5) {
+                let key = format!("{}{i}", rng.pick(&["k", "ключ", "a b", "n"]));
+                m.insert(key, json_doc(rng, depth + 1));
+            }
+            Value::Object(m)
+        }
+    }
+}
+
+/// A JSON payload as PostgreSQL text: serde's compact text, or with spaces (jsonb
+/// normalises it; json and text keep it as written).
+fn json_text(rng: &mut Rng) -> String {
+    let mut doc = json_doc(rng, 0);
+    if rng.chance(60) {
+        // Most outboxes hold objects.
+        let mut m = Map::new();
+        m.insert("id".into(), json!(rng.below(1000)));
+        m.insert("data".into(), doc);
+        doc = Value::Object(m);
+    }
+    if rng.chance(50) {
+        serde_json::to_string_pretty(&doc).unwrap()
+    } else {
+        doc.to_string()
+    }
+}
+
+/// An extra column: its SQL type, a value generator, and the handling-mode option that
+/// changes how Debezium types it.
+struct Extra {
+    sql: &'static str,
+    value: fn(&mut Rng) -> String,
+    mode: Option<(&'static str, &'static [&'static str])>,
+}
+
+const DECIMAL: Option<(&str, &[&str])> =
+    Some(("decimal.handling.mode", &["precise", "double", "string"]));
+const TIME: Option<(&str, &[&str])> = Some((
+    "time.precision.mode",
+    &["adaptive", "adaptive_time_microseconds", "connect"],
+));
+
+const EXTRAS: &[Extra] = &[
+    Extra {
+        sql: "integer",
+        value: |r| {
+            r.pick(&["0", "-2147483648", "2147483647", "17"])
+                .to_string()
+        },
+        mode: None,
+    },
+    Extra {
+        sql: "bigint",
+        value: |r| {
+            r.pick(&["9223372036854775807", "-9223372036854775808", "1"])
+                .to_string()
+        },
+        mode: None,
+    },
+    Extra {
+        sql: "smallint",
+        value: |r| r.pick(&["-32768", "32767", "5"]).to_string(),
+        mode: None,
+    },
+    Extra {
+        sql: "numeric(10,2)",
+        value: |r| lit(r.text(&["12345678.90", "-0.01", "0.00", "7.5"])),
+        mode: DECIMAL,
+    },
+    Extra {
+        sql: "numeric",
+        value: |r| lit(r.text(&["1234567890.123456789", "0", "-100", "0.000001"])),
+        mode: DECIMAL,
+    },
+    Extra {
+        sql: "double precision",
+        value: |r| lit(r.text(&["1.5", "-2.25", "1e300", "0.1"])),
+        mode: None,
+    },
+    Extra {
+        sql: "real",
+        value: |r| lit(r.text(&["1.5", "-2.25", "3.4e38"])),
+        mode: None,
+    },
+    Extra {
+        sql: "boolean",
+        value: |r| r.pick(&["true", "false"]).to_string(),
+        mode: None,
+    },
+    Extra {
+        sql: "varchar(255)",
+        value: |r| lit(r.text(STRINGS)),
+        mode: None,
+    },
+    Extra {
+        sql: "text",
+        value: |r| lit(r.text(STRINGS)),
+        mode: None,
+    },
+    Extra {
+        sql: "timestamptz",
+        value: |r| {
+            lit(r.text(&[
+                "2026-03-04 05:06:07.123456+02",
+                "1999-12-31 23:59:59+00",
+                "2026-11-25 00:00:00Z",
+            ]))
+        },
+        mode: TIME,
+    },
+    Extra {
+        sql: "timestamptz(3)",
+        value: |r| lit(r.text(&["2026-03-04 05:06:07.12+00", "2000-01-01 00:00:00+05:30"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "timestamp",
+        value: |r| lit(r.text(&["2026-03-04 05:06:07.123456", "1970-01-01 00:00:00"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "timestamp(3)",
+        value: |r| lit(r.text(&["2026-03-04 05:06:07.123", "2038-01-19 03:14:08"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "date",
+        value: |r| lit(r.text(&["2026-03-04", "1970-01-01", "0044-03-15 BC", "9999-12-31"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "time",
+        value: |r| lit(r.text(&["13:14:15.123456", "00:00:00", "23:59:59.999999"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "time(3)",
+        value: |r| lit(r.text(&["13:14:15.123", "00:00:01"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "interval",
+        value: |r| {
+            lit(r.text(&[
+                "1 year 2 mons 3 days 04:05:06.78",
+                "-1 day",
+                "00:00:00.000001",
+            ]))
+        },
+        mode: Some(("interval.handling.mode", &["numeric", "string"])),
+    },
+    Extra {
+        sql: "uuid",
+        value: |r| {
+            lit(r.text(&[
+                "6b1c0e4e-0000-4000-8000-000000000001",
+                "00000000-0000-0000-0000-000000000000",
+            ]))
+        },
+        mode: None,
+    },
+    Extra {
+        sql: "bytea",
+        value: |r| {
+            r.pick(&["'\\x00ff10'", "'\\x'", "'\\x68656c6c6f'"])
+                .to_string()
+        },
+        mode: Some(("binary.handling.mode", &["bytes", "base64", "hex"])),
+    },
+    Extra {
+        sql: "jsonb",
+        value: |r| lit(&json_text(r)),
+        mode: None,
+    },
+];
+
+struct Case {
+    seed: u64,
+    index: usize,
+    table: String,
+    ddl: String,
+    before: Vec<String>,
+    after: Vec<String>,
+    config: Map<String, Value>,
+    /// Records Debezium writes: one per row it reads.
+    expected: usize,
+    /// What was chosen, for messages.
+    describe: String,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        format!("s{}c{}", self.seed, self.index)
+    }
+}
+
+fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
+    let mut rng = Rng(seed.wrapping_mul(1_000_003).wrapping_add(index as u64));
+    let table = format!("diff_s{seed}_c{index}");
+    let mut chosen: Vec<String> = Vec::new();
+    let (id_type, id_value): (&str, fn(usize, usize) -> String) = *rng.pick(&[
+        (
+            "uuid",
+            (|c, n| format!("'6b1c0e4e-{c:04x}-4000-8000-{n:012x}'")) as fn(usize, usize) -> String,
+        ),
+        ("varchar(64)", |c, n| format!("'evt-{c}-{n}'")),
+        ("bigint", |c, n| format!("{}", c * 100_000 + n)),
+    ]);
+    let key_type = *rng.pick(&["varchar(255)", "text", "bigint", "uuid"]);
+    let payload_type = *rng.pick(&["jsonb", "jsonb", "json", "text", "varchar(2000)", "bytea"]);
+    chosen.push(format!(
+        "id {id_type}, key {key_type}, payload {payload_type}"
+    ));
+    let mut config = Map::new();
+    let set = |config: &mut Map<String, Value>, k: &str, v: &str| {
+        config.insert(k.to_owned(), json!(v));
+    };
+
+    // Converters. Kafka Connect's StringConverter writes a byte[]'s toString (an address),
+    // and a Struct's toString: not generated where it would meet them.
+    let jsonish = payload_type != "bytea";
+    let value_converter = if jsonish {
+        *rng.pick(&["json", "json-schemaless", "string"])
+    } else {
+        *rng.pick(&["json", "json-schemaless", "bytearray"])
+    };
+    let expand = jsonish && value_converter != "string" && rng.chance(40);
+    let extras_count = rng.below(3);
+    let mut extras: Vec<(String, &Extra, &str)> = Vec::new();
+    for i in 0..extras_count {
+        let extra = rng.pick(EXTRAS);
+        // An expanded payload in an envelope fails Debezium's task (the envelope keeps the
+        // column's string schema, the value is a Struct): not generated.
+        let placement = if value_converter.starts_with("json") && !expand && rng.chance(40) {
+            "envelope"
+        } else {
+            "header"
+        };
+        extras.push((format!("extra_{i}"), extra, placement));
+    }
+    for (key, converter) in [
+        (
+            "key.converter",
+            *rng.pick(&["json", "json-schemaless", "string"]),
+        ),
+        ("value.converter", value_converter),
+    ] {
+        let (class, schemas) = match converter {
+            "json" => ("org.apache.kafka.connect.json.JsonConverter", Some("true")),
+            "json-schemaless" => ("org.apache.kafka.connect.json.JsonConverter", Some("false")),
+            "string" => ("org.apache.kafka.connect.storage.StringConverter", None),
+            _ => (
+                "org.apache.kafka.connect.converters.ByteArrayConverter",
+                None,
+            ),
+        };
+        set(&mut config, key, class);
+        if let Some(schemas) = schemas {
+            set(&mut config, &format!("{key}.schemas.enable"), schemas);
+        }
+        chosen.push(format!("{key}={converter}"));
+    }
+
+    // The EventRouter.
+    let replacement = *rng.pick(&[
+        "outbox.event.${routedByValue}",
+        "${routedByValue}.events",
+        "${routedByValue}",
+    ]);
+    set(
+        &mut config,
+        "transforms.outbox.route.topic.replacement",
+        replacement,
+    );
+    let tombstones = rng.chance(50);
+    set(
+        &mut config,
+        "transforms.outbox.route.tombstone.on.empty.payload",
+        if tombstones { "true" } else { "false" },
+    );
+    if expand {
+        set(
+            &mut config,
+            "transforms.outbox.table.expand.json.payload",
+            "true",
+        );
+    }
+    let mut placement = vec!["type:header:eventType".to_owned()];
+    for (name, extra, place) in &extras {
+        let alias = if rng.chance(50) {
+            format!(":{name}_alias")
+        } else {
+            String::new()
+        };
+        placement.push(format!("{name}:{place}{alias}"));
+        if let Some((option, modes)) = extra.mode {
+            let mode = *rng.pick(modes);
+            set(&mut config, option, mode);
+        }
+        chosen.push(format!("{name} {} as {place}", extra.sql));
+    }
+    set(
+        &mut config,
+        "transforms.outbox.table.fields.additional.placement",
+        &placement.join(","),
+    );
+    chosen.push(format!(
+        "replacement {replacement}, tombstones {tombstones}, expand {expand}"
+    ));
+
+    let snapshot = rng.chance(40);
+    chosen.push(format!("snapshot {snapshot}"));
+    for (k, v) in [
+        (
+            "connector.class",
+            "io.debezium.connector.postgresql.PostgresConnector",
+        ),
+        ("tasks.max", "1"),
+        ("database.hostname", "127.0.0.1"),
+        ("database.user", "postgres"),
+        ("database.password", "postgres"),
+        ("database.dbname", "postgres"),
+        ("plugin.name", "pgoutput"),
+        ("publication.autocreate.mode", "filtered"),
+        (
+            "snapshot.mode",
+            if snapshot { "initial" } else { "no_data" },
+        ),
+        ("topic.creation.default.replication.factor", "1"),
+        ("topic.creation.default.partitions", "1"),
+        ("transforms", "outbox"),
+        (
+            "transforms.outbox.type",
+            "io.debezium.transforms.outbox.EventRouter",
+        ),
+    ] {
+        set(&mut config, k, v);
+    }
+    set(&mut config, "database.port", &pg_port.to_string());
+    // Unique per connector: Debezium registers its metrics under it (a clash stalls one).
+    set(&mut config, "topic.prefix", &format!("dbz_s{seed}c{index}"));
+    set(
+        &mut config,
+        "table.include.list",
+        &format!("public.{table}"),
+    );
+
+    let mut ddl = format!(
+        "CREATE TABLE public.{table} (id {id_type} PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+         aggregateid {key_type} NOT NULL, type varchar(255) NOT NULL, payload {payload_type}"
+    );
+    for (name, extra, _) in &extras {
+        ddl.push_str(&format!(", {name} {}", extra.sql));
+    }
+    ddl.push_str(");");
+
+    let types = [
+        format!("S{seed}C{index}Order"),
+        format!("S{seed}C{index}Customer"),
+    ];
+    let row = |n: usize, rng: &mut Rng| -> String {
+        let key = match key_type {
+            "bigint" => format!("{}", rng.below(5)),
+            "uuid" => format!("'00000000-0000-4000-8000-{:012x}'", rng.below(5)),
+            _ => lit(&format!(
+                "{}-{}",
+                rng.pick(&["a", "ключ", "b c"]),
+                rng.below(5)
+            )),
+        };
+        let payload = if rng.chance(15) {
+            "NULL".to_owned()
+        } else if payload_type == "bytea" {
+            format!("convert_to({}, 'UTF8')", lit(&json_text(rng)))
+        } else {
+            lit(&json_text(rng))
+        };
+        let mut values = vec![
+            id_value(index, n),
+            lit(rng.pick(&types).as_str()),
+            key,
+            lit(rng.text(&["Created", "Updated", "Ünïcode"])),
+            payload,
+        ];
+        for (_, extra, _) in &extras {
+            values.push(if rng.chance(15) {
+                "NULL".into()
+            } else {
+                (extra.value)(rng)
+            });
+        }
+        format!("INSERT INTO public.{table} VALUES ({});", values.join(", "))
+    };
+    let before: Vec<String> = (0..3).map(|n| row(n, &mut rng)).collect();
+    let after: Vec<String> = (3..9).map(|n| row(n, &mut rng)).collect();
+    let expected = after.len() + if snapshot { before.len() } else { 0 };
+    Case {
+        seed,
+        index,
+        table,
+        ddl,
+        before,
+        after,
+        config,
+        expected,
+        describe: chosen.join("; "),
+    }
+}
+
+/// The connector JSON for one side: its own slot and publication, all else the same.
+fn connector(case: &Case, side: &str) -> Value {
+    let mut config = case.config.clone();
+    config.insert("slot.name".into(), json!(format!("{}_{side}", case.table)));
+    config.insert(
+        "publication.name".into(),
+        json!(format!("{}_{side}", case.table)),
+    );
+    json!({ "name": format!("{}-{side}", case.name()), "config": config })
+}
+
+fn topics_of(bootstrap: &str) -> Vec<String> {
+    let mut topics: Vec<String> = outbox_relay_testkit::kafka::list_topics(bootstrap)
+        .unwrap()
+        .into_iter()
+        .filter(|t| !t.starts_with("__"))
+        .collect();
+    topics.sort();
+    topics
+}
+
+fn read_all(bootstrap: &str) -> BTreeMap<String, Vec<ConsumedRecord>> {
+    topics_of(bootstrap)
+        .into_iter()
+        .map(|t| {
+            let records = outbox_relay_testkit::read_topic(bootstrap, &t).unwrap();
+            (t, records)
+        })
+        .collect()
+}
+
+/// How many records the broker holds outside its own topics (watermarks: one client, no reads).
+fn held(bootstrap: &str) -> usize {
+    held_by_topic(bootstrap).values().sum()
+}
+
+fn held_by_topic(bootstrap: &str) -> BTreeMap<String, usize> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("log_level", "3")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(10))
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for topic in metadata
+        .topics()
+        .iter()
+        .filter(|t| !t.name().starts_with("__"))
+    {
+        for partition in topic.partitions() {
+            if let Ok((low, high)) =
+                consumer.fetch_watermarks(topic.name(), partition.id(), Duration::from_secs(10))
+            {
+                *out.entry(topic.name().to_owned()).or_default() += (high - low) as usize;
+            }
+        }
+    }
+    out
+}
+
+/// The lines of `log` worth reading in a failure: errors and warnings, and the last lines.
+fn log_excerpt(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let notable: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("ERROR") || l.contains(" WARN") || l.contains("Exception"))
+        .take(40)
+        .copied()
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(30)..];
+    format!("{}\n...\n{}", notable.join("\n"), tail.join("\n"))
+}
+
+fn is_uuid(bytes: Option<&[u8]>) -> bool {
+    bytes
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .is_some_and(|s| s.len() == 36 && s.chars().filter(|c| *c == '-').count() == 4)
+}
+
+fn show(bytes: &Option<Vec<u8>>) -> String {
+    match bytes {
+        None => "null".into(),
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) => format!("{s:?}"),
+            Err(_) => format!("{b:02x?}"),
+        },
+    }
+}
+
+/// The differences between Debezium's record and the relay's.
+fn differences(dbz: &ConsumedRecord, relay: &ConsumedRecord) -> Vec<String> {
+    let mut out = Vec::new();
+    if dbz.key != relay.key {
+        out.push(format!(
+            "key: debezium {} relay {}",
+            show(&dbz.key),
+            show(&relay.key)
+        ));
+    }
+    if dbz.value != relay.value {
+        out.push(format!(
+            "value:\n  debezium {}\n  relay    {}",
+            show(&dbz.value),
+            show(&relay.value)
+        ));
+    }
+    let names = |r: &ConsumedRecord| r.headers.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    if names(dbz) != names(relay) {
+        out.push(format!(
+            "header names: debezium {:?} relay {:?}",
+            names(dbz),
+            names(relay)
+        ));
+    } else {
+        for ((name, d), (_, r)) in dbz.headers.iter().zip(&relay.headers) {
+            if name == "__debezium.context.runId" {
+                if !is_uuid(d.as_deref()) || !is_uuid(r.as_deref()) {
+                    out.push(format!("{name}: not UUIDs: {} / {}", show(d), show(r)));
+                }
+            } else if d != r {
+                out.push(format!(
+                    "header {name}: debezium {} relay {}",
+                    show(d),
+                    show(r)
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
+    let seeds: Vec<u64> = match std::env::var("OUTBOX_RELAY_DIFF_SEEDS") {
+        Ok(list) => list
+            .split(',')
+            .map(|s| s.trim().parse().expect("OUTBOX_RELAY_DIFF_SEEDS: numbers"))
+            .collect(),
+        Err(_) => DEFAULT_SEEDS.to_vec(),
+    };
+    let started = Instant::now();
+    let phase = |what: &str| {
+        eprintln!(
+            "differential: {what} after {:.1} s",
+            started.elapsed().as_secs_f64()
+        )
+    };
+    let per_seed: usize = std::env::var("OUTBOX_RELAY_DIFF_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_CASES);
+    let pg = PgCluster::start_with_config(
+        "max_replication_slots = 200\nmax_wal_senders = 200\nmax_connections = 400\n",
+    )
+    .unwrap_or_else(|e| panic!("PostgreSQL for this test: {e:#}"));
+    let db = pg.connect().await.unwrap();
+    db.batch_execute("CREATE EXTENSION IF NOT EXISTS citext")
+        .await
+        .unwrap();
+    let cases: Vec<Case> = seeds
+        .iter()
+        .flat_map(|seed| (0..per_seed).map(move |i| (*seed, i)))
+        .map(|(seed, i)| generate(seed, i, pg.port()))
+        .collect();
+    for case in &cases {
+        db.batch_execute(&case.ddl).await.unwrap();
+        for insert in &case.before {
+            db.batch_execute(insert)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {insert}: {e}", case.name()));
+        }
+    }
+
+    let dbz_broker = Broker::start(Storage::Sqlite).unwrap();
+    let relay_broker = Broker::start(Storage::Sqlite).unwrap();
+    let worker = |bootstrap: String| {
+        format!(
+            "bootstrap.servers={bootstrap}\n\
+             key.converter=org.apache.kafka.connect.json.JsonConverter\n\
+             value.converter=org.apache.kafka.connect.json.JsonConverter\n"
+        )
+    };
+    let dbz_connectors: Vec<Value> = cases.iter().map(|c| connector(c, "dbz")).collect();
+    let mut debezium =
+        ConnectStandalone::start(&worker(dbz_broker.bootstrap_servers()), &dbz_connectors)
+            .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let worker_file = dir.path().join("worker.properties");
+    std::fs::write(&worker_file, worker(relay_broker.bootstrap_servers())).unwrap();
+    let mut args = vec![
+        "connect".to_owned(),
+        "--worker-config".into(),
+        worker_file.display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port()),
+        "--metrics-address".into(),
+        "127.0.0.1:0".into(),
+    ];
+    for case in &cases {
+        let path = dir.path().join(format!("{}.json", case.name()));
+        std::fs::write(&path, connector(case, "relay").to_string()).unwrap();
+        args.push(path.display().to_string());
+    }
+    let relay = RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap();
+    phase("both started");
+
+    // Both sides hold their slots before the streamed rows are written.
+    let names: Vec<String> = cases.iter().map(|c| format!("{}-dbz", c.name())).collect();
+    let failed =
+        tokio::task::block_in_place(|| debezium.wait_running(&names, Duration::from_secs(180)))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        failed.is_empty(),
+        "Debezium failed on generated cases: {failed:#?}"
+    );
+    phase("Debezium's connectors running");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let active: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'diff_%' AND active",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if active as usize == 2 * cases.len() {
+            break;
+        }
+        if started.elapsed().as_secs().is_multiple_of(10) {
+            let waiting: Vec<String> = db
+                .query(
+                    "SELECT slot_name || ' ' || CASE WHEN active THEN 'active' ELSE 'inactive' END \
+                     FROM pg_replication_slots WHERE slot_name LIKE 'diff_%' AND NOT active",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let missing: Vec<String> = cases
+                .iter()
+                .flat_map(|c| [format!("{}_dbz", c.table), format!("{}_relay", c.table)])
+                .collect();
+            eprintln!(
+                "differential: waiting for slots: {waiting:?} (of {})",
+                missing.len()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{active} of {} slots active\nrelay:\n{}\ndebezium:\n{}",
+            2 * cases.len(),
+            relay.log(),
+            debezium.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    phase("every slot active");
+    for case in &cases {
+        for insert in &case.after {
+            db.batch_execute(insert)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {insert}: {e}", case.name()));
+        }
+    }
+
+    // Until each side has written what Debezium writes for these rows.
+    let expected: usize = cases.iter().map(|c| c.expected).sum();
+    // Cases whose Debezium task failed (its trace's cause), which it writes nothing more for.
+    let mut debezium_failed: BTreeMap<String, String> = BTreeMap::new();
+    let (dbz, ours) = tokio::task::block_in_place(|| {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            for case in &cases {
+                if let Some((state, trace)) = debezium.task_state(&format!("{}-dbz", case.name())) {
+                    if state == "FAILED" {
+                        debezium_failed.insert(case.name(), cause(&trace.unwrap_or_default()));
+                    }
+                }
+            }
+            let dbz_expected: usize = cases
+                .iter()
+                .filter(|c| !debezium_failed.contains_key(&c.name()))
+                .map(|c| c.expected)
+                .sum();
+            let dbz = held(&dbz_broker.bootstrap_servers());
+            let ours = held(&relay_broker.bootstrap_servers());
+            if dbz >= dbz_expected && ours >= expected {
+                // Anything more would arrive now: read once more after a pause.
+                std::thread::sleep(Duration::from_secs(2));
+                return (
+                    read_all(&dbz_broker.bootstrap_servers()),
+                    read_all(&relay_broker.bootstrap_servers()),
+                );
+            }
+            if Instant::now() > deadline {
+                let by_dbz = held_by_topic(&dbz_broker.bootstrap_servers());
+                let by_relay = held_by_topic(&relay_broker.bootstrap_servers());
+                let short: Vec<String> = cases
+                    .iter()
+                    .flat_map(|c| {
+                        let marker = format!("S{}C{}", c.seed, c.index);
+                        let sum = |m: &BTreeMap<String, usize>| -> usize {
+                            m.iter()
+                                .filter(|(t, _)| t.contains(&marker))
+                                .map(|(_, n)| n)
+                                .sum()
+                        };
+                        let (d, r) = (sum(&by_dbz), sum(&by_relay));
+                        (d != c.expected || r != c.expected).then(|| {
+                            format!(
+                                "{} (expected {}, debezium {d}, relay {r}, debezium task {:?}): {}",
+                                c.name(),
+                                c.expected,
+                                debezium.task_state(&format!("{}-dbz", c.name())),
+                                c.describe
+                            )
+                        })
+                    })
+                    .collect();
+                panic!(
+                    "debezium wrote {dbz} and the relay {ours} of {expected} records; short cases:\n{}\nrelay log:\n{}\ndebezium log:\n{}",
+                    short.join("\n"),
+                    log_excerpt(&relay.log()),
+                    log_excerpt(&debezium.log())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+
+    phase("both wrote everything");
+    let mut report = Vec::new();
+    let failed_case = |topic: &String| {
+        debezium_failed.keys().any(|name| {
+            let case = cases.iter().find(|c| &c.name() == name).unwrap();
+            topic.contains(&format!("S{}C{}", case.seed, case.index))
+        })
+    };
+    let dbz_topics: Vec<&String> = dbz.keys().filter(|t| !failed_case(t)).collect();
+    let our_topics: Vec<&String> = ours.keys().filter(|t| !failed_case(t)).collect();
+    if dbz_topics != our_topics {
+        report.push(format!(
+            "topics: debezium {dbz_topics:?}\n        relay    {our_topics:?}"
+        ));
+    }
+    // Where Debezium's task dies, the relay does what README documents, checked here.
+    let mut relay_on_its_own = 0;
+    for (name, why) in &debezium_failed {
+        let case = cases.iter().find(|c| &c.name() == name).unwrap();
+        let marker = format!("S{}C{}", case.seed, case.index);
+        let written: usize = ours
+            .iter()
+            .filter(|(t, _)| t.contains(&marker))
+            .map(|(_, r)| r.len())
+            .sum();
+        match documented_behaviour(why) {
+            Some(Behaviour::WritesTheText) => {
+                if written != case.expected {
+                    report.push(format!(
+                        "{name}: Debezium fails ({why}); the relay should write the text of every event, wrote {written} of {}",
+                        case.expected
+                    ));
+                }
+                relay_on_its_own += written;
+            }
+            None => report.push(format!(
+                "{name}: Debezium's task failed in a way no documented relay behaviour covers: {why} ({})",
+                case.describe
+            )),
+        }
+    }
+    let mut compared = 0;
+    for (topic, records) in &dbz {
+        if failed_case(topic) {
+            continue;
+        }
+        let case = cases
+            .iter()
+            .find(|c| topic.contains(&format!("S{}C{}", c.seed, c.index)));
+        let theirs = ours.get(topic).cloned().unwrap_or_default();
+        if records.len() != theirs.len() {
+            report.push(format!(
+                "{topic}: debezium {} records, relay {}",
+                records.len(),
+                theirs.len()
+            ));
+        }
+        for (i, (d, r)) in records.iter().zip(&theirs).enumerate() {
+            compared += 1;
+            let diffs = differences(d, r);
+            if !diffs.is_empty() {
+                report.push(format!(
+                    "{topic} record {i} ({}):\n  {}",
+                    case.map(|c| format!("seed {} case {}: {}", c.seed, c.index, c.describe))
+                        .unwrap_or_default(),
+                    diffs.join("\n  ")
+                ));
+            }
+        }
+    }
+    println!(
+        "differential: seeds {seeds:?}, {} option sets, {compared} records compared, {} differing; \
+         {} option sets where Debezium's task fails ({relay_on_its_own} records the relay wrote as documented): {:?}",
+        cases.len(),
+        report.len(),
+        debezium_failed.len(),
+        debezium_failed.values().collect::<std::collections::BTreeSet<_>>()
+    );
+    assert!(
+        report.is_empty(),
+        "{} differences (seeds {seeds:?}; rerun one with OUTBOX_RELAY_DIFF_SEEDS):\n{}",
+        report.len(),
+        report
+            .iter()
+            .take(30)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(compared + relay_on_its_own, expected);
+}
+
+/// The exception at the bottom of a Java stack trace: `Class: message`.
+fn cause(trace: &str) -> String {
+    trace
+        .lines()
+        .rfind(|l| l.starts_with("Caused by: "))
+        .or_else(|| trace.lines().next())
+        .unwrap_or_default()
+        .trim_start_matches("Caused by: ")
+        .to_owned()
+}
+
+/// What the relay does where Debezium's task fails, as README documents it.
+enum Behaviour {
+    /// ByteArrayConverter on a value that is not bytes (a bytea column under
+    /// binary.handling.mode=base64/hex, a text column): the relay writes its text.
+    WritesTheText,
+}
+
+fn documented_behaviour(cause: &str) -> Option<Behaviour> {
+    cause
+        .contains("Invalid schema type for ByteArrayConverter")
+        .then_some(Behaviour::WritesTheText)
+}
