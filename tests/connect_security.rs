@@ -1041,3 +1041,117 @@ fn schemathesis_finds_no_server_error() {
     assert!(said.contains("passed") || said.contains("Passed"), "{said}");
     assert!(!w.process.log().contains("panicked"), "{}", w.process.log());
 }
+
+/// The worker's own clients (the config topic's producer and consumer, the cluster-id lookup)
+/// use its `security.protocol`, `sasl.*`: against an Apache Kafka broker that only speaks
+/// SASL/PLAIN, a registration is kept in the config topic and a restarted worker brings it back;
+/// a wrong password is refused.
+#[test]
+fn the_config_topic_and_the_cluster_id_go_through_the_workers_sasl_settings() {
+    let port = free_port();
+    let controller = free_port();
+    let broker = outbox_relay_testkit::Broker::start_private_with(&format!(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+         advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}\n\
+         listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+         inter.broker.listener.name=SASL_PLAINTEXT\n\
+         controller.quorum.voters=1@127.0.0.1:{controller}\n\
+         sasl.enabled.mechanisms=PLAIN\n\
+         sasl.mechanism.inter.broker.protocol=PLAIN\n\
+         listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=\"admin\" password=\"admin-pw\" user_admin=\"admin-pw\" user_connect=\"connect-pw\";\n"
+    ))
+    .unwrap_or_else(|e| panic!("a SASL/PLAIN broker: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let sasl = |password: &str| {
+        format!(
+            "bootstrap.servers=127.0.0.1:{port}\n\
+             config.storage.topic=connect-configs\n\
+             config.storage.replication.factor=1\n\
+             security.protocol=SASL_PLAINTEXT\n\
+             sasl.mechanism=PLAIN\n\
+             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"connect\" password=\"{password}\";\n"
+        )
+    };
+    let start = |properties: String| {
+        let path = dir
+            .path()
+            .join(format!("worker-{}.properties", free_port()));
+        std::fs::write(&path, properties).unwrap();
+        let rest = free_port();
+        let args: Vec<String> = [
+            "connect",
+            "--worker-config",
+            path.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{rest}"),
+            "--metrics-address",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        (
+            RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap(),
+            rest,
+        )
+    };
+    let (mut first, rest) = start(sasl("connect-pw"));
+    assert!(
+        wait_for_port(rest, Duration::from_secs(60)),
+        "{}\n{}",
+        first.log(),
+        broker.log()
+    );
+    let url = format!("http://127.0.0.1:{rest}");
+    let config = connector_config(json!({}));
+    let created = send(
+        "POST",
+        &format!("{url}/connectors"),
+        &json!({"name": "over-sasl", "config": config, "initial_state": "STOPPED"}).to_string(),
+    );
+    assert_eq!(created.status, 201, "{} {}", created.body, first.log());
+    // The cluster id, asked of the broker over SASL.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if curl(&[&format!("{url}/")]).json()["kafka_cluster_id"].is_string() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no cluster id: {}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    first.terminate(Duration::from_secs(20)).unwrap();
+
+    let (second, rest) = start(sasl("connect-pw"));
+    assert!(
+        wait_for_port(rest, Duration::from_secs(60)),
+        "{}",
+        second.log()
+    );
+    let listed = curl(&[&format!("http://127.0.0.1:{rest}/connectors")]);
+    assert_eq!(listed.json(), json!(["over-sasl"]), "{}", second.log());
+    drop(second);
+
+    // A wrong password: the worker does not start.
+    let (mut wrong, _) = start(sasl("wrong-pw"));
+    let status = wrong
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap_or_else(|| {
+            panic!(
+                "a worker with a wrong SASL password kept running:\n{}",
+                wrong.log()
+            )
+        });
+    assert!(!status.success(), "{}", wrong.log());
+    let said = wrong.log();
+    assert!(
+        said.contains("Authentication") && said.contains("sasl.*"),
+        "the refusal says why and what to check: {said}"
+    );
+    assert!(!said.contains("wrong-pw"), "{said}");
+}

@@ -10,7 +10,7 @@
 use super::herder::Target;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::json;
@@ -74,6 +74,71 @@ impl Echoes {
     }
 }
 
+/// What librdkafka says when a client of `client`'s settings asks the brokers for metadata (a
+/// refused login, an unknown host): an admin client serves no such events itself.
+async fn why_no_answer(client: &ClientConfig) -> String {
+    let client = client.clone();
+    tokio::task::spawn_blocking(move || {
+        let errors = ClientErrors::default();
+        let consumer: BaseConsumer<ClientErrors> = match client
+            .clone()
+            .set("log_level", "4")
+            .create_with_context(errors.clone())
+        {
+            Ok(c) => c,
+            Err(e) => return format!(" ({e})"),
+        };
+        let metadata = consumer.fetch_metadata(None, Duration::from_secs(10));
+        for _ in 0..10 {
+            let _ = consumer.poll(Duration::from_millis(100));
+        }
+        match (errors.said(), metadata) {
+            (said, _) if !said.is_empty() => said,
+            (_, Err(e)) => format!(" ({e})"),
+            (_, Ok(_)) => String::new(),
+        }
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// The last error librdkafka reported for a client (a refused login, no broker), to say why
+/// an operation got no answer.
+#[derive(Clone, Default)]
+struct ClientErrors(Arc<Mutex<Option<String>>>);
+
+impl ClientErrors {
+    fn said(&self) -> String {
+        match self.0.lock().unwrap().as_deref() {
+            Some(error) => format!(
+                " ({error}; check the worker's security.protocol, sasl.* and ssl.* settings)"
+            ),
+            None => String::new(),
+        }
+    }
+}
+
+impl ConsumerContext for ClientErrors {}
+
+impl rdkafka::client::ClientContext for ClientErrors {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        tracing::warn!("config topic client: {error}: {reason}");
+        *self.0.lock().unwrap() = Some(format!("{error}: {reason}"));
+    }
+
+    /// A refused login is logged by librdkafka, not reported as an error.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as Level;
+        if matches!(
+            level,
+            Level::Emerg | Level::Alert | Level::Critical | Level::Error | Level::Warning
+        ) {
+            tracing::warn!("config topic client: {facility}: {message}");
+            *self.0.lock().unwrap() = Some(message.to_owned());
+        }
+    }
+}
+
 /// A change the topic brought: apply the connector's configuration, its target state, or both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decides {
@@ -116,13 +181,29 @@ impl ConfigTopic {
             .map_err(|e| format!("Kafka admin client: {e}"))?;
         let new = NewTopic::new(&topic, 1, TopicReplication::Fixed(replication))
             .set("cleanup.policy", "compact");
-        let results = admin
-            .create_topics(
-                [&new],
-                &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
-            )
-            .await
-            .map_err(|e| format!("creating {topic}: {e}"))?;
+        // librdkafka retries a refused login for as long as the request may wait: the
+        // worker stops with what the brokers said instead of waiting in silence.
+        let options = AdminOptions::new()
+            .operation_timeout(Some(TIMEOUT))
+            .request_timeout(Some(TIMEOUT));
+        let created = tokio::time::timeout(TIMEOUT, admin.create_topics([&new], &options)).await;
+        let results = match created {
+            Ok(Ok(results)) => results,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "creating {topic}: {e}{}",
+                    why_no_answer(&client).await
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "creating {topic}: no answer from {} within {} s{}",
+                    client.get("bootstrap.servers").unwrap_or_default(),
+                    TIMEOUT.as_secs(),
+                    why_no_answer(&client).await
+                ))
+            }
+        };
         for result in results {
             match result {
                 Ok(_) => tracing::info!(%topic, "created the connector configuration topic"),
