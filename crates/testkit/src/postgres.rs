@@ -86,6 +86,22 @@ impl PgCluster {
                 install_hint(major)
             );
         }
+        // The binaries are the version asked for (a wrong OUTBOX_RELAY_PG_BIN or a stale link
+        // would run the matrix on one version only).
+        let said = Command::new(bin_dir.join("postgres"))
+            .arg("--version")
+            .output()
+            .with_context(|| format!("running postgres --version; {}", install_hint(major)))?;
+        let said = String::from_utf8_lossy(&said.stdout).into_owned();
+        let found = said
+            .split_whitespace()
+            .find_map(|w| w.split('.').next()?.parse::<u32>().ok());
+        if found != Some(major) {
+            bail!(
+                "{} is not PostgreSQL {major}: {said}",
+                bin_dir.join("postgres").display()
+            );
+        }
         // initdb refuses to run as root: run the server as the `postgres` user then.
         let run_as_postgres = is_root();
         let dir = tempfile::Builder::new()
