@@ -32,7 +32,7 @@ fn main() {
     runtime.block_on(async move {
         let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
         // memory:// so that the broker, not sqlite, keeps up (kafka-broker.md).
-        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+        let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
         let db = pg.connect().await.unwrap();
         db.batch_execute(include_str!("../sql/outbox.sql")).await.unwrap();
         let args: Vec<String> = [

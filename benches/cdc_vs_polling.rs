@@ -211,7 +211,7 @@ fn main() {
     let seconds = env_u64("OUTBOX_RELAY_BENCH_STEADY_SECONDS", 20);
     tokio::runtime::Runtime::new().unwrap().block_on(async move {
         let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
-        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+        let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
         outbox_relay_testkit::kafka::create_topic(&broker.bootstrap_servers(), TOPIC, 1)
             .await
             .unwrap();

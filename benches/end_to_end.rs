@@ -189,7 +189,7 @@ async fn relay_catch_up(
     end: u64,
     perf: Option<String>,
 ) -> Run {
-    let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+    let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
     let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
     let args = relay_args(pg, &broker, slot, &metrics_address);
     let t = Instant::now();
@@ -420,7 +420,7 @@ async fn steady_state(
     first: u64,
 ) -> SteadyRun {
     const TOPIC: &str = "Order.events";
-    let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+    let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
     outbox_relay_testkit::kafka::create_topic(&broker.bootstrap_servers(), TOPIC, 3)
         .await
         .unwrap();
@@ -546,7 +546,7 @@ async fn broker_alone(
 ) -> Vec<(u64, Vec<(f64, f64, f64)>)> {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     const TOPIC: &str = "Probe.events";
-    let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+    let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
     outbox_relay_testkit::kafka::create_topic(&broker.bootstrap_servers(), TOPIC, 3)
         .await
         .unwrap();

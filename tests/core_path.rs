@@ -1,4 +1,4 @@
-//! The core path end to end: real PostgreSQL 15, real tansu broker, the real binary, and
+//! The core path end to end: real PostgreSQL, real Apache Kafka, the real binary, and
 //! a real Kafka consumer reading back what a user's service would read.
 
 mod common;

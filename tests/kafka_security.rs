@@ -43,8 +43,8 @@ fn check(bootstrap: &str, properties: &[&str]) -> (i32, String) {
 
 #[test]
 fn security_settings_reach_librdkafka_and_take_effect() {
-    let broker =
-        Broker::start(Storage::Memory).unwrap_or_else(|e| panic!("cannot start tansu: {e:#}"));
+    let broker = Broker::start(Storage::Memory)
+        .unwrap_or_else(|e| panic!("cannot start Apache Kafka: {e:#}"));
     let bootstrap = broker.bootstrap_servers();
 
     let (_, plain) = check(&bootstrap, &[]);

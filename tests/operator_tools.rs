@@ -35,7 +35,7 @@ async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works
     let pg = PgCluster::start()
         .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
     let broker = Broker::start(Storage::Sqlite)
-        .unwrap_or_else(|e| panic!("cannot start the tansu broker: {e:#}"));
+        .unwrap_or_else(|e| panic!("cannot start Apache Kafka: {e:#}"));
     let (code, sql) = relay(&["setup-sql"]);
     assert_eq!(code, 0);
     // As a DBA would: through psql, one statement at a time.

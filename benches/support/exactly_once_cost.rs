@@ -101,7 +101,8 @@ pub async fn measure(pg: &PgCluster, events: u64, per_tx: u64) {
     println!("|---|---|---|---|---|---|");
     for mode in &modes {
         // A fresh broker per mode: neither run pays for the other's records.
-        let broker = Broker::start(Storage::Memory).expect("tansu (scripts/install-tansu.sh)");
+        let broker =
+            Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
         let mut relay = spawn(pg, &broker, mode);
         let (seconds, cpu) = catch_up(&db, &relay, mode.slot, end).await;
         // Into the restart WAL, then kill -9 mid-stream.

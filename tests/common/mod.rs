@@ -1,4 +1,4 @@
-//! Shared set-up for the end-to-end tests: a real PostgreSQL 15, a real tansu broker and
+//! Shared set-up for the end-to-end tests: a real PostgreSQL, a real Apache Kafka broker and
 //! the real `outbox-relay` binary.
 #![allow(dead_code)]
 
@@ -42,7 +42,7 @@ impl Stack {
         let pg = PgCluster::start_with_config(postgres_config)
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
         let broker = Broker::start(storage)
-            .unwrap_or_else(|e| panic!("cannot start the tansu broker for this test: {e:#}"));
+            .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
         let db = pg.connect().await.expect("connect to the test cluster");
         db.batch_execute(ddl)
             .await

@@ -30,8 +30,8 @@ async fn produce(bootstrap: &str, records: &[(&str, &str, Option<&str>)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_event_is_applied_exactly_once_even_after_an_offset_reset() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("cannot start PostgreSQL: {e:#}"));
-    let broker =
-        Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("cannot start tansu: {e:#}"));
+    let broker = Broker::start(Storage::Sqlite)
+        .unwrap_or_else(|e| panic!("cannot start Apache Kafka: {e:#}"));
     let bootstrap = broker.bootstrap_servers();
     for topic in ["Order.events", "order-projection.dlq"] {
         kafka::create_topic(&bootstrap, topic, 1).await.unwrap();
