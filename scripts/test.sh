@@ -5,55 +5,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-# cargo-deny builds in the background (only the first time) while the workspace is checked
-# and built.
-mkdir -p target
-scripts/install-cargo-deny.sh > target/install-tools.log 2>&1 &
-tools=$!
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --no-run
+# cargo-deny builds (the first time only) at the lowest priority while the tests run: they
+# spend most of their time waiting, the compilation before them does not.
+mkdir -p target
+nice -n 19 scripts/install-cargo-deny.sh > target/install-tools.log 2>&1 &
+tools=$!
+# Every test binary, and the PostgreSQL version matrix (the core path, hardening, snapshot and
+# Debezium differential tests on 16, 17 and 18; the whole suite runs on 15), three at a time,
+# longest first: scripts/run-tests.py.
+cargo test --workspace --locked --no-run --message-format=json 2>/dev/null \
+    | python3 scripts/run-tests.py "${OUTBOX_RELAY_TEST_LANES:-3}"
+cargo test --workspace --locked --doc
 if ! wait "$tools"; then
     cat target/install-tools.log >&2
     echo "test: installing cargo-deny failed (log above)" >&2
-    exit 1
-fi
-cargo test --workspace --locked
-# The version matrix: the core path, hardening, snapshot and Debezium differential tests on
-# every other PostgreSQL major the relay supports (the whole suite ran on 15 above), the three
-# versions side by side: each runs its test binaries itself (one cargo holds the build lock).
-test_binary() {
-    cargo test --locked --no-run --message-format=json --test "$1" 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1"
-}
-core_path=$(test_binary core_path)
-hardening=$(test_binary hardening)
-differential=$(test_binary debezium_differential)
-debezium=$(test_binary debezium)
-matrix=()
-for version in 16 17 18; do
-    (
-        export OUTBOX_RELAY_PG_VERSION=$version OUTBOX_RELAY_DIFF_SEEDS=20261125
-        "$core_path" && "$hardening" && "$debezium" snapshot && "$differential"
-    ) > "target/matrix-postgres-$version.log" 2>&1 &
-    matrix+=("$version:$!")
-done
-failed=""
-for entry in "${matrix[@]}"; do
-    version=${entry%%:*}
-    if wait "${entry#*:}"; then
-        echo "test: PostgreSQL $version: core path, hardening, snapshot and differential tests passed"
-    else
-        cat "target/matrix-postgres-$version.log" >&2
-        failed="$failed $version"
-    fi
-done
-if [ -n "$failed" ]; then
-    echo "test: the version matrix failed on PostgreSQL$failed (logs above)" >&2
     exit 1
 fi
 # The dependency graph: licenses, duplicate versions, sources (deny.toml); advisories when the
