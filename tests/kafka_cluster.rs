@@ -55,6 +55,20 @@ fn relay(setup: &Setup) -> RelayProcess {
     RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap()
 }
 
+/// The relay, once its slot exists (writes from then on are events).
+async fn streaming_relay(setup: &Setup) -> RelayProcess {
+    let relay = relay(setup);
+    outbox_relay_testkit::wait_confirmed(
+        &setup.db,
+        SLOT,
+        Lsn::from_u64(1),
+        Duration::from_secs(60),
+        || report(setup, &relay),
+    )
+    .await;
+    relay
+}
+
 fn report(setup: &Setup, relay: &RelayProcess) -> String {
     format!(
         "relay log:\n{}\ncluster:\n{}",
@@ -127,15 +141,7 @@ async fn write(db: &tokio_postgres::Client, first: u64, count: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
     let mut setup = setup().await;
-    let relay = relay(&setup);
-    outbox_relay_testkit::wait_confirmed(
-        &setup.db,
-        SLOT,
-        Lsn::from_u64(1),
-        Duration::from_secs(60),
-        || report(&setup, &relay),
-    )
-    .await;
+    let relay = streaming_relay(&setup).await;
     write(&setup.db, 0, 1000).await;
     let leader = setup.cluster.leader("Order.events", 0).unwrap();
     setup.cluster.kill(leader);
@@ -170,15 +176,7 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     {
         created.unwrap();
     }
-    let relay = relay(&setup);
-    outbox_relay_testkit::wait_confirmed(
-        &setup.db,
-        SLOT,
-        Lsn::from_u64(1),
-        Duration::from_secs(60),
-        || report(&setup, &relay),
-    )
-    .await;
+    let relay = streaming_relay(&setup).await;
     write(&setup.db, 0, 200).await;
     wait_delivered(&setup, &relay, Duration::from_secs(60)).await;
     setup.cluster.kill(3);
@@ -202,15 +200,7 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_restarted_mid_stream_loses_nothing_and_keeps_order() {
     let mut setup = setup().await;
-    let relay = relay(&setup);
-    outbox_relay_testkit::wait_confirmed(
-        &setup.db,
-        SLOT,
-        Lsn::from_u64(1),
-        Duration::from_secs(60),
-        || report(&setup, &relay),
-    )
-    .await;
+    let relay = streaming_relay(&setup).await;
     write(&setup.db, 0, 600).await;
     setup.cluster.kill(1);
     write(&setup.db, 600, 600).await;
