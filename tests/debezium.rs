@@ -2038,3 +2038,46 @@ async fn transaction_metadata_brackets_each_transaction_as_debezium_does() {
         .await
         .unwrap();
 }
+
+/// `table.field.event.timestamp` with a value Apache Kafka refuses (more than an hour ahead:
+/// Kafka 4's `message.timestamp.after.max.ms`): Kafka Connect's task dies on the
+/// InvalidTimestampException; the relay dead-letters that event with the broker's reason and
+/// goes on. It used to retry it forever, confirming nothing (found by the differential test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_timestamp_the_broker_refuses_is_dead_lettered_not_retried_forever() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "future",
+        serde_json::json!({
+            "transforms.outbox.table.field.event.timestamp": "occurred_at",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        }),
+    )
+    .await;
+    for (n, occurred) in [(1u64, "2026-01-02 03:04:05"), (2, "2038-01-19 03:14:08")] {
+        stack
+            .db
+            .execute(
+                "INSERT INTO public.events (id, aggregatetype, aggregateid, type, payload, occurred_at)
+                 VALUES ($1::text::uuid, 'Order', $2, 'Created', '{}', $3::text::timestamp)",
+                &[&uuid(n), &format!("agg-{n}"), &occurred],
+            )
+            .await
+            .unwrap();
+        // One event per produce request: the broker refuses a whole batch for one record.
+        wait_all_confirmed(&stack, "future", &relay).await;
+    }
+    let orders = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(orders.len(), 1, "{}", relay.log());
+    assert_eq!(orders[0].key_str(), Some("agg-1"));
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{}", relay.log());
+    assert_eq!(dead[0].key_str(), Some("agg-2"));
+    assert_eq!(dead[0].value_str(), Some("{}"), "the payload is kept");
+    let reason = dead[0].header_str("outbox-relay.error.reason");
+    assert!(reason.contains("InvalidTimestamp"), "{reason}");
+}

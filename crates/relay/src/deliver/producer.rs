@@ -224,7 +224,10 @@ fn varint_size(n: i64) -> usize {
     size
 }
 
-/// Errors about the record itself, not the path to the broker: retrying cannot help.
+/// Errors about the record itself, not the path to the broker: retrying cannot help. Among
+/// them a timestamp the topic refuses (Kafka 4 refuses one more than an hour ahead by default,
+/// `message.timestamp.after.max.ms`; a `table.field.event.timestamp` column can hold one), which
+/// librdkafka would otherwise have the relay retry forever.
 fn is_refusal(code: RDKafkaErrorCode) -> bool {
     matches!(
         code,
@@ -232,6 +235,9 @@ fn is_refusal(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::InvalidMessageSize
             | RDKafkaErrorCode::InvalidRecord
             | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::InvalidTimestamp
+            | RDKafkaErrorCode::PolicyViolation
+            | RDKafkaErrorCode::UnsupportedForMessageFormat
             | RDKafkaErrorCode::UnknownPartition
     )
 }
