@@ -78,10 +78,63 @@ impl HeaderConverter {
                     Some(out.into())
                 }
                 Value::Bytes(b) => Some(base64::engine::general_purpose::STANDARD.encode(b).into()),
+                Value::Int(v) => match connect_date_millis(schema, *v) {
+                    Some(millis) => Some(kafka_date_string(millis).into()),
+                    None => to_java_string(Some(schema), value),
+                },
                 other => to_java_string(Some(schema), other),
             }),
             HeaderConverter::Other(c) => c.encode(Some(schema), value),
         }
+    }
+}
+
+/// A value of Connect's logical Date (days), Time or Timestamp (milliseconds), in milliseconds
+/// since the epoch: a `java.util.Date` in Connect.
+fn connect_date_millis(schema: &Schema, value: i64) -> Option<i64> {
+    match schema.name.as_deref()? {
+        "org.apache.kafka.connect.data.Date" => value.checked_mul(86_400_000),
+        "org.apache.kafka.connect.data.Time" | "org.apache.kafka.connect.data.Timestamp" => {
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
+/// A `java.util.Date` as SimpleHeaderConverter writes it (Kafka's `Values.dateFormatFor`, in
+/// UTC): under a day since the epoch (negative ones too) as `HH:mm:ss.SSS'Z'`, a whole number
+/// of days as `yyyy-MM-dd`, anything else as `yyyy-MM-dd'T'HH:mm:ss.SSS'Z'` (found by the
+/// differential test: the relay wrote the number). Years are proleptic Gregorian; Java's
+/// calendar is Julian before 1582-10-15.
+fn kafka_date_string(millis: i64) -> String {
+    const DAY: i64 = 86_400_000;
+    let days = millis.div_euclid(DAY);
+    let in_day = millis.rem_euclid(DAY);
+    let time = format!(
+        "{:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    );
+    if millis < DAY {
+        return time;
+    }
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let date = format!("{year:04}-{month:02}-{day:02}");
+    if in_day == 0 {
+        date
+    } else {
+        format!("{date}T{}", time.trim_end_matches('Z')) + "Z"
     }
 }
 
@@ -381,6 +434,50 @@ impl Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_dates_in_headers_are_written_as_kafkas_values_formats_them() {
+        let named = |name: &str| {
+            let mut schema = Schema::new(SchemaType::Int64, true);
+            schema.name = Some(name.into());
+            schema
+        };
+        let header = |name: &str, v: i64| {
+            let bytes = HeaderConverter::Simple
+                .encode(&named(name), &Value::Int(v))
+                .unwrap()
+                .unwrap();
+            String::from_utf8(bytes.to_vec()).unwrap()
+        };
+        // What Debezium 3.6 + Kafka Connect 4.3 wrote for time '23:59:59.999' under
+        // time.precision.mode=connect.
+        assert_eq!(
+            header("org.apache.kafka.connect.data.Time", 86_399_999),
+            "23:59:59.999Z"
+        );
+        assert_eq!(
+            header("org.apache.kafka.connect.data.Date", 20_516),
+            "2026-03-04"
+        );
+        assert_eq!(
+            header("org.apache.kafka.connect.data.Timestamp", 1_772_600_767_120),
+            "2026-03-04T05:06:07.120Z"
+        );
+        // Midnight is a date, and anything under a day since the epoch a time of day.
+        assert_eq!(
+            header("org.apache.kafka.connect.data.Timestamp", 1_772_582_400_000),
+            "2026-03-04"
+        );
+        assert_eq!(
+            header("org.apache.kafka.connect.data.Timestamp", -1_000),
+            "23:59:59.000Z"
+        );
+        // Debezium's own time types stay numbers.
+        assert_eq!(
+            header("io.debezium.time.MicroTime", 86_399_999_999),
+            "86399999999"
+        );
+    }
 
     fn json_schema() -> Schema {
         Schema::new(SchemaType::String, false).named("io.debezium.data.Json", Some(1))
