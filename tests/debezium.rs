@@ -24,6 +24,22 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// `outbox-relay check --debezium-config FILE`, which must refuse the configuration (exit 2):
+/// what it said.
+fn refused_by_check(config: &str) -> String {
+    let out = std::process::Command::new(RELAY)
+        .args(["check", "--debezium-config", config])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    said
+}
+
 fn write_config(dir: &Path, name: &str, config: serde_json::Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
@@ -1257,16 +1273,7 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
             serde_json::json!({"database.password": "${vault:secret/db:password}"}),
         ),
     );
-    let out = std::process::Command::new(RELAY)
-        .args(["check", "--debezium-config", &bad])
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let said = refused_by_check(&bad);
     assert!(
         said.contains("database.password") && said.contains("config.providers=vault"),
         "{said}"
@@ -1285,16 +1292,7 @@ async fn config_providers_supply_the_password_the_user_and_the_brokers() {
             }),
         ),
     );
-    let out = std::process::Command::new(RELAY)
-        .args(["check", "--debezium-config", &declared])
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let said = refused_by_check(&declared);
     assert!(
         said.contains("config.providers") && said.contains("worker configuration only"),
         "{said}"
