@@ -471,6 +471,9 @@ pub struct KafkaProducer {
     topic_limits: HashMap<Arc<str>, usize>,
     /// Topics with `cleanup.policy=compact` (they refuse records without a key).
     compacted_topics: std::collections::HashSet<Arc<str>>,
+    /// Per topic, how far before and after now a record's timestamp may be
+    /// (`message.timestamp.before.max.ms`, `.after.max.ms`).
+    timestamp_windows: HashMap<Arc<str>, (i64, i64)>,
     /// When each topic's limit was last read: it is read again after [`LIMIT_TTL`], so an
     /// operator who raises (or lowers) it does not have to restart the relay.
     limits_read: HashMap<Arc<str>, std::time::Instant>,
@@ -523,6 +526,7 @@ impl KafkaProducer {
             in_flight: Slots::default(),
             topic_limits: HashMap::new(),
             compacted_topics: Default::default(),
+            timestamp_windows: HashMap::new(),
             limits_read: HashMap::new(),
             describe_configs_works: true,
             settings: kafka.clone(),
@@ -585,6 +589,25 @@ impl KafkaProducer {
         } else {
             self.compacted_topics.remove(topic);
         }
+        // The record timestamps the topic takes (CreateTime only; the broker stamps
+        // LogAppendTime itself).
+        let setting =
+            |name: &str| -> Option<i64> { resource.get(name)?.value.as_deref()?.parse().ok() };
+        let create_time = resource
+            .get("message.timestamp.type")
+            .and_then(|e| e.value.as_deref())
+            .is_none_or(|t| t == "CreateTime");
+        match (
+            setting("message.timestamp.before.max.ms"),
+            setting("message.timestamp.after.max.ms"),
+        ) {
+            (Some(before), Some(after)) if create_time => {
+                self.timestamp_windows.insert(topic.into(), (before, after));
+            }
+            _ => {
+                self.timestamp_windows.remove(topic);
+            }
+        }
         resource
             .get("max.message.bytes")?
             .value
@@ -637,6 +660,26 @@ impl KafkaProducer {
             format!(
                 "the record has no key and topic {} is compacted (cleanup.policy=compact), which refuses records \
                  without a key; give the event a key (its key column is NULL)",
+                record.topic
+            )
+        })
+    }
+
+    /// A record timestamp outside what the topic takes: the broker refuses it
+    /// (INVALID_TIMESTAMP), and with it every record of its batch, so it is refused here,
+    /// alone (Kafka 4 takes at most an hour ahead by default).
+    fn timestamp_out_of_range(&self, record: &OutboxRecord) -> Option<String> {
+        let stamp = record.timestamp_ms?;
+        let (before, after) = *self.timestamp_windows.get(&record.topic)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let outside = stamp > now.saturating_add(after) || stamp < now.saturating_sub(before);
+        outside.then(|| {
+            format!(
+                "the record's timestamp ({stamp} ms) is outside what topic {} takes (message.timestamp.before.max.ms \
+                 {before}, message.timestamp.after.max.ms {after}); fix the event's timestamp column or the topic's \
+                 settings",
                 record.topic
             )
         })
@@ -723,7 +766,10 @@ impl Producer for KafkaProducer {
         if let Some(reason) = self.too_large_for_topic(record) {
             return Sent::Refused(tag, reason, refused_record(record).oversized());
         }
-        if let Some(reason) = self.keyless_for_compacted(record) {
+        if let Some(reason) = self
+            .keyless_for_compacted(record)
+            .or_else(|| self.timestamp_out_of_range(record))
+        {
             return Sent::Refused(tag, reason, refused_record(record));
         }
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
@@ -933,7 +979,11 @@ impl Producer for KafkaProducer {
         self.too_large_for_producer(record)
             .or_else(|| self.too_large_for_topic(record))
             .map(|reason| (reason, true))
-            .or_else(|| self.keyless_for_compacted(record).map(|r| (r, false)))
+            .or_else(|| {
+                self.keyless_for_compacted(record)
+                    .or_else(|| self.timestamp_out_of_range(record))
+                    .map(|r| (r, false))
+            })
     }
 
     fn needs_rebuild(&self) -> bool {
