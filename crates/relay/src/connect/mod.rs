@@ -87,8 +87,17 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         .map(|s| (s.listener.clone(), s.local))
         .collect();
     let worker_id = listeners::advertised(&worker, &bound);
+    // The worker's own Kafka client settings (its stores read once), for the config topic and
+    // the cluster id alike.
+    let client = match crate::debezium::worker_client(&worker) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: worker-config: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let store = if raw_worker.is_some() {
-        match store::ConfigTopic::open(&worker).await {
+        match store::ConfigTopic::open(&worker, client.as_ref()).await {
             Ok(store) => store,
             Err(e) => {
                 eprintln!("error: worker-config: {e}");
@@ -97,13 +106,6 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         }
     } else {
         None
-    };
-    let client = match crate::debezium::worker_client(&worker) {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("error: worker-config: {e}");
-            return ExitCode::from(2);
-        }
     };
     let herder = Arc::new(Herder::new(raw_worker, client, worker_id, store));
     // The cluster id `GET /` reports, looked up once the brokers answer.

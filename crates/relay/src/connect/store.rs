@@ -161,13 +161,17 @@ pub struct Stored {
 impl ConfigTopic {
     /// The worker's config topic, created when missing; `None` without
     /// `config.storage.topic` (registrations then live in the process, as in standalone mode).
-    /// Its clients take the worker's `security.protocol`, `sasl.*` and `ssl.*`, as Connect's
-    /// internal clients do.
-    pub async fn open(worker: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
+    /// Its clients are `client`, the worker's own (`debezium::worker_client`: its
+    /// `security.protocol`, `sasl.*` and `ssl.*`, as Connect's internal clients take them).
+    pub async fn open(
+        worker: &BTreeMap<String, String>,
+        client: Option<&ClientConfig>,
+    ) -> Result<Option<Self>, String> {
         let Some(topic) = worker.get("config.storage.topic").cloned() else {
             return Ok(None);
         };
-        let client = crate::debezium::worker_client(worker)?
+        let client = client
+            .cloned()
             .ok_or("config.storage.topic needs bootstrap.servers in the worker config")?;
         let replication = match worker.get("config.storage.replication.factor") {
             Some(v) => v
