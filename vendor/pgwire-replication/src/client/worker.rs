@@ -457,7 +457,7 @@ impl WorkerState {
             if drained > 0 {
                 // Check stop signal without blocking
                 if self.stop_rx.has_changed().unwrap_or(false) && *self.stop_rx.borrow() {
-                    let _ = write_copy_done(stream).await;
+                    self.end_stream(stream).await;
                     return Ok(());
                 }
                 continue;
@@ -490,7 +490,7 @@ impl WorkerState {
 
                 _ = self.stop_rx.changed() => {
                     if *self.stop_rx.borrow() {
-                        let _ = write_copy_done(stream).await;
+                        self.end_stream(stream).await;
                         return Ok(());
                     }
                     continue;
@@ -740,15 +740,14 @@ impl WorkerState {
         let stall_start = Instant::now();
         loop {
             let deadline = *last_status_sent + self.cfg.status_interval;
-            tokio::select! {
+            let stopping = tokio::select! {
                 biased;
 
                 _ = self.stop_rx.changed() => {
-                    if *self.stop_rx.borrow() {
-                        let _ = write_copy_done(stream).await;
-                        return Ok(true);
+                    if !*self.stop_rx.borrow() {
+                        continue;
                     }
-                    continue;
+                    true
                 }
 
                 permit = self.out.reserve() => {
@@ -766,7 +765,11 @@ impl WorkerState {
                     return Ok(false);
                 }
 
-                _ = tokio::time::sleep_until(deadline) => {}
+                _ = tokio::time::sleep_until(deadline) => false,
+            };
+            if stopping {
+                self.end_stream(stream).await;
+                return Ok(true);
             }
             // The status interval elapsed while parked.
             let applied = self.progress.load_applied();
@@ -885,6 +888,18 @@ impl WorkerState {
 
             Ok(())
         }
+    }
+
+    /// A graceful stop: the applied position not yet reported goes to the server before
+    /// CopyDone. The walsender reads both in order, so the slot's confirmed position
+    /// covers it before the slot is released: a process that takes the slot at once
+    /// (a standby waiting for it) does not stream those changes again.
+    async fn end_stream<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) {
+        let applied = self.progress.load_applied();
+        if self.last_sent.is_none_or(|sent| applied > sent) && applied.as_u64() != 0 {
+            let _ = self.send_feedback(stream, applied, false).await;
+        }
+        let _ = write_copy_done(stream).await;
     }
 
     /// Send standby status update to server.
@@ -2140,6 +2155,37 @@ mod tests {
             .expect("the worker ends without waiting for the timer");
         assert!(ended.unwrap().is_ok());
         assert!(t.elapsed() < SECOND);
+    }
+
+    /// A graceful stop reports the position applied since the last status
+    /// update, then ends the copy: the server has the slot's position before
+    /// it releases the slot to whoever takes it next.
+    #[tokio::test(start_paused = true)]
+    async fn stopping_reports_the_pending_position_before_copy_done() {
+        let progress = Arc::new(SharedProgress::new(Lsn(0)));
+        let mut r = run_stream(&progress, 64 * 1024);
+        assert_eq!(r.server.status().await.applied, 0);
+        progress.update_applied(Lsn(900)); // pending until the interval passes
+        r.stop.send(true).unwrap();
+        let mut tags = Vec::new();
+        loop {
+            let msg = r.server.reader.read(&mut r.server.end).await.unwrap();
+            if msg.tag == b'd' && msg.payload.first() == Some(&b'r') {
+                let applied = u64::from_be_bytes(msg.payload[1..9].try_into().unwrap());
+                tags.push(format!("status {applied}"));
+            } else {
+                tags.push((msg.tag as char).to_string());
+            }
+            if msg.tag == b'c' {
+                break;
+            }
+        }
+        assert_eq!(tags, ["status 900", "c"]);
+        assert!(tokio::time::timeout(SECOND, r.task)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_ok());
     }
 
     /// Raises from another thread race the worker clearing its signal and
