@@ -645,6 +645,63 @@ async fn active_and_standby<'a>(a: &'a Worker, b: &'a Worker) -> (&'a Worker, &'
     }
 }
 
+/// A deploy script that waits for the task to be RUNNING and then writes must find the
+/// write relayed: as Debezium's task is once its start() made the slot, the relay's is
+/// RUNNING only once its slot exists. An open transaction that wrote holds
+/// CREATE_REPLICATION_SLOT back; until it ends the task is not RUNNING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_running_only_once_its_slot_exists() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
+    let holder = stack.pg.connect().await.unwrap();
+    holder
+        .batch_execute("CREATE TABLE elsewhere (n int); BEGIN; INSERT INTO elsewhere VALUES (1)")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let worker = start_worker(&stack, dir.path());
+    let (code, body) = send(
+        "POST",
+        &format!("{}/connectors", worker.url),
+        &register_json(&stack, "held").to_string(),
+    );
+    assert_eq!(code, 201, "{body}");
+    // The slot is being made, waiting for the open transaction.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = stack
+            .db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+                 AND query ILIKE '%create%replication_slot%' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slot was never being made\n{}",
+            worker.process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, status) = curl(&[&format!(
+        "{}/connectors/inventory-connector/status",
+        worker.url
+    )]);
+    assert_eq!(status["connector"]["state"], "RUNNING", "{status}");
+    assert_eq!(status["tasks"][0]["state"], "UNASSIGNED", "{status}");
+
+    holder.batch_execute("COMMIT").await.unwrap();
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+}
+
 /// Two running workers on one config topic: what is done through either reaches the other
 /// while it runs (as Connect's workers read their config topic), so a standby that takes
 /// over runs the configuration and target state of the moment, not those it started with.

@@ -548,11 +548,16 @@ impl Herder {
                     Some(trace) => {
                         json!({"id": 0, "state": "FAILED", "worker_id": worker, "trace": trace})
                     }
-                    // Standing by for a slot another worker streams from.
-                    None if pipeline.metrics.is_standing_by() => {
-                        json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker})
+                    // RUNNING once the task holds its slot, as Debezium's task is once its
+                    // start() created or acquired it: what commits after that is relayed.
+                    // Before, and while standing by for a slot another worker streams
+                    // from, UNASSIGNED.
+                    None if pipeline.metrics.active.get() == 1
+                        && !pipeline.metrics.is_standing_by() =>
+                    {
+                        json!({"id": 0, "state": "RUNNING", "worker_id": worker})
                     }
-                    None => json!({"id": 0, "state": "RUNNING", "worker_id": worker}),
+                    None => json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker}),
                 };
                 ("RUNNING", task)
             }

@@ -194,6 +194,8 @@ impl<'a> Replication<'a> {
                     .await
                     .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
             tracing::info!(slot = %cdc.slot, %consistent_point, "created replication slot with an exported snapshot");
+            // This connection holds the new slot: what commits from now on is relayed.
+            self.metrics.active.set(1);
             self.confirmations.forget();
             self.confirmations.resume_from(consistent_point);
             Some((snapshot_name, consistent_point))
