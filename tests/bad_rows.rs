@@ -103,7 +103,13 @@ async fn a_renamed_routing_column_dead_letters_rows_until_it_is_back_and_added_c
     assert!(dead[0]
         .header_str("outbox-relay.error.reason")
         .contains("\"aggregate_type\" is missing"));
-    assert_eq!(dead[0].value_str(), Some("{}"), "the payload is kept");
+    assert_eq!(
+        dead[0].value_str(),
+        Some("{}"),
+        "the payload is kept; reason: {}\n{}",
+        dead[0].header_str("outbox-relay.error.reason"),
+        relay.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,7 +69,30 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
     eprintln!("confirmed {total} events {confirm_time:?} after the last commit");
 
     let records = read_all_events(&stack).await.unwrap();
-    assert_eq!(records.len() as u64, total, "every event exactly once");
+    if records.len() as u64 != total {
+        let mut count = vec![0u32; total as usize];
+        for (_, n) in &records {
+            count[*n as usize] += 1;
+        }
+        let missing: Vec<usize> = (0..count.len()).filter(|&n| count[n] == 0).collect();
+        let twice: Vec<usize> = (0..count.len()).filter(|&n| count[n] > 1).collect();
+        let dead: Vec<String> = if stack.topics().await.iter().any(|t| t == "outbox-relay.dlq") {
+            stack
+                .read_topic("outbox-relay.dlq")
+                .await
+                .iter()
+                .map(|r| r.header_str("outbox-relay.error.reason").to_owned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        panic!(
+            "every event exactly once: {} records of {total}; missing {missing:?}, more than once {twice:?}, \
+             dead letters {dead:?}\n{}",
+            records.len(),
+            relay.log()
+        );
+    }
     let mut seen = vec![0u32; total as usize];
     let mut partition_of_key: HashMap<String, i32> = HashMap::new();
     let mut last_n_per_key: BTreeMap<String, u64> = BTreeMap::new();

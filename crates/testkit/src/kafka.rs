@@ -157,6 +157,9 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
             match consumer.poll(Duration::from_millis(500)) {
                 None => continue,
                 Some(Err(e)) => bail!("reading {topic}[{p}] at offset {next}: {e}"),
+                // A record fetched for the previous assignment can still arrive after
+                // `assign`: it is not this partition's.
+                Some(Ok(m)) if m.partition() != p || m.offset() < next => continue,
                 Some(Ok(m)) => {
                     next = m.offset() + 1;
                     out.push(to_record(topic, p, &m));
@@ -194,6 +197,7 @@ pub fn read_topic_until_idle(
             match consumer.poll(Duration::from_millis(100)) {
                 None => continue,
                 Some(Err(e)) => bail!("reading {topic}[{p}]: {e}"),
+                Some(Ok(m)) if m.partition() != p => continue,
                 Some(Ok(m)) => {
                     last = Instant::now();
                     out.push(to_record(topic, p, &m));
