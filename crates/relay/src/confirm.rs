@@ -64,7 +64,7 @@ impl Confirmations {
     pub fn confirmed(&mut self, lsn: Lsn) {
         self.confirmed = Some(lsn);
         self.metrics.set_confirmed(lsn);
-        let now = pg_now_micros();
+        let now = crate::pg_time::now_micros();
         let mut newest = None;
         while let Some(&(end_lsn, committed_at)) = self.commit_times.front() {
             if end_lsn > lsn {
@@ -80,14 +80,4 @@ impl Confirmations {
             .set_commit_times(self.commit_times.front().map(|&(_, t)| t), newest);
         tracing::debug!(%lsn, "confirmed");
     }
-}
-
-/// Microseconds since 2000-01-01 UTC, PostgreSQL's epoch, to compare with commit times.
-pub fn pg_now_micros() -> i64 {
-    const PG_EPOCH_UNIX_SECS: i64 = 946_684_800;
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0);
-    unix - PG_EPOCH_UNIX_SECS * 1_000_000
 }

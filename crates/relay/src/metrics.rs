@@ -354,7 +354,7 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         self.replication_lag_seconds
-            .set(self.lag_seconds_at(crate::confirm::pg_now_micros()));
+            .set(self.lag_seconds_at(crate::pg_time::now_micros()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");

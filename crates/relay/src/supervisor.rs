@@ -6,20 +6,10 @@
 
 use crate::error::{Consequence, RelayError};
 use crate::metrics::Metrics;
+pub use crate::source::session::{pause, AbortOnDrop, Source};
 use rand::RngExt;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// One way of relaying (CDC or polling), run session after session by [`supervise`].
-pub trait Source {
-    /// Runs one session until shutdown (Ok) or an error.
-    fn session(
-        &mut self,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> impl std::future::Future<Output = Result<(), RelayError>>;
-    /// What resuming means for this source's data, for the retry log line.
-    fn resume_note(&self) -> String;
-}
 
 /// Runs the source `settings` name (replication or polling) under [`supervise`]: what
 /// `run` does, and what `connect` does for each connector.
@@ -113,26 +103,6 @@ impl Backoff {
             self.attempt = 0;
         }
         self.next_delay()
-    }
-}
-
-/// A background task (heartbeat, broker probe) that stops when its owner is dropped.
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Sleeps for `delay` unless a shutdown is requested first; returns whether it was.
-pub async fn pause(delay: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
-    if *shutdown.borrow() {
-        return true;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep(delay) => false,
-        _ = shutdown.changed() => true,
     }
 }
 

@@ -246,14 +246,6 @@ impl Settings {
     }
 
     /// The outbox table (one per relay today).
-    /// The database, for SQL connections.
-    pub fn database(&self) -> crate::source::postgres::Database {
-        crate::source::postgres::Database::new(
-            self.postgres_url.clone(),
-            self.initial_statements.clone(),
-        )
-    }
-
     pub fn table(&self) -> &TableName {
         &self.router.tables[0]
     }

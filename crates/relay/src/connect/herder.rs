@@ -9,13 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-/// What a connector should be doing (Connect's `TargetState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    Started,
-    Paused,
-    Stopped,
-}
+pub use super::store::Target;
 
 /// A request the worker refuses, as Connect answers it: HTTP status and message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -670,8 +670,7 @@ async fn slot_position(settings: &crate::config::Settings) -> Result<Option<u64>
         status: 500,
         message: e,
     };
-    let client = settings
-        .database()
+    let client = crate::source::postgres::Database::of(settings)
         .connect()
         .await
         .map_err(|e| unavailable(e.to_string()))?;
@@ -720,7 +719,7 @@ async fn alter_offsets(
     }
     let cdc = settings.cdc().expect("a slot position means CDC");
     crate::source::catalog::advance_slot(
-        &settings.database(),
+        &crate::source::postgres::Database::of(&settings),
         &cdc.slot,
         pgoutput::Lsn::from_u64(wanted),
     )

@@ -7,7 +7,6 @@
 //! (standing by for their slots) and applies the changes made through the other one as
 //! they arrive.
 
-use super::herder::Target;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -18,6 +17,14 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// What a connector should be doing (Connect's `TargetState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Started,
+    Paused,
+    Stopped,
+}
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -2,7 +2,6 @@
 //! original payload when it fits, the event id, and headers that say why and where from.
 //! Every mode (replication, snapshot, polling) writes dead letters through this file only.
 
-use super::outcome::RefusedRecord;
 use bytes::Bytes;
 use outbox_router::{InvalidRow, OutboxRecord};
 use pgoutput::Lsn;
@@ -29,6 +28,25 @@ impl Cause {
             Cause::Unroutable => "unroutable",
             Cause::Refused => "refused",
         }
+    }
+}
+
+/// What is kept of a refused record for its dead letter: its payload too, unless the payload
+/// is what was refused (too large).
+#[derive(Debug, Clone)]
+pub struct RefusedRecord {
+    pub topic: String,
+    pub key: Option<Bytes>,
+    pub event_id: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub value_len: usize,
+}
+
+impl RefusedRecord {
+    /// Refused for its size: its payload stays out of the dead letter (its size is kept).
+    pub fn oversized(mut self) -> Self {
+        self.value = None;
+        self
     }
 }
 

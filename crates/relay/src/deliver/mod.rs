@@ -27,9 +27,10 @@ pub mod producer;
 pub mod tracker;
 
 pub use dead_letter::DeadLetter;
+pub use dead_letter::RefusedRecord;
 pub use exactly_once::{EventPosition, Fence, Refusals, Source};
 pub use linger::CATCH_UP_LINGER;
-pub use outcome::{Kind, Origin, Outcome, RefusedRecord, Tag};
+pub use outcome::{Kind, Origin, Outcome, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
 pub use tracker::{AckTracker, Seq, Ticket};
 

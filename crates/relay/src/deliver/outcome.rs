@@ -2,10 +2,9 @@
 //! flight (its [`Tag`]): the ticket that acknowledges it, where it came from, and whether
 //! it is an event or a dead letter.
 
-use super::dead_letter::DeadLetter;
+use super::dead_letter::{DeadLetter, RefusedRecord};
 use super::exactly_once::EventPosition;
 use super::tracker::Ticket;
-use bytes::Bytes;
 use pgoutput::Lsn;
 use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
@@ -27,25 +26,6 @@ pub enum Outcome {
     /// The record did not reach the broker (timeout, connection, fatal producer state):
     /// never skipped; the session ends and resumes from the last confirmed position.
     Failed { error: String },
-}
-
-/// What is kept of a refused record for its dead letter: its payload too, unless the payload
-/// is what was refused (too large).
-#[derive(Debug, Clone)]
-pub struct RefusedRecord {
-    pub topic: String,
-    pub key: Option<Bytes>,
-    pub event_id: Option<Bytes>,
-    pub value: Option<Bytes>,
-    pub value_len: usize,
-}
-
-impl RefusedRecord {
-    /// Refused for its size: its payload stays out of the dead letter (its size is kept).
-    pub fn oversized(mut self) -> Self {
-        self.value = None;
-        self
-    }
 }
 
 /// Where an event came from: its table, its WAL position when it has one (rows read with

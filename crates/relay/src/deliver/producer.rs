@@ -12,8 +12,9 @@
 //! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
 //! acknowledgement tracker count it.
 
+use super::dead_letter::RefusedRecord;
 use super::exactly_once::TailRead;
-use super::outcome::{Outcome, RefusedRecord, Tag};
+use super::outcome::{Outcome, Tag};
 use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
 use anyhow::anyhow;

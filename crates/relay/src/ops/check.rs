@@ -92,7 +92,7 @@ async fn check_postgres(s: &Settings) -> Vec<Finding> {
             )]
         }
     };
-    let client = match s.database().connect().await {
+    let client = match crate::source::postgres::Database::of(s).connect().await {
         Ok(c) => {
             out.push(ok(format!("connected to {}", conn.display)));
             c

@@ -30,7 +30,9 @@ pub async fn preview(
             "preview reads a replication slot: it applies to --mode cdc only".to_owned(),
         )
     })?;
-    let sql = settings.database().connect().await?;
+    let sql = crate::source::postgres::Database::of(settings)
+        .connect()
+        .await?;
     let slot = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
         RelayError::postgres("reading the replication slots", e, || {
             "the role needs the REPLICATION attribute".into()

@@ -7,6 +7,7 @@
 //! - `polling.rs`: `--mode polling`, SELECT ... FOR UPDATE SKIP LOCKED in transactions.
 //! - `catalog.rs`: the outbox table, the publication and the slot, checked and created;
 //!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed.
+//! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
 
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod polling;
 pub mod postgres;
 pub mod replication;
+pub mod session;
 pub mod slot_history;
 pub mod snapshot;
 pub mod sql_rows;

@@ -19,13 +19,13 @@
 //! of order (a row another instance holds is still visible, undeleted, until that
 //! instance commits after its acknowledgements).
 
+use super::session::{pause, Source};
 use super::{catalog, sql_rows};
 use crate::config::{PollingSettings, Retire, Settings};
 use crate::deliver::{AckTracker, Deliver, KafkaProducer, Origin, Producer};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::route;
-use crate::supervisor::{self, pause};
 use anyhow::anyhow;
 use outbox_router::{Router, TableName};
 use pgoutput::LogicalMessage;
@@ -43,10 +43,12 @@ pub struct Polling<'a> {
     pub metrics: Arc<Metrics>,
 }
 
-impl supervisor::Source for Polling<'_> {
+impl Source for Polling<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         let (settings, polling) = (self.settings, self.polling);
-        let mut client = settings.database().connect().await?;
+        let mut client = crate::source::postgres::Database::of(settings)
+            .connect()
+            .await?;
         let table = settings.table().clone();
         if !catalog::table_exists(&client, &table).await? {
             return Err(RelayError::misconfigured(format!(

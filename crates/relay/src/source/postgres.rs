@@ -24,6 +24,13 @@ pub struct Database {
 }
 
 impl Database {
+    /// The database `settings` name, for SQL connections.
+    pub fn of(settings: &crate::config::Settings) -> Self {
+        Self::new(
+            settings.postgres_url.clone(),
+            settings.initial_statements.clone(),
+        )
+    }
     pub fn new(url: Secret, initial_statements: Vec<String>) -> Self {
         Self {
             url,

@@ -12,7 +12,7 @@ mod tests;
 
 pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT, SILENCE_BEFORE_PROBE};
 
-use crate::supervisor::AbortOnDrop;
+use crate::source::session::{AbortOnDrop, Source};
 
 /// How long the liveness probe waits for PostgreSQL's answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -25,7 +25,6 @@ use crate::confirm::Confirmations;
 use crate::deliver::{Deliver, Fence, KafkaProducer, Refusals, Source as Positions};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
-use crate::supervisor;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{Router, TableName};
 use pgoutput::Lsn;
@@ -71,7 +70,12 @@ impl<'a> Replication<'a> {
             .heartbeat
             .clone()
             .filter(|h| h.action_query.is_some())
-            .map(|h| AbortOnDrop(tokio::spawn(heartbeat_loop(settings.database(), h))));
+            .map(|h| {
+                AbortOnDrop(tokio::spawn(heartbeat_loop(
+                    crate::source::postgres::Database::of(settings),
+                    h,
+                )))
+            });
         Ok(Self {
             settings,
             cdc,
@@ -125,7 +129,9 @@ impl<'a> Replication<'a> {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), RelayError> {
         let (settings, cdc) = (self.settings, self.cdc);
-        let sql = settings.database().connect().await?;
+        let sql = crate::source::postgres::Database::of(settings)
+            .connect()
+            .await?;
         let tables = catalog::outbox_tables(&sql, &settings.router).await?;
         // The first table's schema keeps the snapshot marker and the slot's history
         // (`public` for the table-less outbox: logical decoding messages only).
@@ -223,7 +229,7 @@ impl<'a> Replication<'a> {
             lag: client.metrics(),
             client,
             sql,
-            database: settings.database(),
+            database: crate::source::postgres::Database::of(settings),
             display: self.conn.display.clone(),
             slot: cdc.slot.clone(),
             walsender: walsender.clone(),
@@ -269,7 +275,7 @@ impl<'a> Replication<'a> {
                 for (i, table) in tables.iter().enumerate() {
                     let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
                     let mut rows =
-                        snapshot::read(&settings.database(), table, relation_id, snapshot).await?;
+                        snapshot::read(&crate::source::postgres::Database::of(settings), table, relation_id, snapshot).await?;
                     tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
                         "snapshot.mode=initial: relaying the rows already in the outbox");
                     taken = (rows.snapshot.clone(), rows.position);
@@ -316,7 +322,12 @@ impl<'a> Replication<'a> {
         let counts = streamer.counts();
         let _ = streamer.stream.client.shutdown().await;
         // The replication protocol has no "final status" on close: record the position.
-        catalog::advance_slot(&settings.database(), &cdc.slot, final_lsn).await?;
+        catalog::advance_slot(
+            &crate::source::postgres::Database::of(settings),
+            &cdc.slot,
+            final_lsn,
+        )
+        .await?;
         tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
         Ok(())
     }
@@ -479,7 +490,7 @@ impl Replication<'_> {
     }
 }
 
-impl supervisor::Source for Replication<'_> {
+impl Source for Replication<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         // Every line a session logs names its slot (and publication).
         let span = tracing::info_span!("session", slot = %self.cdc.slot, publication = %self.cdc.publication);

@@ -156,11 +156,6 @@ struct OpenTransaction {
     per_table: Vec<(String, i64)>,
 }
 
-/// pgoutput's commit time (microseconds since 2000-01-01) in epoch milliseconds.
-fn epoch_millis(micros_since_2000: i64) -> i64 {
-    micros_since_2000.div_euclid(1000) + 946_684_800_000
-}
-
 impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -427,7 +422,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         .writes_transaction_metadata()
                         .then(|| OpenTransaction {
                             xid,
-                            ts_ms: epoch_millis(commit_time_micros),
+                            ts_ms: crate::pg_time::epoch_millis(commit_time_micros),
                             begun: false,
                             per_table: Vec::new(),
                         });
@@ -442,7 +437,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     self.begin_record(&open, end_lsn).await?;
                     let end = TransactionMark::End {
                         id: format!("{}:{}", open.xid, end_lsn.as_u64()),
-                        ts_ms: epoch_millis(commit_time_micros),
+                        ts_ms: crate::pg_time::epoch_millis(commit_time_micros),
                         per_table: open.per_table,
                     };
                     self.transaction_record(&end, end_lsn).await?;
