@@ -12,6 +12,49 @@ use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
 
+/// PostgreSQL's built-in type OIDs (`pg_type.oid`, fixed in `pg_type.dat`) that Debezium maps
+/// by OID. Types from extensions (citext, ltree, hstore) have none fixed: they go by name.
+pub mod oid {
+    pub const BOOL: u32 = 16;
+    pub const BYTEA: u32 = 17;
+    pub const CHAR: u32 = 18;
+    pub const NAME: u32 = 19;
+    pub const INT8: u32 = 20;
+    pub const INT2: u32 = 21;
+    pub const INT4: u32 = 23;
+    pub const TEXT: u32 = 25;
+    pub const OID: u32 = 26;
+    pub const JSON: u32 = 114;
+    pub const XML: u32 = 142;
+    pub const CIDR: u32 = 650;
+    pub const FLOAT4: u32 = 700;
+    pub const FLOAT8: u32 = 701;
+    pub const MACADDR8: u32 = 774;
+    pub const MONEY: u32 = 790;
+    pub const MACADDR: u32 = 829;
+    pub const INET: u32 = 869;
+    pub const BPCHAR: u32 = 1042;
+    pub const VARCHAR: u32 = 1043;
+    pub const DATE: u32 = 1082;
+    pub const TIME: u32 = 1083;
+    pub const TIMESTAMP: u32 = 1114;
+    pub const TIMESTAMPTZ: u32 = 1184;
+    pub const INTERVAL: u32 = 1186;
+    pub const TIMETZ: u32 = 1266;
+    pub const BIT: u32 = 1560;
+    pub const VARBIT: u32 = 1562;
+    pub const NUMERIC: u32 = 1700;
+    pub const UUID: u32 = 2950;
+    pub const TSVECTOR: u32 = 3614;
+    pub const JSONB: u32 = 3802;
+    pub const INT4RANGE: u32 = 3904;
+    pub const NUMRANGE: u32 = 3906;
+    pub const TSRANGE: u32 = 3908;
+    pub const TSTZRANGE: u32 = 3910;
+    pub const DATERANGE: u32 = 3912;
+    pub const INT8RANGE: u32 = 3926;
+}
+
 /// What the catalog says about a column (pgoutput's Relation message does not carry it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnFacts {
@@ -229,21 +272,33 @@ impl ColumnKind {
             6
         };
         Ok(match pg_type.oid {
-            16 => Self::Boolean,
-            21 => Self::Int16,
-            23 => Self::Int32,
-            20 | 26 => Self::Int64,
-            700 => Self::Float32,
-            701 => Self::Float64,
-            // text, varchar, bpchar, "char", name, inet, cidr, macaddr, macaddr8, ranges.
-            18 | 19 | 25 | 1042 | 1043 | 869 | 650 | 829 | 774 | 3904 | 3926 | 3906 | 3908
-            | 3910 | 3912 => Self::Text,
-            114 | 3802 => Self::Json,
-            2950 => Self::Uuid,
-            142 => Self::Xml,
-            3614 => Self::Tsvector,
-            17 => Self::Bytea(modes.binary),
-            1700 => {
+            oid::BOOL => Self::Boolean,
+            oid::INT2 => Self::Int16,
+            oid::INT4 => Self::Int32,
+            oid::INT8 | oid::OID => Self::Int64,
+            oid::FLOAT4 => Self::Float32,
+            oid::FLOAT8 => Self::Float64,
+            oid::CHAR
+            | oid::NAME
+            | oid::TEXT
+            | oid::BPCHAR
+            | oid::VARCHAR
+            | oid::INET
+            | oid::CIDR
+            | oid::MACADDR
+            | oid::MACADDR8
+            | oid::INT4RANGE
+            | oid::INT8RANGE
+            | oid::NUMRANGE
+            | oid::TSRANGE
+            | oid::TSTZRANGE
+            | oid::DATERANGE => Self::Text,
+            oid::JSON | oid::JSONB => Self::Json,
+            oid::UUID => Self::Uuid,
+            oid::XML => Self::Xml,
+            oid::TSVECTOR => Self::Tsvector,
+            oid::BYTEA => Self::Bytea(modes.binary),
+            oid::NUMERIC => {
                 // pgjdbc TypeInfoCache.getPrecision/getScale; typmod -1 → 131089, 0.
                 let (length, scale) = if typmod < 4 {
                     (VARIABLE_SCALE_LENGTH, 0)
@@ -257,24 +312,24 @@ impl ColumnKind {
                     mode: modes.decimal,
                 }
             }
-            790 => Self::Money {
+            oid::MONEY => Self::Money {
                 fraction_digits: modes.money_fraction_digits,
                 mode: modes.decimal,
             },
-            1082 => Self::Date(modes.time),
-            1083 => Self::Time {
+            oid::DATE => Self::Date(modes.time),
+            oid::TIME => Self::Time {
                 precision,
                 mode: modes.time,
             },
-            1266 => Self::TimeTz,
-            1114 => Self::Timestamp {
+            oid::TIMETZ => Self::TimeTz,
+            oid::TIMESTAMP => Self::Timestamp {
                 precision,
                 mode: modes.time,
             },
-            1184 => Self::TimestampTz { precision },
-            1186 => Self::Interval(modes.interval),
+            oid::TIMESTAMPTZ => Self::TimestampTz { precision },
+            oid::INTERVAL => Self::Interval(modes.interval),
             // bit(n): typmod n; varbit without a length is Integer.MAX_VALUE.
-            1560 | 1562 => Self::Bits {
+            oid::BIT | oid::VARBIT => Self::Bits {
                 length: if typmod < 0 { i32::MAX as u32 } else { typmod as u32 },
             },
             _ => match pg_type.name.as_str() {

@@ -71,7 +71,7 @@ impl Router {
                 .map(|(name, _)| Column {
                     flags: 0,
                     name: name.clone(),
-                    type_oid: 25,
+                    type_oid: crate::connect::oid::TEXT,
                     type_modifier: -1,
                 })
                 .collect(),
