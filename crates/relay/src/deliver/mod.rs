@@ -9,7 +9,8 @@
 //! - `dead_letter.rs`: what a dead letter carries.
 //! - `linger.rs`: records held while their source is behind, handed over in groups.
 //! - `outcome.rs`: what a delivery report says.
-//! - `exactly_once.rs`: `--exactly-once`, which replayed events are already in Kafka.
+//! - `exactly_once/`: `--exactly-once`, which replayed events are already in Kafka (the
+//!   stage asks its [`exactly_once::Guard`]).
 //!
 //! Refusals, in every mode alike: an event the broker refuses for what it is goes to the
 //! dead-letter topic with its ticket; a dead letter refused as it is goes again without its
@@ -28,7 +29,7 @@ pub mod tracker;
 
 pub use dead_letter::DeadLetter;
 pub use dead_letter::RefusedRecord;
-pub use exactly_once::{EventPosition, Fence, Refusals, Source};
+pub use exactly_once::{EventPosition, Fence, Guard, Refusals, Source};
 pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
@@ -37,7 +38,7 @@ pub use tracker::{AckTracker, Seq, Ticket};
 use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
-use exactly_once::{Decision, Distrust, Refusal, Tails};
+use exactly_once::Refusal;
 use foldhash::{HashMap, HashMapExt as _};
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;
@@ -65,15 +66,6 @@ pub struct Counts {
     pub skipped: u64,
 }
 
-/// `--exactly-once`: the tails of the partitions this session writes to.
-struct ExactlyOnce {
-    tails: Tails,
-    /// No tail is read before it (a takeover waits out the old holder's last requests).
-    fence: Option<Fence>,
-    /// What the broker refused in this process's earlier sessions.
-    refusals: Refusals,
-}
-
 pub struct Deliver<P: Producer> {
     producer: P,
     dead_letter_topic: Arc<str>,
@@ -90,7 +82,7 @@ pub struct Deliver<P: Producer> {
     /// topics empties it again, so the topics written next are noted again.
     topics_reset: u64,
     counts: Counts,
-    exactly_once: Option<ExactlyOnce>,
+    exactly_once: Option<Guard>,
 }
 
 impl<P: Producer> Deliver<P> {
@@ -110,20 +102,9 @@ impl<P: Producer> Deliver<P> {
     }
 
     /// `--exactly-once`: every record carries its position; replayed events already in their
-    /// partition are acknowledged without being produced again. `source` names this relay's
-    /// records; no tail is read before `fence`; `refusals` carries what the broker refused
-    /// from one session to the next.
-    pub fn with_exactly_once(
-        mut self,
-        source: Source,
-        fence: Option<Fence>,
-        refusals: Refusals,
-    ) -> Self {
-        self.exactly_once = Some(ExactlyOnce {
-            tails: Tails::new(source),
-            fence,
-            refusals,
-        });
+    /// partition are acknowledged without being produced again (see [`Guard`]).
+    pub fn with_exactly_once(mut self, guard: Guard) -> Self {
+        self.exactly_once = Some(guard);
         self
     }
 
@@ -191,13 +172,11 @@ impl<P: Producer> Deliver<P> {
                     // Refusals first, in position order: an event refused here never reaches
                     // its partition, so its partition's tail proves nothing about it.
                     let partition = self.place(&mut record, &event);
-                    let remembered = match self.refusal(&event) {
-                        Some(Refusal::Event(reason)) => Some((
-                            format!("{reason} (refused by the broker in an earlier session)"),
-                            false,
-                        )),
-                        _ => None,
-                    };
+                    let remembered = self
+                        .exactly_once
+                        .as_ref()
+                        .and_then(|eo| eo.refused_before(&event))
+                        .map(|reason| (reason, false));
                     if let Some((reason, oversized)) =
                         remembered.or_else(|| self.producer.refuses(&record))
                     {
@@ -403,82 +382,26 @@ impl<P: Producer> Deliver<P> {
         self.on_report(tag, outcome)
     }
 
-    /// `--exactly-once`: chooses `record`'s partition (as librdkafka would for its key) and
-    /// writes its position header. `None` when the topic's partition count is unknown or the
-    /// record's own partition does not exist (the producer then refuses it).
+    /// `--exactly-once`: chooses `record`'s partition and writes its position header (see
+    /// [`Guard::place`]). `None` when the topic's partition count is unknown or the record's
+    /// own partition does not exist (the producer then refuses it).
     fn place(&mut self, record: &mut OutboxRecord, event: &EventPosition) -> Option<i32> {
         let eo = self.exactly_once.as_ref()?;
         let count = self.producer.partition_count(&record.topic)?;
-        let partition = exactly_once::partition_for(record, count);
-        let header = exactly_once::Written::encode(eo.tails.source(), event, count);
-        record
-            .headers
-            .push((exactly_once::POSITION_HEADER.into(), Some(header)));
-        if !(0..count).contains(&partition) {
-            return None;
-        }
-        record.partition = Some(partition);
-        Some(partition)
+        eo.place(record, event, count)
     }
 
     /// `--exactly-once`: whether the replayed event at `event` is already in
-    /// `topic`/`partition` (at or before the partition's last record), reading that record
-    /// first when this session has not yet.
+    /// `topic`/`partition` (see [`Guard::already_in_kafka`]).
     async fn already_in_kafka(
         &mut self,
         topic: &Arc<str>,
         partition: i32,
         event: &EventPosition,
     ) -> Result<bool, RelayError> {
-        loop {
-            let eo = self.exactly_once.as_mut().expect("exactly-once mode");
-            match eo.tails.decide(topic, partition, event) {
-                (Decision::Skip, _) => return Ok(true),
-                (Decision::Produce, skipped) => {
-                    if let Some(skipped) = skipped.filter(|n| *n > 0) {
-                        tracing::info!(topic = &**topic, partition, skipped, "replayed events already in Kafka were not produced again (--exactly-once); producing from here");
-                    }
-                    return Ok(false);
-                }
-                (Decision::ReadTail, _) => {
-                    if let Some(fence) = eo.fence {
-                        let wait = fence
-                            .not_before
-                            .saturating_duration_since(std::time::Instant::now());
-                        if !wait.is_zero() {
-                            tracing::info!(wait_ms = wait.as_millis() as u64, "this instance took the slot over: waiting until the previous holder's last produce requests cannot land any more before reading partition tails (--exactly-once)");
-                            tokio::time::sleep(wait).await;
-                        }
-                        // Cleared only once waited out: a cancelled wait resumes where it was.
-                        if let Some(eo) = self.exactly_once.as_mut() {
-                            eo.fence = None;
-                        }
-                    }
-                    let read = self.producer.read_tail(topic, partition).await?;
-                    let count = self.producer.partition_count(topic).unwrap_or(0);
-                    let eo = self.exactly_once.as_mut().expect("exactly-once mode");
-                    match eo.tails.learned(topic, partition, count, read) {
-                        None => {}
-                        Some(Distrust::Foreign { offset, found }) => {
-                            self.metrics.exactly_once_foreign_tails.inc();
-                            tracing::warn!(topic = &**topic, partition, offset, found, "the partition's last record was not written by this relay with --exactly-once (another producer, another slot, or this relay before the flag): events replayed to this partition are produced again and may be duplicated once. Exactly-once needs the relay to be the only writer of its partitions");
-                        }
-                        Some(Distrust::OtherServer { offset, then }) => {
-                            self.metrics.exactly_once_foreign_tails.inc();
-                            tracing::warn!(topic = &**topic, partition, offset, then, now = %eo.tails.source().server, "the partition's last record was written from another PostgreSQL server or timeline (a restore or a failover): its position says nothing about this server's, so events replayed to this partition are produced again and may be duplicated once");
-                        }
-                        Some(Distrust::PartitionsChanged { offset, then, now }) => {
-                            self.metrics.exactly_once_foreign_tails.inc();
-                            tracing::warn!(topic = &**topic, partition, offset, then, now, "the partition's last record was written when the topic had another partition count: keys moved partitions, so events replayed to this partition are produced again and may be duplicated once");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn refusal(&self, event: &EventPosition) -> Option<Refusal> {
-        self.exactly_once.as_ref()?.refusals.get(event)
+        let eo = self.exactly_once.as_mut().expect("exactly-once mode");
+        eo.already_in_kafka(&mut self.producer, &self.metrics, topic, partition, event)
+            .await
     }
 
     /// A replayed event (or dead letter) already in Kafka: acknowledged without producing.
@@ -583,7 +506,7 @@ impl<P: Producer> Deliver<P> {
             }
             (Outcome::Refused { error, record }, Kind::Event(_)) => {
                 if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
-                    eo.refusals.remember(event, Refusal::Event(error.clone()));
+                    eo.remember(event, Refusal::Event(error.clone()));
                 }
                 let letter = DeadLetter::refused(&error, record, tag.origin.table.clone(), tag.origin.position);
                 self.queue_dead_letter(tag.ticket, tag.origin, letter);
@@ -591,7 +514,7 @@ impl<P: Producer> Deliver<P> {
             }
             (Outcome::Refused { error, .. }, Kind::DeadLetter(letter)) => {
                 if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
-                    eo.refusals.remember(event, Refusal::DeadLetter(error.clone()));
+                    eo.remember(event, Refusal::DeadLetter(error.clone()));
                 }
                 match letter.without_payload(&format!("the dead-letter topic refused it: {error}")) {
                     Some(cut) => {

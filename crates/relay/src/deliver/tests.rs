@@ -481,7 +481,8 @@ mod exactly_once_mode {
         producer
             .tails
             .insert(("A.events".into(), 0), tail(200, 1, 1));
-        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
+        let mut d =
+            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         // Replayed: (100, 0), (200, 0), (200, 1) are in Kafka; (200, 2) and (300, 0) are not.
         let mut commits = Vec::new();
@@ -548,7 +549,8 @@ mod exactly_once_mode {
                 position: None,
             },
         );
-        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
+        let mut d =
+            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent.len(), 1);
@@ -564,7 +566,8 @@ mod exactly_once_mode {
         producer
             .tails
             .insert(("A.events".into(), 0), tail(900, 0, 1));
-        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
+        let mut d =
+            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent_topics(), ["dlq"]);
@@ -587,7 +590,8 @@ mod exactly_once_mode {
     async fn a_dead_letter_already_in_the_dead_letter_topic_is_not_written_again() {
         let mut producer = FakeProducer::new(100);
         producer.tails.insert(("dlq".into(), 0), tail(100, 0, 1));
-        let mut d = stage(producer).with_exactly_once(source(), None, Refusals::default());
+        let mut d =
+            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         let invalid = || {
             Routed::Invalid(outbox_router::InvalidRow {
@@ -621,8 +625,11 @@ mod exactly_once_mode {
         // With enable.gapless.guarantee the broker's refusal stopped the producer: nothing
         // after it landed, and the next session must not send it (to be refused) again.
         let refusals = Refusals::default();
-        let mut d =
-            stage(FakeProducer::new(100)).with_exactly_once(source(), None, refusals.clone());
+        let mut d = stage(FakeProducer::new(100)).with_exactly_once(Guard::new(
+            source(),
+            None,
+            refusals.clone(),
+        ));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         d.producer.complete(
@@ -634,7 +641,8 @@ mod exactly_once_mode {
         );
         d.settle(std::time::Duration::from_millis(100)).await;
         // The next session.
-        let mut d = stage(FakeProducer::new(100)).with_exactly_once(source(), None, refusals);
+        let mut d =
+            stage(FakeProducer::new(100)).with_exactly_once(Guard::new(source(), None, refusals));
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(
             d.producer.sent_topics(),

@@ -1,4 +1,4 @@
-//! Exactly-once into Kafka without transactions (`run --exactly-once`): the rule that decides,
+//! The rule of `run --exactly-once`: it decides,
 //! after a restart or a takeover, which replayed events are already in Kafka. Pure: no I/O;
 //! the delivery stage reads partition tails through the producer and asks [`Tails`].
 //!
@@ -42,14 +42,12 @@
 //! PostgreSQL notices within 20 s (the liveness probe runs even while its window is full),
 //! and PostgreSQL frees the slot only after `wal_sender_timeout` (60 s by default).
 //!
-//! # Towards Kafka transactions
-//! On a broker that completes transactions the next step is small: a transactional producer
-//! with `transactional.id` derived from the slot (a new holder fences the old one at
-//! `init_transactions`), events of one or more PostgreSQL transactions written in one Kafka
-//! transaction, and the confirmed position advanced only after `commit_transaction`. The
-//! [`Tails`] rule stays as the recovery of a transaction that was committed just before a
-//! crash. No broker available to this project completes a transaction (see
-//! `../shared/docs/kafka-broker.md`), so that mode is not shipped untested.
+//! # Kafka transactions
+//! A transactional producer (`transactional.id` from the slot, the position advanced only
+//! after `commit_transaction`) would close the takeover window above; README says why it is
+//! not built: the window yields a duplicate, never a loss, and the price (a commit per batch,
+//! read_committed consumers, the transaction coordinator in the path) would be paid by every
+//! event. [`Tails`] would stay as the recovery of a transaction committed just before a crash.
 
 use bytes::Bytes;
 use outbox_router::OutboxRecord;

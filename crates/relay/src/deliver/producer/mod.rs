@@ -12,8 +12,12 @@
 //! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
 //! acknowledgement tracker count it.
 
+mod wire_size;
+
+pub use wire_size::{librdkafka_message_size, record_wire_size};
+
 use super::dead_letter::RefusedRecord;
-use super::exactly_once::TailRead;
+use super::exactly_once::{TailRead, TailReader};
 use super::outcome::{Outcome, Tag};
 use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
@@ -23,14 +27,12 @@ use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
 use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
 };
 use rdkafka::ClientContext;
-use rdkafka::{Offset, TopicPartitionList};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -93,137 +95,11 @@ pub trait Producer {
     }
 }
 
-/// The tail reader's client context: reaching the end of a partition is how a tail read
-/// ends, not an error to log.
-pub struct TailReaderContext;
-
-impl ClientContext for TailReaderContext {
-    fn error(&self, error: KafkaError, reason: &str) {
-        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
-            tracing::warn!("reading partition tails: {error}: {reason}");
-        }
-    }
-}
-
-impl ConsumerContext for TailReaderContext {}
-
-type TailReader = BaseConsumer<TailReaderContext>;
-
-/// How long reading one partition's tail may take before the session ends (and resumes).
-const TAIL_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The last record of `topic`/`partition`: from the high watermark back, widening the window
-/// when the records just before it are gone (a compacted topic removes old tombstones).
-fn read_tail_blocking(
-    consumer: &TailReader,
-    topic: &str,
-    partition: i32,
-) -> Result<TailRead, KafkaError> {
-    let (low, high) = consumer.fetch_watermarks(topic, partition, TAIL_READ_TIMEOUT)?;
-    let mut back = 1;
-    loop {
-        if high <= low {
-            return Ok(TailRead::Empty);
-        }
-        let start = (high - back).max(low);
-        let mut assignment = TopicPartitionList::new();
-        assignment.add_partition_offset(topic, partition, Offset::Offset(start))?;
-        consumer.assign(&assignment)?;
-        let deadline = std::time::Instant::now() + TAIL_READ_TIMEOUT;
-        let mut last: Option<TailRead> = None;
-        // Read to the end of the partition: the last record read is its tail.
-        loop {
-            match consumer.poll(Duration::from_millis(100)) {
-                // The consumer is reused: anything of an earlier assignment is ignored.
-                Some(Ok(message))
-                    if message.topic() != topic
-                        || message.partition() != partition
-                        || message.offset() < start => {}
-                Some(Err(KafkaError::PartitionEOF(p))) if p != partition => {}
-                Some(Ok(message)) => {
-                    let position = message.headers().and_then(|h| {
-                        h.iter()
-                            .find(|h| h.key == super::exactly_once::POSITION_HEADER)
-                            .and_then(|h| h.value.map(Bytes::copy_from_slice))
-                    });
-                    last = Some(TailRead::Record {
-                        offset: message.offset(),
-                        position,
-                    });
-                }
-                Some(Err(KafkaError::PartitionEOF(_))) => break,
-                Some(Err(e)) => return Err(e),
-                None if std::time::Instant::now() > deadline => {
-                    return Err(KafkaError::MessageConsumption(
-                        RDKafkaErrorCode::RequestTimedOut,
-                    ))
-                }
-                None => {}
-            }
-        }
-        match last {
-            Some(tail) => return Ok(tail),
-            None if start == low => return Ok(TailRead::Empty),
-            None => back = back.saturating_mul(16),
-        }
-    }
-}
-
 /// How long a topic's `max.message.bytes` is trusted before it is read again.
 const LIMIT_TTL: Duration = Duration::from_secs(60);
 
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
-
-/// A record's size on the wire when it travels alone in a record batch (format v2,
-/// uncompressed): what Kafka compares with the topic's `max.message.bytes`
-/// (`batch.sizeInBytes()`). Alone in its batch, its offset and timestamp deltas are 0.
-pub fn record_wire_size(record: &OutboxRecord) -> usize {
-    const BATCH_HEADER: usize = 61;
-    let bytes = |b: Option<usize>| varint_size(b.map_or(-1, |n| n as i64)) + b.unwrap_or(0);
-    let key = bytes(record.key.as_ref().map(|k| k.len()));
-    let value = bytes(record.value.as_ref().map(|v| v.len()));
-    let headers: usize = record
-        .headers
-        .iter()
-        .map(|(k, v)| bytes(Some(k.len())) + bytes(v.as_ref().map(|v| v.len())))
-        .sum();
-    // attributes, timestamp delta 0, offset delta 0, key, value, header count, headers.
-    let body = 1 + 1 + 1 + key + value + varint_size(record.headers.len() as i64) + headers;
-    BATCH_HEADER + varint_size(body as i64) + body
-}
-
-/// What librdkafka compares with the producer's `message.max.bytes` before accepting a record
-/// (`rd_kafka_msg_new0`: `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD` + key + value + serialized headers).
-pub fn librdkafka_message_size(record: &OutboxRecord) -> usize {
-    const MAX_OVERHEAD: usize = 36;
-    let headers: usize = record
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            let value = v.as_ref().map_or(0, |v| v.len());
-            k.len()
-                + value
-                + varint_size(k.len() as i64)
-                + varint_size(v.as_ref().map_or(-1, |v| v.len() as i64))
-        })
-        .sum();
-    MAX_OVERHEAD
-        + record.key.as_ref().map_or(0, |k| k.len())
-        + record.value.as_ref().map_or(0, |v| v.len())
-        + headers
-}
-
-/// Bytes of Kafka's zig-zag varint of `n`.
-fn varint_size(n: i64) -> usize {
-    let mut v = ((n << 1) ^ (n >> 63)) as u64;
-    let mut size = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        size += 1;
-    }
-    size
-}
 
 /// Errors about the record itself, not the path to the broker: retrying cannot help. Among
 /// them a timestamp the topic refuses (Kafka 4 refuses one more than an hour ahead by default,
@@ -492,7 +368,7 @@ pub struct KafkaProducer {
     partition_counts: HashMap<Arc<str>, i32>,
     /// Reads partition tails (`--exactly-once`); created on first use. One read at a time:
     /// a read abandoned by a cancelled future may still run on its blocking thread.
-    tail_reader: Option<Arc<std::sync::Mutex<TailReader>>>,
+    tail_reader: Option<TailReader>,
     /// The producer's `message.max.bytes`.
     message_max_bytes: usize,
 }
@@ -731,29 +607,6 @@ impl KafkaProducer {
         }
     }
 
-    fn tail_reader(&mut self) -> Result<Arc<std::sync::Mutex<TailReader>>, RelayError> {
-        if let Some(reader) = &self.tail_reader {
-            return Ok(reader.clone());
-        }
-        let reader: TailReader = self
-            .settings
-            .client_config(ClientRole::Admin)
-            .set("group.id", "outbox-relay-tail-reader")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "true")
-            .set("auto.offset.reset", "earliest")
-            .set("fetch.wait.max.ms", "10")
-            .create_with_context(TailReaderContext)
-            .map_err(|e| {
-                RelayError::misconfigured(format!(
-                    "Kafka consumer settings (to read partition tails) rejected: {e}"
-                ))
-            })?;
-        let reader = Arc::new(std::sync::Mutex::new(reader));
-        self.tail_reader = Some(reader.clone());
-        Ok(reader)
-    }
-
     fn fatal_error(&self) -> Option<String> {
         self.producer
             .client()
@@ -957,23 +810,12 @@ impl Producer for KafkaProducer {
         topic: &Arc<str>,
         partition: i32,
     ) -> Result<TailRead, RelayError> {
-        let reader = self.tail_reader()?;
-        let name = topic.to_string();
-        tokio::task::spawn_blocking(move || {
-            let reader = reader
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            read_tail_blocking(&reader, &name, partition)
-        })
-        .await
-        .map_err(|e| {
-            RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
-        })?
-        .map_err(|e| {
-            RelayError::BrokerUnavailable(anyhow!(
-                "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
-            ))
-        })
+        if self.tail_reader.is_none() {
+            let config = self.settings.client_config(ClientRole::Admin);
+            self.tail_reader = Some(TailReader::new(config)?);
+        }
+        let reader = self.tail_reader.as_ref().expect("created above");
+        reader.read(topic, partition).await
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {
@@ -1037,28 +879,6 @@ mod tests {
             fatal(RDKafkaErrorCode::RequestTimedOut),
             Consequence::Resume
         );
-    }
-
-    #[test]
-    fn a_record_alone_in_a_batch_has_the_size_kafka_checks() {
-        // A v2 batch holding one record of 3 B key, 1000 B value and header id=abc is
-        // 61 (batch header) + 2 (length) + 1 + 1 + 1 + 1 + 3 + 2 + 1000 + 1 + 1 + 2 + 1 + 3 = 1080 B;
-        let record = OutboxRecord {
-            topic: "t".into(),
-            key: Some(Bytes::from_static(b"key")),
-            value: Some(Bytes::from(vec![0u8; 1000])),
-            headers: vec![("id".into(), Some(Bytes::from_static(b"abc")))],
-            partition: None,
-            timestamp_ms: None,
-        };
-        assert_eq!(record_wire_size(&record), 1080);
-        let tombstone = OutboxRecord {
-            value: None,
-            ..record
-        };
-        // value length -1 (1 byte) and no value; the record length now fits one byte:
-        // 61 + 1 + (1 + 1 + 1 + 1 + 3 + 1 + 1 + 1 + 2 + 1 + 3) = 78.
-        assert_eq!(record_wire_size(&tombstone), 78);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::{catalog, slot_history, snapshot};
 use crate::config::ConnectionInfo;
 use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
 use crate::confirm::Confirmations;
-use crate::deliver::{Deliver, Fence, KafkaProducer, Refusals, Source as Positions};
+use crate::deliver::{exactly_once, Deliver, KafkaProducer, Refusals};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use outbox_router::connect::ColumnFacts;
@@ -124,25 +124,43 @@ impl<'a> Replication<'a> {
         ))
     }
 
+    /// One session: set-up, assembly, then the stream until shutdown or an error.
     async fn run_session(
         &mut self,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), RelayError> {
-        let (settings, cdc) = (self.settings, self.cdc);
-        let sql = crate::source::postgres::Database::of(settings)
+        let set_up = self.set_up().await?;
+        let context = SessionContext {
+            settings: self.settings,
+            cdc: self.cdc,
+            postgres: self.conn.display.clone(),
+            metrics: self.metrics.clone(),
+        };
+        let (streamer, plan) = self.assemble(set_up)?;
+        let (result, streamed) = stream_until_shutdown(streamer, plan, &context, shutdown).await;
+        if streamed {
+            // This session held the slot: the next one takes nothing over.
+            self.stood_by = false;
+        }
+        result
+    }
+
+    /// The publication and the slot (made when missing), the snapshot decision, and a
+    /// replication connection (not streaming yet) at the position to resume from.
+    async fn set_up(&mut self) -> Result<SetUp, RelayError> {
+        let cdc = self.cdc;
+        let sql = crate::source::postgres::Database::of(self.settings)
             .connect()
             .await?;
-        let tables = catalog::outbox_tables(&sql, &settings.router).await?;
+        let tables = catalog::outbox_tables(&sql, &self.settings.router).await?;
         // The first table's schema keeps the snapshot marker and the slot's history
         // (`public` for the table-less outbox: logical decoding messages only).
         let home = tables.first().cloned().unwrap_or_else(|| TableName {
             schema: "public".into(),
             name: "pg_logical_emit_message".into(),
         });
-        let table = &home;
-        let initial_snapshot = cdc.snapshot == SnapshotMode::Initial;
-        if initial_snapshot {
-            snapshot::register_new_slot(&sql, table, &cdc.slot).await?;
+        if cdc.snapshot == SnapshotMode::Initial {
+            snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
         }
         catalog::ensure_publication(&sql, &tables, &cdc.publication, cdc.publication_mode).await?;
         let slot_exists = catalog::slot_state(&sql, &cdc.slot)
@@ -154,11 +172,11 @@ impl<'a> Replication<'a> {
             })?
             .is_some();
         if !slot_exists {
-            self.on_missing_slot(&sql, table).await?;
+            self.on_missing_slot(&sql, &home).await?;
         }
         self.end_own_stale_walsender(&sql).await;
         // Any mode: a marker left owed (a snapshot, or a reread of a lost slot) is honoured.
-        let snapshot_state = snapshot::state(&sql, table, &cdc.slot).await?;
+        let snapshot_state = snapshot::state(&sql, &home, &cdc.slot).await?;
         // A new slot that owes a snapshot is created on the replication connection with its
         // snapshot exported, so the rows are read at exactly the slot's consistent point.
         let export = !slot_exists && snapshot_state == snapshot::SnapshotState::Owed;
@@ -167,26 +185,7 @@ impl<'a> Replication<'a> {
         } else {
             Some(catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database).await?)
         };
-        let mut start = match slot_position {
-            Some(position) => self.confirmations.resume_from(position),
-            None => Lsn::ZERO,
-        };
-        let (mut client, identity) = self.connect_gated(start).await?;
-        if let (Some(previous), Some(position)) = (&self.identity, slot_position) {
-            if *previous != identity {
-                // A failover: what this process confirmed to the old server says nothing
-                // about the new one (its WAL may be behind it). Start from the slot's own.
-                tracing::warn!(
-                    previous_system = %previous.system_id, previous_timeline = previous.timeline,
-                    system = %identity.system_id, timeline = identity.timeline, slot_lsn = %position,
-                    "PostgreSQL's system or timeline changed (a failover): resuming from the slot's own position"
-                );
-                self.confirmations.forget();
-                start = self.confirmations.resume_from(position);
-                drop(client);
-                client = self.connect_gated(start).await?.0;
-            }
-        }
+        let (mut client, identity, start) = self.connect_at(slot_position).await?;
         let system_id = identity.system_id.clone();
         let timeline = identity.timeline;
         self.identity = Some(identity);
@@ -211,17 +210,71 @@ impl<'a> Replication<'a> {
         let start = exported.as_ref().map_or(start, |(_, point)| *point);
         // The slot exists now: remember it (a failed first start is not a lost slot).
         if !self.remembered {
-            slot_history::remember(&sql, &table.schema, &cdc.slot, &system_id).await;
+            slot_history::remember(&sql, &home.schema, &cdc.slot, &system_id).await;
             self.remembered = true;
         }
+        Ok(SetUp {
+            sql,
+            client,
+            walsender,
+            system_id,
+            timeline,
+            plan: Plan {
+                tables,
+                home,
+                start,
+                snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
+                exported,
+            },
+        })
+    }
+
+    /// A replication connection at the slot's position (`None`: the slot is made on it
+    /// later) and the server it reached. After a failover (another system or timeline than
+    /// the last session's), what this process confirmed to the old server says nothing about
+    /// the new one (its WAL may be behind it): it starts from the slot's own position.
+    async fn connect_at(
+        &mut self,
+        slot_position: Option<Lsn>,
+    ) -> Result<(ReplicationClient, Identity, Lsn), RelayError> {
+        let mut start = match slot_position {
+            Some(position) => self.confirmations.resume_from(position),
+            None => Lsn::ZERO,
+        };
+        let (mut client, identity) = self.connect_gated(start).await?;
+        if let (Some(previous), Some(position)) = (&self.identity, slot_position) {
+            if *previous != identity {
+                tracing::warn!(
+                    previous_system = %previous.system_id, previous_timeline = previous.timeline,
+                    system = %identity.system_id, timeline = identity.timeline, slot_lsn = %position,
+                    "PostgreSQL's system or timeline changed (a failover): resuming from the slot's own position"
+                );
+                self.confirmations.forget();
+                start = self.confirmations.resume_from(position);
+                drop(client);
+                client = self.connect_gated(start).await?.0;
+            }
+        }
+        Ok((client, identity, start))
+    }
+
+    /// The session's pipeline: the stream, the delivery stage (with `--exactly-once`'s
+    /// guard) and the confirmations, in one [`Streamer`].
+    fn assemble(
+        &mut self,
+        set_up: SetUp,
+    ) -> Result<(Streamer<'_, PgStream, KafkaProducer>, Plan), RelayError> {
+        let (settings, cdc) = (self.settings, self.cdc);
+        let SetUp {
+            sql,
+            client,
+            walsender,
+            system_id,
+            timeline,
+            plan,
+        } = set_up;
         let producer = if cdc.exactly_once {
-            // A record the broker refuses stops the producer rather than leave a gap in its
-            // partition: every partition stays a gap-free prefix, which the tails rely on.
-            let mut kafka = settings.kafka.clone();
-            kafka
-                .properties
-                .push(("enable.gapless.guarantee".into(), "true".into()));
-            KafkaProducer::new(&kafka)?
+            KafkaProducer::new(&exactly_once::producer_settings(&settings.kafka))?
         } else {
             KafkaProducer::new(&settings.kafka)?
         };
@@ -232,7 +285,7 @@ impl<'a> Replication<'a> {
             database: crate::source::postgres::Database::of(settings),
             display: self.conn.display.clone(),
             slot: cdc.slot.clone(),
-            walsender: walsender.clone(),
+            walsender,
         };
         let mut deliver = Deliver::new(
             producer,
@@ -240,97 +293,164 @@ impl<'a> Replication<'a> {
             self.metrics.clone(),
         );
         if cdc.exactly_once {
-            // A takeover waits until what the previous holder already sent has landed.
-            let fence = self
-                .stood_by
-                .then(|| Fence::after(settings.kafka.request_timeout()));
-            let positions = Positions::new(&cdc.slot, &system_id, timeline);
-            deliver = deliver.with_exactly_once(positions, fence, self.refusals.clone());
+            deliver = deliver.with_exactly_once(exactly_once::Guard::for_session(
+                &cdc.slot,
+                &system_id,
+                timeline,
+                self.stood_by,
+                settings.kafka.request_timeout(),
+                self.refusals.clone(),
+            ));
         }
-        let streamer = Streamer::new(
+        let mut streamer = Streamer::new(
             stream,
             deliver,
             Router::new(settings.router.clone()),
-            start,
+            plan.start,
             &mut self.confirmations,
             self.metrics.clone(),
-            table,
+            &plan.home,
             settings.kafka.max_in_flight,
         );
-        let mut streamer = if cdc.exactly_once {
-            streamer.probe_when_full()
-        } else {
-            streamer
-        };
+        if cdc.exactly_once {
+            streamer = streamer.probe_when_full();
+        }
         if let Some(heartbeat) = &cdc.heartbeat {
             streamer = streamer.heartbeats_every(heartbeat.interval);
         }
-        let result = async {
-            if snapshot_state == snapshot::SnapshotState::Owed {
-                let snapshot = exported
-                    .as_ref()
-                    .map(|(name, point)| (name.as_str(), *point));
-                // Table after table, each read in the snapshot exported with the slot.
-                let mut taken = (None, None);
-                for (i, table) in tables.iter().enumerate() {
-                    let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
-                    let mut rows =
-                        snapshot::read(&crate::source::postgres::Database::of(settings), table, relation_id, snapshot).await?;
-                    tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
-                        "snapshot.mode=initial: relaying the rows already in the outbox");
-                    taken = (rows.snapshot.clone(), rows.position);
-                    if tables.len() > 1 {
-                        // Each table's rows are numbered from 0: one sequence per table.
-                        rows.snapshot = rows.snapshot.map(|s| format!("{s}/{table}"));
-                    }
-                    streamer
-                        .relay_snapshot(rows, taken.1.unwrap_or(start))
-                        .await?;
-                }
-                snapshot::mark_complete(&streamer.stream.sql, table, &cdc.slot, taken).await?;
-                tracing::info!(tables = tables.len(), "snapshot complete; streaming");
-            }
-            let stream = &mut streamer.stream;
-            stream
-                .client
-                .start()
-                .await
-                .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
-            stream
-                .client
-                .wait_started()
-                .await
-                .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
-            tracing::info!(tables = %tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %start, postgres = %self.conn.display,
-                exactly_once = cdc.exactly_once, "streaming");
-            self.stood_by = false;
-            self.metrics.streaming.set(1);
-            self.metrics.set_standing_by(false);
-            self.metrics.active.set(1);
-            streamer.stream(shutdown).await
-        }
-        .await;
-        if let Err(e) = result {
-            streamer.stream.client.abort();
-            if cdc.exactly_once && matches!(e, RelayError::BrokerUnavailable(_)) {
-                // Remember what the broker refused, whichever report came first.
-                streamer.settle(Duration::from_secs(5)).await;
-            }
-            return Err(e);
-        }
-        let final_lsn = streamer.finish().await;
-        let counts = streamer.counts();
-        let _ = streamer.stream.client.shutdown().await;
-        // The replication protocol has no "final status" on close: record the position.
-        catalog::advance_slot(
-            &crate::source::postgres::Database::of(settings),
-            &cdc.slot,
-            final_lsn,
-        )
-        .await?;
-        tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
-        Ok(())
+        Ok((streamer, plan))
     }
+}
+
+/// What set-up made for a session: the SQL and replication connections, the server, and the
+/// plan.
+struct SetUp {
+    sql: tokio_postgres::Client,
+    client: ReplicationClient,
+    walsender: Option<Walsender>,
+    system_id: String,
+    timeline: u32,
+    plan: Plan,
+}
+
+/// Where a session starts and what it relays first.
+struct Plan {
+    tables: Vec<TableName>,
+    /// The table whose schema keeps the snapshot marker and the slot's history.
+    home: TableName,
+    start: Lsn,
+    /// `snapshot.mode=initial` (or a reread) is owed: the rows first, then the stream.
+    snapshot_owed: bool,
+    /// The snapshot exported with a slot made by this session, and its consistent point.
+    exported: Option<(String, Lsn)>,
+}
+
+/// What the loop of a session reads of its relay.
+struct SessionContext<'a> {
+    settings: &'a Settings,
+    cdc: &'a CdcSettings,
+    /// The server, as logs name it (no password).
+    postgres: String,
+    metrics: Arc<Metrics>,
+}
+
+/// Relays the snapshot the plan owes, then streams until shutdown (a graceful end: in-flight
+/// deliveries drained, the last position recorded) or an error. Also says whether the
+/// session streamed (held the slot).
+async fn stream_until_shutdown(
+    mut streamer: Streamer<'_, PgStream, KafkaProducer>,
+    plan: Plan,
+    context: &SessionContext<'_>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> (Result<(), RelayError>, bool) {
+    let SessionContext {
+        settings,
+        cdc,
+        postgres,
+        metrics,
+    } = context;
+    let mut streamed = false;
+    let result = async {
+        if plan.snapshot_owed {
+            relay_snapshot(&mut streamer, &plan, settings, cdc).await?;
+        }
+        let stream = &mut streamer.stream;
+        stream
+            .client
+            .start()
+            .await
+            .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
+        stream
+            .client
+            .wait_started()
+            .await
+            .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
+        tracing::info!(tables = %plan.tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %plan.start, postgres = %postgres,
+            exactly_once = cdc.exactly_once, "streaming");
+        streamed = true;
+        metrics.streaming.set(1);
+        metrics.set_standing_by(false);
+        metrics.active.set(1);
+        streamer.stream(shutdown).await
+    }
+    .await;
+    if let Err(e) = result {
+        streamer.stream.client.abort();
+        if cdc.exactly_once && matches!(e, RelayError::BrokerUnavailable(_)) {
+            // Remember what the broker refused, whichever report came first.
+            streamer.settle(Duration::from_secs(5)).await;
+        }
+        return (Err(e), streamed);
+    }
+    let final_lsn = streamer.finish().await;
+    let counts = streamer.counts();
+    // The position goes to the server with the last status update, before the stream ends.
+    let _ = streamer.stream.client.shutdown().await;
+    // Checked with SQL, and recorded there if the server did not take it.
+    let recorded = catalog::advance_slot(
+        &crate::source::postgres::Database::of(settings),
+        &cdc.slot,
+        final_lsn,
+    )
+    .await;
+    if let Err(e) = recorded {
+        return (Err(e), streamed);
+    }
+    tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
+    (Ok(()), streamed)
+}
+
+/// `snapshot.mode=initial`: the outbox tables' rows, table after table, each read in the
+/// snapshot exported with the slot; then the marker that says the snapshot is done.
+async fn relay_snapshot(
+    streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
+    plan: &Plan,
+    settings: &Settings,
+    cdc: &CdcSettings,
+) -> Result<(), RelayError> {
+    let snapshot = plan
+        .exported
+        .as_ref()
+        .map(|(name, point)| (name.as_str(), *point));
+    let database = crate::source::postgres::Database::of(settings);
+    let mut taken = (None, None);
+    for (i, table) in plan.tables.iter().enumerate() {
+        let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
+        let mut rows = snapshot::read(&database, table, relation_id, snapshot).await?;
+        tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
+            "snapshot.mode=initial: relaying the rows already in the outbox");
+        taken = (rows.snapshot.clone(), rows.position);
+        if plan.tables.len() > 1 {
+            // Each table's rows are numbered from 0: one sequence per table.
+            rows.snapshot = rows.snapshot.map(|s| format!("{s}/{table}"));
+        }
+        streamer
+            .relay_snapshot(rows, taken.1.unwrap_or(plan.start))
+            .await?;
+    }
+    snapshot::mark_complete(&streamer.stream.sql, &plan.home, &cdc.slot, taken).await?;
+    tracing::info!(tables = plan.tables.len(), "snapshot complete; streaming");
+    Ok(())
 }
 
 /// A server process, by pid and start time (a pid alone can be reused after a restart).

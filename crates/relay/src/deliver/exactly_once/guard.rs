@@ -1,0 +1,155 @@
+//! The delivery stage's side of `--exactly-once`: before a replayed event (or its dead
+//! letter) is sent, its partition is chosen and its position written, what the broker refused
+//! in an earlier session is refused again, and the partition's last record decides whether
+//! it is already in Kafka ([`super::rule::Tails`]). A session that took the slot over reads
+//! no tail before its [`Fence`].
+
+use super::rule::{
+    self, Decision, Distrust, EventPosition, Fence, Refusal, Refusals, Source, Tails,
+};
+use crate::config::KafkaSettings;
+use crate::deliver::Producer;
+use crate::error::RelayError;
+use crate::metrics::Metrics;
+use outbox_router::OutboxRecord;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The producer settings of a session with `--exactly-once`: a record the broker refuses
+/// stops the producer rather than leave a gap in its partition, so every partition stays a
+/// gap-free prefix, which the tails rely on.
+pub fn producer_settings(kafka: &KafkaSettings) -> KafkaSettings {
+    let mut kafka = kafka.clone();
+    kafka
+        .properties
+        .push(("enable.gapless.guarantee".into(), "true".into()));
+    kafka
+}
+
+/// `--exactly-once` for one session: the tails of the partitions it writes to.
+pub struct Guard {
+    tails: Tails,
+    /// No tail is read before it (a takeover waits out the old holder's last requests).
+    fence: Option<Fence>,
+    /// What the broker refused in this process's earlier sessions.
+    refusals: Refusals,
+}
+
+impl Guard {
+    /// The guard of a session streaming `slot` from the server `system_id`/`timeline`. A
+    /// session that took the slot over from another instance (`took_over`) reads no tail
+    /// before the old holder's last produce requests (`request_timeout`) cannot land any
+    /// more; `refusals` carries what the broker refused from one session to the next.
+    pub fn for_session(
+        slot: &str,
+        system_id: &str,
+        timeline: u32,
+        took_over: bool,
+        request_timeout: Duration,
+        refusals: Refusals,
+    ) -> Self {
+        Self::new(
+            Source::new(slot, system_id, timeline),
+            took_over.then(|| Fence::after(request_timeout)),
+            refusals,
+        )
+    }
+
+    pub fn new(source: Source, fence: Option<Fence>, refusals: Refusals) -> Self {
+        Self {
+            tails: Tails::new(source),
+            fence,
+            refusals,
+        }
+    }
+
+    /// Chooses `record`'s partition among `partitions` (as librdkafka would for its key) and
+    /// writes its position header. `None` when the record's own partition does not exist
+    /// (the producer then refuses it).
+    pub fn place(
+        &self,
+        record: &mut OutboxRecord,
+        event: &EventPosition,
+        partitions: i32,
+    ) -> Option<i32> {
+        let partition = rule::partition_for(record, partitions);
+        let header = rule::Written::encode(self.tails.source(), event, partitions);
+        record
+            .headers
+            .push((rule::POSITION_HEADER.into(), Some(header)));
+        if !(0..partitions).contains(&partition) {
+            return None;
+        }
+        record.partition = Some(partition);
+        Some(partition)
+    }
+
+    /// Why the event at `event` was refused by the broker in an earlier session, if it was.
+    pub fn refused_before(&self, event: &EventPosition) -> Option<String> {
+        match self.refusals.get(event)? {
+            Refusal::Event(reason) => Some(format!(
+                "{reason} (refused by the broker in an earlier session)"
+            )),
+            Refusal::DeadLetter(_) => None,
+        }
+    }
+
+    /// Remembers what the broker refused at `event`, for the next session.
+    pub fn remember(&self, event: &EventPosition, refusal: Refusal) {
+        self.refusals.remember(event, refusal);
+    }
+
+    /// Whether the replayed event at `event` is already in `topic`/`partition` (at or before
+    /// the partition's last record), reading that record through `producer` first when this
+    /// session has not yet.
+    pub async fn already_in_kafka<P: Producer>(
+        &mut self,
+        producer: &mut P,
+        metrics: &Metrics,
+        topic: &Arc<str>,
+        partition: i32,
+        event: &EventPosition,
+    ) -> Result<bool, RelayError> {
+        loop {
+            match self.tails.decide(topic, partition, event) {
+                (Decision::Skip, _) => return Ok(true),
+                (Decision::Produce, skipped) => {
+                    if let Some(skipped) = skipped.filter(|n| *n > 0) {
+                        tracing::info!(topic = &**topic, partition, skipped, "replayed events already in Kafka were not produced again (--exactly-once); producing from here");
+                    }
+                    return Ok(false);
+                }
+                (Decision::ReadTail, _) => {
+                    if let Some(fence) = self.fence {
+                        let wait = fence
+                            .not_before
+                            .saturating_duration_since(std::time::Instant::now());
+                        if !wait.is_zero() {
+                            tracing::info!(wait_ms = wait.as_millis() as u64, "this instance took the slot over: waiting until the previous holder's last produce requests cannot land any more before reading partition tails (--exactly-once)");
+                            tokio::time::sleep(wait).await;
+                        }
+                        // Cleared only once waited out: a cancelled wait resumes where it was.
+                        self.fence = None;
+                    }
+                    let read = producer.read_tail(topic, partition).await?;
+                    let count = producer.partition_count(topic).unwrap_or(0);
+                    match self.tails.learned(topic, partition, count, read) {
+                        None => {}
+                        Some(Distrust::Foreign { offset, found }) => {
+                            metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, found, "the partition's last record was not written by this relay with --exactly-once (another producer, another slot, or this relay before the flag): events replayed to this partition are produced again and may be duplicated once. Exactly-once needs the relay to be the only writer of its partitions");
+                        }
+                        Some(Distrust::OtherServer { offset, then }) => {
+                            metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, then, now = %self.tails.source().server, "the partition's last record was written from another PostgreSQL server or timeline (a restore or a failover): its position says nothing about this server's, so events replayed to this partition are produced again and may be duplicated once");
+                        }
+                        Some(Distrust::PartitionsChanged { offset, then, now }) => {
+                            metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, then, now, "the partition's last record was written when the topic had another partition count: keys moved partitions, so events replayed to this partition are produced again and may be duplicated once");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
