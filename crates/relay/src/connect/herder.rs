@@ -4,12 +4,40 @@
 use super::store::{Decides, Follower, Stored};
 use crate::debezium::RawConfig;
 use crate::metrics::Metrics;
-use serde_json::{json, Value as Json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 pub use super::store::Target;
+
+/// A connector's state or its task's, as Connect names them (`AbstractStatus.State`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Running,
+    Paused,
+    Stopped,
+    Unassigned,
+    /// Failed, with the trace Connect reports.
+    Failed(String),
+}
+
+/// What `GET …/status` reports of a connector (Connect's `ConnectorStateInfo`), before it
+/// is written as JSON: the connector's state, its one task's (none while stopped), and the
+/// worker that runs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub name: String,
+    pub connector: State,
+    pub task: Option<State>,
+    pub worker_id: String,
+}
+
+/// What `GET /connectors/{n}` reports (Connect's `ConnectorInfo`): one task, always.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    pub name: String,
+    pub config: BTreeMap<String, String>,
+}
 
 /// A request the worker refuses, as Connect answers it: HTTP status and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +244,7 @@ impl Herder {
         name: &str,
         config: BTreeMap<String, String>,
         initial: Target,
-    ) -> Result<Json, Refusal> {
+    ) -> Result<Info, Refusal> {
         // As DistributedHerder.doPutConnectorConfig: an invalid configuration is a 400
         // before an existing name is a 409.
         let mut named = config.clone();
@@ -239,7 +267,7 @@ impl Herder {
         name: &str,
         mut config: BTreeMap<String, String>,
         initial: Option<Target>,
-    ) -> Result<(bool, Json), Refusal> {
+    ) -> Result<(bool, Info), Refusal> {
         config.insert("name".into(), name.to_owned());
         let settings = self
             .validate(name, &config)
@@ -264,7 +292,7 @@ impl Herder {
         Ok((created, self.info_of(name, entry)))
     }
 
-    pub fn info(&self, name: &str) -> Result<Json, Refusal> {
+    pub fn info(&self, name: &str) -> Result<Info, Refusal> {
         let connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get(name)
@@ -396,7 +424,7 @@ impl Herder {
     }
 
     /// `GET /connectors/{n}/status` (Connect's `ConnectorStateInfo`).
-    pub fn status(&self, name: &str) -> Result<Json, Refusal> {
+    pub fn status(&self, name: &str) -> Result<Status, Refusal> {
         let connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get(name)
@@ -404,11 +432,12 @@ impl Herder {
         Ok(self.status_of(name, entry))
     }
 
-    pub fn task_status(&self, name: &str, task: u32) -> Result<Json, Refusal> {
+    /// A task's state (task 0 is the only one) and the worker running it.
+    pub fn task_status(&self, name: &str, task: u32) -> Result<(State, String), Refusal> {
         let missing = || Refusal::missing(format!("No status found for task {name}-{task}"));
         let status = self.status(name).map_err(|_| missing())?;
-        match status["tasks"].get(task as usize) {
-            Some(t) if task == 0 => Ok(t.clone()),
+        match status.task {
+            Some(state) if task == 0 => Ok((state, status.worker_id)),
             _ => Err(missing()),
         }
     }
@@ -515,33 +544,22 @@ impl Herder {
         }
     }
 
-    fn info_of(&self, name: &str, entry: &Connector) -> Json {
-        json!({
-            "name": name,
-            "config": entry.config,
-            "tasks": [{ "connector": name, "task": 0 }],
-            "type": "source",
-        })
+    fn info_of(&self, name: &str, entry: &Connector) -> Info {
+        Info {
+            name: name.to_owned(),
+            config: entry.config.clone(),
+        }
     }
 
-    fn status_of(&self, name: &str, entry: &Connector) -> Json {
-        let worker = &self.worker_id;
-        let (connector_state, task) = match (&entry.target, &entry.pipeline) {
-            (Target::Paused, _) => (
-                "PAUSED",
-                json!({"id": 0, "state": "PAUSED", "worker_id": worker}),
-            ),
-            (Target::Stopped, _) => ("STOPPED", Json::Null),
-            (Target::Started, None) => (
-                "UNASSIGNED",
-                json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker}),
-            ),
+    fn status_of(&self, name: &str, entry: &Connector) -> Status {
+        let (connector, task) = match (&entry.target, &entry.pipeline) {
+            (Target::Paused, _) => (State::Paused, Some(State::Paused)),
+            (Target::Stopped, _) => (State::Stopped, None),
+            (Target::Started, None) => (State::Unassigned, Some(State::Unassigned)),
             (Target::Started, Some(pipeline)) => {
                 let failure = pipeline.failure.lock().unwrap().clone();
                 let task = match failure {
-                    Some(trace) => {
-                        json!({"id": 0, "state": "FAILED", "worker_id": worker, "trace": trace})
-                    }
+                    Some(trace) => State::Failed(trace),
                     // RUNNING once the task holds its slot, as Debezium's task is once its
                     // start() created or acquired it: what commits after that is relayed.
                     // Before, and while standing by for a slot another worker streams
@@ -549,20 +567,19 @@ impl Herder {
                     None if pipeline.metrics.active.get() == 1
                         && !pipeline.metrics.is_standing_by() =>
                     {
-                        json!({"id": 0, "state": "RUNNING", "worker_id": worker})
+                        State::Running
                     }
-                    None => json!({"id": 0, "state": "UNASSIGNED", "worker_id": worker}),
+                    None => State::Unassigned,
                 };
-                ("RUNNING", task)
+                (State::Running, Some(task))
             }
         };
-        json!({
-            "name": name,
-            "connector": { "state": connector_state, "worker_id": worker },
-            // A stopped connector has no tasks in Connect.
-            "tasks": if task.is_null() { json!([]) } else { json!([task]) },
-            "type": "source",
-        })
+        Status {
+            name: name.to_owned(),
+            connector,
+            task,
+            worker_id: self.worker_id.clone(),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! (`ConnectorsResource`, `ConnectorPluginsResource`, `RootResource`), answering with
 //! Connect's JSON shapes and its error body `{"error_code": …, "message": …}`.
 
-use super::herder::{Herder, Refusal, Target};
+use super::herder::{Herder, Info, Refusal, State as ConnectorState, Status, Target};
 use super::listeners::Serves;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
@@ -402,12 +402,12 @@ async fn list(State(herder): State<Arc<Herder>>, query: axum::extract::RawQuery)
         let mut entry = Map::new();
         if expand.iter().any(|e| e == "status") {
             if let Ok(s) = herder.status(&name) {
-                entry.insert("status".into(), s);
+                entry.insert("status".into(), status_json(&s));
             }
         }
         if expand.iter().any(|e| e == "info") {
             if let Ok(i) = herder.info(&name) {
-                entry.insert("info".into(), i);
+                entry.insert("info".into(), info_json(&i));
             }
         }
         out.insert(name, Value::Object(entry));
@@ -453,13 +453,13 @@ async fn create(State(herder): State<Arc<Herder>>, Json(body): Json<Value>) -> R
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, format!("/connectors/{name}"))],
-        Json(info),
+        Json(info_json(&info)),
     )
         .into_response())
 }
 
 async fn info(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<Json<Value>> {
-    herder.info(&name).map(Json)
+    herder.info(&name).map(|i| Json(info_json(&i)))
 }
 
 async fn config(
@@ -489,7 +489,7 @@ async fn put_config(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(info)).into_response())
+    Ok((status, Json(info_json(&info))).into_response())
 }
 
 /// `PATCH …/config`: the given keys replace the stored ones; a null removes one.
@@ -515,7 +515,7 @@ async fn patch_config(
     config.remove("name");
     let (_, info) = herder.put(&name, config, None)?;
     herder.persist(&name).await?;
-    Ok(Json(info))
+    Ok(Json(info_json(&info)))
 }
 
 async fn delete(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
@@ -528,7 +528,46 @@ async fn status(
     State(herder): State<Arc<Herder>>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>> {
-    herder.status(&name).map(Json)
+    herder.status(&name).map(|s| Json(status_json(&s)))
+}
+
+/// Connect's `ConnectorInfo` JSON: the configuration and the one task.
+fn info_json(info: &Info) -> Value {
+    json!({
+        "name": info.name,
+        "config": info.config,
+        "tasks": [{ "connector": info.name, "task": 0 }],
+        "type": "source",
+    })
+}
+
+/// Connect's `ConnectorStateInfo` JSON; a stopped connector has no tasks.
+fn status_json(status: &Status) -> Value {
+    json!({
+        "name": status.name,
+        "connector": { "state": state_name(&status.connector), "worker_id": status.worker_id },
+        "tasks": status.task.iter().map(|t| task_json(t, &status.worker_id)).collect::<Vec<_>>(),
+        "type": "source",
+    })
+}
+
+/// Connect's `TaskState` JSON of task 0, with its trace when it failed.
+fn task_json(state: &ConnectorState, worker_id: &str) -> Value {
+    let mut task = json!({"id": 0, "state": state_name(state), "worker_id": worker_id});
+    if let ConnectorState::Failed(trace) = state {
+        task["trace"] = json!(trace);
+    }
+    task
+}
+
+fn state_name(state: &ConnectorState) -> &'static str {
+    match state {
+        ConnectorState::Running => "RUNNING",
+        ConnectorState::Paused => "PAUSED",
+        ConnectorState::Stopped => "STOPPED",
+        ConnectorState::Unassigned => "UNASSIGNED",
+        ConnectorState::Failed(_) => "FAILED",
+    }
 }
 
 async fn tasks(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<Json<Value>> {
@@ -542,7 +581,9 @@ async fn task_status(
     State(herder): State<Arc<Herder>>,
     Path((name, task)): Path<(String, u32)>,
 ) -> Result<Json<Value>> {
-    herder.task_status(&name, task).map(Json)
+    herder
+        .task_status(&name, task)
+        .map(|(state, worker)| Json(task_json(&state, &worker)))
 }
 
 async fn pause(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<StatusCode> {
@@ -585,7 +626,7 @@ async fn restart(
     }
     // RestartPlan.restartConnectorStateInfo: what restarts shows RESTARTING.
     let failed = herder.failed(&name);
-    let mut status = herder.status(&name)?;
+    let mut status = status_json(&herder.status(&name)?);
     herder.restart(&name, query.only_failed)?;
     if !query.only_failed || failed {
         status["connector"]["state"] = json!("RESTARTING");
