@@ -103,7 +103,7 @@ async fn read_events(setup: &Setup) -> Vec<(ConsumedRecord, u64)> {
 
 /// Nothing of `0..total` lost, and each aggregate's events (one key, one partition) in the
 /// order they were committed. Duplicates are allowed (at-least-once) but never out of order.
-async fn assert_complete_and_ordered(setup: &Setup, total: u64) {
+async fn assert_complete_and_ordered(setup: &Setup, relay: &RelayProcess, total: u64) {
     let events = read_events(setup).await;
     let mut seen = vec![0u32; total as usize];
     let mut last: HashMap<(String, Vec<u8>), u64> = HashMap::new();
@@ -120,12 +120,29 @@ async fn assert_complete_and_ordered(setup: &Setup, total: u64) {
         }
     }
     let lost: Vec<usize> = (0..total as usize).filter(|n| seen[*n] == 0).collect();
-    assert!(
-        lost.is_empty(),
-        "lost {} events: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(20)]
-    );
+    if !lost.is_empty() {
+        // Where the missing ones are: dead letters, or the partitions' records as read.
+        let bootstrap = setup.cluster.bootstrap_servers();
+        let dead = tokio::task::spawn_blocking(move || {
+            outbox_relay_testkit::read_topic(&bootstrap, "outbox-relay.dlq")
+                .map(|records| {
+                    records
+                        .iter()
+                        .map(|r| r.header_str("outbox-relay.error.reason").to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap();
+        panic!(
+            "lost {} events: {:?}; dead letters {dead:?}; {} records read\n{}",
+            lost.len(),
+            &lost[..lost.len().min(20)],
+            events.len(),
+            report(setup, relay)
+        );
+    }
 }
 
 /// Commits `count` events from `first` in transactions of 5, a little at a time.
@@ -151,7 +168,7 @@ async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
     assert_ne!(new_leader, leader, "a replica in sync took over");
     // The read-back consumer takes every broker it knows of as it starts.
     setup.cluster.start_node(leader).unwrap();
-    assert_complete_and_ordered(&setup, 2000).await;
+    assert_complete_and_ordered(&setup, &relay, 2000).await;
 }
 
 /// The topics created ahead with `min.insync.replicas=3`: with one broker down (and out of the
@@ -194,7 +211,7 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     );
     setup.cluster.start_node(3).unwrap();
     wait_delivered(&setup, &relay, Duration::from_secs(180)).await;
-    assert_complete_and_ordered(&setup, 500).await;
+    assert_complete_and_ordered(&setup, &relay, 500).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,5 +224,5 @@ async fn a_broker_restarted_mid_stream_loses_nothing_and_keeps_order() {
     setup.cluster.start_node(1).unwrap();
     write(&setup.db, 1200, 600).await;
     wait_delivered(&setup, &relay, Duration::from_secs(120)).await;
-    assert_complete_and_ordered(&setup, 1800).await;
+    assert_complete_and_ordered(&setup, &relay, 1800).await;
 }

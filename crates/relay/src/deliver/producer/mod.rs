@@ -183,7 +183,13 @@ fn delivery_outcome(
     fatal: Option<(RDKafkaErrorCode, String)>,
 ) -> Outcome {
     let code = error.rdkafka_error_code();
-    if code.is_some_and(is_refusal) {
+    // A report of an unknown partition is librdkafka's view of the metadata, not the
+    // record: it fails the records it holds for a topic that a broker briefly reports with
+    // fewer partitions or none (a broker restarting, a topic just created; rdkafka_topic.c
+    // says so). Sent again by the next session; a partition that truly does not exist is
+    // refused on `send`, before any report.
+    let refused = code.is_some_and(|c| is_refusal(c) && c != RDKafkaErrorCode::UnknownPartition);
+    if refused {
         return Outcome::Refused {
             error: error.to_string(),
             record,
@@ -879,6 +885,30 @@ mod tests {
             fatal(RDKafkaErrorCode::RequestTimedOut),
             Consequence::Resume
         );
+    }
+
+    #[test]
+    fn an_unknown_partition_in_a_report_is_sent_again_not_dead_lettered() {
+        let record = || RefusedRecord {
+            topic: "t".into(),
+            key: None,
+            event_id: None,
+            value: None,
+            value_len: 0,
+        };
+        let report = |code| delivery_outcome(KafkaError::MessageProduction(code), record(), None);
+        assert!(matches!(
+            report(RDKafkaErrorCode::UnknownPartition),
+            Outcome::Failed { .. }
+        ));
+        assert!(matches!(
+            report(RDKafkaErrorCode::InvalidTimestamp),
+            Outcome::Refused { .. }
+        ));
+        assert!(matches!(
+            report(RDKafkaErrorCode::MessageTimedOut),
+            Outcome::Failed { .. }
+        ));
     }
 
     #[test]
