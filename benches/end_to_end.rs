@@ -67,6 +67,10 @@ struct Run {
     walsender_cpu: f64,
     /// Instructions the relay executed in user space (`OUTBOX_RELAY_BENCH_CALLGRIND=1`), 0 otherwise.
     instructions: f64,
+    /// Seconds from the client's start to the first record in the broker (NaN: not measured).
+    first_record: f64,
+    /// The client's peak RSS, MiB (NaN: not measured).
+    peak_rss: f64,
 }
 
 /// An outbox-relay build under measurement.
@@ -149,6 +153,8 @@ async fn recvlogical(
         client_cpu,
         walsender_cpu,
         instructions: 0.0,
+        first_record: f64::NAN,
+        peak_rss: f64::NAN,
     }
 }
 
@@ -222,7 +228,14 @@ async fn relay_catch_up(
     let mut recording = None;
     let (mut walsender_cpu, mut client_cpu) = (0.0, 0.0);
     let mut threads = Vec::new();
+    let mut first_record = f64::NAN;
+    let mut peak_rss = f64::NAN;
+    let counter = RecordCounter::new(&broker);
     while confirmed(db, slot).await < end {
+        if first_record.is_nan() && counter.records() > 0 {
+            first_record = t.elapsed().as_secs_f64();
+        }
+        peak_rss = kib(relay.pid(), "VmHWM:").map_or(peak_rss, |k| k as f64 / 1024.0);
         if let Some(pid) = slot_pid(db, slot).await {
             walsender_cpu = cpu_seconds(pid).unwrap_or(walsender_cpu);
             if let (Some(name), None) = (&perf, &recording) {
@@ -268,6 +281,8 @@ async fn relay_catch_up(
         client_cpu,
         walsender_cpu,
         instructions: 0.0,
+        first_record,
+        peak_rss,
     };
     if let Some((name, data, child)) = recording {
         // SIGINT: perf writes what it recorded and exits.
@@ -329,6 +344,144 @@ async fn relay_catch_up(
         }
     }
     run
+}
+
+/// The records in the outbox topics (`<type>.events`, high minus low watermarks), read
+/// through one consumer's metadata requests.
+struct RecordCounter {
+    consumer: rdkafka::consumer::BaseConsumer,
+}
+
+impl RecordCounter {
+    fn new(broker: &Broker) -> Self {
+        let consumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap_servers())
+            .set("log_level", "3")
+            .create()
+            .unwrap();
+        Self { consumer }
+    }
+
+    fn records(&self) -> i64 {
+        use rdkafka::consumer::Consumer;
+        let timeout = Duration::from_secs(2);
+        let Ok(md) = self.consumer.fetch_metadata(None, timeout) else {
+            return 0;
+        };
+        md.topics()
+            .iter()
+            .filter(|t| t.name().ends_with(".events"))
+            .flat_map(|t| t.partitions().iter().map(move |p| (t.name(), p.id())))
+            .filter_map(|(topic, p)| self.consumer.fetch_watermarks(topic, p, timeout).ok())
+            .map(|(low, high)| high - low)
+            .sum()
+    }
+}
+
+/// The connector configuration that routes as the relay's defaults do: Debezium's
+/// PostgreSQL connector and EventRouter, `<aggregate_type>.events`, key `aggregate_id`, the
+/// payload's text as value (StringConverter), streaming the pre-made `slot` of publication
+/// `outbox_relay`.
+fn debezium_connector(pg: &PgCluster, slot: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": "bench",
+        "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "tasks.max": "1",
+            "database.hostname": "127.0.0.1",
+            "database.port": pg.port().to_string(),
+            "database.user": "postgres",
+            "database.password": "postgres",
+            "database.dbname": "postgres",
+            "topic.prefix": "bench",
+            "table.include.list": "public.outbox",
+            "plugin.name": "pgoutput",
+            "slot.name": slot,
+            "publication.name": "outbox_relay",
+            "publication.autocreate.mode": "disabled",
+            "snapshot.mode": "no_data",
+            "topic.creation.default.partitions": "3",
+            "topic.creation.default.replication.factor": "1",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.topic.replacement": "${routedByValue}.events",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType"
+        }
+    })
+}
+
+/// Kafka Connect + Debezium (Connect's own JVM settings) streaming `slot` to a broker of
+/// its own until all `events` records are in it. Its CPU is the whole JVM's (JIT and GC
+/// threads included); the end is the records' arrival, not the slot's confirmation
+/// (Debezium confirms at its offset flush, every second here).
+async fn debezium_catch_up(
+    pg: &PgCluster,
+    db: &tokio_postgres::Client,
+    slot: &str,
+    events: u64,
+) -> Run {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
+    let worker = format!(
+        "bootstrap.servers={}\n\
+         key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+         value.converter=org.apache.kafka.connect.storage.StringConverter\n",
+        broker.bootstrap_servers()
+    );
+    let counter = RecordCounter::new(&broker);
+    let t = Instant::now();
+    let connect = ConnectStandalone::start_with_jvm(
+        &worker,
+        &[debezium_connector(pg, slot)],
+        ConnectStandalone::DEPLOYED_JVM,
+    )
+    .expect("Debezium (scripts/install-debezium.sh)");
+    let (mut walsender_cpu, mut client_cpu) = (0.0, 0.0);
+    let mut first_record = f64::NAN;
+    let mut peak_rss = f64::NAN;
+    let mut polls = 0u64;
+    loop {
+        let records = counter.records();
+        if first_record.is_nan() && records > 0 {
+            first_record = t.elapsed().as_secs_f64();
+        }
+        if let Some(pid) = slot_pid(db, slot).await {
+            walsender_cpu = cpu_seconds(pid).unwrap_or(walsender_cpu);
+        }
+        client_cpu = cpu_seconds(connect.pid()).unwrap_or(client_cpu);
+        peak_rss = kib(connect.pid(), "VmHWM:").map_or(peak_rss, |k| k as f64 / 1024.0);
+        if records >= events as i64 {
+            break;
+        }
+        polls += 1;
+        if polls.is_multiple_of(20) {
+            if let Some((_, trace)) = connect.task_state("bench").filter(|(s, _)| s == "FAILED") {
+                panic!("Debezium's task failed: {}", trace.unwrap_or_default());
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(1800),
+            "Debezium did not catch up ({records} of {events} records); its log:\n{}",
+            connect.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    drop(connect);
+    // Its walsender ends once the JVM is gone; then the slot can be dropped.
+    while slot_pid(db, slot).await.is_some() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Run {
+        seconds,
+        client_cpu,
+        walsender_cpu,
+        instructions: 0.0,
+        first_record,
+        peak_rss,
+    }
 }
 
 /// CPU seconds and context switches (voluntary + involuntary) per thread of `pid`, by thread
@@ -621,6 +774,8 @@ struct Round {
     binary: Run,
     columns: Run,
     relays: Vec<Run>,
+    /// Kafka Connect + Debezium (`OUTBOX_RELAY_BENCH_DEBEZIUM=0` leaves it out).
+    debezium: Option<Run>,
 }
 
 fn main() {
@@ -636,6 +791,7 @@ fn main() {
         .collect();
     let rounds = env_u64("OUTBOX_RELAY_BENCH_ROUNDS", 3).max(1);
     let steady_seconds = env_u64("OUTBOX_RELAY_BENCH_STEADY_SECONDS", 10);
+    let with_debezium = env_u64("OUTBOX_RELAY_BENCH_DEBEZIUM", 1) == 1;
     let mut binaries = Vec::new();
     if let Ok(path) = std::env::var("OUTBOX_RELAY_BENCH_BASELINE") {
         binaries.push(Binary {
@@ -670,6 +826,9 @@ fn main() {
                 for b in &binaries {
                     create_slot(&db, &format!("relay_{}", b.name)).await;
                 }
+                if with_debezium {
+                    create_slot(&db, "debezium").await;
+                }
                 let start = current_wal_lsn(&db).await;
                 let write = Instant::now();
                 let end = write_outbox(&db, events, per_tx).await;
@@ -699,7 +858,15 @@ fn main() {
                 for b in &binaries {
                     drop_slot(&db, &format!("relay_{}", b.name)).await;
                 }
-                done.push(Round { text, binary, columns, relays: relays.into_iter().map(Option::unwrap).collect() });
+                let debezium = if with_debezium {
+                    let run = debezium_catch_up(&pg, &db, "debezium", (events / per_tx) * per_tx).await;
+                    // Its JVM is gone (killed on drop) before the slot is dropped.
+                    drop_slot(&db, "debezium").await;
+                    Some(run)
+                } else {
+                    None
+                };
+                done.push(Round { text, binary, columns, relays: relays.into_iter().map(Option::unwrap).collect(), debezium });
             }
             results.push((per_tx, done, wal_mb));
         }
@@ -728,6 +895,9 @@ fn main() {
                 ];
                 for (b, run) in binaries.iter().zip(&r.relays) {
                     rows.push((format!("outbox-relay ({}) → broker, acked", b.name), *run));
+                }
+                if let Some(run) = r.debezium {
+                    rows.push(("Kafka Connect + Debezium → broker, in the topics".to_owned(), run));
                 }
                 for (name, run) in rows {
                     println!(
@@ -773,6 +943,36 @@ fn main() {
                 }
                 if b.name == "after" && Some(per_tx) == shapes.first() {
                     svg_after = (t0, c1);
+                }
+            }
+        }
+        if with_debezium {
+            println!();
+            println!("the same catch-up, contender by contender (medians over the rounds; start → first record and peak RSS of the client process, CPU of the whole process: a JVM's JIT and GC included):");
+            println!("| transactions of | contender | throughput ÷ pg_recvlogical (from start) | rows/s from the first record | CPU µs/event | CPU ÷ outbox-relay's | peak RSS | ÷ outbox-relay's | start → first record | ÷ outbox-relay's |");
+            println!("|---|---|---|---|---|---|---|---|---|---|");
+            for (per_tx, rounds, _) in &results {
+                let events = (events / per_tx) * per_tx;
+                let median = |f: &dyn Fn(&Round) -> f64| spread(&rounds.iter().map(f).collect::<Vec<_>>()).1;
+                let rate = |r: &Run| events as f64 / r.seconds;
+                let relay = |r: &Round| *r.relays.last().unwrap();
+                let debezium = |r: &Round| r.debezium.unwrap();
+                let relay_cpu = median(&|r| relay(r).client_cpu);
+                let relay_rss = median(&|r| relay(r).peak_rss);
+                let relay_first = median(&|r| relay(r).first_record);
+                for (name, run) in [("outbox-relay", &relay as &dyn Fn(&Round) -> Run), ("Kafka Connect + Debezium", &debezium)] {
+                    let cpu = median(&|r| run(r).client_cpu);
+                    let rss = median(&|r| run(r).peak_rss);
+                    let first = median(&|r| run(r).first_record);
+                    println!(
+                        "| {per_tx} | {name} | {:.2} | {:.0} | {:.2} | {:.2} | {rss:.0} MiB | {:.1} | {first:.2} s | {:.1} |",
+                        median(&|r| rate(&run(r)) / rate(&r.text)),
+                        median(&|r| events as f64 / (run(r).seconds - run(r).first_record)),
+                        cpu / events as f64 * 1e6,
+                        cpu / relay_cpu,
+                        rss / relay_rss,
+                        first / relay_first
+                    );
                 }
             }
         }

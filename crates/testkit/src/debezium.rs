@@ -48,6 +48,30 @@ impl ConnectStandalone {
     /// REST listener, offset file and plugin discovery are added) running `connectors`
     /// (JSON as POSTed to Connect: `{"name": …, "config": {…}}`).
     pub fn start(worker: &str, connectors: &[serde_json::Value]) -> Result<Self> {
+        Self::start_with_jvm(
+            worker,
+            connectors,
+            &["-Xms64m", "-Xmx768m", "-XX:+UseSerialGC"],
+        )
+    }
+
+    /// Kafka Connect's own JVM settings, as `connect-standalone.sh` starts it
+    /// (`kafka-run-class.sh`'s heap and G1 options): what a deployment runs, for benchmarks.
+    pub const DEPLOYED_JVM: &'static [&'static str] = &[
+        "-Xms256M",
+        "-Xmx2G",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent",
+    ];
+
+    /// As [`start`](Self::start), with the JVM options `jvm` (heap, collector).
+    pub fn start_with_jvm(
+        worker: &str,
+        connectors: &[serde_json::Value],
+        jvm: &[&str],
+    ) -> Result<Self> {
         let libs = debezium_libs()?;
         let dir = tempfile::Builder::new()
             .prefix("outbox-relay-debezium-")
@@ -81,12 +105,8 @@ impl ConnectStandalone {
         let log = std::fs::File::create(dir.path().join("connect.log"))?;
         let mut command = Command::new(crate::broker::java());
         command
-            .args([
-                "-Xms64m",
-                "-Xmx768m",
-                "-XX:+UseSerialGC",
-                "-Djava.awt.headless=true",
-            ])
+            .args(jvm)
+            .arg("-Djava.awt.headless=true")
             .arg(format!(
                 "-Dlog4j2.configurationFile={}",
                 dir.path().join("log4j2.properties").display()
@@ -108,6 +128,11 @@ impl ConnectStandalone {
             rest_port,
             started: Instant::now(),
         })
+    }
+
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
     }
 
     pub fn log(&self) -> String {
