@@ -255,6 +255,21 @@ const EXTRAS: &[Extra] = &[
         value: |r| lit(&json_text(r)),
         mode: None,
     },
+    Extra {
+        sql: "money",
+        value: |r| lit(r.text(&["12.34", "-0.01", "92233720368547758.07", "0"])),
+        mode: DECIMAL,
+    },
+    Extra {
+        sql: "integer[]",
+        value: |r| lit(r.text(&["{1,2,3}", "{}", "{-2147483648,NULL,7}"])),
+        mode: None,
+    },
+    Extra {
+        sql: "text[]",
+        value: |r| lit(r.text(&["{a,\"b c\",ключ}", "{}", "{\"\",NULL}"])),
+        mode: None,
+    },
 ];
 
 struct Case {
@@ -298,6 +313,21 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     let set = |config: &mut Map<String, Value>, k: &str, v: &str| {
         config.insert(k.to_owned(), json!(v));
     };
+    // The EventRouter's column options: Debezium's default names, or others named by them.
+    let mut column = |default: &'static str, renamed: &'static str, option: &str| -> &'static str {
+        if rng.chance(30) {
+            set(&mut config, &format!("transforms.outbox.{option}"), renamed);
+            chosen.push(format!("{option}={renamed}"));
+            renamed
+        } else {
+            default
+        }
+    };
+    let id_column = column("id", "event_id", "table.field.event.id");
+    let route_column = column("aggregatetype", "aggregate_type", "route.by.field");
+    let key_column = column("aggregateid", "aggregate_id", "table.field.event.key");
+    let payload_column = column("payload", "body", "table.field.event.payload");
+    let type_column = if rng.chance(30) { "event_type" } else { "type" };
 
     // Converters. Kafka Connect's StringConverter writes a byte[]'s toString (an address),
     // and a Struct's toString: not generated where it would meet them.
@@ -368,7 +398,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             "true",
         );
     }
-    let mut placement = vec!["type:header:eventType".to_owned()];
+    let mut placement = vec![format!("{type_column}:header:eventType")];
     for (name, extra, place) in &extras {
         let alias = if rng.chance(50) {
             format!(":{name}_alias")
@@ -429,8 +459,8 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     );
 
     let mut ddl = format!(
-        "CREATE TABLE public.{table} (id {id_type} PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
-         aggregateid {key_type} NOT NULL, type varchar(255) NOT NULL, payload {payload_type}"
+        "CREATE TABLE public.{table} ({id_column} {id_type} PRIMARY KEY, {route_column} varchar(255) NOT NULL, \
+         {key_column} {key_type} NOT NULL, {type_column} varchar(255) NOT NULL, {payload_column} {payload_type}"
     );
     for (name, extra, _) in &extras {
         ddl.push_str(&format!(", {name} {}", extra.sql));
