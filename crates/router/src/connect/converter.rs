@@ -65,6 +65,28 @@ impl Converter {
             }),
         }
     }
+
+    /// The bytes of a string value that has no schema (a null Connect schema): JsonConverter
+    /// writes `{"schema":null,"payload":"…"}` (or the bare string without schemas); the
+    /// others write it as they write any string.
+    pub fn encode_schemaless_string(&self, text: &Bytes) -> Result<Option<Bytes>, String> {
+        let value = Value::String(text.clone());
+        let string = Schema::new(SchemaType::String, true);
+        match self {
+            Converter::Json { schemas_enable, .. } => {
+                let mut out = Vec::new();
+                if *schemas_enable {
+                    out.extend_from_slice(b"{\"schema\":null,\"payload\":");
+                }
+                write_string(&mut out, &String::from_utf8_lossy(text));
+                if *schemas_enable {
+                    out.push(b'}');
+                }
+                Ok(Some(out.into()))
+            }
+            other => other.encode(Some(&string), &value),
+        }
+    }
 }
 
 impl HeaderConverter {

@@ -28,6 +28,16 @@ pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option
     Some((schema, value))
 }
 
+/// Whether Debezium expands `payload` to no schema at all, keeping the text with a null
+/// schema: a top-level empty array (JsonSchemaData infers nothing from it) when empty
+/// arrays are dropped, the default `table.json.payload.empty.array.behavior`.
+pub fn expands_to_no_schema(payload: &[u8], behaviour: ExpandBehaviour) -> bool {
+    !behaviour.keep_empty_arrays
+        && payload.starts_with(b"[")
+        && serde_json::from_slice::<Json>(payload)
+            .is_ok_and(|j| j.as_array().is_some_and(Vec::is_empty))
+}
+
 /// A logical decoding message's content as Debezium's `DecodeLogicalDecodingMessageContent`
 /// decodes it (with `JsonSchemaData`): a JSON object becomes an unnamed struct, nested
 /// objects named by their path (`payload`, `payload.lines`). Text that does not start with

@@ -12,7 +12,7 @@ mod postgres_types;
 
 pub use converter::{struct_to_java_string, write_schema, Converter, HeaderConverter};
 pub use data::{Schema, SchemaType, Value};
-pub use expand::{decode_object, expand, ExpandBehaviour};
+pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
 pub(crate) use postgres_types::java_hash_map_order;
 pub use postgres_types::{

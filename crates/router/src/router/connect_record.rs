@@ -5,8 +5,8 @@
 use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
-    default_value, expand, struct_to_java_string, ColumnFacts, ColumnKind, Converter, PgType,
-    Schema, SchemaType, Value,
+    default_value, expand, expands_to_no_schema, struct_to_java_string, ColumnFacts, ColumnKind,
+    Converter, PgType, Schema, SchemaType, Value,
 };
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use bytes::Bytes;
@@ -248,10 +248,13 @@ impl ConnectPlan {
 
         let (mut payload, payload_column) = or_invalid!(field_of(columns, &self.payload));
         let mut payload_schema = payload_column.schema.clone();
+        let mut schemaless = None;
         if let (Some(behaviour), Value::String(text)) = (format.expand, &payload) {
             if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
                 payload_schema = schema;
                 payload = value;
+            } else if expands_to_no_schema(text, behaviour) {
+                schemaless = Some(text.clone());
             }
         }
 
@@ -315,7 +318,10 @@ impl ConnectPlan {
         } else {
             None
         };
-        let value = or_invalid!(value_bytes(format, &payload, &payload_schema, envelope));
+        let value = match (&schemaless, &envelope) {
+            (Some(text), None) => or_invalid!(format.value.encode_schemaless_string(text)),
+            _ => or_invalid!(value_bytes(format, &payload, &payload_schema, envelope)),
+        };
 
         let (key, key_column) = or_invalid!(field_of(columns, &self.key));
         let key = or_invalid!(format.key.encode(Some(&key_column.schema), &key));

@@ -1,7 +1,7 @@
 //! The Connect path on the seeds' table: bytes as Kafka Connect + Debezium write them.
 
 use super::*;
-use crate::connect::{ColumnFacts, Converter};
+use crate::connect::{ColumnFacts, Converter, ExpandBehaviour};
 use crate::{AdditionalField, ConnectFormat, Output};
 use pgoutput::{Column, ReplicaIdentity, TupleData};
 
@@ -134,6 +134,34 @@ fn kafka_connect_defaults_write_schema_envelopes() {
     assert_eq!(
         text(&rec.value),
         r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null}"#
+    );
+}
+
+/// Found by the differential test (seed 10): Debezium infers no schema from a top-level empty
+/// array and keeps the text with a null schema.
+#[test]
+fn an_expanded_empty_array_keeps_its_text_with_a_null_schema() {
+    let expanded = |value: Converter| {
+        let mut f = format(JSON_ON, value, false);
+        f.expand = Some(ExpandBehaviour::default());
+        router_with(RouterConfig {
+            additional: vec![],
+            output: Output::Connect(f),
+            ..RouterConfig::default()
+        })
+    };
+    let mut r = expanded(JSON_ON);
+    assert_eq!(
+        text(&record(&mut r, Some("[]")).value),
+        r#"{"schema":null,"payload":"[]"}"#
+    );
+    let mut r = expanded(JSON_OFF);
+    assert_eq!(text(&record(&mut r, Some("[]")).value), r#""[]""#);
+    let mut r = expanded(JSON_ON);
+    assert_eq!(
+        text(&record(&mut r, Some(r#"{"a": []}"#)).value),
+        r#"{"schema":{"type":"struct","fields":[],"optional":true,"name":"payload"},"payload":{}}"#,
+        "an object is expanded as before"
     );
 }
 
