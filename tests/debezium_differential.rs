@@ -496,11 +496,19 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             payload,
         ];
         for (_, extra, _) in &extras {
-            values.push(if rng.chance(15) {
+            let value = if rng.chance(15) {
                 "NULL".into()
             } else {
                 (extra.value)(rng)
-            });
+            };
+            // Debezium's snapshot reads a BC date as the same date AD (its streaming does
+            // not): the relay keeps the date, as README says. Not a byte to compare.
+            let value = if snapshot && n < 3 && value.contains(" BC") {
+                lit("0044-03-15")
+            } else {
+                value
+            };
+            values.push(value);
         }
         format!("INSERT INTO public.{table} VALUES ({});", values.join(", "))
     };
@@ -674,6 +682,14 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(DEFAULT_CASES);
+    // Two slots per case (Debezium's and the relay's), both streaming at once.
+    let cases_wanted = seeds.len() * per_seed;
+    assert!(
+        cases_wanted <= 100,
+        "{cases_wanted} cases: at most 100 run at once (two slots each, max_replication_slots 200); \
+         give OUTBOX_RELAY_DIFF_SEEDS in groups of at most {} seeds",
+        100 / per_seed.max(1)
+    );
     let pg = PgCluster::start_with_config(
         "max_replication_slots = 200\nmax_wal_senders = 200\nmax_connections = 400\n",
     )
@@ -750,7 +766,28 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             .await
             .unwrap()
             .get(0);
-        if active as usize == 2 * cases.len() {
+        // A Debezium task that failed on its snapshot never streams: its slot stays
+        // inactive, and the case is judged with the failures below.
+        let inactive: Vec<String> = db
+            .query(
+                "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'diff_%_dbz' AND NOT active",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let failed_early = cases
+            .iter()
+            .filter(|c| inactive.contains(&format!("{}_dbz", c.table)))
+            .filter(|c| {
+                debezium
+                    .task_state(&format!("{}-dbz", c.name()))
+                    .is_some_and(|(state, _)| state == "FAILED")
+            })
+            .count();
+        if active as usize + failed_early == 2 * cases.len() {
             break;
         }
         if started.elapsed().as_secs().is_multiple_of(10) {
@@ -883,10 +920,10 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             .map(|(_, r)| r.len())
             .sum();
         match documented_behaviour(why) {
-            Some(Behaviour::WritesTheText) => {
+            Some(behaviour) => {
                 if written != case.expected {
                     report.push(format!(
-                        "{name}: Debezium fails ({why}); the relay should write the text of every event, wrote {written} of {}",
+                        "{name}: Debezium fails ({why}); the relay should write every event ({behaviour:?}), wrote {written} of {}",
                         case.expected
                     ));
                 }
@@ -960,15 +997,28 @@ fn cause(trace: &str) -> String {
         .to_owned()
 }
 
-/// What the relay does where Debezium's task fails, as README documents it.
+/// What the relay does where Debezium's task fails, as README documents it: it writes every
+/// event, as follows.
+#[derive(Debug)]
 enum Behaviour {
     /// ByteArrayConverter on a value that is not bytes (a bytea column under
     /// binary.handling.mode=base64/hex, a text column): the relay writes its text.
     WritesTheText,
+    /// `table.expand.json.payload` on a payload whose JSON is not an object (a string, a
+    /// number, an array) or holds an array mixing element types: Debezium's converter meets a
+    /// value that is not the Struct or array its schema says; the relay keeps the payload as
+    /// the string it is.
+    KeepsTheJsonString,
 }
 
 fn documented_behaviour(cause: &str) -> Option<Behaviour> {
-    cause
-        .contains("Invalid schema type for ByteArrayConverter")
-        .then_some(Behaviour::WritesTheText)
+    if cause.contains("Invalid schema type for ByteArrayConverter") {
+        Some(Behaviour::WritesTheText)
+    } else if cause.contains("Invalid type for STRUCT: class java.lang.")
+        || cause.contains("Invalid type for ARRAY: class java.lang.")
+    {
+        Some(Behaviour::KeepsTheJsonString)
+    } else {
+        None
+    }
 }
