@@ -1,0 +1,207 @@
+//! What each topic takes, as its configs say (DescribeConfigs), and the checks of a record
+//! against them before it is sent: the broker refuses a whole batch for one record it
+//! refuses, its neighbours included, so such a record is refused here, alone.
+
+use super::wire_size::record_wire_size;
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use outbox_router::OutboxRecord;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a topic's `max.message.bytes` is trusted before it is read again.
+const LIMIT_TTL: Duration = Duration::from_secs(60);
+
+pub(super) struct TopicRules {
+    /// Each known topic's `max.message.bytes`, where the broker says it.
+    limits: HashMap<Arc<str>, usize>,
+    /// Topics with `cleanup.policy=compact` (they refuse records without a key).
+    compacted: HashSet<Arc<str>>,
+    /// Per topic, how far before and after now a record's timestamp may be
+    /// (`message.timestamp.before.max.ms`, `.after.max.ms`).
+    timestamp_windows: HashMap<Arc<str>, (i64, i64)>,
+    /// When each topic's configs were last read: they are read again after [`LIMIT_TTL`], so
+    /// an operator who raises (or lowers) a limit does not have to restart the relay.
+    read_at: HashMap<Arc<str>, Instant>,
+    /// Whether records are compressed (then the broker, not the relay, judges a record's size).
+    compressed: bool,
+}
+
+impl TopicRules {
+    pub(super) fn new(compressed: bool) -> Self {
+        Self {
+            limits: HashMap::new(),
+            compacted: HashSet::new(),
+            timestamp_windows: HashMap::new(),
+            read_at: HashMap::new(),
+            compressed,
+        }
+    }
+
+    /// Learns `topic`'s rules from its config entries (`entry(name)`: the value, if set);
+    /// returns its `max.message.bytes`.
+    pub(super) fn learn(
+        &mut self,
+        topic: &Arc<str>,
+        entry: impl Fn(&str) -> Option<String>,
+    ) -> Option<usize> {
+        self.read_at.insert(topic.clone(), Instant::now());
+        let compacted = entry("cleanup.policy")
+            .is_some_and(|policy| policy.split(',').any(|p| p.trim() == "compact"));
+        if compacted {
+            self.compacted.insert(topic.clone());
+        } else {
+            self.compacted.remove(topic);
+        }
+        // The record timestamps the topic takes (CreateTime only; the broker stamps
+        // LogAppendTime itself).
+        let setting = |name: &str| -> Option<i64> { entry(name)?.parse().ok() };
+        let create_time = entry("message.timestamp.type").is_none_or(|t| t == "CreateTime");
+        match (
+            setting("message.timestamp.before.max.ms"),
+            setting("message.timestamp.after.max.ms"),
+        ) {
+            (Some(before), Some(after)) if create_time => {
+                self.timestamp_windows
+                    .insert(topic.clone(), (before, after));
+            }
+            _ => {
+                self.timestamp_windows.remove(topic);
+            }
+        }
+        let limit: usize = entry("max.message.bytes")?.parse().ok()?;
+        // batch.size 0 is refused by librdkafka; a limit that small refuses every record anyway.
+        self.limits.insert(topic.clone(), limit.max(1));
+        Some(limit)
+    }
+
+    /// The broker did not say `topic`'s limit: nothing is checked against it.
+    pub(super) fn forget_limit(&mut self, topic: &Arc<str>) {
+        self.read_at.insert(topic.clone(), Instant::now());
+        self.limits.remove(topic);
+    }
+
+    /// Whether `topic`'s limit is to be read again.
+    pub(super) fn stale(&self, topic: &Arc<str>) -> bool {
+        self.limits.contains_key(topic)
+            && self
+                .read_at
+                .get(topic)
+                .is_some_and(|read| read.elapsed() > LIMIT_TTL)
+    }
+
+    /// Why `record` cannot go to its topic as it is: larger than its `max.message.bytes`.
+    pub(super) fn too_large(&self, record: &OutboxRecord) -> Option<String> {
+        let limit = *self.limits.get(&record.topic)?;
+        let size = record_wire_size(record);
+        (!self.compressed && size > limit).then(|| {
+            format!(
+                "the record ({size} bytes on the wire) is larger than topic {}'s max.message.bytes ({limit}); raise the \
+                 topic's max.message.bytes to relay such events",
+                record.topic
+            )
+        })
+    }
+
+    /// A record without a key for a compacted topic: the broker refuses it (INVALID_RECORD).
+    pub(super) fn keyless_for_compacted(&self, record: &OutboxRecord) -> Option<String> {
+        (record.key.is_none() && self.compacted.contains(&record.topic)).then(|| {
+            format!(
+                "the record has no key and topic {} is compacted (cleanup.policy=compact), which refuses records \
+                 without a key; give the event a key (its key column is NULL)",
+                record.topic
+            )
+        })
+    }
+
+    /// A record timestamp outside what the topic takes: the broker refuses it
+    /// (INVALID_TIMESTAMP; Kafka 4 takes at most an hour ahead by default).
+    pub(super) fn timestamp_out_of_range(&self, record: &OutboxRecord) -> Option<String> {
+        let stamp = record.timestamp_ms?;
+        let (before, after) = *self.timestamp_windows.get(&record.topic)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let outside = stamp > now.saturating_add(after) || stamp < now.saturating_sub(before);
+        outside.then(|| {
+            format!(
+                "the record's timestamp ({stamp} ms) is outside what topic {} takes (message.timestamp.before.max.ms \
+                 {before}, message.timestamp.after.max.ms {after}); fix the event's timestamp column or the topic's \
+                 settings",
+                record.topic
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn record(
+        topic: &str,
+        key: Option<&str>,
+        timestamp_ms: Option<i64>,
+        size: usize,
+    ) -> OutboxRecord {
+        OutboxRecord {
+            topic: topic.into(),
+            key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+            value: Some(Bytes::from(vec![b'x'; size])),
+            headers: vec![],
+            partition: None,
+            timestamp_ms,
+        }
+    }
+
+    #[test]
+    fn a_topics_configs_decide_what_it_refuses() {
+        let mut rules = TopicRules::new(false);
+        let topic: Arc<str> = "t".into();
+        let configs = [
+            ("max.message.bytes", "1000"),
+            ("cleanup.policy", "compact,delete"),
+            ("message.timestamp.type", "CreateTime"),
+            ("message.timestamp.before.max.ms", "9223372036854775807"),
+            ("message.timestamp.after.max.ms", "3600000"),
+        ];
+        let entry = |name: &str| {
+            configs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        };
+        assert_eq!(rules.learn(&topic, entry), Some(1000));
+        assert!(rules
+            .too_large(&record("t", Some("k"), None, 2000))
+            .is_some());
+        assert!(rules.too_large(&record("t", Some("k"), None, 10)).is_none());
+        assert!(rules
+            .too_large(&record("other", Some("k"), None, 2000))
+            .is_none());
+        assert!(rules
+            .keyless_for_compacted(&record("t", None, None, 1))
+            .is_some());
+        assert!(rules
+            .keyless_for_compacted(&record("t", Some("k"), None, 1))
+            .is_none());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let in_two_hours = now + 2 * 3_600_000;
+        assert!(rules
+            .timestamp_out_of_range(&record("t", Some("k"), Some(in_two_hours), 1))
+            .is_some());
+        assert!(rules
+            .timestamp_out_of_range(&record("t", Some("k"), Some(now), 1))
+            .is_none());
+        assert!(!rules.stale(&topic), "read just now");
+        // Compressed records: the broker judges the size of the compressed batch.
+        let mut compressed = TopicRules::new(true);
+        assert_eq!(compressed.learn(&topic, entry), Some(1000));
+        assert!(compressed
+            .too_large(&record("t", Some("k"), None, 2000))
+            .is_none());
+    }
+}
