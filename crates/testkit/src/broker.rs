@@ -518,18 +518,33 @@ impl Cluster {
     }
 
     /// The broker id leading `topic`'s `partition` now, as metadata says.
+    /// The partition's leader; waits (up to 30 s) while the topic is not created yet or its
+    /// partition has no leader (a loaded machine: the relay creates topics as events come).
     pub fn leader(&self, topic: &str, partition: i32) -> Result<i32> {
         let consumer: BaseConsumer = rdkafka::ClientConfig::new()
             .set("bootstrap.servers", self.bootstrap_servers())
             .set("log_level", "3")
             .create()?;
-        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-        md.topics()
-            .first()
-            .and_then(|t| t.partitions().iter().find(|p| p.id() == partition))
-            .map(|p| p.leader())
-            .filter(|l| *l >= 0)
-            .with_context(|| format!("{topic}/{partition} has no leader"))
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let leader = consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .ok()
+                .and_then(|md| {
+                    md.topics()
+                        .first()
+                        .and_then(|t| t.partitions().iter().find(|p| p.id() == partition))
+                        .map(|p| p.leader())
+                        .filter(|l| *l >= 0)
+                });
+            match leader {
+                Some(leader) => return Ok(leader),
+                None if Instant::now() > deadline => {
+                    bail!("{topic}/{partition} has no leader after 30 s")
+                }
+                None => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
     }
 
     /// Every node's log, for a failure message.
