@@ -161,9 +161,32 @@ impl Stack {
     }
 
     /// Waits until the relay created its slot and confirmed a first position.
+    /// The slot exists and a walsender holds it (the relay streams, or is about to): a
+    /// second instance started now stands by, and what commits now is relayed.
     pub async fn wait_for_slot(&self, slot: &str, relay: &RelayProcess) {
         self.wait_confirmed(slot, Lsn::from_u64(1), Duration::from_secs(30), Some(relay))
             .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let held: Option<bool> = self
+                .db
+                .query_opt(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .map(|r| r.get(0));
+            if held == Some(true) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "slot {slot} exists but no walsender holds it after 30 s\n{}",
+                relay.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub async fn read_topic(&self, topic: &str) -> Vec<outbox_relay_testkit::ConsumedRecord> {
