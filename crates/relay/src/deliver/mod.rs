@@ -29,7 +29,7 @@ pub mod tracker;
 
 pub use dead_letter::DeadLetter;
 pub use dead_letter::RefusedRecord;
-pub use exactly_once::{EventPosition, Fence, Guard, Refusals, Source};
+pub use exactly_once::{EventPosition, Guard, Refusals, Source};
 pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, Tag};
 pub use producer::{KafkaProducer, Producer, Sent};
