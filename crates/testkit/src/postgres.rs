@@ -121,7 +121,7 @@ impl PgCluster {
             }
         }
         let port = crate::net::free_port();
-        let cluster = Self {
+        let mut cluster = Self {
             bin_dir,
             major,
             dir,
@@ -154,8 +154,22 @@ impl PgCluster {
         let mut existing = std::fs::read_to_string(&conf_path)?;
         existing.push_str(&conf);
         std::fs::write(&conf_path, existing)?;
-        cluster.pg_ctl_start()?;
-        Ok(cluster)
+        // The free port can be taken by another process between choosing and binding it
+        // (tests run in parallel): then another one, set last in the file (the last wins).
+        let mut attempt = 0;
+        loop {
+            match cluster.pg_ctl_start() {
+                Ok(()) => return Ok(cluster),
+                Err(e) if attempt < 3 && format!("{e:#}").contains("Address already in use") => {
+                    attempt += 1;
+                    cluster.port = crate::net::free_port();
+                    let mut conf = std::fs::read_to_string(&conf_path)?;
+                    conf.push_str(&format!("port = {}\n", cluster.port));
+                    std::fs::write(&conf_path, conf)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub fn data_dir(&self) -> PathBuf {
