@@ -1,13 +1,15 @@
 //! A producer for unit tests: records what it was given, reports outcomes when the test
 //! says so (in any order), and refuses with QueueFull past its capacity.
 
+use super::exactly_once::tail::ReadTail;
 use super::exactly_once::TailRead;
 use super::outcome::{Outcome, Tag};
-use super::producer::{Producer, Sent};
+use super::producer::{Producer, Sent, Topic};
 use crate::error::RelayError;
+use futures::future::BoxFuture;
 use outbox_router::OutboxRecord;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 pub struct FakeProducer {
@@ -27,10 +29,6 @@ pub struct FakeProducer {
     pub rebuilds: Vec<(usize, usize)>,
     /// Every topic's partition count.
     pub partitions: i32,
-    /// The last record of each (topic, partition); absent = empty.
-    pub tails: HashMap<(String, i32), TailRead>,
-    /// Tail reads, in order.
-    pub tail_reads: Vec<(String, i32)>,
     /// Records with a value longer than this are refused by the relay's own checks.
     pub refuse_longer_than: Option<usize>,
     wants_rebuild: bool,
@@ -64,8 +62,6 @@ impl FakeProducer {
             rebuild_for_topics: Vec::new(),
             rebuilds: Vec::new(),
             partitions: 1,
-            tails: HashMap::new(),
-            tail_reads: Vec::new(),
             refuse_longer_than: None,
             wants_rebuild: false,
             in_flight: HashMap::new(),
@@ -116,37 +112,18 @@ impl Producer for FakeProducer {
         self.in_flight.len()
     }
 
-    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {
         if let Some(i) = self.rebuild_for_topics.iter().position(|t| **t == **topic) {
             self.rebuild_for_topics.remove(i);
             self.wants_rebuild = true;
         }
-        Ok(self
-            .refused_topics
-            .iter()
-            .find(|t| **t == **topic)
-            .map(|t| format!("topic {t} refused")))
-    }
-
-    fn needs_rebuild(&self) -> bool {
-        self.wants_rebuild
-    }
-
-    fn partition_count(&self, _topic: &str) -> Option<i32> {
-        Some(self.partitions)
-    }
-
-    async fn read_tail(
-        &mut self,
-        topic: &Arc<str>,
-        partition: i32,
-    ) -> Result<TailRead, RelayError> {
-        self.tail_reads.push((topic.to_string(), partition));
-        Ok(self
-            .tails
-            .get(&(topic.to_string(), partition))
-            .cloned()
-            .unwrap_or(TailRead::Empty))
+        Ok(match self.refused_topics.iter().find(|t| **t == **topic) {
+            Some(t) => Topic::Refused(format!("topic {t} refused")),
+            None => Topic::Ready {
+                partitions: Some(self.partitions),
+                rebuild: self.wants_rebuild,
+            },
+        })
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {
@@ -159,5 +136,45 @@ impl Producer for FakeProducer {
         self.rebuilds.push((self.sent.len(), self.in_flight.len()));
         self.wants_rebuild = false;
         Ok(())
+    }
+}
+
+/// Partition tails for unit tests: the last record of each (topic, partition) (absent =
+/// empty), and the reads made, in order. Clones share both.
+#[derive(Clone, Default)]
+pub struct FakeTails {
+    tails: Arc<Mutex<HashMap<(String, i32), TailRead>>>,
+    reads: Arc<Mutex<Vec<(String, i32)>>>,
+}
+
+impl FakeTails {
+    pub fn insert(&self, topic: &str, partition: i32, tail: TailRead) {
+        self.tails
+            .lock()
+            .unwrap()
+            .insert((topic.into(), partition), tail);
+    }
+
+    pub fn reads(&self) -> Vec<(String, i32)> {
+        self.reads.lock().unwrap().clone()
+    }
+}
+
+impl ReadTail for FakeTails {
+    fn read<'a>(
+        &'a mut self,
+        topic: &'a Arc<str>,
+        partition: i32,
+    ) -> BoxFuture<'a, Result<TailRead, RelayError>> {
+        let key = (topic.to_string(), partition);
+        self.reads.lock().unwrap().push(key.clone());
+        let tail = self
+            .tails
+            .lock()
+            .unwrap()
+            .get(&key)
+            .cloned()
+            .unwrap_or(TailRead::Empty);
+        Box::pin(async move { Ok(tail) })
     }
 }

@@ -5,7 +5,8 @@
 //! delivery report, never sleep-poll), the shutdown drain, and the dead-letter rules and counts.
 //!
 //! - `tracker.rs`: the acknowledgement rule (what position may be confirmed).
-//! - `producer.rs`: the producer boundary and librdkafka behind it.
+//! - `producer/`: the producer boundary ([`Producer`]: send, reports, topics) and librdkafka
+//!   behind it.
 //! - `dead_letter.rs`: what a dead letter carries.
 //! - `linger.rs`: records held while their source is behind, handed over in groups.
 //! - `outcome.rs`: what a delivery report says.
@@ -32,7 +33,7 @@ pub use dead_letter::RefusedRecord;
 pub use exactly_once::{EventPosition, Guard, Refusals, Source};
 pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, Tag};
-pub use producer::{KafkaProducer, Producer, Sent};
+pub use producer::{KafkaProducer, Producer, Sent, Topic};
 pub use tracker::{AckTracker, Seq, Ticket};
 
 use crate::error::RelayError;
@@ -162,16 +163,18 @@ impl<P: Producer> Deliver<P> {
     ) -> Result<(), RelayError> {
         match routed {
             Routed::Record(mut record) => {
-                if let Some(reason) = self.producer.ensure_topic(&record.topic).await? {
-                    return self
-                        .dead_letter_refused(&reason, &record, false, ticket, origin)
-                        .await;
-                }
-                self.rebuild_if_needed().await?;
+                let partitions = match self.topic(&record.topic).await? {
+                    Ok(partitions) => partitions,
+                    Err(reason) => {
+                        return self
+                            .dead_letter_refused(&reason, &record, false, ticket, origin)
+                            .await;
+                    }
+                };
                 if let Some(event) = origin.event.clone().filter(|_| self.exactly_once.is_some()) {
                     // Refusals first, in position order: an event refused here never reaches
                     // its partition, so its partition's tail proves nothing about it.
-                    let partition = self.place(&mut record, &event);
+                    let placed = self.place(&mut record, &event, partitions);
                     let remembered = self
                         .exactly_once
                         .as_ref()
@@ -184,9 +187,9 @@ impl<P: Producer> Deliver<P> {
                             .dead_letter_refused(&reason, &record, oversized, ticket, origin)
                             .await;
                     }
-                    if let Some(partition) = partition {
+                    if let Some((partition, partitions)) = placed {
                         if self
-                            .already_in_kafka(&record.topic, partition, &event)
+                            .already_in_kafka(&record.topic, partition, partitions, &event)
                             .await?
                         {
                             self.skipped(ticket);
@@ -280,12 +283,26 @@ impl<P: Producer> Deliver<P> {
         Ok(())
     }
 
-    /// Rebuilds the producer when it asks for it, once everything it holds came back: the
-    /// records of a partition never travel through two producers at once.
-    async fn rebuild_if_needed(&mut self) -> Result<(), RelayError> {
-        if !self.producer.needs_rebuild() {
-            return Ok(());
+    /// Makes sure `topic` exists, rebuilding the producer first when it asks for it: the
+    /// topic's partition count when known, or why the broker refuses the topic.
+    async fn topic(&mut self, topic: &Arc<str>) -> Result<Result<Option<i32>, String>, RelayError> {
+        match self.producer.ensure_topic(topic).await? {
+            Topic::Refused(reason) => Ok(Err(reason)),
+            Topic::Ready {
+                partitions,
+                rebuild,
+            } => {
+                if rebuild {
+                    self.rebuild().await?;
+                }
+                Ok(Ok(partitions))
+            }
         }
+    }
+
+    /// Rebuilds the producer (it asked for it), once everything it holds came back: the
+    /// records of a partition never travel through two producers at once.
+    async fn rebuild(&mut self) -> Result<(), RelayError> {
         while self.producer.in_flight() > 0 {
             let (tag, outcome) = self.producer.next_report().await;
             self.on_report(tag, outcome)?;
@@ -382,13 +399,19 @@ impl<P: Producer> Deliver<P> {
         self.on_report(tag, outcome)
     }
 
-    /// `--exactly-once`: chooses `record`'s partition and writes its position header (see
-    /// [`Guard::place`]). `None` when the topic's partition count is unknown or the record's
-    /// own partition does not exist (the producer then refuses it).
-    fn place(&mut self, record: &mut OutboxRecord, event: &EventPosition) -> Option<i32> {
+    /// `--exactly-once`: chooses `record`'s partition among the topic's `partitions` and
+    /// writes its position header (see [`Guard::place`]): the partition and the count.
+    /// `None` when the topic's partition count is unknown or the record's own partition does
+    /// not exist (the producer then refuses it).
+    fn place(
+        &mut self,
+        record: &mut OutboxRecord,
+        event: &EventPosition,
+        partitions: Option<i32>,
+    ) -> Option<(i32, i32)> {
         let eo = self.exactly_once.as_ref()?;
-        let count = self.producer.partition_count(&record.topic)?;
-        eo.place(record, event, count)
+        let count = partitions?;
+        Some((eo.place(record, event, count)?, count))
     }
 
     /// `--exactly-once`: whether the replayed event at `event` is already in
@@ -397,10 +420,11 @@ impl<P: Producer> Deliver<P> {
         &mut self,
         topic: &Arc<str>,
         partition: i32,
+        partitions: i32,
         event: &EventPosition,
     ) -> Result<bool, RelayError> {
         let eo = self.exactly_once.as_mut().expect("exactly-once mode");
-        eo.already_in_kafka(&mut self.producer, &self.metrics, topic, partition, event)
+        eo.already_in_kafka(&self.metrics, topic, partition, partitions, event)
             .await
     }
 
@@ -438,12 +462,11 @@ impl<P: Producer> Deliver<P> {
             return Ok(());
         }
         let topic = self.dead_letter_topic.clone();
-        if let Some(reason) = self.producer.ensure_topic(&topic).await? {
-            return Err(RelayError::misconfigured(format!(
+        let partitions = self.topic(&topic).await?.map_err(|reason| {
+            RelayError::misconfigured(format!(
                 "{reason}; the dead-letter topic must exist: choose another --dead-letter-topic or create it"
-            )));
-        }
-        self.rebuild_if_needed().await?;
+            ))
+        })?;
         while let Some((tag, letter)) = self.dead_letters.front() {
             let mut record = letter.to_record(&topic);
             if let Some(event) = tag
@@ -453,8 +476,11 @@ impl<P: Producer> Deliver<P> {
                 .filter(|_| self.exactly_once.is_some())
             {
                 // Awaits before the letter leaves its queue: cancel-safe.
-                if let Some(partition) = self.place(&mut record, &event) {
-                    if self.already_in_kafka(&topic, partition, &event).await? {
+                if let Some((partition, partitions)) = self.place(&mut record, &event, partitions) {
+                    if self
+                        .already_in_kafka(&topic, partition, partitions, &event)
+                        .await?
+                    {
                         let (tag, _) = self.dead_letters.pop_front().expect("the front letter");
                         self.skipped(tag.ticket);
                         continue;

@@ -2,7 +2,7 @@
 //! ordering and refusals, queue-full backpressure and the drain, in milliseconds.
 
 use super::*;
-use crate::deliver::fake::FakeProducer;
+use crate::deliver::fake::{FakeProducer, FakeTails};
 use bytes::Bytes;
 use pgoutput::Lsn;
 
@@ -441,6 +441,11 @@ mod exactly_once_mode {
         Source::new("slot_a", "7301234567890123456", 1)
     }
 
+    /// The guard of a session of [`source`] whose partitions end as `tails` say.
+    fn guard(tails: &FakeTails, refusals: Refusals) -> Guard {
+        Guard::new(source(), None, refusals, Box::new(tails.clone()))
+    }
+
     fn at(commit: u64, index: u32) -> Origin {
         Origin {
             event: Some(EventPosition::Stream {
@@ -477,12 +482,10 @@ mod exactly_once_mode {
 
     #[tokio::test]
     async fn replayed_events_up_to_the_partition_tail_are_acknowledged_without_being_produced() {
-        let mut producer = FakeProducer::new(100);
-        producer
-            .tails
-            .insert(("A.events".into(), 0), tail(200, 1, 1));
-        let mut d =
-            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
+        let producer = FakeProducer::new(100);
+        let tails = FakeTails::default();
+        tails.insert("A.events", 0, tail(200, 1, 1));
+        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         // Replayed: (100, 0), (200, 0), (200, 1) are in Kafka; (200, 2) and (300, 0) are not.
         let mut commits = Vec::new();
@@ -501,7 +504,7 @@ mod exactly_once_mode {
             commits.push(t.commit(Lsn::from_u64(commit + 50)));
         }
         assert_eq!(
-            d.producer.tail_reads,
+            tails.reads(),
             [("A.events".to_string(), 0)],
             "one tail read per partition"
         );
@@ -541,16 +544,17 @@ mod exactly_once_mode {
 
     #[tokio::test]
     async fn a_foreign_tail_is_counted_and_nothing_is_skipped() {
-        let mut producer = FakeProducer::new(100);
-        producer.tails.insert(
-            ("A.events".into(), 0),
+        let producer = FakeProducer::new(100);
+        let tails = FakeTails::default();
+        tails.insert(
+            "A.events",
+            0,
             TailRead::Record {
                 offset: 7,
                 position: None,
             },
         );
-        let mut d =
-            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
+        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent.len(), 1);
@@ -563,11 +567,9 @@ mod exactly_once_mode {
         // never reached its partition: its dead letter decides, not the event's partition.
         let mut producer = FakeProducer::new(100);
         producer.refuse_longer_than = Some(5);
-        producer
-            .tails
-            .insert(("A.events".into(), 0), tail(900, 0, 1));
-        let mut d =
-            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
+        let tails = FakeTails::default();
+        tails.insert("A.events", 0, tail(900, 0, 1));
+        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent_topics(), ["dlq"]);
@@ -580,7 +582,7 @@ mod exactly_once_mode {
             }
         );
         assert_eq!(
-            d.producer.tail_reads,
+            tails.reads(),
             [("dlq".to_string(), 0)],
             "the event's partition is not consulted"
         );
@@ -588,10 +590,10 @@ mod exactly_once_mode {
 
     #[tokio::test]
     async fn a_dead_letter_already_in_the_dead_letter_topic_is_not_written_again() {
-        let mut producer = FakeProducer::new(100);
-        producer.tails.insert(("dlq".into(), 0), tail(100, 0, 1));
-        let mut d =
-            stage(producer).with_exactly_once(Guard::new(source(), None, Refusals::default()));
+        let producer = FakeProducer::new(100);
+        let tails = FakeTails::default();
+        tails.insert("dlq", 0, tail(100, 0, 1));
+        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         let invalid = || {
             Routed::Invalid(outbox_router::InvalidRow {
@@ -625,11 +627,8 @@ mod exactly_once_mode {
         // With enable.gapless.guarantee the broker's refusal stopped the producer: nothing
         // after it landed, and the next session must not send it (to be refused) again.
         let refusals = Refusals::default();
-        let mut d = stage(FakeProducer::new(100)).with_exactly_once(Guard::new(
-            source(),
-            None,
-            refusals.clone(),
-        ));
+        let mut d = stage(FakeProducer::new(100))
+            .with_exactly_once(guard(&FakeTails::default(), refusals.clone()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         d.producer.complete(
@@ -642,7 +641,7 @@ mod exactly_once_mode {
         d.settle(std::time::Duration::from_millis(100)).await;
         // The next session.
         let mut d =
-            stage(FakeProducer::new(100)).with_exactly_once(Guard::new(source(), None, refusals));
+            stage(FakeProducer::new(100)).with_exactly_once(guard(&FakeTails::default(), refusals));
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(
             d.producer.sent_topics(),
@@ -666,7 +665,6 @@ mod exactly_once_mode {
             record("A.events", 0),
             "no header, no explicit partition"
         );
-        assert!(d.producer.tail_reads.is_empty());
     }
 }
 

@@ -7,13 +7,12 @@
 use super::rule::{
     self, Decision, Distrust, EventPosition, Fence, Refusal, Refusals, Source, Tails,
 };
-use crate::config::KafkaSettings;
-use crate::deliver::Producer;
+use super::tail::{ReadTail, TailReader};
+use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use outbox_router::OutboxRecord;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The producer settings of a session with `--exactly-once`: a record the broker refuses
 /// stops the producer rather than leave a gap in its partition, so every partition stays a
@@ -29,6 +28,8 @@ pub fn producer_settings(kafka: &KafkaSettings) -> KafkaSettings {
 /// `--exactly-once` for one session: the tails of the partitions it writes to.
 pub struct Guard {
     tails: Tails,
+    /// Where the tails are read.
+    reader: Box<dyn ReadTail>,
     /// No tail is read before it (a takeover waits out the old holder's last requests).
     fence: Option<Fence>,
     /// What the broker refused in this process's earlier sessions.
@@ -36,28 +37,36 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The guard of a session streaming `slot` from the server `system_id`/`timeline`. A
-    /// session that took the slot over from another instance (`took_over`) reads no tail
-    /// before the old holder's last produce requests (`request_timeout`) cannot land any
-    /// more; `refusals` carries what the broker refused from one session to the next.
+    /// The guard of a session streaming `slot` from the server `system_id`/`timeline`,
+    /// reading tails from the broker of `kafka`. A session that took the slot over from
+    /// another instance (`took_over`) reads no tail before the old holder's last produce
+    /// requests (`kafka`'s request timeout) cannot land any more; `refusals` carries what the
+    /// broker refused from one session to the next.
     pub fn for_session(
         slot: &str,
         system_id: &str,
         timeline: u32,
         took_over: bool,
-        request_timeout: Duration,
+        kafka: &KafkaSettings,
         refusals: Refusals,
     ) -> Self {
         Self::new(
             Source::new(slot, system_id, timeline),
-            took_over.then(|| Fence::after(request_timeout)),
+            took_over.then(|| Fence::after(kafka.request_timeout())),
             refusals,
+            Box::new(TailReader::new(kafka.client_config(ClientRole::Admin))),
         )
     }
 
-    pub fn new(source: Source, fence: Option<Fence>, refusals: Refusals) -> Self {
+    pub fn new(
+        source: Source,
+        fence: Option<Fence>,
+        refusals: Refusals,
+        reader: Box<dyn ReadTail>,
+    ) -> Self {
         Self {
             tails: Tails::new(source),
+            reader,
             fence,
             refusals,
         }
@@ -99,15 +108,15 @@ impl Guard {
         self.refusals.remember(event, refusal);
     }
 
-    /// Whether the replayed event at `event` is already in `topic`/`partition` (at or before
-    /// the partition's last record), reading that record through `producer` first when this
-    /// session has not yet.
-    pub async fn already_in_kafka<P: Producer>(
+    /// Whether the replayed event at `event` is already in `topic`/`partition` of a topic
+    /// with `partitions` (at or before the partition's last record), reading that record
+    /// first when this session has not yet.
+    pub async fn already_in_kafka(
         &mut self,
-        producer: &mut P,
         metrics: &Metrics,
         topic: &Arc<str>,
         partition: i32,
+        partitions: i32,
         event: &EventPosition,
     ) -> Result<bool, RelayError> {
         loop {
@@ -131,9 +140,8 @@ impl Guard {
                         // Cleared only once waited out: a cancelled wait resumes where it was.
                         self.fence = None;
                     }
-                    let read = producer.read_tail(topic, partition).await?;
-                    let count = producer.partition_count(topic).unwrap_or(0);
-                    match self.tails.learned(topic, partition, count, read) {
+                    let read = self.reader.read(topic, partition).await?;
+                    match self.tails.learned(topic, partition, partitions, read) {
                         None => {}
                         Some(Distrust::Foreign { offset, found }) => {
                             metrics.exactly_once_foreign_tails.inc();

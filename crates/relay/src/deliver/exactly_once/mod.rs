@@ -4,7 +4,8 @@
 //!   delivered), with its proof and its tests on bytes;
 //! - `guard.rs`: what the delivery stage asks before sending (placement, refusals remembered
 //!   from earlier sessions, the takeover fence, the tail check): one [`Guard`] per session;
-//! - `tail.rs`: reading a partition's last record.
+//! - `tail.rs`: reading a partition's last record (the guard owns its reader; the producer
+//!   knows nothing of tails).
 //!
 //! The session makes a [`Guard`] with [`Guard::for_session`] and its producer settings
 //! with [`producer_settings`]; delivery calls the guard. Neither carries the rule.
@@ -18,4 +19,4 @@ pub use rule::{
     partition_for, EventPosition, Fence, Refusal, Refusals, Source, TailRead, Written,
     POSITION_HEADER,
 };
-pub use tail::TailReader;
+pub use tail::{ReadTail, TailReader};

@@ -1,10 +1,11 @@
 //! Reading a partition's last record, for `--exactly-once`'s rule ([`super::rule::Tails`]):
-//! one consumer of its own per producer, created on first use, one read at a time.
+//! one consumer of its own per session, created on first use, one read at a time.
 
 use super::rule::{TailRead, POSITION_HEADER};
 use crate::error::RelayError;
 use anyhow::anyhow;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -14,16 +15,39 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Where the guard reads partition tails: Kafka ([`TailReader`]), or a unit test's fake.
+pub trait ReadTail: Send {
+    /// The last record of `topic`/`partition`.
+    fn read<'a>(
+        &'a mut self,
+        topic: &'a Arc<str>,
+        partition: i32,
+    ) -> BoxFuture<'a, Result<TailRead, RelayError>>;
+}
+
 /// Reads partition tails with a consumer of its own (`group.id` outbox-relay-tail-reader,
-/// nothing committed).
+/// nothing committed), created on its first read.
 pub struct TailReader {
-    consumer: Arc<Mutex<Consumer>>,
+    config: ClientConfig,
+    consumer: Option<Arc<Mutex<Consumer>>>,
 }
 
 impl TailReader {
     /// A reader with the client settings `config` (the producer's connection and security).
-    pub fn new(mut config: ClientConfig) -> Result<Self, RelayError> {
-        let consumer: Consumer = config
+    pub fn new(config: ClientConfig) -> Self {
+        Self {
+            config,
+            consumer: None,
+        }
+    }
+
+    fn consumer(&mut self) -> Result<Arc<Mutex<Consumer>>, RelayError> {
+        if let Some(consumer) = &self.consumer {
+            return Ok(consumer.clone());
+        }
+        let consumer: Consumer = self
+            .config
+            .clone()
             .set("group.id", "outbox-relay-tail-reader")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
@@ -35,29 +59,36 @@ impl TailReader {
                     "Kafka consumer settings (to read partition tails) rejected: {e}"
                 ))
             })?;
-        Ok(Self {
-            consumer: Arc::new(Mutex::new(consumer)),
-        })
+        Ok(self.consumer.insert(Arc::new(Mutex::new(consumer))).clone())
     }
+}
 
-    /// The last record of `topic`/`partition`.
-    pub async fn read(&self, topic: &Arc<str>, partition: i32) -> Result<TailRead, RelayError> {
-        let consumer = self.consumer.clone();
-        let name = topic.to_string();
-        tokio::task::spawn_blocking(move || {
-            let consumer = consumer
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            read_tail_blocking(&consumer, &name, partition)
-        })
-        .await
-        .map_err(|e| {
-            RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
-        })?
-        .map_err(|e| {
-            RelayError::BrokerUnavailable(anyhow!(
-                "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
-            ))
+impl ReadTail for TailReader {
+    fn read<'a>(
+        &'a mut self,
+        topic: &'a Arc<str>,
+        partition: i32,
+    ) -> BoxFuture<'a, Result<TailRead, RelayError>> {
+        Box::pin(async move {
+            let consumer = self.consumer()?;
+            let name = topic.to_string();
+            // One read at a time: a read abandoned by a cancelled future may still run on
+            // its blocking thread, holding the consumer.
+            tokio::task::spawn_blocking(move || {
+                let consumer = consumer
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                read_tail_blocking(&consumer, &name, partition)
+            })
+            .await
+            .map_err(|e| {
+                RelayError::BrokerUnavailable(anyhow!("reading a partition's last record: {e}"))
+            })?
+            .map_err(|e| {
+                RelayError::BrokerUnavailable(anyhow!(
+                    "reading the last record of {topic} partition {partition} (--exactly-once): {e}"
+                ))
+            })
         })
     }
 }

@@ -30,7 +30,6 @@ use topics::{topic_refusal, TopicRefusal};
 type RdProducer = ThreadedProducer<ReportContext>;
 
 use super::dead_letter::RefusedRecord;
-use super::exactly_once::{TailRead, TailReader};
 use super::outcome::{Outcome, Tag};
 use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
@@ -60,6 +59,23 @@ pub enum Sent {
     Failed(Tag, String),
 }
 
+/// What the producer knows of a topic once it made sure the topic exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topic {
+    /// Records may go to it. `partitions`: its partition count, when the broker told it.
+    /// `rebuild`: the producer must be rebuilt before its next record (this topic takes
+    /// smaller batches than it builds); the stage then waits for everything in flight and
+    /// calls [`Producer::rebuild`], so that the records of a partition never travel through
+    /// two producers at once and their order holds.
+    Ready {
+        partitions: Option<i32>,
+        rebuild: bool,
+    },
+    /// The broker refuses this topic itself (its name, a topic policy): its records are
+    /// refused records, to dead-letter.
+    Refused(String),
+}
+
 /// What the delivery stage needs of a Kafka producer.
 pub trait Producer {
     /// Hands `record` over with its tag.
@@ -69,38 +85,20 @@ pub trait Producer {
     fn next_report(&mut self) -> impl Future<Output = (Tag, Outcome)>;
     /// Records accepted and not yet reported.
     fn in_flight(&self) -> usize;
-    /// Makes sure `topic` exists (many brokers do not create topics on produce).
-    /// `Ok(Some(reason))`: the broker refuses this topic itself (its name, a topic policy):
-    /// its records are refused records, to dead-letter.
-    fn ensure_topic(
-        &mut self,
-        topic: &Arc<str>,
-    ) -> impl Future<Output = Result<Option<String>, RelayError>>;
-    /// True when the producer must be rebuilt before its next record (a topic it just met
-    /// takes smaller batches than it builds). The stage then waits for everything in
-    /// flight and calls [`rebuild`](Self::rebuild): records of one partition never travel
-    /// through two producers at once, so their order holds.
-    fn needs_rebuild(&self) -> bool {
-        false
-    }
-    /// Rebuilds the producer with what it learned. Only called with nothing in flight.
-    fn rebuild(&mut self) -> Result<(), RelayError> {
-        Ok(())
-    }
-    /// `topic`'s partition count, known once [`ensure_topic`](Self::ensure_topic) saw it.
-    fn partition_count(&self, topic: &str) -> Option<i32>;
-    /// The last record of `topic`/`partition` (`--exactly-once` reads it before its first
-    /// record to that partition in a session).
-    fn read_tail(
-        &mut self,
-        topic: &Arc<str>,
-        partition: i32,
-    ) -> impl Future<Output = Result<TailRead, RelayError>>;
+    /// Makes sure `topic` exists (many brokers do not create topics on produce), and says
+    /// what is known of it.
+    fn ensure_topic(&mut self, topic: &Arc<str>)
+        -> impl Future<Output = Result<Topic, RelayError>>;
     /// Why `record` would be refused for what it is, judged before sending (the relay's own
     /// checks, e.g. larger than its topic's `max.message.bytes`), and whether its payload is
     /// what is refused (too large).
     fn refuses(&self, _record: &OutboxRecord) -> Option<(String, bool)> {
         None
+    }
+    /// Rebuilds the producer with what it learned ([`Topic::Ready`]'s `rebuild`). Only
+    /// called with nothing in flight.
+    fn rebuild(&mut self) -> Result<(), RelayError> {
+        Ok(())
     }
 }
 
@@ -132,9 +130,6 @@ pub struct KafkaProducer {
     wanted_batch_size: Option<usize>,
     /// Each known topic's partition count (metadata).
     partition_counts: HashMap<Arc<str>, i32>,
-    /// Reads partition tails (`--exactly-once`); created on first use. One read at a time:
-    /// a read abandoned by a cancelled future may still run on its blocking thread.
-    tail_reader: Option<TailReader>,
     /// The producer's `message.max.bytes`.
     message_max_bytes: usize,
 }
@@ -173,7 +168,6 @@ impl KafkaProducer {
             batch_size,
             wanted_batch_size: None,
             partition_counts: HashMap::new(),
-            tail_reader: None,
             message_max_bytes: config
                 .get("message.max.bytes")
                 .and_then(|v| v.parse().ok())
@@ -290,6 +284,14 @@ impl KafkaProducer {
         }
     }
 
+    /// `topic`, known to exist.
+    fn ready(&self, topic: &str) -> Topic {
+        Topic::Ready {
+            partitions: self.partition_counts.get(topic).copied(),
+            rebuild: self.wanted_batch_size.is_some(),
+        }
+    }
+
     fn fatal_error(&self) -> Option<String> {
         self.producer
             .client()
@@ -398,7 +400,7 @@ impl Producer for KafkaProducer {
 
     /// Creates `topic` unless this producer already saw it. Topics that exist need no
     /// CreateTopics permission (and some brokers do not implement that API at all).
-    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Option<String>, RelayError> {
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {
         if self.known_topics.contains(topic) {
             if self.rules.stale(topic) {
                 self.learn_limit(topic).await;
@@ -406,16 +408,16 @@ impl Producer for KafkaProducer {
                     self.learned_partitions(topic, count);
                 }
             }
-            return Ok(None);
+            return Ok(self.ready(topic));
         }
         if let Some(reason) = self.refused_topics.get(topic) {
-            return Ok(Some(reason.clone()));
+            return Ok(Topic::Refused(reason.clone()));
         }
         if let Some(count) = self.topic_partitions(topic).await {
             self.learned_partitions(topic, count);
             self.learn_limit(topic).await;
             self.known_topics.insert(topic.clone());
-            return Ok(None);
+            return Ok(self.ready(topic));
         }
         // topic.creation.* applies to the routed topics, not to the dead-letter topic (a
         // compacted dead-letter topic would lose the rows it keeps).
@@ -460,7 +462,7 @@ impl Producer for KafkaProducer {
                     match topic_refusal(topic, code, partitions, replication_factor) {
                         TopicRefusal::ThisTopic(reason) => {
                             self.refused_topics.insert(topic.clone(), reason.clone());
-                            return Ok(Some(reason));
+                            return Ok(Topic::Refused(reason));
                         }
                         TopicRefusal::Fatal(e) => return Err(e),
                     }
@@ -477,24 +479,7 @@ impl Producer for KafkaProducer {
         }
         self.learn_limit(topic).await;
         self.known_topics.insert(topic.clone());
-        Ok(None)
-    }
-
-    fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.partition_counts.get(topic).copied()
-    }
-
-    async fn read_tail(
-        &mut self,
-        topic: &Arc<str>,
-        partition: i32,
-    ) -> Result<TailRead, RelayError> {
-        if self.tail_reader.is_none() {
-            let config = self.settings.client_config(ClientRole::Admin);
-            self.tail_reader = Some(TailReader::new(config)?);
-        }
-        let reader = self.tail_reader.as_ref().expect("created above");
-        reader.read(topic, partition).await
+        Ok(self.ready(topic))
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {
@@ -507,10 +492,6 @@ impl Producer for KafkaProducer {
                     .or_else(|| self.rules.timestamp_out_of_range(record))
                     .map(|r| (r, false))
             })
-    }
-
-    fn needs_rebuild(&self) -> bool {
-        self.wanted_batch_size.is_some()
     }
 
     fn rebuild(&mut self) -> Result<(), RelayError> {

@@ -298,7 +298,7 @@ impl<'a> Replication<'a> {
                 &system_id,
                 timeline,
                 self.stood_by,
-                settings.kafka.request_timeout(),
+                &settings.kafka,
                 self.refusals.clone(),
             ));
         }
