@@ -496,6 +496,42 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
         "{validation}"
     );
 
+    // Valid options are checked against the database, as Debezium's connector does: the
+    // running configuration passes, a missing outbox table is filed under its option.
+    let (code, validation) = send(
+        "PUT",
+        &format!("{url}/connector-plugins/PostgresConnector/config/validate"),
+        &config.to_string(),
+    );
+    assert_eq!(
+        (code, &validation["error_count"]),
+        (200, &json!(0)),
+        "{validation}"
+    );
+    let mut missing = config.clone();
+    missing["table.include.list"] = json!("public.no_such_outbox");
+    let (code, validation) = send(
+        "PUT",
+        &format!("{url}/connector-plugins/PostgresConnector/config/validate"),
+        &missing.to_string(),
+    );
+    assert_eq!(
+        (code, &validation["error_count"]),
+        (200, &json!(1)),
+        "{validation}"
+    );
+    let entry = validation["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["value"]["name"] == "table.include.list")
+        .unwrap();
+    let error = entry["value"]["errors"][0].as_str().unwrap();
+    assert!(
+        error.contains("public.no_such_outbox does not exist") && error.contains("sql/outbox.sql"),
+        "{error}"
+    );
+
     // A bad configuration: 400 naming the option; the running one is untouched.
     let mut bad = config.clone();
     bad["snapshot.mode"] = json!("always");

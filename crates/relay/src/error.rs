@@ -43,6 +43,31 @@ pub enum RelayError {
     Undecodable { lsn: Lsn, error: String },
 }
 
+/// Something the database (or a setting) must change before the relay can work: what is
+/// wrong, and what fixes it. Kept typed inside [`RelayError::Misconfiguration`], so that
+/// `check` and Connect's validate show both parts without reading message text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{what}; {fix}")]
+pub struct Problem {
+    pub what: String,
+    pub fix: String,
+}
+
+impl Problem {
+    pub fn new(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+impl From<Problem> for RelayError {
+    fn from(problem: Problem) -> Self {
+        RelayError::Misconfiguration(anyhow::Error::new(problem))
+    }
+}
+
 /// What the supervisor does about an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Consequence {
@@ -89,6 +114,19 @@ impl RelayError {
 
     pub fn misconfigured(message: impl std::fmt::Display) -> Self {
         RelayError::Misconfiguration(anyhow::anyhow!("{message}"))
+    }
+
+    /// What is wrong and what fixes it, when this error carries both: a [`Problem`], a
+    /// missing privilege, refused credentials.
+    pub fn problem(&self) -> Option<Problem> {
+        match self {
+            RelayError::Misconfiguration(e) => e.downcast_ref::<Problem>().cloned(),
+            RelayError::Authentication { error, fix }
+            | RelayError::MissingPrivilege { error, fix } => {
+                Some(Problem::new(format!("{error:#}"), fix.clone()))
+            }
+            _ => None,
+        }
     }
 
     /// A PostgreSQL error by its SQLSTATE. `context` says what the relay was doing;

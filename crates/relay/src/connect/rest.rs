@@ -326,9 +326,10 @@ async fn validate(
         );
     }
     let name = config.get("name").cloned().unwrap_or_default();
-    let errors = match herder.validate(&name, &config) {
-        Ok(_) => Vec::new(),
-        Err(errors) => errors,
+    // As Debezium's connector: the database is asked only once the options are valid.
+    let (errors, database) = match herder.validate(&name, &config) {
+        Ok(settings) => (Vec::new(), database_errors(&settings).await),
+        Err(errors) => (errors, Vec::new()),
     };
     // One entry per option (ConfigValueInfo), each error under the option it names first
     // (`key: …` or `key=value …`); an error naming no given option gets an entry of its own.
@@ -358,6 +359,13 @@ async fn validate(
             .1
             .push(e.clone());
     }
+    for (option, e) in &database {
+        values
+            .entry((*option).to_owned())
+            .or_insert_with(|| (None, Vec::new()))
+            .1
+            .push(e.clone());
+    }
     let configs: Vec<Value> = values
         .into_iter()
         .map(|(key, (value, errors))| {
@@ -369,11 +377,43 @@ async fn validate(
         .collect();
     Json(json!({
         "name": included,
-        "error_count": errors.len(),
+        "error_count": errors.len() + database.len(),
         "groups": [],
         "configs": configs,
     }))
     .into_response()
+}
+
+/// What the preflight finds wrong in the database for `settings`, each under the connector
+/// option it concerns (Debezium files connection problems under `database.hostname`).
+async fn database_errors(settings: &crate::config::Settings) -> Vec<(&'static str, String)> {
+    use crate::source::preflight::{self, Concern, Finding};
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
+    let Ok(findings) = tokio::time::timeout(WITHIN, preflight::postgres(settings)).await else {
+        return vec![(
+            "database.hostname",
+            format!(
+                "PostgreSQL did not answer within {} s; check database.hostname and database.port",
+                WITHIN.as_secs()
+            ),
+        )];
+    };
+    findings
+        .into_iter()
+        .filter_map(|finding| match finding {
+            Finding::Holds(_) => None,
+            Finding::Fails(concern, problem) => {
+                let option = match concern {
+                    Concern::Connection | Concern::Server | Concern::Kafka => "database.hostname",
+                    Concern::Role => "database.user",
+                    Concern::Tables => "table.include.list",
+                    Concern::Publication => "publication.name",
+                    Concern::Slot => "slot.name",
+                };
+                Some((option, problem.to_string()))
+            }
+        })
+        .collect()
 }
 
 /// Options of Kafka's type PASSWORD: `database.password`, `*.ssl.*.password`,

@@ -4,7 +4,7 @@
 
 use super::sql_rows;
 use crate::config::PublicationMode;
-use crate::error::RelayError;
+use crate::error::{Problem, RelayError};
 use outbox_router::TableName;
 use pgoutput::Lsn;
 use postgres_protocol::escape::{escape_identifier, escape_literal};
@@ -62,15 +62,33 @@ pub async fn ensure_publication(
         .await
         .map_err(catalog_error("reading wal_level"))?
         .get(0);
-    if wal_level != "logical" {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "PostgreSQL has wal_level = {wal_level}; logical replication needs `ALTER SYSTEM SET wal_level = logical;` and a server restart"
-        )));
+    if let Some(problem) = wal_level_problem(&wal_level) {
+        return Err(problem.into());
     }
     for table in tables {
-        ensure_table_exists(client, table).await?;
+        if !table_exists(client, table).await? {
+            return Err(missing_table(table).into());
+        }
     }
     ensure_publication_exists(client, publication, mode, tables).await
+}
+
+/// Logical replication needs `wal_level = logical`.
+pub fn wal_level_problem(wal_level: &str) -> Option<Problem> {
+    (wal_level != "logical").then(|| {
+        Problem::new(
+            format!("PostgreSQL has wal_level = {wal_level}"),
+            "logical replication needs `ALTER SYSTEM SET wal_level = logical;` and a server restart",
+        )
+    })
+}
+
+/// The outbox table `table` does not exist.
+pub fn missing_table(table: &TableName) -> Problem {
+    Problem::new(
+        format!("table {table} does not exist"),
+        "create it (sql/outbox.sql has the DDL, or `outbox-relay setup-sql`) or pass --table SCHEMA.TABLE",
+    )
 }
 
 /// The outbox tables: those named exactly, then the plain and partitioned tables (not
@@ -105,10 +123,14 @@ pub async fn outbox_tables(
         }
         if tables.is_empty() {
             let patterns: Vec<&str> = router.table_patterns.iter().map(|p| p.as_str()).collect();
-            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "table.include.list: no table matches {}; create the outbox table (sql/outbox.sql has the DDL)",
-                patterns.join(", ")
-            )));
+            return Err(Problem::new(
+                format!(
+                    "table.include.list: no table matches {}",
+                    patterns.join(", ")
+                ),
+                "create the outbox table (sql/outbox.sql has the DDL)",
+            )
+            .into());
         }
     }
     Ok(tables)
@@ -128,18 +150,6 @@ pub async fn table_exists(
         .await
         .map_err(catalog_error("reading the catalog"))?
         .is_some())
-}
-
-async fn ensure_table_exists(
-    client: &tokio_postgres::Client,
-    table: &TableName,
-) -> Result<(), RelayError> {
-    if !table_exists(client, table).await? {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "the outbox table {table} does not exist; create it (sql/outbox.sql has the DDL) or pass --table SCHEMA.TABLE"
-        )));
-    }
-    Ok(())
 }
 
 /// Whether `table` is partitioned: its rows then reach the relay only through a
@@ -190,7 +200,9 @@ async fn ensure_publication_exists(
     }
     if exists {
         for table in tables {
-            check_published(client, publication, table).await?;
+            if let Some(problem) = publication_gap(client, publication, table).await? {
+                return Err(problem.into());
+            }
         }
         return Ok(());
     }
@@ -208,15 +220,23 @@ async fn ensure_publication_exists(
     );
     match client.batch_execute(&sql).await {
         Ok(()) => {
-            tracing::info!(publication, tables = qualified_list(tables), "created publication");
+            tracing::info!(
+                publication,
+                tables = qualified_list(tables),
+                "created publication"
+            );
             Ok(())
         }
         // Another instance created it at the same moment.
         Err(e) if created_meanwhile(&e) => Ok(()),
-        Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "could not create publication {publication}: {}; a DBA can run `{sql};` (the table's owner or a superuser may)",
-            crate::error::server_message(&e)
-        ))),
+        Err(e) => Err(Problem::new(
+            format!(
+                "could not create publication {publication}: {}",
+                crate::error::server_message(&e)
+            ),
+            format!("a DBA can run `{sql};` (the table's owner or a superuser may)"),
+        )
+        .into()),
     }
 }
 
@@ -239,12 +259,13 @@ fn qualified_list(tables: &[TableName]) -> String {
         .join(", ")
 }
 
-/// An existing publication must carry every INSERT of `table` under the table's own name.
-async fn check_published(
+/// What keeps the existing publication `publication` from carrying every INSERT of `table`
+/// under the table's own name, if anything: `run` stops on it, `check` reports it.
+pub async fn publication_gap(
     client: &tokio_postgres::Client,
     publication: &str,
     table: &TableName,
-) -> Result<(), RelayError> {
+) -> Result<Option<Problem>, RelayError> {
     let partitioned = is_partitioned(client, table).await?;
     let published = client
             .query_opt(
@@ -263,34 +284,38 @@ async fn check_published(
         .map_err(catalog_error("reading the catalog"))?
         .get(0);
     if partitioned && !via_root {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "{table} is partitioned but publication {publication} publishes its partitions under their own names, \
-                 which the relay would not recognise; run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
+        return Ok(Some(Problem::new(
+            format!(
+                "{table} is partitioned but publication {publication} publishes its partitions under their own \
+                 names, which the relay would not recognise"
+            ),
+            format!(
+                "run `ALTER PUBLICATION {} SET (publish_via_partition_root = true);`",
                 escape_identifier(publication)
-            )));
+            ),
+        )));
     }
     if !published {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "publication {publication} exists but does not include {table}; run `ALTER PUBLICATION {} ADD TABLE {}.{};`",
+        return Ok(Some(Problem::new(
+            format!("publication {publication} exists but does not include {table}"),
+            format!(
+                "run `ALTER PUBLICATION {} ADD TABLE {};`",
                 escape_identifier(publication),
-                escape_identifier(&table.schema),
-                escape_identifier(&table.name)
-            )));
+                sql_rows::qualified(table)
+            ),
+        )));
     }
-    if let Some(problem) = publication_problem(client, publication, table).await? {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!("{problem}")));
-    }
-    Ok(())
+    publication_problem(client, publication, table).await
 }
 
 /// What makes an existing publication relay less than every INSERT into `table` — it does
 /// not publish inserts, or it filters rows — while keepalives still move the slot past
 /// them: the events would be lost silently. `None` when it publishes every insert.
-pub async fn publication_problem(
+async fn publication_problem(
     client: &tokio_postgres::Client,
     publication: &str,
     table: &TableName,
-) -> Result<Option<String>, RelayError> {
+) -> Result<Option<Problem>, RelayError> {
     let row = client
         .query_opt(
             "SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, pt.rowfilter \
@@ -310,18 +335,28 @@ pub async fn publication_problem(
                 publish.push(op);
             }
         }
-        return Ok(Some(format!(
-            "publication {publication} does not publish INSERTs, so no outbox event would be relayed while the slot moves past them; \
-             run `ALTER PUBLICATION {name} SET (publish = '{}');`",
-            publish.join(", ")
+        return Ok(Some(Problem::new(
+            format!(
+                "publication {publication} does not publish INSERTs, so no outbox event would be relayed while the \
+                 slot moves past them"
+            ),
+            format!(
+                "run `ALTER PUBLICATION {name} SET (publish = '{}');`",
+                publish.join(", ")
+            ),
         )));
     }
     if let Some(filter) = row.get::<_, Option<String>>(4) {
         let qualified = sql_rows::qualified(table);
-        return Ok(Some(format!(
-            "publication {publication} publishes only the rows of {table} WHERE {filter}; the other events would be lost \
-             while the slot moves past them. Remove the filter: `ALTER PUBLICATION {name} DROP TABLE {qualified}; \
-             ALTER PUBLICATION {name} ADD TABLE {qualified};`"
+        return Ok(Some(Problem::new(
+            format!(
+                "publication {publication} publishes only the rows of {table} WHERE {filter}: the other events \
+                 would be lost while the slot moves past them"
+            ),
+            format!(
+                "remove the filter: `ALTER PUBLICATION {name} DROP TABLE {qualified}; ALTER PUBLICATION {name} \
+                 ADD TABLE {qualified};`"
+            ),
         )));
     }
     Ok(None)
@@ -339,9 +374,13 @@ async fn create_debezium_publication(
     let for_tables = for_tables(tables);
     let sql = match mode {
         PublicationMode::Disabled => {
-            return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                "publication {publication} does not exist and publication.autocreate.mode=disabled; a DBA can run `CREATE PUBLICATION {name}{for_tables};`"
-            )))
+            return Err(Problem::new(
+                format!(
+                "publication {publication} does not exist and publication.autocreate.mode=disabled"
+            ),
+                format!("a DBA can run `CREATE PUBLICATION {name}{for_tables};`"),
+            )
+            .into())
         }
         PublicationMode::AllTables => format!("CREATE PUBLICATION {name} FOR ALL TABLES"),
         PublicationMode::NoTables => format!("CREATE PUBLICATION {name}"),
@@ -362,10 +401,17 @@ async fn create_debezium_publication(
             Ok(())
         }
         Err(e) if created_meanwhile(&e) => Ok(()),
-        Err(e) => Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "could not create publication {publication} (publication.autocreate.mode={mode:?}): {}; a DBA can run `{sql};`, or use publication.autocreate.mode=filtered (FOR ALL TABLES needs a superuser)",
-            crate::error::server_message(&e)
-        ))),
+        Err(e) => Err(Problem::new(
+            format!(
+                "could not create publication {publication} (publication.autocreate.mode={mode:?}): {}",
+                crate::error::server_message(&e)
+            ),
+            format!(
+                "a DBA can run `{sql};`, or use publication.autocreate.mode=filtered (FOR ALL TABLES needs a \
+                 superuser)"
+            ),
+        )
+        .into()),
     }
 }
 
@@ -448,17 +494,19 @@ pub async fn ensure_slot(
                     tracing::info!(slot, "created replication slot")
                 }
                 Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {}
-                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED) => {
-                    return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-                        "could not create replication slot {slot}: every slot is in use (max_replication_slots); \
-                         drop an unused slot or raise max_replication_slots (needs a restart)"
-                    )))
+                Err(e)
+                    if e.code()
+                        == Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED) =>
+                {
+                    return Err(no_free_slot().into())
                 }
                 Err(e) => {
                     return Err(RelayError::postgres(
                         &format!("could not create replication slot {slot}"),
                         e,
-                        || "the user needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;".into(),
+                        || {
+                            "the user needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;".into()
+                        },
                     ))
                 }
             }
@@ -472,22 +520,44 @@ pub async fn ensure_slot(
                 })?
         }
     };
-    if state.plugin.as_deref() != Some("pgoutput") {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "replication slot {slot} uses plugin {:?}, outbox-relay needs pgoutput; drop it (`SELECT pg_drop_replication_slot('{slot}');`) or choose another --slot",
-            state.plugin.unwrap_or_default()
-        )));
-    }
-    if state.database.as_deref() != Some(database) {
-        return Err(RelayError::Misconfiguration(anyhow::anyhow!(
-            "replication slot {slot} belongs to database {:?}, not {database:?}; choose another --slot",
-            state.database.unwrap_or_default()
-        )));
-    }
-    if state.wal_status.as_deref() == Some("lost") {
-        return Err(invalidated_slot(slot));
+    if let Some(problem) = slot_problem(&state, slot, database) {
+        return Err(problem.into());
     }
     Ok(state.confirmed_flush_lsn.unwrap_or(Lsn::ZERO))
+}
+
+/// What keeps the existing slot `slot` (in `state`) from serving the relay on `database`.
+pub fn slot_problem(state: &SlotState, slot: &str, database: &str) -> Option<Problem> {
+    if state.plugin.as_deref() != Some("pgoutput") {
+        return Some(Problem::new(
+            format!(
+                "replication slot {slot} uses plugin {:?}, outbox-relay needs pgoutput",
+                state.plugin.as_deref().unwrap_or_default()
+            ),
+            format!(
+                "drop it (`SELECT pg_drop_replication_slot({});`) or choose another --slot",
+                escape_literal(slot)
+            ),
+        ));
+    }
+    if state.database.as_deref() != Some(database) {
+        return Some(Problem::new(
+            format!(
+                "replication slot {slot} belongs to database {:?}, not {database:?}",
+                state.database.as_deref().unwrap_or_default()
+            ),
+            "choose another --slot",
+        ));
+    }
+    (state.wal_status.as_deref() == Some("lost")).then(|| invalidated_slot_problem(slot))
+}
+
+/// Every replication slot is in use.
+pub fn no_free_slot() -> Problem {
+    Problem::new(
+        "no free replication slot: every slot is in use (max_replication_slots)",
+        "drop an unused slot or raise max_replication_slots (needs a restart)",
+    )
 }
 
 /// Moves the slot's confirmed position to `lsn` after streaming stopped. The replication
@@ -536,14 +606,22 @@ pub async fn advance_slot(
 /// The slot lost WAL it still needed (max_slot_wal_keep_size): the events in that WAL can
 /// never be streamed again. Retrying cannot help; a person must choose.
 pub fn invalidated_slot(slot: &str) -> RelayError {
-    RelayError::Misconfiguration(anyhow::anyhow!(
-        "replication slot {slot} was invalidated (it exceeded max_slot_wal_keep_size): PostgreSQL removed WAL it had \
-         not streamed, so events written while it fell behind cannot be relayed from it. Events still in the outbox \
-         table can be re-read: drop the slot (`SELECT pg_drop_replication_slot({});`) and start again with \
-         snapshot.mode=initial (--debezium-config), or accept the gap by dropping the slot and starting as usual; \
-         raise max_slot_wal_keep_size (or set it to -1) to keep this from happening again",
-        escape_literal(slot)
-    ))
+    invalidated_slot_problem(slot).into()
+}
+
+fn invalidated_slot_problem(slot: &str) -> Problem {
+    Problem::new(
+        format!(
+            "replication slot {slot} was invalidated (it exceeded max_slot_wal_keep_size): PostgreSQL removed WAL \
+             it had not streamed, so events written while it fell behind cannot be relayed from it"
+        ),
+        format!(
+            "events still in the outbox table can be re-read: drop the slot (`SELECT pg_drop_replication_slot({});`) \
+             and start again with snapshot.mode=initial (--debezium-config), or accept the gap by dropping the slot \
+             and starting as usual; raise max_slot_wal_keep_size (or set it to -1) to keep this from happening again",
+            escape_literal(slot)
+        ),
+    )
 }
 
 /// The columns of `table` whose values follow insertion: identity columns and columns whose
@@ -582,18 +660,24 @@ pub async fn insertion_order_column(
     );
     match wanted {
         Some(column) if columns.iter().any(|c| c == column) => Ok(column.to_owned()),
-        Some(column) => Err(RelayError::misconfigured(format!(
-            "--poll-order-by {column} is not an identity or serial column of {table}: polling must order rows by \
-             something that follows insertion (timestamps tie within a transaction and invert across concurrent ones; \
-             ctid follows free space). Pass one of [{}], or add one: `{add}`",
-            columns.join(", ")
-        ))),
+        Some(column) => Err(Problem::new(
+            format!(
+                "--poll-order-by {column} is not an identity or serial column of {table}: polling must order rows \
+                 by something that follows insertion (timestamps tie within a transaction and invert across \
+                 concurrent ones; ctid follows free space)"
+            ),
+            format!("pass one of [{}], or add one: `{add}`", columns.join(", ")),
+        )
+        .into()),
         None => columns.into_iter().next().ok_or_else(|| {
-            RelayError::misconfigured(format!(
-                "{table} has no identity or serial column to order polled rows by insertion (timestamps tie within a \
-                 transaction and invert across concurrent ones; ctid follows free space); add one: `{add}` \
-                 (sql/outbox.sql has it), or pass --poll-order-by"
-            ))
+            Problem::new(
+                format!(
+                    "{table} has no identity or serial column to order polled rows by insertion (timestamps tie \
+                     within a transaction and invert across concurrent ones; ctid follows free space)"
+                ),
+                format!("add one: `{add}` (sql/outbox.sql has it), or pass --poll-order-by"),
+            )
+            .into()
         }),
     }
 }
@@ -607,4 +691,39 @@ fn created_meanwhile(e: &tokio_postgres::Error) -> bool {
         e.code(),
         Some(c) if *c == SqlState::DUPLICATE_OBJECT || *c == SqlState::UNIQUE_VIOLATION
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(plugin: &str, database: &str, wal_status: &str) -> SlotState {
+        SlotState {
+            plugin: Some(plugin.into()),
+            database: Some(database.into()),
+            active_pid: None,
+            confirmed_flush_lsn: None,
+            wal_status: Some(wal_status.into()),
+        }
+    }
+
+    #[test]
+    fn a_slot_serves_the_relay_only_with_pgoutput_on_its_database_and_its_wal_kept() {
+        assert_eq!(
+            slot_problem(&state("pgoutput", "app", "reserved"), "s", "app"),
+            None
+        );
+        let plugin = slot_problem(&state("wal2json", "app", "reserved"), "s", "app").unwrap();
+        assert!(plugin.what.contains("wal2json"), "{plugin}");
+        assert!(
+            plugin.fix.contains("pg_drop_replication_slot('s')"),
+            "{plugin}"
+        );
+        let database = slot_problem(&state("pgoutput", "other", "reserved"), "s", "app").unwrap();
+        assert_eq!(database.fix, "choose another --slot");
+        let lost = slot_problem(&state("pgoutput", "app", "lost"), "s", "app").unwrap();
+        assert!(lost.what.contains("invalidated"), "{lost}");
+        // run stops with the same problem, both parts typed (check and validate read them).
+        assert_eq!(RelayError::from(lost.clone()).problem(), Some(lost));
+    }
 }

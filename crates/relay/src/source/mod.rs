@@ -6,7 +6,8 @@
 //! - `snapshot.rs`: `snapshot.mode=initial`, the rows already in the outbox, once.
 //! - `polling.rs`: `--mode polling`, SELECT ... FOR UPDATE SKIP LOCKED in transactions.
 //! - `catalog.rs`: the outbox table, the publication and the slot, checked and created;
-//!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed.
+//!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed;
+//!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
 //! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
@@ -14,6 +15,7 @@
 pub mod catalog;
 pub mod polling;
 pub mod postgres;
+pub mod preflight;
 pub mod replication;
 pub mod session;
 pub mod slot_history;
