@@ -448,7 +448,7 @@ async fn run(settings: Settings) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match crate::supervisor::relay(&settings, metrics, stop_rx).await {
+    match crate::supervisor::relay(&settings, metrics, Default::default(), stop_rx).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {

@@ -68,10 +68,6 @@ pub struct Metrics {
     pub exactly_once_skipped: Counter,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
     pub exactly_once_foreign_tails: Counter,
-    /// Every topic written to (Connect's active topics of a connector).
-    topics: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    /// How many times `topics` was emptied.
-    topics_reset: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Metrics {
@@ -112,8 +108,6 @@ impl Metrics {
             snapshot_rows_done: Gauge::default(),
             exactly_once_skipped: Counter::default(),
             exactly_once_foreign_tails: Counter::default(),
-            topics: Default::default(),
-            topics_reset: Default::default(),
             registry: Registry::default(),
         };
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -219,31 +213,6 @@ impl Metrics {
             registry: root,
             ..m
         }
-    }
-
-    /// A topic the relay writes to.
-    pub fn note_topic(&self, topic: &str) {
-        let mut topics = self.topics.lock().unwrap();
-        if !topics.contains(topic) {
-            topics.insert(topic.to_owned());
-        }
-    }
-
-    /// The topics written to (since the last [`Metrics::take_topics`]).
-    pub fn topics(&self) -> std::collections::BTreeSet<String> {
-        self.topics.lock().unwrap().clone()
-    }
-
-    /// The topics written to, forgotten here (noted again when next written to).
-    pub fn take_topics(&self) -> std::collections::BTreeSet<String> {
-        let mut topics = self.topics.lock().unwrap();
-        self.topics_reset.fetch_add(1, Ordering::Relaxed);
-        std::mem::take(&mut *topics)
-    }
-
-    /// How many times the topics written to were taken.
-    pub fn topics_reset(&self) -> u64 {
-        self.topics_reset.load(Ordering::Relaxed)
     }
 
     /// A dead letter acknowledged, for `reason`.

@@ -16,13 +16,18 @@ use tokio::sync::watch;
 pub async fn relay(
     settings: &crate::config::Settings,
     metrics: std::sync::Arc<Metrics>,
+    written: std::sync::Arc<crate::deliver::WrittenTopics>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
     use crate::config::SourceSettings;
     match &settings.source {
         SourceSettings::Cdc(cdc) => {
-            let source =
-                crate::source::replication::Replication::new(settings, cdc, metrics.clone())?;
+            let source = crate::source::replication::Replication::new(
+                settings,
+                cdc,
+                metrics.clone(),
+                written,
+            )?;
             supervise(source, &metrics, shutdown).await
         }
         SourceSettings::Polling(polling) => {
@@ -30,6 +35,7 @@ pub async fn relay(
                 settings,
                 polling,
                 metrics: metrics.clone(),
+                written,
             };
             supervise(source, &metrics, shutdown).await
         }

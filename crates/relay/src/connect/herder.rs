@@ -85,6 +85,8 @@ struct Pipeline {
     stop: watch::Sender<bool>,
     thread: std::thread::JoinHandle<()>,
     metrics: Arc<Metrics>,
+    /// The topics it wrote to (Connect's active topics).
+    written: Arc<crate::deliver::WrittenTopics>,
     failure: Arc<Mutex<Option<String>>>,
 }
 
@@ -101,7 +103,7 @@ impl Connector {
     /// Its pipeline, to retire; the topics it wrote to stay with the connector.
     fn take_pipeline(&mut self) -> Option<Pipeline> {
         let pipeline = self.pipeline.take()?;
-        self.topics.extend(pipeline.metrics.take_topics());
+        self.topics.extend(pipeline.written.take());
         Some(pipeline)
     }
 }
@@ -399,7 +401,7 @@ impl Herder {
         };
         let mut topics = entry.topics.clone();
         if let Some(pipeline) = &entry.pipeline {
-            topics.extend(pipeline.metrics.topics());
+            topics.extend(pipeline.written.get());
         }
         topics.into_iter().collect()
     }
@@ -410,7 +412,7 @@ impl Herder {
         if let Some(entry) = connectors.get_mut(name) {
             entry.topics.clear();
             if let Some(pipeline) = &entry.pipeline {
-                pipeline.metrics.take_topics();
+                pipeline.written.take();
             }
         }
     }
@@ -695,6 +697,7 @@ fn start(
 ) -> Pipeline {
     let slot = settings.cdc().map(|c| c.slot.clone());
     let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
+    let written = Arc::new(crate::deliver::WrittenTopics::default());
     let (stop, stop_rx) = watch::channel(false);
     let failure = Arc::new(Mutex::new(None));
     let name = settings
@@ -711,6 +714,7 @@ fn start(
         .name(format!("connector-{name}"))
         .spawn({
             let metrics = metrics.clone();
+            let written = written.clone();
             let failure = failure.clone();
             move || {
                 for predecessor in predecessors {
@@ -725,7 +729,7 @@ fn start(
                     let _probe =
                         crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone())
                             .map(crate::supervisor::AbortOnDrop);
-                    crate::supervisor::relay(&settings, metrics, stop_rx).await
+                    crate::supervisor::relay(&settings, metrics, written, stop_rx).await
                 });
                 if let Err(e) = result {
                     // Shown in the status and /ready: without a value a provider expanded.
@@ -740,6 +744,7 @@ fn start(
         stop,
         thread,
         metrics,
+        written,
         failure,
     }
 }

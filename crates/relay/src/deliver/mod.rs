@@ -27,6 +27,7 @@ pub mod linger;
 pub mod outcome;
 pub mod producer;
 pub mod tracker;
+pub mod written;
 
 pub use dead_letter::DeadLetter;
 pub use dead_letter::RefusedRecord;
@@ -35,6 +36,7 @@ pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, Tag};
 pub use producer::{KafkaProducer, Producer, Sent, Topic};
 pub use tracker::{AckTracker, Seq, Ticket};
+pub use written::WrittenTopics;
 
 use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
@@ -79,15 +81,22 @@ pub struct Deliver<P: Producer> {
     held: linger::Held,
     /// `outbox_relay_events_total` per topic, looked up once per topic.
     counters: HashMap<Arc<str>, Counter>,
-    /// `Metrics::topics_reset` when `counters` was last emptied: a reset of the active
-    /// topics empties it again, so the topics written next are noted again.
+    /// The topics written to (Connect's active topics).
+    written: Arc<WrittenTopics>,
+    /// `written`'s resets when `counters` was last emptied: a reset of the active topics
+    /// empties it again, so the topics written next are noted again.
     topics_reset: u64,
     counts: Counts,
     exactly_once: Option<Guard>,
 }
 
 impl<P: Producer> Deliver<P> {
-    pub fn new(producer: P, dead_letter_topic: &str, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        producer: P,
+        dead_letter_topic: &str,
+        metrics: Arc<Metrics>,
+        written: Arc<WrittenTopics>,
+    ) -> Self {
         Self {
             producer,
             dead_letter_topic: dead_letter_topic.into(),
@@ -96,6 +105,7 @@ impl<P: Producer> Deliver<P> {
             dead_letters: VecDeque::new(),
             held: linger::Held::default(),
             counters: HashMap::new(),
+            written,
             topics_reset: 0,
             counts: Counts::default(),
             exactly_once: None,
@@ -311,7 +321,7 @@ impl<P: Producer> Deliver<P> {
     }
 
     fn topic_counter(&mut self, topic: &Arc<str>) -> Counter {
-        let reset = self.metrics.topics_reset();
+        let reset = self.written.resets();
         if reset != self.topics_reset {
             self.topics_reset = reset;
             self.counters.clear();
@@ -327,7 +337,7 @@ impl<P: Producer> Deliver<P> {
             })
             .clone();
         self.counters.insert(topic.clone(), c.clone());
-        self.metrics.note_topic(topic);
+        self.written.note(topic);
         c
     }
 

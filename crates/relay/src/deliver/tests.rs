@@ -50,7 +50,7 @@ async fn submit_events(d: &mut Deliver<FakeProducer>, t: &mut AckTracker, count:
 }
 
 fn stage(producer: FakeProducer) -> Deliver<FakeProducer> {
-    Deliver::new(producer, "dlq", Arc::new(Metrics::new()))
+    Deliver::new(producer, "dlq", Arc::new(Metrics::new()), Arc::default())
 }
 
 #[tokio::test]

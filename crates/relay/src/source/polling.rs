@@ -41,6 +41,7 @@ pub struct Polling<'a> {
     pub settings: &'a Settings,
     pub polling: &'a PollingSettings,
     pub metrics: Arc<Metrics>,
+    pub written: Arc<crate::deliver::WrittenTopics>,
 }
 
 impl Source for Polling<'_> {
@@ -78,6 +79,7 @@ impl Source for Polling<'_> {
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
+            self.written.clone(),
         );
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         self.metrics.streaming.set(1);

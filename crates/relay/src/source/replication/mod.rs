@@ -42,6 +42,7 @@ pub struct Replication<'a> {
     cdc: &'a CdcSettings,
     conn: ConnectionInfo,
     metrics: Arc<Metrics>,
+    written: Arc<crate::deliver::WrittenTopics>,
     confirmations: Confirmations,
     /// The server the last session reached.
     identity: Option<Identity>,
@@ -63,6 +64,7 @@ impl<'a> Replication<'a> {
         settings: &'a Settings,
         cdc: &'a CdcSettings,
         metrics: Arc<Metrics>,
+        written: Arc<crate::deliver::WrittenTopics>,
     ) -> Result<Self, RelayError> {
         let conn = ConnectionInfo::parse(settings.postgres_url.expose())
             .map_err(RelayError::Misconfiguration)?;
@@ -82,6 +84,7 @@ impl<'a> Replication<'a> {
             conn,
             confirmations: Confirmations::new(metrics.clone()),
             metrics,
+            written,
             identity: None,
             remembered: false,
             walsender: None,
@@ -291,6 +294,7 @@ impl<'a> Replication<'a> {
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
+            self.written.clone(),
         );
         if cdc.exactly_once {
             deliver = deliver.with_exactly_once(exactly_once::Guard::for_session(

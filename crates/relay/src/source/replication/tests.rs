@@ -196,7 +196,7 @@ where
         received: received.clone(),
         probes: probes.clone(),
     };
-    let deliver = Deliver::new(producer, "dlq", metrics.clone());
+    let deliver = Deliver::new(producer, "dlq", metrics.clone(), Default::default());
     let mut streamer = Streamer::new(
         stream,
         deliver,
