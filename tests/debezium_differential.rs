@@ -270,7 +270,41 @@ const EXTRAS: &[Extra] = &[
         value: |r| lit(r.text(&["{a,\"b c\",ключ}", "{}", "{\"\",NULL}"])),
         mode: None,
     },
+    Extra {
+        sql: "hstore",
+        value: |r| lit(r.text(&["a=>1, b=>NULL", "", "\"k e y\"=>\"ключ\""])),
+        mode: Some(("hstore.handling.mode", &["json", "map"])),
+    },
+    Extra {
+        sql: "ltree",
+        value: |r| lit(r.text(&["Top.Science.Astronomy", "a", ""])),
+        mode: None,
+    },
+    Extra {
+        sql: "citext",
+        value: |r| lit(r.text(&["MiXeD Case", "ß", ""])),
+        mode: None,
+    },
+    Extra {
+        sql: "inet",
+        value: |r| lit(r.text(&["192.168.0.1/24", "::1", "10.0.0.1"])),
+        mode: None,
+    },
+    Extra {
+        sql: "macaddr",
+        value: |r| lit(r.text(&["08:00:2b:01:02:03", "00:00:00:00:00:00"])),
+        mode: None,
+    },
+    Extra {
+        sql: "diff_mood",
+        value: |r| lit(r.text(&["happy", "sad", "so-so"])),
+        mode: None,
+    },
 ];
+
+/// What the generated extra columns need in the database, made once.
+const EXTRA_TYPES: &str = "CREATE EXTENSION IF NOT EXISTS citext; CREATE EXTENSION IF NOT EXISTS hstore; \
+     CREATE EXTENSION IF NOT EXISTS ltree; CREATE TYPE diff_mood AS ENUM ('happy', 'sad', 'so-so');";
 
 struct Case {
     seed: u64,
@@ -423,6 +457,21 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
 
     let snapshot = rng.chance(40);
     chosen.push(format!("snapshot {snapshot}"));
+    // Several outbox tables: the rows of both reach the same topics, in WAL order.
+    let tables: Vec<String> = if rng.chance(25) {
+        vec![table.clone(), format!("{table}_b")]
+    } else {
+        vec![table.clone()]
+    };
+    if tables.len() > 1 {
+        chosen.push("two outbox tables".into());
+    }
+    // TransactionMonitor's BEGIN and END records for every streamed transaction.
+    let transactions = rng.chance(20);
+    if transactions {
+        set(&mut config, "provide.transaction.metadata", "true");
+        chosen.push("provide.transaction.metadata".into());
+    }
     for (k, v) in [
         (
             "connector.class",
@@ -451,21 +500,22 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     }
     set(&mut config, "database.port", &pg_port.to_string());
     // Unique per connector: Debezium registers its metrics under it (a clash stalls one).
-    set(&mut config, "topic.prefix", &format!("dbz_s{seed}c{index}"));
-    set(
-        &mut config,
-        "table.include.list",
-        &format!("public.{table}"),
-    );
+    // It names the transaction topic, which carries the case's marker like the others.
+    set(&mut config, "topic.prefix", &format!("dbz_S{seed}C{index}"));
+    let included: Vec<String> = tables.iter().map(|t| format!("public.{t}")).collect();
+    set(&mut config, "table.include.list", &included.join(","));
 
-    let mut ddl = format!(
-        "CREATE TABLE public.{table} ({id_column} {id_type} PRIMARY KEY, {route_column} varchar(255) NOT NULL, \
+    let mut columns = format!(
+        "{id_column} {id_type} PRIMARY KEY, {route_column} varchar(255) NOT NULL, \
          {key_column} {key_type} NOT NULL, {type_column} varchar(255) NOT NULL, {payload_column} {payload_type}"
     );
     for (name, extra, _) in &extras {
-        ddl.push_str(&format!(", {name} {}", extra.sql));
+        columns.push_str(&format!(", {name} {}", extra.sql));
     }
-    ddl.push_str(");");
+    let ddl: String = tables
+        .iter()
+        .map(|t| format!("CREATE TABLE public.{t} ({columns});"))
+        .collect();
 
     let types = [
         format!("S{seed}C{index}Order"),
@@ -510,11 +560,17 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             };
             values.push(value);
         }
-        format!("INSERT INTO public.{table} VALUES ({});", values.join(", "))
+        let target = &tables[rng.below(tables.len())];
+        format!(
+            "INSERT INTO public.{target} VALUES ({});",
+            values.join(", ")
+        )
     };
     let before: Vec<String> = (0..3).map(|n| row(n, &mut rng)).collect();
     let after: Vec<String> = (3..9).map(|n| row(n, &mut rng)).collect();
-    let expected = after.len() + if snapshot { before.len() } else { 0 };
+    // Each streamed row is a transaction of its own: with metadata, a BEGIN and an END too.
+    let expected =
+        after.len() * if transactions { 3 } else { 1 } + if snapshot { before.len() } else { 0 };
     Case {
         seed,
         index,
@@ -695,9 +751,7 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
     )
     .unwrap_or_else(|e| panic!("PostgreSQL for this test: {e:#}"));
     let db = pg.connect().await.unwrap();
-    db.batch_execute("CREATE EXTENSION IF NOT EXISTS citext")
-        .await
-        .unwrap();
+    db.batch_execute(EXTRA_TYPES).await.unwrap();
     let cases: Vec<Case> = seeds
         .iter()
         .flat_map(|seed| (0..per_seed).map(move |i| (*seed, i)))
@@ -964,6 +1018,22 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             }
         }
     }
+    // What the option sets covered, so that a total in README says what it stands for.
+    let covering = |token: &str| cases.iter().filter(|c| c.describe.contains(token)).count();
+    let mut covered: Vec<String> = [
+        "two outbox tables",
+        "provide.transaction.metadata",
+        "snapshot true",
+    ]
+    .iter()
+    .map(|t| format!("{t}: {}", covering(t)))
+    .collect();
+    covered.extend(
+        EXTRAS
+            .iter()
+            .map(|e| format!("{}: {}", e.sql, covering(&format!(" {} as ", e.sql)))),
+    );
+    println!("differential: option sets with {}", covered.join(", "));
     println!(
         "differential: seeds {seeds:?}, {} option sets, {compared} records compared, {} differing; \
          {} option sets where Debezium's task fails ({relay_on_its_own} records the relay wrote as documented): {:?}",

@@ -51,12 +51,19 @@ pub async fn relation(
     })
 }
 
-/// `"a"::text, "b"::text, ...`: every column in pgoutput's text form.
+/// Every column in pgoutput's text form: its type's output function, which `format('%s', …)`
+/// calls. A cast to text is not the same where the type has a cast of its own: `inet` keeps
+/// its mask (`10.0.0.1/32`, where pgoutput sends `10.0.0.1`), `boolean` spells `true` (`t`),
+/// `char(n)` drops its padding. `num_nulls` tells a NULL from a composite value whose fields
+/// are all NULL (`IS NULL` is true for both).
 pub fn select_list(relation: &Relation) -> String {
     relation
         .columns
         .iter()
-        .map(|c| format!("{}::text", escape_identifier(&c.name)))
+        .map(|c| {
+            let column = escape_identifier(&c.name);
+            format!("CASE WHEN num_nulls({column}) = 0 THEN format('%s', {column}) END")
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
