@@ -120,7 +120,12 @@ const DECIMAL: Option<(&str, &[&str])> =
     Some(("decimal.handling.mode", &["precise", "double", "string"]));
 const TIME: Option<(&str, &[&str])> = Some((
     "time.precision.mode",
-    &["adaptive", "adaptive_time_microseconds", "connect"],
+    &[
+        "adaptive",
+        "adaptive_time_microseconds",
+        "connect",
+        "isostring",
+    ],
 ));
 
 const EXTRAS: &[Extra] = &[
@@ -198,8 +203,29 @@ const EXTRAS: &[Extra] = &[
     },
     Extra {
         sql: "timestamp",
-        value: |r| lit(r.text(&["2026-03-04 05:06:07.123456", "1970-01-01 00:00:00"])),
+        value: |r| {
+            lit(r.text(&[
+                "2026-03-04 05:06:07.123456",
+                "1970-01-01 00:00:00",
+                "infinity",
+            ]))
+        },
         mode: TIME,
+    },
+    Extra {
+        sql: "timetz",
+        value: |r| lit(r.text(&["13:51:30.123789+02", "00:00:00+00", "23:59:59-05:30"])),
+        mode: TIME,
+    },
+    Extra {
+        sql: "bit(3)",
+        value: |r| r.pick(&["B'101'", "B'000'", "B'111'"]).to_string(),
+        mode: Some(("binary.handling.mode", &["bytes", "base64", "hex"])),
+    },
+    Extra {
+        sql: "positive_amount",
+        value: |r| lit(r.text(&["12.30", "0.01", "99999999.99"])),
+        mode: DECIMAL,
     },
     Extra {
         sql: "timestamp(3)",
@@ -304,7 +330,9 @@ const EXTRAS: &[Extra] = &[
 
 /// What the generated extra columns need in the database, made once.
 const EXTRA_TYPES: &str = "CREATE EXTENSION IF NOT EXISTS citext; CREATE EXTENSION IF NOT EXISTS hstore; \
-     CREATE EXTENSION IF NOT EXISTS ltree; CREATE TYPE diff_mood AS ENUM ('happy', 'sad', 'so-so');";
+     CREATE EXTENSION IF NOT EXISTS ltree; CREATE TYPE diff_mood AS ENUM ('happy', 'sad', 'so-so'); \
+     CREATE DOMAIN diff_amount AS numeric(10,2); \
+     CREATE DOMAIN positive_amount AS diff_amount CHECK (VALUE > 0);";
 
 struct Case {
     seed: u64,
@@ -338,7 +366,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         ("varchar(64)", |c, n| format!("'evt-{c}-{n}'")),
         ("bigint", |c, n| format!("{}", c * 100_000 + n)),
     ]);
-    let key_type = *rng.pick(&["varchar(255)", "text", "bigint", "uuid"]);
+    let key_type = *rng.pick(&["varchar(255)", "text", "bigint", "uuid", "citext"]);
     let payload_type = *rng.pick(&["jsonb", "jsonb", "json", "text", "varchar(2000)", "bytea"]);
     chosen.push(format!(
         "id {id_type}, key {key_type}, payload {payload_type}"
