@@ -242,7 +242,7 @@ async fn ensure_publication_exists(
 
 /// ` FOR TABLE a, b`, or nothing for the table-less outbox (a publication without
 /// tables still carries logical decoding messages).
-fn for_tables(tables: &[TableName]) -> String {
+pub fn for_tables(tables: &[TableName]) -> String {
     if tables.is_empty() {
         String::new()
     } else {

@@ -318,18 +318,13 @@ async fn publication(
                     "publication {publication} is missing; run will create it"
                 ))];
             }
-            let for_tables = if tables.is_empty() {
-                String::new()
-            } else {
-                let list: Vec<String> = tables.iter().map(qualified).collect();
-                format!(" FOR TABLE {}", list.join(", "))
-            };
             vec![Finding::fails(
                 Concern::Publication,
                 format!("publication {publication} is missing and this role may not create it"),
                 format!(
-                    "as the table owner: CREATE PUBLICATION {}{for_tables} WITH (publish = 'insert');",
-                    escape_identifier(publication)
+                    "as the table owner: CREATE PUBLICATION {}{} WITH (publish = 'insert');",
+                    escape_identifier(publication),
+                    catalog::for_tables(tables)
                 ),
             )]
         }
