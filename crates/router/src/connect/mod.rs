@@ -16,6 +16,6 @@ pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
 pub(crate) use postgres_types::java_hash_map_order;
 pub use postgres_types::{
-    default_value, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode, HstoreMode, IntervalMode,
-    PgType, TimePrecisionMode, TypeModes,
+    default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
+    HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };

@@ -5,8 +5,8 @@
 use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
-    default_value, expand, expands_to_no_schema, struct_to_java_string, ColumnFacts, ColumnKind,
-    Converter, PgType, Schema, SchemaType, Value,
+    default_value, expand, expands_to_no_schema, has_default_mapper, struct_to_java_string,
+    ColumnFacts, ColumnKind, Converter, PgType, Schema, SchemaType, Value,
 };
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use bytes::Bytes;
@@ -96,6 +96,7 @@ impl ConnectPlan {
             let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
             schema.default = fact
                 .and_then(|f| f.default_expression.as_deref())
+                .filter(|_| has_default_mapper(pg_type.oid))
                 .and_then(|e| default_value(&kind, e));
             Ok(TypedColumn {
                 position,
