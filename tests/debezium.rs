@@ -346,7 +346,7 @@ fn router_headers<'a>(r: &'a ConsumedRecord, topic_prefix: &str) -> Vec<&'a str>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eventrouter_options_and_converters_produce_debezium_bytes() {
+async fn eventrouter_options_the_differential_test_leaves_to_the_relay() {
     let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
     let dir = tempfile::tempdir().unwrap();
 
@@ -371,22 +371,9 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     assert_eq!(records.len(), 1, "{records:?}");
     let r = &records[0];
     assert_eq!(r.partition, 1, "partition placement: shard = 1 % 3");
-    assert_eq!(r.timestamp_millis, Some(1_767_323_045_123));
-    assert_eq!(
-        text(&r.value),
-        concat!(
-            r#"{"schema":{"type":"struct","fields":["#,
-            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
-            r#"{"type":"string","optional":false,"field":"eventType"},"#,
-            r#"{"type":"string","optional":false,"default":"new","field":"status"}],"#,
-            r#""optional":false,"name":"app.public.events.Order.Value","version":7},"#,
-            r#""payload":{"payload":"{\"total\": 42.5}","eventType":"Created","status":"new"}}"#
-        )
-    );
-    assert_eq!(
-        text(&r.key),
-        r#"{"schema":{"type":"string","optional":false},"payload":"agg-1"}"#
-    );
+    // The value's and key's bytes (envelope, schema version, defaults, the event's timestamp)
+    // are the differential test's; here, what only the relay does: tracing propagated,
+    // placed first.
     assert_eq!(router_headers(r, "app"), ["traceparent", "id", "eventType"]);
     assert_eq!(r.header_str("id"), uuid(1));
     assert_eq!(
@@ -433,11 +420,6 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     invoices.sort_by_key(|r| r.header_str("id").to_owned());
     assert_eq!(invoices.len(), 2);
     assert_eq!(invoices[0].key_str(), Some("agg-2"));
-    // jsonb orders keys (shorter first); null fields and empty arrays are dropped.
-    assert_eq!(
-        text(&invoices[0].value),
-        r#"{"items":[{"sku":"a"}],"total":10}"#
-    );
     assert_eq!(invoices[1].value, None, "NULL payload -> tombstone");
     let unmatched = stack.read_topic("lowercase").await;
     assert_eq!(
@@ -476,14 +458,10 @@ async fn eventrouter_options_and_converters_produce_debezium_bytes() {
     insert_event(&stack, 6, Some("Order"), Some(r#"{"a": [1, 2]}"#)).await;
     wait_all_confirmed(&stack, "golden_c", &relay).await;
     let records = stack.read_topic("Order.bytes").await;
+    // Debezium's task fails on a jsonb value under ByteArrayConverter; the relay writes its
+    // text (README). The header converter's bytes are the differential test's.
     assert_eq!(text(&records[0].value), r#"{"a": [1, 2]}"#);
-    assert_eq!(
-        records[0].header_str("id"),
-        format!(
-            r#"{{"schema":{{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1}},"payload":"{}"}}"#,
-            uuid(6)
-        )
-    );
+    assert!(records[0].header_str("id").contains(&uuid(6)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1102,81 +1080,6 @@ async fn expand_behaviours_missing_columns_overrides_and_fatal_updates() {
     assert!(
         after < update_lsn,
         "the UPDATE was confirmed past: {before} -> {after}"
-    );
-}
-
-/// Records as the current Debezium 3.x release writes them, on a table migrations bring:
-/// an enum routing column, a NULL header column, timestamptz columns of two precisions and
-/// function defaults. Expected bytes, from Debezium's and Kafka's code:
-/// - context headers first: `DebeziumHeaderProducer.contextHeaders`,
-///   `EventDispatcher.getExtendedHeaders` (3.2+; runId 3.4+);
-/// - a NULL header column is a header with a null value: `EventRouterDelegate.apply`
-///   (`headers.add(alias, eventStruct.get(field), schema)`), `SimpleHeaderConverter.fromConnectHeader`
-///   (null → null bytes), `AbstractWorkerSourceTask.convertHeaderFor` (added, not skipped);
-/// - `io.debezium.time.ZonedTimestamp` has exactly the column's precision in fraction digits:
-///   `PostgresValueConverter.convertTimestampWithZone` (`column.scale()`),
-///   `ZonedTimestamp.toIsoString(…, fractionalWidth)`;
-/// - enums are `io.debezium.data.Enum` with `allowed` in enumsortorder: `SchemaFactory.datatypeEnumSchema`;
-/// - function defaults are placeholders in the schema: `PostgresDefaultValueConverter`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debezium_3x_records_enums_null_headers_and_fixed_width_zoned_timestamps() {
-    let stack = Stack::start_with_schema(
-        Storage::Sqlite,
-        "CREATE TYPE aggregate_kind AS ENUM ('Order', 'Customer', 'Invoice');
-         CREATE TABLE public.outbox3 (
-             id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-             aggregatetype aggregate_kind NOT NULL,
-             aggregateid varchar(255) NOT NULL,
-             type varchar(64),
-             payload jsonb,
-             created_at timestamptz NOT NULL DEFAULT now(),
-             created3 timestamptz(3)
-         );",
-    )
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(
-        &stack,
-        dir.path(),
-        "golden_3x",
-        serde_json::json!({
-            "table.include.list": "public.outbox3",
-            "transforms.outbox.table.fields.additional.placement":
-                "type:header:eventType, created_at:header:createdAt, created3:envelope:created3, created_at:envelope:createdAt, aggregatetype:envelope:kind",
-        }),
-    )
-    .await;
-    stack
-        .db
-        .batch_execute(
-            "INSERT INTO public.outbox3 (id, aggregatetype, aggregateid, type, payload, created_at, created3) VALUES
-               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', NULL, '{\"n\": 1}',
-                '2026-03-04 05:06:07.12+00', '2026-03-04 05:06:07.12+00')",
-        )
-        .await
-        .unwrap();
-    wait_all_confirmed(&stack, "golden_3x", &relay).await;
-    let records = stack.read_topic("outbox.event.Order").await;
-    assert_eq!(records.len(), 1, "{records:?}");
-    let r = &records[0];
-    assert_eq!(router_headers(r, "app"), ["id", "eventType", "createdAt"]);
-    let event_type = r.headers.iter().find(|(k, _)| k == "eventType").unwrap();
-    assert_eq!(
-        event_type.1, None,
-        "a NULL column is a header with a null value"
-    );
-    assert_eq!(r.header_str("createdAt"), "2026-03-04T05:06:07.120000Z");
-    assert_eq!(
-        text(&r.value),
-        concat!(
-            r#"{"schema":{"type":"struct","fields":["#,
-            r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},"#,
-            r#"{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"created3"},"#,
-            r#"{"type":"string","optional":false,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00.000000Z","field":"createdAt"},"#,
-            r#"{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"Order,Customer,Invoice"},"field":"kind"}],"#,
-            r#""optional":false,"name":"app.public.outbox3.Order.Value"},"#,
-            r#""payload":{"payload":"{\"n\": 1}","created3":"2026-03-04T05:06:07.120Z","createdAt":"2026-03-04T05:06:07.120000Z","kind":"Order"}}"#
-        )
     );
 }
 
@@ -1817,19 +1720,9 @@ async fn logical_decoding_messages_are_relayed_through_the_documented_smt_chain(
     wait_all_confirmed(&stack, "messages", &relay).await;
     let records = stack.read_topic("outbox.event.order").await;
     assert_eq!(records.len(), 2, "{records:?}");
+    // Their bytes are the differential test's (tests/debezium_differential.rs): here, which
+    // messages are relayed.
     for (r, n) in records.iter().zip([1, 2]) {
-        assert_eq!(
-            text(&r.value),
-            format!(
-                concat!(
-                    r#"{{"schema":{{"type":"struct","fields":[{{"type":"int32","optional":true,"field":"orderId"}},"#,
-                    r#"{{"type":"array","items":{{"type":"struct","fields":[{{"type":"string","optional":true,"field":"sku"}},"#,
-                    r#"{{"type":"int32","optional":true,"field":"qty"}}],"optional":true,"name":"payload.lines"}},"optional":true,"field":"lines"}}],"#,
-                    r#""optional":true,"name":"payload"}},"payload":{{"orderId":{},"lines":[{{"sku":"A","qty":2}}]}}}}"#
-                ),
-                n
-            )
-        );
         assert_eq!(
             text(&r.key),
             format!(r#"{{"schema":{{"type":"string","optional":true}},"payload":"{n}"}}"#)
@@ -1898,143 +1791,6 @@ async fn native_message_prefix_relays_a_table_less_outbox() {
         .unwrap()
         .get(0);
     assert_eq!(tables, 0, "a publication without tables");
-}
-
-/// `provide.transaction.metadata=true`: a BEGIN record before each transaction's events and
-/// an END record after them on `<topic.prefix>.transaction` (`TransactionMonitor`,
-/// `AbstractTransactionStructMaker`), ids `<xid>:<lsn>` with the LSN of the message being
-/// processed (`PostgresTransactionMonitor.adjustTxId`): the expected positions are read from
-/// a second pgoutput slot, whose `lsn` column is the position each message is sent at.
-/// Updates and deletes of the outbox count (the EventRouter drops them, the monitor has
-/// counted them already); `skipped.operations` ones do not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transaction_metadata_brackets_each_transaction_as_debezium_does() {
-    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(
-        &stack,
-        dir.path(),
-        "txmeta",
-        serde_json::json!({
-            "provide.transaction.metadata": "true",
-            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "key.converter.schemas.enable": "false",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-            "skipped.operations": "d",
-        }),
-    )
-    .await;
-    stack
-        .db
-        .batch_execute(
-            "SELECT pg_create_logical_replication_slot('txmeta_peek', 'pgoutput');
-             CREATE TABLE scratch (n int)",
-        )
-        .await
-        .unwrap();
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    stack.db.batch_execute("BEGIN").await.unwrap();
-    let xid1: i64 = stack
-        .db
-        .query_one("SELECT txid_current()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    insert_event(&stack, 1, Some("Order"), Some("{}")).await;
-    insert_event(&stack, 2, Some("Order"), Some("{}")).await;
-    stack.db.batch_execute("COMMIT").await.unwrap();
-    stack.db.batch_execute("BEGIN").await.unwrap();
-    let xid2: i64 = stack
-        .db
-        .query_one("SELECT txid_current()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    stack
-        .db
-        .batch_execute(
-            "UPDATE events SET status = 'sent';
-             DELETE FROM events;
-             INSERT INTO scratch VALUES (1);
-             COMMIT",
-        )
-        .await
-        .unwrap();
-    wait_all_confirmed(&stack, "txmeta", &relay).await;
-    let after = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    // Where each BEGIN and COMMIT message is sent, per transaction.
-    let peek = stack
-        .db
-        .query(
-            "SELECT xid::text::bigint, get_byte(data, 0), (lsn - '0/0')::numeric::bigint
-             FROM pg_logical_slot_peek_binary_changes('txmeta_peek', NULL, NULL,
-                  'proto_version', '1', 'publication_names', 'txmeta_pub')
-             WHERE get_byte(data, 0) IN (66, 67)",
-            &[],
-        )
-        .await
-        .unwrap();
-    let at = |xid: i64, tag: i32| -> i64 {
-        peek.iter()
-            .find(|r| r.get::<_, i64>(0) == xid && r.get::<_, i32>(1) == tag)
-            .unwrap_or_else(|| panic!("no {tag} for {xid}"))
-            .get(2)
-    };
-    let mut records: Vec<serde_json::Value> = stack
-        .read_topic("app.transaction")
-        .await
-        .iter()
-        .map(|r| {
-            let key: serde_json::Value = serde_json::from_slice(r.key.as_deref().unwrap()).unwrap();
-            let value: serde_json::Value =
-                serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
-            assert_eq!(key["id"], value["id"]);
-            assert!(r.headers.is_empty());
-            value
-        })
-        .collect();
-    records.sort_by_key(|v| {
-        (
-            v["id"].as_str().unwrap().to_owned(),
-            v["status"].to_string(),
-        )
-    });
-    for v in &records {
-        let ts = v["ts_ms"].as_i64().unwrap();
-        assert!((before - 1000..=after).contains(&ts), "{v}");
-    }
-    let strip = |mut v: serde_json::Value| {
-        v.as_object_mut().unwrap().remove("ts_ms");
-        v
-    };
-    let mut expected = vec![
-        serde_json::json!({"status": "BEGIN", "id": format!("{xid1}:{}", at(xid1, 66)), "event_count": null, "data_collections": null}),
-        serde_json::json!({"status": "END", "id": format!("{xid1}:{}", at(xid1, 67)), "event_count": 2,
-            "data_collections": [{"data_collection": "public.events", "event_count": 2}]}),
-        serde_json::json!({"status": "BEGIN", "id": format!("{xid2}:{}", at(xid2, 66)), "event_count": null, "data_collections": null}),
-        // Two updates counted, the two deletes skipped (skipped.operations=d).
-        serde_json::json!({"status": "END", "id": format!("{xid2}:{}", at(xid2, 67)), "event_count": 2,
-            "data_collections": [{"data_collection": "public.events", "event_count": 2}]}),
-    ];
-    expected.sort_by_key(|v| {
-        (
-            v["id"].as_str().unwrap().to_owned(),
-            format!("\"{}\"", v["status"].as_str().unwrap()),
-        )
-    });
-    assert_eq!(records.into_iter().map(strip).collect::<Vec<_>>(), expected);
-    stack
-        .db
-        .batch_execute("SELECT pg_drop_replication_slot('txmeta_peek')")
-        .await
-        .unwrap();
 }
 
 /// `table.field.event.timestamp` with a value Apache Kafka refuses (more than an hour ahead:

@@ -806,13 +806,13 @@ fn iso_time(micros: i64) -> String {
     out
 }
 
-/// Whether Debezium reads the defaults of columns of this base type at all
-/// (`PostgresDefaultValueConverter` has a mapper for its name): not of `citext`, enums,
-/// `money`, arrays, `bytea`, `timetz`, network or geometric types, whose defaults it leaves
-/// out of the schema.
-pub fn has_default_mapper(base_type_oid: u32) -> bool {
+/// Whether Debezium reads the defaults of columns of this type at all
+/// (`PostgresDefaultValueConverter` has a mapper for its name: the built-in types below and,
+/// since 3.x, every enum): not of `citext`, `money`, arrays, `bytea`, `timetz`, network or
+/// geometric types, whose defaults it leaves out of the schema.
+pub fn has_default_mapper(pg_type: &PgType) -> bool {
     use oid::*;
-    [
+    const MAPPED: &[u32] = &[
         BIT,
         VARBIT,
         BOOL,
@@ -834,15 +834,21 @@ pub fn has_default_mapper(base_type_oid: u32) -> bool {
         TIMESTAMP,
         TIMESTAMPTZ,
         INTERVAL,
-    ]
-    .contains(&base_type_oid)
+    ];
+    pg_type.enum_labels.is_some() || MAPPED.contains(&pg_type.oid)
 }
 
 /// A column default the way Debezium puts it in the schema
 /// (`PostgresDefaultValueConverter`): a literal as its value; a function call (`now()`,
 /// `gen_random_uuid()`, `nextval(…)`, `CURRENT_TIMESTAMP`) as Debezium's placeholder for the
 /// type (the zero UUID, the epoch, 0); anything else none.
+/// A default that would be a Struct (a `numeric` of variable scale) is none: Debezium leaves
+/// it out (its workaround for KAFKA-12694).
 pub fn default_value(kind: &ColumnKind, expression: &str) -> Option<Value> {
+    parse_default(kind, expression).filter(|v| !matches!(v, Value::Struct(_)))
+}
+
+fn parse_default(kind: &ColumnKind, expression: &str) -> Option<Value> {
     let expression = expression.trim();
     if is_function_default(expression) {
         return function_placeholder(kind);
@@ -852,12 +858,31 @@ pub fn default_value(kind: &ColumnKind, expression: &str) -> Option<Value> {
             .rfind("'::")
             .or_else(|| rest.strip_suffix('\'').map(|r| r.len()))?;
         let literal = rest[..end].replace("''", "'");
-        return kind.value(&Bytes::from(literal)).ok();
+        // pgjdbc reads `infinity` as OffsetDateTime.MAX (MIN), which Debezium's converter
+        // cannot turn into its type: no default.
+        if literal.ends_with("infinity")
+            && matches!(
+                kind,
+                ColumnKind::Date(_) | ColumnKind::Timestamp { .. } | ColumnKind::TimestampTz { .. }
+            )
+        {
+            return None;
+        }
+        return kind
+            .value(&Bytes::from(literal))
+            .ok()
+            .map(|v| rescaled(kind, v));
     }
     match kind {
         ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64 => {
             let t = expression.trim_start_matches('(').trim_end_matches(')');
             t.parse().ok().map(Value::Int)
+        }
+        ColumnKind::Float32 | ColumnKind::Float64 | ColumnKind::Numeric { .. } => {
+            let t = expression.trim_start_matches('(').trim_end_matches(')');
+            kind.value(&Bytes::from(t.to_owned()))
+                .ok()
+                .map(|v| rescaled(kind, v))
         }
         ColumnKind::Boolean => match expression {
             "true" => Some(Value::Boolean(true)),
@@ -865,6 +890,18 @@ pub fn default_value(kind: &ColumnKind, expression: &str) -> Option<Value> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// A decimal default with fewer fraction digits than its column's scale, given that scale
+/// (`PostgresDefaultValueConverter.convertDefaultValue`: `12.3` in a `numeric(10,2)` is 12.30).
+fn rescaled(kind: &ColumnKind, value: Value) -> Value {
+    match (kind, value) {
+        (
+            ColumnKind::Numeric { scale, .. },
+            Value::Decimal(n @ Numeric::Finite { scale: have, .. }),
+        ) if have < *scale => Value::Decimal(n.with_scale(*scale)),
+        (_, value) => value,
     }
 }
 
@@ -1001,12 +1038,43 @@ mod tests {
 
     /// Debezium leaves out the defaults of types it has no mapper for (found by the
     /// differential test: a citext column's `DEFAULT ''` replaced a NULL value in the relay's
-    /// schemaless JSON, Debezium's stayed null).
+    /// schemaless JSON, Debezium's stayed null), and of a numeric of variable scale.
     #[test]
     fn defaults_only_for_the_types_debezium_maps() {
-        assert!(has_default_mapper(oid::TEXT) && has_default_mapper(oid::TIMESTAMPTZ));
-        assert!(!has_default_mapper(oid::MONEY) && !has_default_mapper(oid::INET));
-        assert!(!has_default_mapper(oid::TIMETZ) && !has_default_mapper(oid::BYTEA));
+        let of = |oid| has_default_mapper(&PgType::builtin(oid, -1));
+        assert!(of(oid::TEXT) && of(oid::TIMESTAMPTZ));
+        assert!(!of(oid::MONEY) && !of(oid::INET) && !of(oid::TIMETZ) && !of(oid::BYTEA));
+        // An enum has one (found by the differential test: Debezium 3.6 writes its default).
+        let mood = PgType {
+            enum_labels: Some(vec!["happy".into(), "so-so".into()]),
+            ..PgType::builtin(98_765, -1)
+        };
+        assert!(has_default_mapper(&mood));
+        // 'infinity' has none either (found by the differential test).
+        let ts = ColumnKind::resolve(&PgType::builtin(oid::TIMESTAMP, -1), &TypeModes::default())
+            .unwrap();
+        assert_eq!(
+            default_value(&ts, "'infinity'::timestamp without time zone"),
+            None
+        );
+        assert!(default_value(&ts, "'2026-01-02 03:04:05'::timestamp without time zone").is_some());
+        // A numeric of variable scale is a Struct: no default either.
+        let variable =
+            ColumnKind::resolve(&PgType::builtin(oid::NUMERIC, -1), &TypeModes::default()).unwrap();
+        assert_eq!(default_value(&variable, "'-100'::numeric"), None);
+        let fixed = ColumnKind::resolve(
+            &PgType::builtin(oid::NUMERIC, (10 << 16 | 2) + 4),
+            &TypeModes::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            default_value(&fixed, "12.3"),
+            Some(Value::Decimal(Numeric::parse("12.30").unwrap()))
+        );
+        assert_eq!(
+            default_value(&fixed, "'-1'::numeric"),
+            Some(Value::Decimal(Numeric::parse("-1.00").unwrap()))
+        );
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl ConnectPlan {
             let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
             schema.default = fact
                 .and_then(|f| f.default_expression.as_deref())
-                .filter(|_| has_default_mapper(pg_type.oid))
+                .filter(|_| has_default_mapper(&pg_type))
                 .and_then(|e| default_value(&kind, e));
             Ok(TypedColumn {
                 position,

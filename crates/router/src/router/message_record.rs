@@ -12,7 +12,9 @@
 
 use super::{Router, TopicCache};
 use crate::config::{ConnectFormat, MessageConfig, Output, Placement, RouterConfig};
-use crate::connect::{decode_object, expand, ExpandBehaviour, Schema, SchemaType, Value};
+use crate::connect::{
+    decode_object, expand, expands_to_no_schema, ExpandBehaviour, Schema, SchemaType, Value,
+};
 use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
 use bytes::Bytes;
 use pgoutput::{Column, ColumnValue, Relation, ReplicaIdentity, TupleData};
@@ -238,10 +240,19 @@ fn connect_message(
             ))
         }
     };
+    // A string payload expands as a column's does; one that expands to no schema (an empty
+    // array) keeps its text with a null schema (found by the differential test).
+    let mut schemaless = None;
     let (payload_schema, payload) = match (format.expand, &payload) {
-        (Some(b), Value::String(text)) => {
-            expand(&config.payload_column, text, b).unwrap_or((payload_schema, payload))
-        }
+        (Some(b), Value::String(text)) => match expand(&config.payload_column, text, b) {
+            Some(expanded) => expanded,
+            None => {
+                if expands_to_no_schema(text, b) {
+                    schemaless = Some(text.clone());
+                }
+                (payload_schema, payload)
+            }
+        },
         _ => (payload_schema, payload),
     };
     let mut envelope_fields = vec![(Arc::<str>::from("payload"), payload_schema.clone())];
@@ -290,12 +301,15 @@ fn connect_message(
         }
         (schema, Value::Struct(envelope_values))
     });
-    let value = or_dead!(super::connect_record::value_bytes(
-        format,
-        &payload,
-        &payload_schema,
-        envelope
-    ));
+    let value = match (&schemaless, envelope) {
+        (Some(text), None) => or_dead!(format.value.encode_schemaless_string(text)),
+        (_, envelope) => or_dead!(super::connect_record::value_bytes(
+            format,
+            &payload,
+            &payload_schema,
+            envelope
+        )),
+    };
     let (key, key_schema) = or_dead!(get(&config.key_column));
     let key = or_dead!(format.key.encode(Some(key_schema), key));
     RouteOutcome::Record(OutboxRecord {
@@ -426,6 +440,27 @@ mod tests {
         assert!(
             value.ends_with(r#""eventType":"OrderCreated"}}"#),
             "{value}"
+        );
+    }
+
+    /// `table.expand.json.payload` on a message's string payload: expanded as a column's
+    /// text is; an empty array keeps its text with a null schema, as Debezium writes it
+    /// (found by the differential test).
+    #[test]
+    fn a_string_payload_expands_as_a_columns_does() {
+        let mut router = debezium(json(true), MessageConfig::default());
+        if let Output::Connect(format) = &mut router.config.output {
+            format.expand = Some(ExpandBehaviour::default());
+        }
+        let content = r#"{"id":"e-1","aggregatetype":"order","aggregateid":"1","payload":"[]"}"#;
+        let r = routed(&mut router, "outbox", content);
+        assert_eq!(text(&r.value), r#"{"schema":null,"payload":"[]"}"#);
+        let content =
+            r#"{"id":"e-1","aggregatetype":"order","aggregateid":"1","payload":"{\"n\":1}"}"#;
+        let r = routed(&mut router, "outbox", content);
+        assert_eq!(
+            text(&r.value),
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"n"}],"optional":true,"name":"payload"},"payload":{"n":1}}"#
         );
     }
 

@@ -70,13 +70,15 @@ fn value_schema() -> Schema {
 impl Router {
     /// The outbox tables (`schema.table`) one pgoutput change counts for in an END record:
     /// Debezium counts every change event it dispatches, inserts of the outbox tables and
-    /// their updates, deletes and truncates unless `skipped.operations` skips them.
-    pub fn counted_tables(&self, data: &[u8]) -> Vec<&str> {
+    /// their updates, deletes and truncates. `None` for a change `skipped.operations` skips:
+    /// Debezium never dispatches it, so it neither counts nor begins a transaction (one whose
+    /// changes are all skipped has no BEGIN and no END).
+    pub fn counted_tables(&self, data: &[u8]) -> Option<Vec<&str>> {
         let Output::Connect(format) = &self.config.output else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         let Some(metadata) = &format.transaction_metadata else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         let id_at = |at: usize| -> Option<u32> {
             data.get(at..at + 4)
@@ -91,20 +93,22 @@ impl Router {
             Some(b'U') => 'u',
             Some(b'D') => 'd',
             Some(b'T') => 't',
-            _ => return Vec::new(),
+            _ => return Some(Vec::new()),
         };
         if metadata.skipped.contains(&op) {
-            return Vec::new();
+            return None;
         }
         if op == 't' {
             // Truncate: Int32 count, Int8 options, then the relation ids.
             let count = id_at(1).unwrap_or(0) as usize;
-            return (0..count)
-                .filter_map(|i| id_at(6 + 4 * i))
-                .filter_map(table)
-                .collect();
+            return Some(
+                (0..count)
+                    .filter_map(|i| id_at(6 + 4 * i))
+                    .filter_map(table)
+                    .collect(),
+            );
         }
-        id_at(1).and_then(table).into_iter().collect()
+        Some(id_at(1).and_then(table).into_iter().collect())
     }
 
     /// Whether BEGIN/END records are written.

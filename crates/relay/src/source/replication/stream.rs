@@ -431,10 +431,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 end_lsn,
                 commit_time_micros,
             } => {
-                if let Some(open) = self.transaction.take() {
+                // A transaction without a change Debezium dispatches (empty, as PostgreSQL 14
+                // and older send them, or every change skipped) has no BEGIN and no END.
+                if let Some(open) = self.transaction.take().filter(|open| open.begun) {
                     // PostgresTransactionMonitor: the END's id carries the COMMIT message's
                     // position, the end of the commit record.
-                    self.begin_record(&open, end_lsn).await?;
                     let end = TransactionMark::End {
                         id: format!("{}:{}", open.xid, end_lsn.as_u64()),
                         ts_ms: crate::pg_time::epoch_millis(commit_time_micros),
@@ -573,12 +574,20 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let Some(mut open) = self.transaction.take() else {
             return Ok(());
         };
+        let Some(tables) = self
+            .router
+            .counted_tables(data)
+            .map(|t| t.into_iter().map(str::to_owned).collect::<Vec<_>>())
+        else {
+            self.transaction = Some(open);
+            return Ok(());
+        };
         let result = self.begin_record(&open, position).await;
         open.begun = true;
-        for table in self.router.counted_tables(data) {
-            match open.per_table.iter_mut().find(|(t, _)| t == table) {
+        for table in tables {
+            match open.per_table.iter_mut().find(|(t, _)| *t == table) {
                 Some((_, n)) => *n += 1,
-                None => open.per_table.push((table.to_owned(), 1)),
+                None => open.per_table.push((table, 1)),
             }
         }
         self.transaction = Some(open);
