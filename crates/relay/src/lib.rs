@@ -28,6 +28,7 @@ pub mod error;
 pub mod keystore;
 pub mod metrics;
 pub mod ops;
+pub mod panics;
 pub mod pg_time;
 pub mod route;
 pub mod secret;

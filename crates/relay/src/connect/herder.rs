@@ -710,41 +710,100 @@ fn start(
         .as_ref()
         .map(|p| p.hidden.clone())
         .unwrap_or_default();
-    let thread = std::thread::Builder::new()
-        .name(format!("connector-{name}"))
-        .spawn({
-            let metrics = metrics.clone();
-            let written = written.clone();
-            let failure = failure.clone();
-            move || {
-                for predecessor in predecessors {
-                    let _ = predecessor.join();
-                }
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime");
-                let result = runtime.block_on(async {
+    let body = {
+        let metrics = metrics.clone();
+        let written = written.clone();
+        move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("starting the connector's runtime: {e}"))?;
+            runtime
+                .block_on(async {
                     // The broker probe /ready reads, for the life of this pipeline.
                     let _probe =
                         crate::ops::http::spawn_broker_probe(&settings.kafka, metrics.clone())
                             .map(crate::supervisor::AbortOnDrop);
                     crate::supervisor::relay(&settings, metrics, written, stop_rx).await
-                });
-                if let Err(e) = result {
-                    // Shown in the status and /ready: without a value a provider expanded.
-                    let e = hidden.apply(&e.to_string());
-                    tracing::error!(connector = %name, "{e}");
-                    *failure.lock().unwrap() = Some(e);
-                }
-            }
-        })
-        .expect("a connector thread");
+                })
+                .map_err(|e| e.to_string())
+        }
+    };
+    let thread = spawn_task(name, predecessors, hidden, failure.clone(), body);
     Pipeline {
         stop,
         thread,
         metrics,
         written,
         failure,
+    }
+}
+
+/// Runs a connector's task on a thread named after it, once its predecessors finished. How
+/// it ends is kept in `failure`, as Kafka Connect keeps a task's: its error, or, if it
+/// panics, the panic's message, place and backtrace (the task is FAILED, /ready red; the
+/// worker and its other connectors go on).
+fn spawn_task(
+    name: String,
+    predecessors: Vec<std::thread::JoinHandle<()>>,
+    hidden: crate::secret::Redaction,
+    failure: Arc<Mutex<Option<String>>>,
+    body: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    crate::panics::record_traces();
+    std::thread::Builder::new()
+        .name(format!("connector-{name}"))
+        .spawn(move || {
+            for predecessor in predecessors {
+                let _ = predecessor.join();
+            }
+            let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+                Ok(result) => result,
+                Err(payload) => Err(crate::panics::trace(payload.as_ref())),
+            };
+            if let Err(e) = result {
+                // Shown in the status and /ready: without a value a provider expanded.
+                let e = hidden.apply(&e);
+                tracing::error!(connector = %name, "{e}");
+                *failure.lock().unwrap() = Some(e);
+            }
+        })
+        .expect("a connector thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task that panics is FAILED with the panic's message and place in its trace, as
+    /// Kafka Connect reports a task that threw; one that fails says why; one that ends
+    /// well leaves no failure.
+    #[test]
+    fn a_panicking_task_is_failed_with_its_trace() {
+        let run = |body: Box<dyn FnOnce() -> Result<(), String> + Send>| {
+            let failure = Arc::new(Mutex::new(None));
+            spawn_task(
+                "t".into(),
+                Vec::new(),
+                crate::secret::Redaction::default(),
+                failure.clone(),
+                body,
+            )
+            .join()
+            .expect("the thread itself does not panic");
+            let failure = failure.lock().unwrap().clone();
+            failure
+        };
+        let trace = run(Box::new(|| panic!("index out of range in the router"))).unwrap();
+        assert!(
+            trace.contains("index out of range in the router"),
+            "{trace}"
+        );
+        assert!(trace.contains("herder.rs"), "the place: {trace}");
+        assert_eq!(
+            run(Box::new(|| Err("slot is gone".into()))).as_deref(),
+            Some("slot is gone")
+        );
+        assert_eq!(run(Box::new(|| Ok(()))), None);
     }
 }
