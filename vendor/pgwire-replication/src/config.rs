@@ -409,6 +409,13 @@ pub struct ReplicationConfig {
     /// Default: 8192 events
     pub buffer_events: usize,
 
+    /// Bytes of change data (XLogData and message content) the event buffer holds at
+    /// most, whatever the number of events: with large rows the buffer is bounded by this
+    /// before `buffer_events`. One event larger than the bound is still passed on, alone.
+    ///
+    /// Default: 32 MiB
+    pub buffer_bytes: usize,
+
     /// Request column values in PostgreSQL binary wire format.
     ///
     /// When `true`, the `binary 'true'` option is added to `START_REPLICATION`
@@ -507,6 +514,7 @@ impl Default for ReplicationConfig {
             status_interval: Duration::from_secs(10),
             idle_wakeup_interval: Duration::from_secs(10),
             buffer_events: 8192,
+            buffer_bytes: 32 << 20,
             binary: false,
             options: None,
             max_message_size: crate::protocol::framing::MAX_MESSAGE_SIZE,
@@ -667,6 +675,12 @@ impl ReplicationConfig {
     /// Set the event buffer size.
     pub fn with_buffer_size(mut self, size: usize) -> Self {
         self.buffer_events = size;
+        self
+    }
+
+    /// Set the bytes of change data the event buffer holds at most.
+    pub fn with_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.buffer_bytes = bytes;
         self
     }
 

@@ -15,6 +15,8 @@ pub const TOPIC_PARTITIONS: i32 = 1;
 /// -1: the broker's default.
 pub const TOPIC_REPLICATION_FACTOR: i32 = -1;
 pub const MAX_IN_FLIGHT: usize = 100_000;
+/// Bytes of records produced and not yet acknowledged (librdkafka's queue): 64 MiB.
+pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 pub const STATUS_INTERVAL_MS: u64 = 1000;
 pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
 pub const POLL_INTERVAL_MS: u64 = 500;

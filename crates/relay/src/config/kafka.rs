@@ -15,6 +15,8 @@ pub struct KafkaSettings {
     pub topic_replication_factor: i32,
     /// Events produced and not yet acknowledged before reading pauses.
     pub max_in_flight: usize,
+    /// Bytes of records produced and not yet acknowledged (librdkafka's queue).
+    pub max_in_flight_bytes: usize,
     pub dead_letter_topic: String,
     /// Topic configs for the topics the relay creates (Kafka Connect's `topic.creation.*`).
     pub topic_creation: TopicCreation,
@@ -111,6 +113,16 @@ impl KafkaSettings {
             .map(|(_, v)| v.as_str())
     }
 
+    /// librdkafka's `queue.buffering.max.kbytes`: the in-flight bytes, and at least one
+    /// record of `message.max.bytes` (and 1 MiB) more.
+    fn queue_kbytes(&self) -> usize {
+        let message_max = self
+            .property(&["message.max.bytes"])
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(1_000_000);
+        (self.max_in_flight_bytes.max(message_max + (1 << 20)) / 1024).max(1)
+    }
+
     pub fn client_config(&self, role: ClientRole) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_servers);
@@ -134,7 +146,12 @@ impl KafkaSettings {
                         "queue.buffering.max.messages",
                         self.max_in_flight.clamp(1, 10_000_000).to_string(),
                     )
-                    .set("queue.buffering.max.kbytes", "1048576")
+                    // Memory bounded in bytes as well as records; always room for one
+                    // record as large as the producer takes.
+                    .set(
+                        "queue.buffering.max.kbytes",
+                        self.queue_kbytes().to_string(),
+                    )
                     // A record never times out: one that did could let a later record of
                     // the same key be sent before it. While the broker is away, records
                     // wait (bounded by the in-flight limit) and nothing is confirmed.
@@ -204,9 +221,26 @@ mod tests {
             topic_partitions: 1,
             topic_replication_factor: -1,
             max_in_flight: 10,
+            max_in_flight_bytes: 64 << 20,
             dead_letter_topic: "dlq".into(),
             topic_creation: TopicCreation::default(),
         }
+    }
+
+    /// librdkafka's queue is bounded by the in-flight bytes, with room for one record as
+    /// large as the producer takes; the user's own value wins.
+    #[test]
+    fn the_producer_queue_is_bounded_in_bytes() {
+        let kbytes = |s: &KafkaSettings| {
+            s.client_config(ClientRole::Producer)
+                .get("queue.buffering.max.kbytes")
+                .map(str::to_owned)
+        };
+        assert_eq!(kbytes(&settings(&[])).as_deref(), Some("65536"));
+        let big = settings(&[("message.max.bytes", "200000000")]);
+        assert_eq!(kbytes(&big).as_deref(), Some("196336"));
+        let own = settings(&[("queue.buffering.max.kbytes", "1024")]);
+        assert_eq!(kbytes(&own).as_deref(), Some("1024"));
     }
 
     #[test]

@@ -80,6 +80,8 @@ pub struct Preset {
     pub publication: String,
     pub publication_mode: PublicationMode,
     pub snapshot: SnapshotMode,
+    /// `snapshot.fetch.size`.
+    pub snapshot_fetch_size: Option<usize>,
     pub heartbeat: Option<Heartbeat>,
     pub status_interval: Option<Duration>,
     /// `exactly.once.support=required` (or the worker's `exactly.once.source.support=enabled`).
@@ -415,6 +417,9 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 publication_mode: preset
                     .map_or_else(PublicationMode::default, |p| p.publication_mode),
                 snapshot: preset.map_or_else(SnapshotMode::default, |p| p.snapshot),
+                snapshot_fetch_size: preset
+                    .and_then(|p| p.snapshot_fetch_size)
+                    .unwrap_or(crate::source::snapshot::DEFAULT_FETCH_SIZE),
                 heartbeat: preset.and_then(|p| p.heartbeat.clone()),
                 status_interval: Duration::from_millis(
                     o.status_interval_ms
@@ -498,6 +503,15 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
     if max_in_flight == 0 {
         return Err(invalid("max-in-flight", "must be at least 1"));
     }
+    let max_in_flight_bytes = o
+        .max_in_flight_bytes
+        .unwrap_or(defaults::MAX_IN_FLIGHT_BYTES);
+    if max_in_flight_bytes < 1024 {
+        return Err(invalid(
+            "max-in-flight-bytes",
+            format!("{max_in_flight_bytes}: must be at least 1024"),
+        ));
+    }
     // Lowest precedence first: the preset's producer.*, the properties file, the options.
     let mut lines: Vec<String> = preset
         .iter()
@@ -537,6 +551,7 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
         topic_partitions,
         topic_replication_factor,
         max_in_flight,
+        max_in_flight_bytes,
         dead_letter_topic,
         topic_creation: preset.map(|p| p.topic_creation.clone()).unwrap_or_default(),
     })

@@ -237,6 +237,10 @@ pub struct RunOptions {
         help = defaults::help("Events produced but not yet acknowledged before reading pauses (backpressure)", defaults::MAX_IN_FLIGHT))]
     pub max_in_flight: Option<usize>,
 
+    #[arg(help_heading = "Kafka", long, env = "OUTBOX_RELAY_MAX_IN_FLIGHT_BYTES", value_name = "BYTES",
+        help = defaults::help("Bytes of events produced but not yet acknowledged before reading pauses (librdkafka's queue; raised to hold one record of message.max.bytes)", defaults::MAX_IN_FLIGHT_BYTES))]
+    pub max_in_flight_bytes: Option<usize>,
+
     #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS",
         help = defaults::help("How often the confirmed position is reported to PostgreSQL, in milliseconds", defaults::STATUS_INTERVAL_MS))]
     pub status_interval_ms: Option<u64>,

@@ -16,6 +16,8 @@ pub struct CdcSettings {
     pub publication: String,
     pub publication_mode: PublicationMode,
     pub snapshot: SnapshotMode,
+    /// Rows the snapshot fetches at most per round trip (`snapshot.fetch.size`).
+    pub snapshot_fetch_size: usize,
     pub heartbeat: Option<Heartbeat>,
     /// How often the confirmed position is reported to PostgreSQL.
     pub status_interval: Duration,

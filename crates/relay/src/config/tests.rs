@@ -126,6 +126,18 @@ fn the_mode_is_a_value_and_polling_options_need_it() {
 }
 
 #[test]
+fn in_flight_bytes_default_and_refusal_name_the_option() {
+    let s = resolve(base()).unwrap();
+    assert_eq!(s.kafka.max_in_flight_bytes, 64 << 20);
+    let err = resolve(RunOptions {
+        max_in_flight_bytes: Some(10),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("max-in-flight-bytes:"), "{err}");
+}
+
+#[test]
 fn every_option_can_come_from_the_file() {
     // Each key of RunOptions is accepted by the file: the merge keeps no list of its own.
     let dir = tempdir();
@@ -136,7 +148,7 @@ fn every_option_can_come_from_the_file() {
          processed-column = \"published_at\"\ntable = \"app.box\"\nid-column = \"i\"\nkey-column = \"k\"\n\
          payload-column = \"p\"\nroute-by-column = \"r\"\ntopic-template = \"t.${routedByValue}\"\n\
          additional-placement = \"\"\ndead-letter-topic = \"d\"\ntopic-partitions = 2\n\
-         topic-replication-factor = 1\nmax-in-flight = 9\nmetrics-address = \"127.0.0.1:1\"\n\
+         topic-replication-factor = 1\nmax-in-flight = 9\nmax-in-flight-bytes = 4096\nmetrics-address = \"127.0.0.1:1\"\n\
          producer-property = [\"linger.ms=1\"]\nexpand-json-payload = true\n",
     )
     .unwrap();
@@ -170,9 +182,10 @@ fn every_option_can_come_from_the_file() {
             s.kafka.dead_letter_topic.as_str(),
             s.kafka.topic_partitions,
             s.kafka.topic_replication_factor,
-            s.kafka.max_in_flight
+            s.kafka.max_in_flight,
+            s.kafka.max_in_flight_bytes
         ),
-        ("d", 2, 1, 9)
+        ("d", 2, 1, 9, 4096)
     );
     assert_eq!(
         s.kafka.properties,

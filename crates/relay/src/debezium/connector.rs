@@ -49,7 +49,6 @@ const NO_EFFECT: &[&str] = &[
     "lsn.flush.mode",
     "flush.lsn.source",
     "offset.mismatch.strategy",
-    "snapshot.fetch.size",
     "snapshot.lock.timeout.ms",
     "snapshot.max.threads",
     "snapshot.delay.ms",
@@ -228,6 +227,19 @@ pub fn translate(
     if heartbeat.is_none() && o.get("heartbeat.action.query").is_some() {
         notes.push("heartbeat.action.query is set but heartbeat.interval.ms is 0: the query never runs (as in Debezium)".into());
     }
+    // The initial snapshot reads the outbox through a cursor, this many rows at a time at
+    // most (fewer when rows are large).
+    let snapshot_fetch_size = match o.get("snapshot.fetch.size") {
+        None => None,
+        Some(n) => match n.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(format!(
+                    "snapshot.fetch.size: {n:?} is not a positive number of rows"
+                ))
+            }
+        },
+    };
     let status_interval = match o.get("status.update.interval.ms") {
         None => None,
         Some(ms) => Some(Duration::from_millis(ms.parse().map_err(|_| {
@@ -460,6 +472,7 @@ pub fn translate(
         publication,
         publication_mode,
         snapshot,
+        snapshot_fetch_size,
         heartbeat,
         status_interval,
         exactly_once,

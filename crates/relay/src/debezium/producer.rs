@@ -32,7 +32,7 @@ const SAME_NAME: &[&str] = &[
 ];
 
 /// Java-only settings with no effect on what is written (serialisers are the converters'
-/// job, buffer sizes are librdkafka's own).
+/// job, socket buffer sizes are librdkafka's own).
 ///
 /// `delivery.timeout.ms` is ignored too: outbox-relay never lets a record time out (one that
 /// did could be overtaken by a later record of its key); Kafka Connect's own default is
@@ -41,7 +41,6 @@ const IGNORED: &[&str] = &[
     "delivery.timeout.ms",
     "key.serializer",
     "value.serializer",
-    "buffer.memory",
     "max.block.ms",
     "max.request.size",
     "send.buffer.bytes",
@@ -61,6 +60,17 @@ pub fn translate(
         k if SAME_NAME.contains(&k) => out.push((k.to_owned(), value.to_owned())),
         k if IGNORED.contains(&k) => {}
         "retries" => out.push(("message.send.max.retries".into(), value.to_owned())),
+        // The Java producer's bound on the bytes it buffers: librdkafka's queue.
+        "buffer.memory" => {
+            let bytes: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("buffer.memory: {value:?} is not a number of bytes"))?;
+            out.push((
+                "queue.buffering.max.kbytes".into(),
+                bytes.div_ceil(1024).max(1).to_string(),
+            ));
+        }
         "sasl.jaas.config" => {
             let (user, password) = jaas_credentials(value).ok_or_else(|| {
                 "sasl.jaas.config: only PlainLoginModule / ScramLoginModule with username and password \
@@ -172,14 +182,15 @@ mod tests {
             &mut unknown,
         )
         .unwrap();
-        translate("buffer.memory", "1000", &mut out, &mut unknown).unwrap();
+        translate("buffer.memory", "33554432", &mut out, &mut unknown).unwrap();
         translate("frobnicate", "1", &mut out, &mut unknown).unwrap();
         assert_eq!(
             out,
             [
                 ("compression.type".into(), "lz4".into()),
                 ("sasl.username".into(), "relay".into()),
-                ("sasl.password".into(), "s3cret".into())
+                ("sasl.password".into(), "s3cret".into()),
+                ("queue.buffering.max.kbytes".into(), "32768".into())
             ]
         );
         assert_eq!(unknown, ["producer.frobnicate"]);

@@ -581,3 +581,32 @@ fn message_prefix_lists_and_the_decode_transform() {
         .unwrap_err()
         .contains("table.include.list is required"));
 }
+
+/// `snapshot.fetch.size` bounds the rows of each snapshot fetch; a value that is not a
+/// positive number is refused naming the option. `producer.buffer.memory` bounds the
+/// producer's queue in bytes, as it bounds the Java producer's buffer.
+#[test]
+fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
+    assert_eq!(
+        translate(&config(&[]), None).unwrap().snapshot_fetch_size,
+        None
+    );
+    let s = translate(&config(&[("snapshot.fetch.size", "500")]), None).unwrap();
+    assert_eq!(s.snapshot_fetch_size, Some(500));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    for bad in ["0", "-1", "many"] {
+        let e = translate(&config(&[("snapshot.fetch.size", bad)]), None).unwrap_err();
+        assert!(e.to_string().contains("snapshot.fetch.size"), "{e}");
+    }
+    let s = translate(
+        &config(&[("producer.override.buffer.memory", "16777216")]),
+        None,
+    )
+    .unwrap();
+    assert!(
+        s.producer_properties
+            .contains(&("queue.buffering.max.kbytes".into(), "16384".into())),
+        "{:?}",
+        s.producer_properties
+    );
+}

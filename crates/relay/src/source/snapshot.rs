@@ -148,49 +148,72 @@ pub async fn mark_complete(
     Ok(())
 }
 
-/// The outbox rows in insertion order, as pgoutput would describe them.
-pub struct SnapshotRows {
+/// Rows fetched at most per round trip (Debezium's `snapshot.fetch.size` default).
+pub const DEFAULT_FETCH_SIZE: usize = 10_240;
+
+/// Bytes of row text a fetch aims at: with large rows it fetches fewer than the fetch size,
+/// so that what one fetch holds stays bounded in bytes as well as in rows.
+const FETCH_BYTES: u64 = 8 << 20;
+
+const CURSOR: &str = "outbox_relay_snapshot";
+
+/// The outbox rows in insertion order, as pgoutput would describe them, read through a
+/// cursor a fetch at a time (the table can be larger than memory: an outbox that was never
+/// cleaned), all in one snapshot.
+pub struct SnapshotReader {
+    client: tokio_postgres::Client,
+    table: TableName,
     pub relation: Relation,
-    pub rows: Vec<Insert>,
-    /// The exported snapshot the rows were read in, or `None` for a retake.
+    relation_id: u32,
+    /// The rows the snapshot holds (for progress).
+    pub total: u64,
+    fetch_size: usize,
+    /// Rows and bytes fetched so far: the next fetch's size.
+    fetched: (u64, u64),
+    done: bool,
+    /// The exported snapshot the rows are read in, or `None` for a retake.
     pub snapshot: Option<String>,
     /// The slot's consistent point when the snapshot was exported with the slot.
     pub position: Option<Lsn>,
 }
 
-/// Reads every row of `table` as text (pgoutput's format): in the snapshot `exported` with the
-/// slot (its name and consistent point), or, for a retake, in a new REPEATABLE READ snapshot.
-pub async fn read(
+fn read_error<'a>(
+    table: &'a TableName,
+    context: &'static str,
+) -> impl FnOnce(tokio_postgres::Error) -> RelayError + 'a {
+    move |e| {
+        RelayError::postgres(context, e, || {
+            format!("the relay's role needs SELECT on {table}")
+        })
+    }
+}
+
+/// Opens a cursor over every row of `table` as text (pgoutput's format): in the snapshot
+/// `exported` with the slot (its name and consistent point), or, for a retake, in a new
+/// REPEATABLE READ snapshot. At most `fetch_size` rows are fetched at a time.
+pub async fn open(
     database: &super::postgres::Database,
     table: &TableName,
     relation_id: u32,
     exported: Option<(&str, Lsn)>,
-) -> Result<SnapshotRows, RelayError> {
-    let mut client = database.connect().await?;
-    let read_error = |context: &'static str| {
-        move |e| {
-            RelayError::postgres(context, e, || {
-                format!("the relay's role needs SELECT on {table}")
-            })
-        }
-    };
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+    fetch_size: usize,
+) -> Result<SnapshotReader, RelayError> {
+    let client = database.connect().await?;
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await
-        .map_err(read_error("starting the snapshot"))?;
+        .map_err(read_error(table, "starting the snapshot"))?;
     if let Some((name, _)) = exported {
-        tx.batch_execute(&format!(
-            "SET TRANSACTION SNAPSHOT {}",
-            escape_literal(name)
-        ))
-        .await
-        .map_err(read_error("importing the slot's snapshot"))?;
+        client
+            .batch_execute(&format!(
+                "SET TRANSACTION SNAPSHOT {}",
+                escape_literal(name)
+            ))
+            .await
+            .map_err(read_error(table, "importing the slot's snapshot"))?;
     }
-    let relation = sql_rows::relation(&tx, table, relation_id).await?;
-    let order = super::catalog::insertion_order_columns(&tx, table).await?;
+    let relation = sql_rows::relation(&client, table, relation_id).await?;
+    let order = super::catalog::insertion_order_columns(&client, table).await?;
     let order_by = match order.first() {
         Some(column) => format!(" ORDER BY outbox.{}", escape_identifier(column)),
         None => {
@@ -199,28 +222,104 @@ pub async fn read(
             String::new()
         }
     };
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT {} FROM {} AS outbox{order_by}",
-                sql_rows::select_list(&relation),
-                sql_rows::qualified(table)
-            ),
+    let total: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM {}", sql_rows::qualified(table)),
             &[],
         )
         .await
-        .map_err(read_error("reading the outbox for the snapshot"))?;
-    tx.commit()
+        .map_err(read_error(
+            table,
+            "counting the outbox rows for the snapshot",
+        ))?
+        .get(0);
+    client
+        .batch_execute(&format!(
+            "DECLARE {CURSOR} NO SCROLL CURSOR FOR SELECT {} FROM {} AS outbox{order_by}",
+            sql_rows::select_list(&relation),
+            sql_rows::qualified(table)
+        ))
         .await
-        .map_err(read_error("ending the snapshot"))?;
-    let rows = rows
-        .iter()
-        .map(|r| sql_rows::insert(r, 0, relation_id))
-        .collect();
-    Ok(SnapshotRows {
+        .map_err(read_error(table, "reading the outbox for the snapshot"))?;
+    Ok(SnapshotReader {
+        client,
+        table: table.clone(),
         relation,
-        rows,
+        relation_id,
+        total: total.max(0) as u64,
+        fetch_size: fetch_size.max(1),
+        fetched: (0, 0),
+        done: false,
         snapshot: exported.map(|(name, _)| name.to_owned()),
         position: exported.map(|(_, lsn)| lsn),
     })
+}
+
+/// How many rows the next fetch asks for, after `fetched` (rows, bytes): the fetch size,
+/// fewer when the rows seen so far are large (one row first, to learn their size).
+fn next_fetch(fetch_size: usize, (rows, bytes): (u64, u64)) -> u64 {
+    if rows == 0 {
+        return 1;
+    }
+    let average = (bytes / rows).max(1);
+    (FETCH_BYTES / average).clamp(1, fetch_size as u64)
+}
+
+impl SnapshotReader {
+    /// The next rows, in order; empty once every row was read.
+    pub async fn next_rows(&mut self) -> Result<Vec<Insert>, RelayError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let wanted = next_fetch(self.fetch_size, self.fetched);
+        let rows = self
+            .client
+            .query(&format!("FETCH {wanted} FROM {CURSOR}"), &[])
+            .await
+            .map_err(read_error(
+                &self.table,
+                "reading the outbox for the snapshot",
+            ))?;
+        self.done = (rows.len() as u64) < wanted;
+        let inserts: Vec<Insert> = rows
+            .into_iter()
+            .map(|r| sql_rows::insert(&r, 0, self.relation_id))
+            .collect();
+        let bytes: usize = inserts
+            .iter()
+            .flat_map(|i| &i.new_tuple.columns)
+            .map(|c| match c {
+                pgoutput::ColumnValue::Text(t) => t.len(),
+                _ => 0,
+            })
+            .sum();
+        self.fetched.0 += inserts.len() as u64;
+        self.fetched.1 += bytes as u64;
+        Ok(inserts)
+    }
+
+    /// Ends the snapshot's transaction.
+    pub async fn finish(self) -> Result<(), RelayError> {
+        self.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(read_error(&self.table, "ending the snapshot"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fetch size bounds rows; the rows' size bounds bytes (a first fetch of one row
+    /// learns it).
+    #[test]
+    fn fetches_are_bounded_in_rows_and_bytes() {
+        let sizes = next_fetch;
+        assert_eq!(sizes(10_240, (0, 0)), 1);
+        assert_eq!(sizes(10_240, (1, 2_000)), 4_194);
+        assert_eq!(sizes(10_240, (1, 100)), 10_240);
+        assert_eq!(sizes(10_240, (1, 100 << 20)), 1);
+        assert_eq!(sizes(500, (10, 1_000)), 500);
+    }
 }

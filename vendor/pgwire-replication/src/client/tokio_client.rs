@@ -89,6 +89,10 @@ pub struct TimelineHistory {
 /// ```
 pub struct ReplicationClient {
     rx: ReplicationEventReceiver,
+    /// The event buffer's byte budget, given back as events are taken from it.
+    buffer_bytes: Arc<tokio::sync::Semaphore>,
+    /// [`ReplicationConfig::buffer_bytes`].
+    buffer_cap: usize,
     progress: Arc<SharedProgress>,
     stop_tx: watch::Sender<bool>,
     metrics: Arc<ReplicationMetrics>,
@@ -137,6 +141,10 @@ impl ReplicationClient {
 
     fn spawn(cfg: ReplicationConfig, gate: Option<mpsc::Receiver<GateCommand>>) -> Result<Self> {
         let (tx, rx) = mpsc::channel(cfg.buffer_events);
+        let buffer_bytes = Arc::new(tokio::sync::Semaphore::new(
+            cfg.buffer_bytes
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
 
         // Progress is shared via atomics: cheap, monotonic, no async backpressure.
         let progress = Arc::new(SharedProgress::with_timing(
@@ -152,6 +160,8 @@ impl ReplicationClient {
         let progress_for_worker = Arc::clone(&progress);
         let metrics_for_worker = Arc::clone(&metrics);
         let cfg_for_worker = cfg.clone();
+        let budget_for_worker = Arc::clone(&buffer_bytes);
+        let buffer_cap = cfg.buffer_bytes.max(1);
 
         let join = tokio::spawn(async move {
             let mut worker = WorkerState::new(
@@ -162,6 +172,7 @@ impl ReplicationClient {
                 metrics_for_worker,
             );
             worker.notify_started(started_tx);
+            worker.bound_buffer_bytes(budget_for_worker);
             if let Some(gate) = gate {
                 worker.gate_before_start(gate);
             }
@@ -174,6 +185,8 @@ impl ReplicationClient {
 
         Ok(Self {
             rx,
+            buffer_bytes,
+            buffer_cap,
             progress,
             stop_tx,
             metrics,
@@ -291,7 +304,12 @@ impl ReplicationClient {
     /// - `Ok(None)`        => replication ended normally (stop requested or stop_at_lsn reached)
     /// - `Err(e)`          => replication ended abnormally
     pub async fn recv(&mut self) -> Result<Option<ReplicationEvent>> {
-        match self.rx.recv().await {
+        let received = self.rx.recv().await;
+        if let Some(event) = &received {
+            self.buffer_bytes
+                .add_permits(super::worker::buffered_bytes(event, self.buffer_cap) as usize);
+        }
+        match received {
             Some(Ok(ev)) => Ok(Some(ev)),
             Some(Err(e)) => Err(e),
             None => self.handle_worker_shutdown().await,
@@ -403,6 +421,8 @@ impl ReplicationClient {
 
         // Drain events until the worker closes the channel.
         while let Some(msg) = self.rx.recv().await {
+            self.buffer_bytes
+                .add_permits(super::worker::buffered_bytes(&msg, self.buffer_cap) as usize);
             match msg {
                 Ok(_ev) => {} //discard; caller can drain themselves if they need events
                 Err(e) => return Err(e),

@@ -173,6 +173,23 @@ pub enum ReplicationEvent {
     },
 }
 
+/// The change bytes an event holds in the event buffer (what
+/// [`ReplicationConfig::buffer_bytes`] bounds), at most `cap`.
+pub(crate) fn buffered_bytes(
+    event: &std::result::Result<ReplicationEvent, PgWireError>,
+    cap: usize,
+) -> u32 {
+    let bytes = match event {
+        Ok(ReplicationEvent::XLogData { data, .. }) => data.len(),
+        Ok(ReplicationEvent::Message { content, .. }) => content.len(),
+        _ => 0,
+    };
+    bytes
+        .min(cap)
+        .min(tokio::sync::Semaphore::MAX_PERMITS)
+        .min(u32::MAX as usize) as u32
+}
+
 /// Channel receiver type for replication events.
 pub type ReplicationEventReceiver =
     mpsc::Receiver<std::result::Result<ReplicationEvent, PgWireError>>;
@@ -211,6 +228,9 @@ pub struct WorkerState {
     /// The socket whose wake-ups are batched while catching up (TCP only).
     low_water: Option<LowWater>,
     catch_up: CatchUp,
+    /// Bytes the event buffer may still take (see [`buffered_bytes`]); the receiver gives
+    /// them back as it takes events. `None`: bounded in events only.
+    buffer_bytes: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl WorkerState {
@@ -232,7 +252,14 @@ impl WorkerState {
             last_sent: None,
             low_water: None,
             catch_up: CatchUp::default(),
+            buffer_bytes: None,
         }
+    }
+
+    /// Bound the event buffer in bytes too: each event takes its [`buffered_bytes`] from
+    /// `budget` before it is buffered, and the receiver returns them.
+    pub(crate) fn bound_buffer_bytes(&mut self, budget: Arc<tokio::sync::Semaphore>) {
+        self.buffer_bytes = Some(budget);
     }
 
     /// Batch wake-ups on this socket while the stream catches up (see
@@ -718,6 +745,17 @@ impl WorkerState {
         event: std::result::Result<ReplicationEvent, PgWireError>,
         last_status_sent: &mut Instant,
     ) -> Result<bool> {
+        // The buffer's bytes first, waited for as its capacity is below.
+        if let Some(budget) = self.buffer_bytes.clone() {
+            let cost = buffered_bytes(&event, self.cfg.buffer_bytes.max(1));
+            if cost > 0
+                && self
+                    .wait_for_bytes(stream, &budget, cost, last_status_sent)
+                    .await?
+            {
+                return Ok(true);
+            }
+        }
         // Fast path: capacity available.
         match self.out.try_reserve() {
             Ok(permit) => {
@@ -772,6 +810,55 @@ impl WorkerState {
                 return Ok(true);
             }
             // The status interval elapsed while parked.
+            let applied = self.progress.load_applied();
+            self.send_feedback(stream, applied, false).await?;
+            *last_status_sent = Instant::now();
+        }
+    }
+
+    /// Takes `cost` bytes from the buffer's `budget`, waiting while the consumer holds too
+    /// many, with status feedback every `status_interval` as while waiting for capacity.
+    /// Returns `Ok(true)` if a stop was requested meanwhile.
+    async fn wait_for_bytes<S: AsyncWrite + Unpin>(
+        &mut self,
+        stream: &mut S,
+        budget: &Arc<tokio::sync::Semaphore>,
+        cost: u32,
+        last_status_sent: &mut Instant,
+    ) -> Result<bool> {
+        if let Ok(permit) = budget.try_acquire_many(cost) {
+            permit.forget();
+            return Ok(false);
+        }
+        self.metrics.record_stall_begin();
+        let stall_start = Instant::now();
+        loop {
+            let deadline = *last_status_sent + self.cfg.status_interval;
+            let stopping = tokio::select! {
+                biased;
+
+                _ = self.stop_rx.changed() => {
+                    if !*self.stop_rx.borrow() {
+                        continue;
+                    }
+                    true
+                }
+
+                permit = budget.acquire_many(cost) => {
+                    self.metrics
+                        .record_stall_end(stall_start.elapsed().as_micros() as u64);
+                    if let Ok(permit) = permit {
+                        permit.forget();
+                    }
+                    return Ok(false);
+                }
+
+                _ = tokio::time::sleep_until(deadline) => false,
+            };
+            if stopping {
+                self.end_stream(stream).await;
+                return Ok(true);
+            }
             let applied = self.progress.load_applied();
             self.send_feedback(stream, applied, false).await?;
             *last_status_sent = Instant::now();
@@ -1820,6 +1907,68 @@ mod tests {
             metrics.feedback_sent()
         );
 
+        let _ = stop_tx.send(true);
+        let _ = worker_task.await;
+    }
+
+    /// The event buffer is bounded in bytes as well as events: with room for 100 events but
+    /// 200 bytes of change data, three 90-byte changes leave the third waiting (feedback
+    /// still flows), and it goes once the consumer takes one and gives its bytes back.
+    #[tokio::test]
+    async fn the_event_buffer_is_bounded_in_bytes() {
+        use std::time::Duration;
+        use tokio::io::AsyncWriteExt;
+
+        let cfg = ReplicationConfig {
+            status_interval: Duration::from_millis(40),
+            idle_wakeup_interval: Duration::from_secs(10),
+            buffer_events: 100,
+            buffer_bytes: 200,
+            ..Default::default()
+        };
+        let progress = Arc::new(SharedProgress::new(Lsn(0)));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (tx, mut rx) = mpsc::channel(cfg.buffer_events);
+        let budget = Arc::new(tokio::sync::Semaphore::new(cfg.buffer_bytes));
+        let metrics = Arc::new(ReplicationMetrics::default());
+        let mut worker = WorkerState::new(cfg, progress, stop_rx, tx, Arc::clone(&metrics));
+        worker.bound_buffer_bytes(Arc::clone(&budget));
+        let (worker_end, mut test_end) = tokio::io::duplex(64 * 1024);
+        let worker_task = tokio::spawn(async move {
+            let mut buf = BufReader::with_capacity(1024, worker_end);
+            let _ = worker.stream_loop(&mut buf).await;
+        });
+        let change = [b'I'; 90];
+        for i in 1..=3u64 {
+            test_end.write_all(&xlog_frame(i, &change)).await.unwrap();
+        }
+        test_end.flush().await.unwrap();
+        // Feedback arrives while the third change waits for bytes.
+        let mut reader = MessageReader::new();
+        let feedback = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                let msg = reader.read(&mut test_end).await.unwrap();
+                if msg.tag == b'd' && msg.payload.first() == Some(&b'r') {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(feedback.is_ok(), "feedback while waiting for bytes");
+        assert_eq!(
+            rx.len(),
+            2,
+            "two changes of 90 bytes fit in 200, the third waits"
+        );
+        let first = rx.recv().await.unwrap();
+        budget.add_permits(buffered_bytes(&first, 200) as usize);
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while rx.len() < 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the third change goes once bytes are given back");
         let _ = stop_tx.send(true);
         let _ = worker_task.await;
     }

@@ -440,17 +440,26 @@ async fn relay_snapshot(
     let mut taken = (None, None);
     for (i, table) in plan.tables.iter().enumerate() {
         let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
-        let mut rows = snapshot::read(&database, table, relation_id, snapshot).await?;
-        tracing::info!(%table, rows = rows.rows.len(), exported = snapshot.is_some(),
+        let mut rows = snapshot::open(
+            &database,
+            table,
+            relation_id,
+            snapshot,
+            cdc.snapshot_fetch_size,
+        )
+        .await?;
+        tracing::info!(%table, rows = rows.total, exported = snapshot.is_some(),
             "snapshot.mode=initial: relaying the rows already in the outbox");
         taken = (rows.snapshot.clone(), rows.position);
-        if plan.tables.len() > 1 {
-            // Each table's rows are numbered from 0: one sequence per table.
-            rows.snapshot = rows.snapshot.map(|s| format!("{s}/{table}"));
-        }
+        // Each table's rows are numbered from 0: one sequence per table.
+        let name = match plan.tables.len() {
+            1 => rows.snapshot.clone(),
+            _ => rows.snapshot.clone().map(|s| format!("{s}/{table}")),
+        };
         streamer
-            .relay_snapshot(rows, taken.1.unwrap_or(plan.start))
+            .relay_snapshot(&mut rows, name, taken.1.unwrap_or(plan.start))
             .await?;
+        rows.finish().await?;
     }
     snapshot::mark_complete(&streamer.stream.sql, &plan.home, &cdc.slot, taken).await?;
     tracing::info!(tables = plan.tables.len(), "snapshot complete; streaming");

@@ -11,7 +11,7 @@ use crate::deliver::{
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use crate::route;
-use crate::source::snapshot::SnapshotRows;
+use crate::source::snapshot::SnapshotReader;
 use anyhow::anyhow;
 use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt as _};
@@ -326,38 +326,49 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// records the snapshot complete only then).
     pub async fn relay_snapshot(
         &mut self,
-        rows: SnapshotRows,
+        rows: &mut SnapshotReader,
+        snapshot: Option<String>,
         position: Lsn,
     ) -> Result<(), RelayError> {
-        self.route_message(&LogicalMessage::Relation(rows.relation), position, None)
-            .await?;
+        self.route_message(
+            &LogicalMessage::Relation(rows.relation.clone()),
+            position,
+            None,
+        )
+        .await?;
         // Rows of two snapshot reads are never compared: a retake gets a name of its own.
-        let snapshot: Arc<str> = rows
-            .snapshot
+        let snapshot: Arc<str> = snapshot
             .unwrap_or_else(|| format!("retake-{}", uuid::Uuid::now_v7()))
             .into();
-        let total = rows.rows.len() as u64;
+        let total = rows.total;
         self.metrics.snapshot_rows_total.set(total as i64);
         self.metrics.snapshot_rows_done.set(0);
         let mut progress = Progress::every(SNAPSHOT_PROGRESS_INTERVAL);
         // A snapshot's rows are not waited for by anyone: they go to Kafka in groups.
         self.deliver.linger(CATCH_UP_LINGER);
-        for (row, insert) in rows.rows.into_iter().enumerate() {
-            let event = EventPosition::Snapshot {
-                snapshot: snapshot.clone(),
-                row: row as u64,
-            };
-            self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
-                .await?;
-            let done = row as u64 + 1;
-            self.metrics.snapshot_rows_done.set(done as i64);
-            if progress.due() {
-                tracing::info!(
-                    rows_done = done,
-                    rows_total = total,
-                    percent = done * 100 / total.max(1),
-                    "snapshot progress: {done} of {total} rows read and routed"
-                );
+        let mut row = 0u64;
+        loop {
+            let fetched = rows.next_rows().await?;
+            if fetched.is_empty() {
+                break;
+            }
+            for insert in fetched {
+                let event = EventPosition::Snapshot {
+                    snapshot: snapshot.clone(),
+                    row,
+                };
+                self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
+                    .await?;
+                row += 1;
+                self.metrics.snapshot_rows_done.set(row as i64);
+                if progress.due() {
+                    tracing::info!(
+                        rows_done = row,
+                        rows_total = total,
+                        percent = row * 100 / total.max(1),
+                        "snapshot progress: {row} of {total} rows read and routed"
+                    );
+                }
             }
         }
         let tracker = &mut self.tracker;
