@@ -575,6 +575,10 @@ impl<P: Producer> Deliver<P> {
                       SASL/TLS credentials (--producer-property / --producer-properties-file)"
                     .into(),
             }),
+            (Outcome::Misconfigured { error }, _) => Err(RelayError::misconfigured(format!(
+                "Kafka refused the producer's settings: {error}; nothing after the last acknowledged event is confirmed. \
+                 Check the --producer-property settings (and the broker's version)"
+            ))),
             (Outcome::Failed { error }, _) => Err(RelayError::BrokerUnavailable(anyhow!(
                 "Kafka did not acknowledge an event: {error}; nothing after the last acknowledged event is confirmed"
             ))),

@@ -23,6 +23,9 @@ pub enum Outcome {
     /// The broker refuses the relay itself (authorization, authentication): nothing gets
     /// through until an operator acts, so the relay stops with the fix.
     Forbidden { error: String },
+    /// The broker refuses the producer's settings (or is too old for them): retrying cannot
+    /// help, so the relay stops naming the error.
+    Misconfigured { error: String },
     /// The record did not reach the broker (timeout, connection, fatal producer state):
     /// never skipped; the session ends and resumes from the last confirmed position.
     Failed { error: String },
