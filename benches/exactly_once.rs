@@ -1,6 +1,6 @@
 //! What `--exactly-once` costs, measured in one run with and without the flag on the same WAL
 //! (two slots created at the same position, each relay writing its own topics on a fresh
-//! in-memory tansu broker):
+//! Apache Kafka broker):
 //! - catch-up throughput (rows/s until the slot is confirmed past the last commit) and the
 //!   relay's CPU per event;
 //! - restart-to-streaming: kill -9 of the relay in the middle of a catch-up, then the time from

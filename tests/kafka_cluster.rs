@@ -33,7 +33,7 @@ async fn setup() -> Setup {
     Setup { cluster, pg, db }
 }
 
-fn relay(setup: &Setup) -> RelayProcess {
+fn relay_with(setup: &Setup, extra: &[&str]) -> RelayProcess {
     let args: Vec<String> = [
         "run",
         "--postgres-url",
@@ -50,6 +50,7 @@ fn relay(setup: &Setup) -> RelayProcess {
         "127.0.0.1:0",
     ]
     .iter()
+    .chain(extra)
     .map(|s| s.to_string())
     .collect();
     RelayProcess::spawn(Path::new(RELAY), &args, &[]).unwrap()
@@ -57,7 +58,11 @@ fn relay(setup: &Setup) -> RelayProcess {
 
 /// The relay, once its slot exists (writes from then on are events).
 async fn streaming_relay(setup: &Setup) -> RelayProcess {
-    let relay = relay(setup);
+    streaming_relay_with(setup, &[]).await
+}
+
+async fn streaming_relay_with(setup: &Setup, extra: &[&str]) -> RelayProcess {
+    let relay = relay_with(setup, extra);
     outbox_relay_testkit::wait_confirmed(
         &setup.db,
         SLOT,
@@ -171,8 +176,10 @@ async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
     assert_complete_and_ordered(&setup, &relay, 2000).await;
 }
 
-/// The topics created ahead with `min.insync.replicas=3`: with one broker down (and out of the
-/// in-sync set after `replica.lag.time.max.ms`), the broker answers NOT_ENOUGH_REPLICAS.
+/// `Order.events` created ahead with `min.insync.replicas=3`: with one broker down (and out of
+/// the in-sync set after `replica.lag.time.max.ms`), the broker answers NOT_ENOUGH_REPLICAS for
+/// its partitions. The slot holds; those partitions are reported stuck (/ready red naming them,
+/// the metric) while the other topics keep being written; all clears when the broker returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -181,7 +188,7 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
         .set("bootstrap.servers", setup.cluster.bootstrap_servers())
         .create()
         .unwrap();
-    let topics: Vec<String> = TYPES.iter().map(|t| format!("{t}.events")).collect();
+    let topics = ["Order.events".to_owned()];
     let new: Vec<NewTopic> = topics
         .iter()
         .map(|t| NewTopic::new(t, 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "3"))
@@ -193,14 +200,68 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     {
         created.unwrap();
     }
-    let relay = streaming_relay(&setup).await;
+    let relay = streaming_relay_with(&setup, &["--stuck-partition-after", "5"]).await;
+    let address = outbox_relay_testkit::http::metrics_address(&relay);
     write(&setup.db, 0, 200).await;
     wait_delivered(&setup, &relay, Duration::from_secs(60)).await;
+    let customers = |setup: &Setup| {
+        let bootstrap = setup.cluster.bootstrap_servers();
+        async move {
+            // With a broker down, a read may meet it before the client learns the new
+            // leaders: read again.
+            tokio::task::spawn_blocking(move || {
+                let mut tries = 0;
+                loop {
+                    match outbox_relay_testkit::read_topic(&bootstrap, "Customer.events") {
+                        Ok(records) => break records.len(),
+                        Err(e) if tries < 20 => {
+                            tries += 1;
+                            eprintln!("reading Customer.events again: {e:#}");
+                            std::thread::sleep(Duration::from_millis(500));
+                        }
+                        Err(e) => panic!("reading Customer.events: {e:#}"),
+                    }
+                }
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let customers_before = customers(&setup).await;
     setup.cluster.kill(3);
     let before = outbox_relay_testkit::current_wal_lsn(&setup.db).await;
     write(&setup.db, 200, 300).await;
-    // Long enough for the in-sync set to shrink and the broker to refuse.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Long enough for the in-sync set to shrink, the broker to refuse, and the relay to
+    // report the partitions it cannot get an answer for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let ready = loop {
+        let (status, body) = outbox_relay_testkit::http::get(&address, "/ready");
+        if status == 503 && body.contains("Order.events partition") {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/ready never named a stuck Order.events partition (last: {status} {body}):\n{}",
+            report(&setup, &relay)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let (_, metrics) = outbox_relay_testkit::http::get(&address, "/metrics");
+    assert!(
+        outbox_relay_testkit::http::metric(&metrics, "outbox_relay_stuck_partitions") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        relay
+            .log()
+            .contains("no acknowledgement from Kafka for Order.events partition"),
+        "the error names topic and partition:\n{}",
+        relay.log()
+    );
+    assert!(
+        customers(&setup).await > customers_before,
+        "the other topics keep being written while Order.events is stuck ({ready})"
+    );
     let confirmed = outbox_relay_testkit::confirmed_flush_lsn(&setup.db, SLOT)
         .await
         .unwrap();
@@ -211,6 +272,12 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     );
     setup.cluster.start_node(3).unwrap();
     wait_delivered(&setup, &relay, Duration::from_secs(180)).await;
+    outbox_relay_testkit::http::wait_status(&address, "/ready", 200, Duration::from_secs(30)).await;
+    let (_, metrics) = outbox_relay_testkit::http::get(&address, "/metrics");
+    assert_eq!(
+        outbox_relay_testkit::http::metric(&metrics, "outbox_relay_stuck_partitions"),
+        0.0
+    );
     assert_complete_and_ordered(&setup, &relay, 500).await;
 }
 

@@ -96,7 +96,7 @@ pub async fn measure(pg: &PgCluster, events: u64, per_tx: u64) {
 
     println!();
     println!("exactly_once: {events} events (transactions of {per_tx}, ~500 B payloads) caught up, then kill -9 in the \
-              middle of {restart_events} more and a restart; 3 partitions per topic, tansu memory://, 2-core machine");
+              middle of {restart_events} more and a restart; 3 partitions per topic, Apache Kafka, 2-core machine");
     println!("| mode | catch-up rows/s | relay CPU µs/event | restart → first confirmed | restart → caught up | replayed events skipped |");
     println!("|---|---|---|---|---|---|");
     for mode in &modes {

@@ -64,6 +64,12 @@ pub struct Metrics {
     /// to Kafka so far.
     pub snapshot_rows_total: Gauge,
     pub snapshot_rows_done: Gauge,
+    /// Partitions whose oldest record in flight has waited for Kafka longer than
+    /// `--stuck-partition-after`, and how long the longest has waited.
+    pub stuck_partitions: Gauge,
+    pub stuck_seconds: Gauge,
+    /// Which partitions, for /ready (empty when none).
+    stuck: std::sync::Mutex<String>,
     /// `--exactly-once`: replayed events found already in Kafka and not produced again.
     pub exactly_once_skipped: Counter,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
@@ -106,6 +112,9 @@ impl Metrics {
             standing_by: AtomicBool::new(false),
             snapshot_rows_total: Gauge::default(),
             snapshot_rows_done: Gauge::default(),
+            stuck_partitions: Gauge::default(),
+            stuck_seconds: Gauge::default(),
+            stuck: std::sync::Mutex::new(String::new()),
             exactly_once_skipped: Counter::default(),
             exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
@@ -192,6 +201,17 @@ impl Metrics {
             "snapshot_rows_done",
             "Rows of the initial snapshot read and routed so far (they go to Kafka in groups of up to 2,000)",
             m.snapshot_rows_done.clone(),
+        );
+        registry.register(
+            "stuck_partitions",
+            "Partitions whose oldest record has waited for Kafka's acknowledgement longer than --stuck-partition-after \
+             (nothing at or after it is confirmed; /ready is red)",
+            m.stuck_partitions.clone(),
+        );
+        registry.register(
+            "stuck_seconds",
+            "How long the oldest record of a stuck partition has waited for Kafka (0 when none is stuck)",
+            m.stuck_seconds.clone(),
         );
         registry.register(
             "exactly_once_skipped",
@@ -303,18 +323,37 @@ impl Metrics {
     /// Ready: able to do its job. The broker answered recently, and this instance either
     /// streams (or polls) or stands by for the slot with PostgreSQL reachable — a standby
     /// is healthy, and a rolling update of an active/standby pair must not wait for it.
-    pub fn readiness(&self) -> Result<&'static str, &'static str> {
+    pub fn readiness(&self) -> Result<String, String> {
+        let stuck = self.stuck.lock().unwrap().clone();
+        if !stuck.is_empty() {
+            return Err(format!(
+                "not ready: Kafka has not acknowledged records of {stuck}\n"
+            ));
+        }
         let broker = self.broker_reachable.load(Ordering::Relaxed);
         let streaming = self.streaming.get() == 1;
         let standing_by = self.standing_by.load(Ordering::Relaxed);
         match (broker, streaming, standing_by) {
-            (true, true, _) => Ok("ready: active\n"),
-            (true, false, true) => Ok("ready: standing by for the slot\n"),
-            (false, _, _) => Err("not ready: the broker is unreachable\n"),
+            (true, true, _) => Ok("ready: active\n".into()),
+            (true, false, true) => Ok("ready: standing by for the slot\n".into()),
+            (false, _, _) => Err("not ready: the broker is unreachable\n".into()),
             (true, false, false) => {
-                Err("not ready: not streaming (starting or reconnecting to PostgreSQL)\n")
+                Err("not ready: not streaming (starting or reconnecting to PostgreSQL)\n".into())
             }
         }
+    }
+
+    /// The partitions Kafka has not answered for too long (`--stuck-partition-after`),
+    /// described for /ready; none clears it.
+    pub fn set_stuck(&self, stuck: &[crate::deliver::producer::Unacknowledged]) {
+        self.stuck_partitions.set(stuck.len() as i64);
+        self.stuck_seconds
+            .set(stuck.first().map_or(0, |s| s.waited.as_secs() as i64));
+        let mut text: Vec<String> = stuck.iter().take(5).map(ToString::to_string).collect();
+        if stuck.len() > 5 {
+            text.push(format!("{} more", stuck.len() - 5));
+        }
+        *self.stuck.lock().unwrap() = text.join(", ");
     }
 
     pub fn is_ready(&self) -> bool {

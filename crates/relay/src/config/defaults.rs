@@ -17,6 +17,8 @@ pub const TOPIC_REPLICATION_FACTOR: i32 = -1;
 pub const MAX_IN_FLIGHT: usize = 100_000;
 /// Bytes of records produced and not yet acknowledged (librdkafka's queue): 64 MiB.
 pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
+/// Seconds a partition may leave a record unacknowledged before it is reported stuck.
+pub const STUCK_PARTITION_AFTER_S: u64 = 180;
 pub const STATUS_INTERVAL_MS: u64 = 1000;
 pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
 pub const POLL_INTERVAL_MS: u64 = 500;

@@ -17,6 +17,8 @@ pub struct KafkaSettings {
     pub max_in_flight: usize,
     /// Bytes of records produced and not yet acknowledged (librdkafka's queue).
     pub max_in_flight_bytes: usize,
+    /// A partition whose oldest record waits this long for Kafka is reported stuck.
+    pub stuck_partition_after: std::time::Duration,
     pub dead_letter_topic: String,
     /// Topic configs for the topics the relay creates (Kafka Connect's `topic.creation.*`).
     pub topic_creation: TopicCreation,
@@ -222,6 +224,7 @@ mod tests {
             topic_replication_factor: -1,
             max_in_flight: 10,
             max_in_flight_bytes: 64 << 20,
+            stuck_partition_after: std::time::Duration::from_secs(180),
             dead_letter_topic: "dlq".into(),
             topic_creation: TopicCreation::default(),
         }

@@ -503,6 +503,15 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
     if max_in_flight == 0 {
         return Err(invalid("max-in-flight", "must be at least 1"));
     }
+    let stuck_partition_after = o
+        .stuck_partition_after
+        .unwrap_or(defaults::STUCK_PARTITION_AFTER_S);
+    if stuck_partition_after == 0 {
+        return Err(invalid(
+            "stuck-partition-after",
+            "must be at least 1 second",
+        ));
+    }
     let max_in_flight_bytes = o
         .max_in_flight_bytes
         .unwrap_or(defaults::MAX_IN_FLIGHT_BYTES);
@@ -552,6 +561,7 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
         topic_replication_factor,
         max_in_flight,
         max_in_flight_bytes,
+        stuck_partition_after: Duration::from_secs(stuck_partition_after),
         dead_letter_topic,
         topic_creation: preset.map(|p| p.topic_creation.clone()).unwrap_or_default(),
     })

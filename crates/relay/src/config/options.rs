@@ -241,6 +241,10 @@ pub struct RunOptions {
         help = defaults::help("Bytes of events produced but not yet acknowledged before reading pauses (librdkafka's queue; raised to hold one record of message.max.bytes)", defaults::MAX_IN_FLIGHT_BYTES))]
     pub max_in_flight_bytes: Option<usize>,
 
+    #[arg(help_heading = "Kafka", long, env = "OUTBOX_RELAY_STUCK_PARTITION_AFTER", value_name = "SECONDS",
+        help = defaults::help("A partition whose oldest record waits this long for Kafka's acknowledgement is reported: /ready red, an error naming topic and partition, outbox_relay_stuck_partitions", defaults::STUCK_PARTITION_AFTER_S))]
+    pub stuck_partition_after: Option<u64>,
+
     #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_STATUS_INTERVAL_MS", value_name = "MS",
         help = defaults::help("How often the confirmed position is reported to PostgreSQL, in milliseconds", defaults::STATUS_INTERVAL_MS))]
     pub status_interval_ms: Option<u64>,

@@ -622,8 +622,8 @@ impl crate::ops::http::Observed for Herder {
                             .to_owned()
                     };
                     match p.metrics.readiness() {
-                        Ok(t) => ready.push(format!("{name} {}", brief(t))),
-                        Err(t) => not.push(format!("{name}: {}", brief(t))),
+                        Ok(t) => ready.push(format!("{name} {}", brief(&t))),
+                        Err(t) => not.push(format!("{name}: {}", brief(&t))),
                     }
                 }
             }

@@ -4,7 +4,7 @@
 use super::exactly_once::tail::ReadTail;
 use super::exactly_once::TailRead;
 use super::outcome::{Outcome, Tag};
-use super::producer::{Producer, Sent, Topic};
+use super::producer::{Producer, Sent, Topic, Unacknowledged};
 use crate::error::RelayError;
 use futures::future::BoxFuture;
 use outbox_router::OutboxRecord;
@@ -110,6 +110,32 @@ impl Producer for FakeProducer {
 
     fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Per topic (the fake has no partitions but a record's own), the oldest in flight.
+    fn waiting_longer_than(&self, age: std::time::Duration) -> Vec<Unacknowledged> {
+        let now = tokio::time::Instant::now();
+        let mut out: Vec<Unacknowledged> = Vec::new();
+        for id in self.in_flight.keys() {
+            let record = &self.sent[*id];
+            let waited = now.saturating_duration_since(self.sent_at[*id]);
+            if waited <= age {
+                continue;
+            }
+            match out
+                .iter_mut()
+                .find(|u| u.topic == record.topic && u.partition == record.partition)
+            {
+                Some(u) => u.waited = u.waited.max(waited),
+                None => out.push(Unacknowledged {
+                    topic: record.topic.clone(),
+                    partition: record.partition,
+                    waited,
+                }),
+            }
+        }
+        out.sort_by_key(|u| std::cmp::Reverse(u.waited));
+        out
     }
 
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {

@@ -88,6 +88,10 @@ pub struct Deliver<P: Producer> {
     topics_reset: u64,
     counts: Counts,
     exactly_once: Option<Guard>,
+    /// The partitions reported stuck (`--stuck-partition-after`), to log each once.
+    stuck: Vec<(Arc<str>, Option<i32>)>,
+    /// How long a partition may leave a record unanswered before it is reported.
+    stuck_after: Duration,
 }
 
 impl<P: Producer> Deliver<P> {
@@ -109,7 +113,54 @@ impl<P: Producer> Deliver<P> {
             topics_reset: 0,
             counts: Counts::default(),
             exactly_once: None,
+            stuck: Vec::new(),
+            stuck_after: Duration::from_secs(crate::config::defaults::STUCK_PARTITION_AFTER_S),
         }
+    }
+
+    /// `--stuck-partition-after`.
+    pub fn with_stuck_after(mut self, after: Duration) -> Self {
+        self.stuck_after = after;
+        self
+    }
+
+    /// How often stuck partitions are looked for: a tenth of the limit, between 1 and 10 s.
+    pub fn stuck_check_every(&self) -> Duration {
+        (self.stuck_after / 10).clamp(Duration::from_secs(1), Duration::from_secs(10))
+    }
+
+    /// Reports the partitions whose oldest record has waited for Kafka longer than `limit`
+    /// (a partition whose leader does not answer, a broker refusing to take it): /ready
+    /// turns red, the metric counts them, and each is logged once, naming topic and
+    /// partition, and again when it moves. Nothing at or after such a record is confirmed
+    /// meanwhile; the rest keeps flowing within the in-flight window.
+    pub fn check_stuck(&mut self) {
+        let stuck = self.producer.waiting_longer_than(self.stuck_after);
+        for s in &stuck {
+            if !self
+                .stuck
+                .iter()
+                .any(|(t, p)| *t == s.topic && *p == s.partition)
+            {
+                tracing::error!(
+                    topic = %s.topic,
+                    partition = s.partition.map_or(-1, |p| p),
+                    waited_seconds = s.waited.as_secs(),
+                    "no acknowledgement from Kafka for {s}: nothing at or after its oldest record is confirmed until \
+                     it is answered (is the partition's leader up? see the broker's logs)"
+                );
+            }
+        }
+        for (topic, partition) in &self.stuck {
+            if !stuck
+                .iter()
+                .any(|s| s.topic == *topic && s.partition == *partition)
+            {
+                tracing::info!(%topic, partition = partition.map_or(-1, |p| p), "Kafka answers again for this partition");
+            }
+        }
+        self.metrics.set_stuck(&stuck);
+        self.stuck = stuck.into_iter().map(|s| (s.topic, s.partition)).collect();
     }
 
     /// `--exactly-once`: every record carries its position; replayed events already in their
@@ -287,8 +338,15 @@ impl<P: Producer> Deliver<P> {
     /// events go at once.
     pub async fn drain(&mut self, mut on_ack: impl FnMut(Ticket)) -> Result<(), RelayError> {
         self.held.set_linger(Duration::ZERO);
+        let every = self.stuck_check_every();
+        let mut check = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         while self.has_pending() {
-            on_ack(self.next_acknowledged().await?);
+            // next_acknowledged is cancel-safe: a partition that does not answer is reported
+            // while waiting for it.
+            tokio::select! {
+                acknowledged = self.next_acknowledged() => on_ack(acknowledged?),
+                _ = check.tick() => self.check_stuck(),
+            }
         }
         Ok(())
     }

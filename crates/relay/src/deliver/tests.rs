@@ -53,6 +53,54 @@ fn stage(producer: FakeProducer) -> Deliver<FakeProducer> {
     Deliver::new(producer, "dlq", Arc::new(Metrics::new()), Arc::default())
 }
 
+/// A partition that leaves a record unanswered longer than the limit is reported (/ready
+/// red, the metric, named), while the others go on; once it answers, it is cleared.
+#[tokio::test(start_paused = true)]
+async fn a_partition_kafka_leaves_unanswered_is_reported_until_it_answers() {
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_broker_reachable(true);
+    metrics.streaming.set(1);
+    let mut d = Deliver::new(
+        FakeProducer::new(100),
+        "dlq",
+        metrics.clone(),
+        Arc::default(),
+    )
+    .with_stuck_after(Duration::from_secs(180));
+    let mut t = AckTracker::new(Lsn::ZERO);
+    let mut stuck = record("orders.events", 0);
+    stuck.partition = Some(2);
+    d.submit(Routed::Record(stuck), t.produced(), origin(1))
+        .await
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(100)).await;
+    d.submit(
+        Routed::Record(record("other.events", 1)),
+        t.produced(),
+        origin(2),
+    )
+    .await
+    .unwrap();
+    d.producer.complete(1, Outcome::Acknowledged);
+    let _ = d.next_acknowledged().await.unwrap();
+    d.check_stuck();
+    assert!(metrics.readiness().is_ok(), "100 s is within the limit");
+    tokio::time::advance(Duration::from_secs(90)).await;
+    d.check_stuck();
+    let ready = metrics.readiness().unwrap_err();
+    assert!(
+        ready.contains("orders.events partition 2 for 190 s"),
+        "{ready}"
+    );
+    assert_eq!(metrics.stuck_partitions.get(), 1);
+    assert_eq!(metrics.stuck_seconds.get(), 190);
+    d.producer.complete(0, Outcome::Acknowledged);
+    let _ = d.next_acknowledged().await.unwrap();
+    d.check_stuck();
+    assert!(metrics.readiness().is_ok());
+    assert_eq!(metrics.stuck_partitions.get(), 0);
+}
+
 #[tokio::test]
 async fn acknowledgements_come_back_as_kafka_gives_them_and_the_tracker_orders_them() {
     let mut d = stage(FakeProducer::new(100));

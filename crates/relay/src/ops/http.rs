@@ -29,7 +29,7 @@ impl Observed for Metrics {
     }
 
     fn ready(&self) -> Result<String, String> {
-        self.readiness().map(str::to_owned).map_err(str::to_owned)
+        self.readiness()
     }
 }
 

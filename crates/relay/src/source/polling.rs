@@ -80,7 +80,8 @@ impl Source for Polling<'_> {
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
             self.written.clone(),
-        );
+        )
+        .with_stuck_after(settings.kafka.stuck_partition_after);
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         self.metrics.streaming.set(1);
         self.metrics.set_standing_by(false);

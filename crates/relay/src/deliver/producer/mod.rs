@@ -23,7 +23,8 @@ pub use topics::topic_configs;
 pub use wire_size::{librdkafka_message_size, record_wire_size};
 
 use outcomes::{delivery_outcome, is_refusal, is_size_refusal};
-use reports::{Report, ReportContext, Reports, Slots};
+pub use reports::Unacknowledged;
+use reports::{Place, Report, ReportContext, Reports, Slots};
 use topic_rules::TopicRules;
 use topics::{topic_refusal, TopicRefusal};
 
@@ -99,6 +100,11 @@ pub trait Producer {
     /// called with nothing in flight.
     fn rebuild(&mut self) -> Result<(), RelayError> {
         Ok(())
+    }
+    /// The partitions whose oldest record in flight has waited longer than `age` for
+    /// Kafka's answer, the longest first.
+    fn waiting_longer_than(&self, _age: Duration) -> Vec<Unacknowledged> {
+        Vec::new()
     }
 }
 
@@ -319,7 +325,18 @@ impl Producer for KafkaProducer {
                 value: value.as_deref(),
             });
         }
-        let slot = self.in_flight.put(tag);
+        let place = Place {
+            topic: record.topic.clone(),
+            partition: record.partition.or_else(|| {
+                let key = record.key.as_deref()?;
+                let partitions = *self.partition_counts.get(&record.topic)?;
+                Some(crate::deliver::exactly_once::rule::key_partition(
+                    key, partitions,
+                ))
+            }),
+            sent: std::time::Instant::now(),
+        };
+        let slot = self.in_flight.put(tag, place);
         let mut base: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&record.topic, slot).headers(headers);
         if let Some(p) = record.partition {
@@ -396,6 +413,11 @@ impl Producer for KafkaProducer {
 
     fn in_flight(&self) -> usize {
         self.in_flight.used
+    }
+
+    fn waiting_longer_than(&self, age: Duration) -> Vec<Unacknowledged> {
+        self.in_flight
+            .waiting_longer_than(age, std::time::Instant::now())
     }
 
     /// Creates `topic` unless this producer already saw it. Topics that exist need no

@@ -5,10 +5,12 @@
 use super::super::dead_letter::RefusedRecord;
 use super::super::outcome::Tag;
 use super::outcomes::undelivered_record;
+use foldhash::{HashMap, HashMapExt as _};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::ClientContext;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One delivery report: the slot of the record's tag, and what went wrong, if anything.
 pub(super) struct Report {
@@ -53,35 +55,131 @@ impl ProducerContext for ReportContext {
     }
 }
 
-/// The tags of records in flight, each in the slot its delivery report names.
+/// Where a record in flight went, and when.
+pub(super) struct Place {
+    pub(super) topic: Arc<str>,
+    /// `None`: a record without key or partition, which librdkafka places at random.
+    pub(super) partition: Option<i32>,
+    pub(super) sent: Instant,
+}
+
+/// The tags of records in flight, each in the slot its delivery report names, with where
+/// each went and when.
 #[derive(Default)]
 pub(super) struct Slots {
-    pub(super) tags: Vec<Option<Tag>>,
+    pub(super) tags: Vec<Option<(Tag, Place)>>,
     pub(super) free: Vec<usize>,
     pub(super) used: usize,
 }
 
 impl Slots {
-    pub(super) fn put(&mut self, tag: Tag) -> usize {
+    pub(super) fn put(&mut self, tag: Tag, place: Place) -> usize {
         self.used += 1;
         match self.free.pop() {
             Some(slot) => {
-                self.tags[slot] = Some(tag);
+                self.tags[slot] = Some((tag, place));
                 slot
             }
             None => {
-                self.tags.push(Some(tag));
+                self.tags.push(Some((tag, place)));
                 self.tags.len() - 1
             }
         }
     }
 
     pub(super) fn take(&mut self, slot: usize) -> Tag {
-        let tag = self.tags[slot]
+        let (tag, _) = self.tags[slot]
             .take()
             .expect("a report for a record in flight");
         self.free.push(slot);
         self.used -= 1;
         tag
+    }
+
+    /// Each partition with a record in flight for longer than `age` at `now`, with the
+    /// age of its oldest, oldest first.
+    pub(super) fn waiting_longer_than(&self, age: Duration, now: Instant) -> Vec<Unacknowledged> {
+        let mut oldest: HashMap<(Arc<str>, Option<i32>), Duration> = HashMap::new();
+        for (_, place) in self.tags.iter().flatten() {
+            let waited = now.saturating_duration_since(place.sent);
+            if waited > age {
+                let entry = oldest
+                    .entry((place.topic.clone(), place.partition))
+                    .or_default();
+                *entry = (*entry).max(waited);
+            }
+        }
+        let mut out: Vec<Unacknowledged> = oldest
+            .into_iter()
+            .map(|((topic, partition), waited)| Unacknowledged {
+                topic,
+                partition,
+                waited,
+            })
+            .collect();
+        out.sort_by(|a, b| b.waited.cmp(&a.waited).then_with(|| a.topic.cmp(&b.topic)));
+        out
+    }
+}
+
+/// A partition whose oldest record in flight has waited `waited` for Kafka's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unacknowledged {
+    pub topic: Arc<str>,
+    /// `None`: records without a key, which librdkafka places at random.
+    pub partition: Option<i32>,
+    pub waited: Duration,
+}
+
+impl std::fmt::Display for Unacknowledged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.partition {
+            Some(p) => write!(f, "{} partition {p}", self.topic),
+            None => write!(f, "{} (records without a key)", self.topic),
+        }?;
+        write!(f, " for {} s", self.waited.as_secs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only records older than the age count, per partition, the oldest first.
+    #[test]
+    fn partitions_waiting_too_long_are_found_by_their_oldest_record() {
+        let mut tracker = crate::deliver::tracker::AckTracker::new(pgoutput::Lsn::from_u64(0));
+        let mut tag = || Tag {
+            ticket: tracker.produced(),
+            origin: crate::deliver::outcome::Origin {
+                table: "t".into(),
+                position: None,
+                event: None,
+            },
+            kind: crate::deliver::outcome::Kind::Event(Default::default()),
+        };
+        let now = Instant::now();
+        let at = |topic: &str, partition, secs| Place {
+            topic: topic.into(),
+            partition,
+            sent: now - Duration::from_secs(secs),
+        };
+        let mut slots = Slots::default();
+        slots.put(tag(), at("a", Some(0), 400));
+        slots.put(tag(), at("a", Some(0), 200));
+        let young = slots.put(tag(), at("a", Some(1), 10));
+        let gone = slots.put(tag(), at("b", Some(2), 900));
+        slots.put(tag(), at("c", None, 301));
+        slots.take(gone);
+        let found = slots.waiting_longer_than(Duration::from_secs(300), now);
+        assert_eq!(
+            found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "a partition 0 for 400 s",
+                "c (records without a key) for 301 s"
+            ]
+        );
+        slots.take(young);
+        assert_eq!(slots.used, 3);
     }
 }

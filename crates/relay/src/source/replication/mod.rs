@@ -315,7 +315,8 @@ impl<'a> Replication<'a> {
             self.metrics.clone(),
             &plan.home,
             settings.kafka.max_in_flight,
-        );
+        )
+        .stuck_after(settings.kafka.stuck_partition_after);
         if cdc.exactly_once {
             streamer = streamer.probe_when_full();
         }

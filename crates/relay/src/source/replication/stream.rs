@@ -144,6 +144,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     heartbeat: Option<tokio::time::Interval>,
     /// The open transaction, when BEGIN/END records are written (`provide.transaction.metadata`).
     transaction: Option<OpenTransaction>,
+    /// When to look for partitions Kafka leaves unanswered (`Deliver::check_stuck`).
+    stuck_check: tokio::time::Interval,
 }
 
 /// What an END record says about the open transaction.
@@ -154,6 +156,12 @@ struct OpenTransaction {
     begun: bool,
     /// Events per outbox table, in the order first seen.
     per_table: Vec<(String, i64)>,
+}
+
+fn interval(every: Duration) -> tokio::time::Interval {
+    let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    timer
 }
 
 impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
@@ -168,6 +176,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         table: &TableName,
         max_in_flight: usize,
     ) -> Self {
+        let deliver_check_every = deliver.stuck_check_every();
         Self {
             stream,
             deliver,
@@ -183,7 +192,15 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             probe_when_full: false,
             heartbeat: None,
             transaction: None,
+            stuck_check: interval(deliver_check_every),
         }
+    }
+
+    /// Reports a partition whose oldest record waited for Kafka longer than `after`.
+    pub fn stuck_after(mut self, after: Duration) -> Self {
+        self.deliver = self.deliver.with_stuck_after(after);
+        self.stuck_check = interval(self.deliver.stuck_check_every());
+        self
     }
 
     /// Writes a heartbeat record every `interval` while streaming (Debezium's
@@ -286,6 +303,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         }
                     }
                 }
+                _ = self.stuck_check.tick() => self.deliver.check_stuck(),
                 _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
                     self.send_heartbeat().await?;
                 }
