@@ -1087,3 +1087,105 @@ async fn standalone_connector_files_run_from_the_start() {
     assert_eq!(config["slot.name"], "standalone_props");
     worker.process.terminate(Duration::from_secs(20)).unwrap();
 }
+
+/// Pause, resume and config changes sent at once, from several clients, on one connector:
+/// they are applied one after the other, never leaving a second pipeline beside the
+/// connector's (an orphan would hold the slot for ever). After the storm a resume streams,
+/// and a pause lets go of the slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pause_resume_and_config_never_leave_two_pipelines() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let worker = start_worker(&stack, dir.path());
+    let register = register_json(&stack, "storm");
+    let (code, body) = send(
+        "POST",
+        &format!("{}/connectors", worker.url),
+        &register.to_string(),
+    );
+    assert_eq!(code, 201, "{body}");
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    let base = format!("{}/connectors/inventory-connector", worker.url);
+    // Plain HTTP from many threads at once (a curl process each would rarely overlap).
+    let address = worker.url.trim_start_matches("http://").to_owned();
+    let config = {
+        let mut config = register["config"].clone();
+        config["status.update.interval.ms"] = json!("500");
+        config.to_string()
+    };
+    let clients: Vec<_> = (0..12)
+        .map(|client| {
+            let address = address.clone();
+            let config = config.clone();
+            std::thread::spawn(move || {
+                for round in 0..20 {
+                    let (path, body) = match (client + round) % 5 {
+                        0 | 2 => ("resume", ""),
+                        1 | 3 => ("pause", ""),
+                        _ => ("config", config.as_str()),
+                    };
+                    raw_put(
+                        &address,
+                        &format!("/connectors/inventory-connector/{path}"),
+                        body,
+                    );
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let (code, _) = send("PUT", &format!("{base}/resume"), "");
+    assert_eq!(code, 202);
+    wait_state(&worker, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+    let (code, _) = send("PUT", &format!("{base}/pause"), "");
+    assert_eq!(code, 202);
+    wait_state(&worker, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let active: bool = stack
+            .db
+            .query_one(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = 'storm'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if !active {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a pipeline still holds the slot after the pause:\n{}",
+            worker.process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Paused: what is written now waits in the slot.
+    insert(&stack, 2, "Order").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(values(&stack, "outbox.event.Order").await, [r#"{"n": 1}"#]);
+}
+
+/// `PUT path` with a JSON `body`, over one plain TCP connection: the status code.
+fn raw_put(address: &str, path: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "PUT {path} HTTP/1.1\r\nHost: worker\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}

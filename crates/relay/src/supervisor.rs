@@ -6,7 +6,7 @@
 
 use crate::error::{Consequence, RelayError};
 use crate::metrics::Metrics;
-pub use crate::source::session::{pause, AbortOnDrop, Source};
+pub use crate::source::session::{pause, stop_requested, AbortOnDrop, Source};
 use rand::RngExt;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -57,7 +57,7 @@ pub async fn supervise(
             Ok(()) => return Ok(()),
             Err(e) => e,
         };
-        let stopping = *shutdown.borrow();
+        let stopping = stop_requested(&shutdown);
         match error.consequence() {
             Consequence::Exit => return Err(error),
             _ if stopping => return Ok(()),

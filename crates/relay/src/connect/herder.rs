@@ -327,31 +327,24 @@ impl Herder {
     /// Pause, resume or stop: a paused or stopped connector's pipeline ends (at a
     /// transaction boundary) and its slot keeps its position.
     pub fn set_target(&self, name: &str, target: Target) -> Result<(), Refusal> {
-        let settings = {
-            let connectors = self.connectors.lock().unwrap();
-            let entry = connectors
-                .get(name)
-                .ok_or_else(|| Refusal::missing(format!("Unknown connector {name}")))?;
-            match target {
-                Target::Started if entry.pipeline.is_none() => Some(
-                    self.validate(name, &entry.config)
-                        .map_err(|errors| Refusal::invalid(&errors))?,
-                ),
-                _ => None,
-            }
-        };
+        // One lock for the whole decision: concurrent pause, resume and PUT requests on one
+        // connector are applied one after the other, and a resume never launches a second
+        // pipeline beside a running one (an orphan would hold the slot for ever).
         let mut connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get_mut(name)
             .ok_or_else(|| Refusal::missing(format!("Unknown connector {name}")))?;
-        entry.target = target;
         match target {
-            Target::Started => {
-                if let Some(settings) = settings {
-                    entry.pipeline = Some(self.launch(name, settings));
-                }
+            Target::Started if entry.pipeline.is_none() => {
+                let settings = self
+                    .validate(name, &entry.config)
+                    .map_err(|errors| Refusal::invalid(&errors))?;
+                entry.target = target;
+                entry.pipeline = Some(self.launch(name, settings));
             }
+            Target::Started => entry.target = target,
             Target::Paused | Target::Stopped => {
+                entry.target = target;
                 if let Some(pipeline) = entry.take_pipeline() {
                     self.retire(name, pipeline);
                 }
@@ -363,27 +356,21 @@ impl Herder {
     /// Restarts the connector's pipeline (`POST …/restart`, `…/tasks/0/restart`); with
     /// `only_failed`, only a failed one.
     pub fn restart(&self, name: &str, only_failed: bool) -> Result<(), Refusal> {
-        let config = {
-            let connectors = self.connectors.lock().unwrap();
-            let entry = connectors
-                .get(name)
-                .ok_or_else(|| Refusal::not_found(name))?;
-            let failed = entry
-                .pipeline
-                .as_ref()
-                .is_some_and(|p| p.failure.lock().unwrap().is_some());
-            if entry.target != Target::Started || (only_failed && !failed) {
-                return Ok(());
-            }
-            entry.config.clone()
-        };
-        let settings = self
-            .validate(name, &config)
-            .map_err(|errors| Refusal::invalid(&errors))?;
+        // One lock, as set_target: a concurrent pause or PUT is applied before or after.
         let mut connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
+        let failed = entry
+            .pipeline
+            .as_ref()
+            .is_some_and(|p| p.failure.lock().unwrap().is_some());
+        if entry.target != Target::Started || (only_failed && !failed) {
+            return Ok(());
+        }
+        let settings = self
+            .validate(name, &entry.config)
+            .map_err(|errors| Refusal::invalid(&errors))?;
         if let Some(old) = entry.take_pipeline() {
             self.retire(name, old);
         }

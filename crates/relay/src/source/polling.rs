@@ -19,7 +19,7 @@
 //! of order (a row another instance holds is still visible, undeleted, until that
 //! instance commits after its acknowledgements).
 
-use super::session::{pause, Source};
+use super::session::{pause, stop_requested, Source};
 use super::{catalog, sql_rows};
 use crate::config::{PollingSettings, Retire, Settings};
 use crate::deliver::{AckTracker, Deliver, KafkaProducer, Origin, Producer};
@@ -96,7 +96,7 @@ impl Source for Polling<'_> {
             retire,
         };
         loop {
-            if *shutdown.borrow() {
+            if stop_requested(shutdown) {
                 return Ok(());
             }
             let relayed = poller.poll_once(&mut client).await?;

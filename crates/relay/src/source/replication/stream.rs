@@ -242,7 +242,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let probe_timer = tokio::time::sleep_until(last_heard + SILENCE_BEFORE_PROBE);
         tokio::pin!(probe_timer);
         loop {
-            if stop_by.is_none() && *shutdown.borrow() {
+            if stop_by.is_none() && crate::source::session::stop_requested(shutdown) {
                 stop_by = Some(Instant::now() + TRANSACTION_FINISH_TIMEOUT);
             }
             if let Some(deadline) = stop_by {
