@@ -25,6 +25,12 @@ pub enum RelayError {
     /// too many connections, a failed statement that may succeed next time).
     #[error("{0:#}")]
     ConnectionLost(anyhow::Error),
+    /// PostgreSQL refused with a SQLSTATE the relay does not know to pass (an internal error
+    /// of the walsender, a lock timeout, a code it has never seen): resumed like a lost
+    /// connection, but the same code at the same confirmed position only within a budget
+    /// (`supervisor::Repeats`); then the relay exits naming both.
+    #[error("{error:#}")]
+    ServerError { code: String, error: anyhow::Error },
     /// Kafka did not acknowledge (timeout, broker down, fatal idempotent-producer state):
     /// nothing after the last acknowledged event is confirmed, the session resumes.
     #[error("{0:#}")]
@@ -104,7 +110,9 @@ impl RelayError {
     pub fn consequence(&self) -> Consequence {
         match self {
             RelayError::SlotBusy { .. } => Consequence::StandBy,
-            RelayError::ConnectionLost(_) | RelayError::BrokerUnavailable(_) => Consequence::Resume,
+            RelayError::ConnectionLost(_)
+            | RelayError::ServerError { .. }
+            | RelayError::BrokerUnavailable(_) => Consequence::Resume,
             RelayError::Authentication { .. }
             | RelayError::MissingPrivilege { .. }
             | RelayError::Misconfiguration(_)
@@ -172,9 +180,13 @@ impl RelayError {
             c if sqlstate::TRANSIENT_CLASSES.iter().any(|class| c.starts_with(class)) => {
                 RelayError::ConnectionLost(error)
             }
-            // Anything else from a statement (a lock timeout, a serialization failure, ...)
-            // may succeed next time: retried with backoff, never in a tight loop.
-            _ => RelayError::ConnectionLost(error),
+            // Anything else (a lock timeout, an internal error of the walsender, a code the
+            // relay has never seen) may succeed next time: retried with backoff, never in a
+            // tight loop, and not for ever at the same position.
+            c => RelayError::ServerError {
+                code: c.to_owned(),
+                error,
+            },
         }
     }
 
@@ -310,6 +322,14 @@ mod tests {
             Consequence::Exit
         );
         assert_eq!(server("no code at all").consequence(), Consequence::Resume);
+        assert!(matches!(
+            server("invalid memory alloc request size 1073741824 (SQLSTATE XX000)"),
+            RelayError::ServerError { ref code, .. } if code == "XX000"
+        ));
+        assert!(matches!(
+            server("x (SQLSTATE 57P01)"),
+            RelayError::ConnectionLost(_)
+        ));
         assert_eq!(
             server("all replication slots are in use (SQLSTATE 53400)").consequence(),
             Consequence::Exit

@@ -49,6 +49,7 @@ pub async fn supervise(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RelayError> {
     let mut backoff = Backoff::default();
+    let mut repeats = Repeats::default();
     loop {
         let started = Instant::now();
         let result = source.session(&mut shutdown).await;
@@ -71,6 +72,22 @@ pub async fn supervise(
                 }
             }
             Consequence::Resume => {
+                let position = metrics.confirmed_lsn.get();
+                if let RelayError::ServerError { code, .. } = &error {
+                    if let Some((times, during)) =
+                        repeats.failed(code, position, tokio::time::Instant::now())
+                    {
+                        return Err(RelayError::misconfigured(format!(
+                            "PostgreSQL failed {times} times in {} s with the same error (SQLSTATE {code}) at \
+                             confirmed position {}: {error}; retrying does not help: see the server's log \
+                             for that position",
+                            during.as_secs(),
+                            pgoutput::Lsn::from_u64(position.max(0) as u64)
+                        )));
+                    }
+                } else {
+                    repeats = Repeats::default();
+                }
                 metrics.set_standing_by(false);
                 metrics.reconnects.inc();
                 let delay = backoff.after_session(started.elapsed());
@@ -84,6 +101,41 @@ pub async fn supervise(
                 }
             }
         }
+    }
+}
+
+/// Sessions the same PostgreSQL error (SQLSTATE) may end at the same confirmed position,
+/// and for how long at least, before the relay stops retrying it.
+pub const REPEAT_BUDGET: u32 = 10;
+pub const REPEAT_AT_LEAST: Duration = Duration::from_secs(300);
+
+/// The same error at the same position, counted: a different error or a moved position
+/// starts again.
+#[derive(Debug, Default)]
+pub struct Repeats {
+    last: Option<(String, i64, tokio::time::Instant)>,
+    times: u32,
+}
+
+impl Repeats {
+    /// Records a session that ended with `code` at `position`; when the budget is spent
+    /// (`REPEAT_BUDGET` times over at least `REPEAT_AT_LEAST`), how many times and for how long.
+    pub fn failed(
+        &mut self,
+        code: &str,
+        position: i64,
+        now: tokio::time::Instant,
+    ) -> Option<(u32, Duration)> {
+        match &self.last {
+            Some((c, p, _)) if c == code && *p == position => self.times += 1,
+            _ => {
+                self.last = Some((code.to_owned(), position, now));
+                self.times = 1;
+            }
+        }
+        let since = self.last.as_ref().map_or(now, |(_, _, since)| *since);
+        let during = now.duration_since(since);
+        (self.times >= REPEAT_BUDGET && during >= REPEAT_AT_LEAST).then_some((self.times, during))
     }
 }
 
@@ -177,6 +229,50 @@ mod tests {
         assert!(
             waited <= Duration::from_millis(1200 + 250 + 500),
             "{waited:?}"
+        );
+    }
+
+    /// The same PostgreSQL error at the same position (a walsender failing on one huge
+    /// row) is retried within a budget, then the relay exits naming the code and the
+    /// position; a lost connection is retried for ever, and progress starts the count again.
+    #[tokio::test(start_paused = true)]
+    async fn the_same_server_error_at_the_same_position_is_not_retried_for_ever() {
+        let metrics = Metrics::new();
+        metrics.confirmed_lsn.set(0x1_0000_0010);
+        let (_tx, rx) = watch::channel(false);
+        let source = Scripted {
+            results: (0..1000)
+                .map(|_| {
+                    Err(RelayError::ServerError {
+                        code: "XX000".into(),
+                        error: anyhow!("invalid memory alloc request size 1073741824"),
+                    })
+                })
+                .collect(),
+            sessions: 0,
+        };
+        let started = tokio::time::Instant::now();
+        let err = supervise(source, &metrics, rx).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("SQLSTATE XX000"), "{text}");
+        assert!(text.contains("1/10"), "the position: {text}");
+        assert!(text.contains("invalid memory alloc"), "{text}");
+        assert!(started.elapsed() >= REPEAT_AT_LEAST);
+        assert_eq!(err.consequence(), Consequence::Exit);
+
+        let mut repeats = Repeats::default();
+        let t0 = tokio::time::Instant::now();
+        let at = |s: i64| t0 + Duration::from_secs(s as u64);
+        for i in 0..20 {
+            // The position moves every other session: never spent.
+            assert_eq!(repeats.failed("XX000", i / 2, at(i * 60)), None);
+        }
+        for i in 0..9 {
+            assert_eq!(repeats.failed("55P03", 7, at(i * 60)), None);
+        }
+        assert_eq!(
+            repeats.failed("55P03", 7, at(9 * 60)),
+            Some((10, Duration::from_secs(540)))
         );
     }
 
