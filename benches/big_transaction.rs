@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
 
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
+use outbox_relay_testkit::status_kib as rss_kib;
 
 fn main() {
     // `cargo test --benches` runs bench binaries with --bench absent: do nothing then.

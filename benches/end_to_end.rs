@@ -49,16 +49,7 @@ fn fetch_wait_ms() -> u32 {
 /// The columns the relay reads (a publication column list of them, PostgreSQL 15+).
 const ROUTED_COLUMNS: &str = "id, aggregate_type, aggregate_id, event_type, payload";
 
-fn kib(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
+use outbox_relay_testkit::status_kib as kib;
 
 #[derive(Clone, Copy)]
 struct Run {

@@ -21,14 +21,7 @@ const OUTBOX: &str = "CREATE TABLE public.outbox (
     payload jsonb
 )";
 
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
+use outbox_relay_testkit::status_kib as rss_kib;
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0

@@ -19,5 +19,5 @@ pub use broker::{Broker, Cluster, Storage};
 pub use kafka::{read_topic, ConsumedRecord};
 pub use pgoutput::Lsn;
 pub use postgres::PgCluster;
-pub use relay::RelayProcess;
+pub use relay::{status_kib, RelayProcess};
 pub use slot::{confirmed_flush_lsn, current_wal_lsn, wait_confirmed, wait_delivered};

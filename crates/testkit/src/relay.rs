@@ -148,3 +148,16 @@ impl Drop for RelayProcess {
         self.kill9();
     }
 }
+
+/// A `kB` field of a process's `/proc/<pid>/status` (`VmRSS:`, `VmHWM:` …), in KiB: what
+/// the benchmarks report of memory.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

@@ -323,6 +323,18 @@ pub(super) fn delivery_outcome(
 mod tests {
     use super::*;
 
+    /// The outcome of a delivery report with `code`, for a record without key or value.
+    fn report(code: RDKafkaErrorCode) -> Outcome {
+        let record = RefusedRecord {
+            topic: "t".into(),
+            key: None,
+            event_id: None,
+            value: None,
+            value_len: 0,
+        };
+        delivery_outcome(KafkaError::MessageProduction(code), record, None)
+    }
+
     /// Every code librdkafka knows is in the table on purpose: none falls through to the
     /// default; the ones issue 37 names are refusals of the record.
     #[test]
@@ -355,19 +367,6 @@ mod tests {
                 "{refused:?}"
             );
         }
-        let report = |code| {
-            delivery_outcome(
-                KafkaError::MessageProduction(code),
-                RefusedRecord {
-                    topic: "t".into(),
-                    key: None,
-                    event_id: None,
-                    value: None,
-                    value_len: 0,
-                },
-                None,
-            )
-        };
         assert!(matches!(
             report(RDKafkaErrorCode::UnsupportedVersion),
             Outcome::Misconfigured { .. }
@@ -384,14 +383,6 @@ mod tests {
 
     #[test]
     fn an_unknown_partition_in_a_report_is_sent_again_not_dead_lettered() {
-        let record = || RefusedRecord {
-            topic: "t".into(),
-            key: None,
-            event_id: None,
-            value: None,
-            value_len: 0,
-        };
-        let report = |code| delivery_outcome(KafkaError::MessageProduction(code), record(), None);
         assert!(matches!(
             report(RDKafkaErrorCode::UnknownPartition),
             Outcome::Failed { .. }
