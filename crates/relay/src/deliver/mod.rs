@@ -129,7 +129,7 @@ impl<P: Producer> Deliver<P> {
         (self.stuck_after / 10).clamp(Duration::from_secs(1), Duration::from_secs(10))
     }
 
-    /// Reports the partitions whose oldest record has waited for Kafka longer than `limit`
+    /// Reports the partitions whose oldest record has waited for Kafka longer than the limit
     /// (a partition whose leader does not answer, a broker refusing to take it): /ready
     /// turns red, the metric counts them, and each is logged once, naming topic and
     /// partition, and again when it moves. Nothing at or after such a record is confirmed

@@ -158,7 +158,9 @@ struct OpenTransaction {
     per_table: Vec<(String, i64)>,
 }
 
-fn interval(every: Duration) -> tokio::time::Interval {
+/// A timer that first fires `every` from now, then every `every` (late ticks delayed, not
+/// bunched).
+fn ticks_every(every: Duration) -> tokio::time::Interval {
     let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     timer
@@ -192,14 +194,14 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             probe_when_full: false,
             heartbeat: None,
             transaction: None,
-            stuck_check: interval(deliver_check_every),
+            stuck_check: ticks_every(deliver_check_every),
         }
     }
 
     /// Reports a partition whose oldest record waited for Kafka longer than `after`.
     pub fn stuck_after(mut self, after: Duration) -> Self {
         self.deliver = self.deliver.with_stuck_after(after);
-        self.stuck_check = interval(self.deliver.stuck_check_every());
+        self.stuck_check = ticks_every(self.deliver.stuck_check_every());
         self
     }
 
@@ -207,10 +209,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// `heartbeat.interval.ms`), if the router writes them.
     pub fn heartbeats_every(mut self, interval: Duration) -> Self {
         if self.router.heartbeat(0).is_some() {
-            let period = interval.max(Duration::from_millis(10));
-            let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            self.heartbeat = Some(timer);
+            self.heartbeat = Some(ticks_every(interval.max(Duration::from_millis(10))));
         }
         self
     }
