@@ -2,8 +2,9 @@
 //! create-topic policy the cluster's operator deployed, and a compacted topic refusing a
 //! record without a key. The refused event is dead-lettered with the broker's reason and its
 //! payload, the others are delivered, and the stream goes on: the slot moves past the refused
-//! event only once it is in the dead-letter topic. (A topic's `max.message.bytes`:
-//! tests/bad_rows.rs.)
+//! event only once it is in the dead-letter topic. A topic changed under the relay makes the
+//! broker refuse a whole batch for one record: its neighbours still arrive. (A topic's
+//! `max.message.bytes`: tests/bad_rows.rs.)
 
 mod common;
 
@@ -144,4 +145,99 @@ async fn a_compacted_topic_refusing_a_null_key_dead_letters_that_event() {
     );
     let why = reason(&dead[0]);
     assert!(why.to_lowercase().contains("key"), "{why}");
+}
+
+/// The operator makes a topic compacted while the relay runs (its topic rules, read before,
+/// do not say so yet), and one transaction writes an event without a key between two with
+/// keys, in one batch (`linger.ms`). The broker refuses the whole batch for the keyless record
+/// (KIP-467: it alone is INVALID_RECORD, the others only failed with it). The neighbours are
+/// not dead-lettered and not lost: the session starts again, the refused event goes to the
+/// dead-letter topic with its payload before it is sent again, and the neighbours arrive once,
+/// in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_broker_refuses_for_one_record_delivers_its_neighbours() {
+    batch_refused_for_one_record(&[]).await;
+}
+
+/// The same with `--exactly-once`: the refusal stops the producer (gap-free partitions), the
+/// refused event's dead letter is written before anything after it, and nothing arrives
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_exactly_once_a_batch_refused_for_one_record_delivers_its_neighbours_once() {
+    batch_refused_for_one_record(&["--exactly-once"]).await;
+}
+
+async fn batch_refused_for_one_record(flags: &[&str]) {
+    let stack = Stack::start().await;
+    let bootstrap = stack.broker.bootstrap_servers();
+    outbox_relay_testkit::kafka::create_topic(&bootstrap, "Order.events", 1)
+        .await
+        .unwrap();
+    stack
+        .db
+        .batch_execute("ALTER TABLE outbox ALTER COLUMN aggregate_id DROP NOT NULL")
+        .await
+        .unwrap();
+    let mut args = vec!["--producer-property", "linger.ms=300"];
+    args.extend_from_slice(flags);
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &args).await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-0', 'Created', '{\"n\": 0}');",
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
+        .await;
+    outbox_relay_testkit::kafka::alter_topic_configs(
+        &bootstrap,
+        "Order.events",
+        &[("cleanup.policy", "compact")],
+    )
+    .await
+    .unwrap();
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
+               ('00000000-0000-0000-0000-000000000003', 'Order', NULL, 'Created', '{\"n\": 2}'),
+               ('00000000-0000-0000-0000-000000000004', 'Order', 'o-2', 'Created', '{\"n\": 3}');",
+        )
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(120), Some(&relay))
+        .await;
+    let orders: Vec<_> = stack
+        .read_topic("Order.events")
+        .await
+        .iter()
+        .map(|r| r.value_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        orders,
+        [r#"{"n": 0}"#, r#"{"n": 1}"#, r#"{"n": 3}"#],
+        "the keyless event's neighbours arrive once, in order\n{}",
+        relay.log()
+    );
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
+    assert_eq!(
+        dead[0].value_str(),
+        Some(r#"{"n": 2}"#),
+        "the payload is kept"
+    );
+    assert_eq!(
+        dead[0].header("outbox-relay.original.topic"),
+        Some(&b"Order.events"[..])
+    );
+    let log = relay.log();
+    assert!(
+        log.contains("part of a batch"),
+        "the batch refusal is what this test exercises:\n{log}"
+    );
 }

@@ -81,6 +81,25 @@ pub async fn create_topic_with_configs(
     Ok(())
 }
 
+/// Sets `topic`'s configs to `configs` (AlterConfigs: the ones not named go back to their
+/// defaults), as an operator changing a live topic would.
+pub async fn alter_topic_configs(
+    bootstrap: &str,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
+    let mut alter =
+        rdkafka::admin::AlterConfig::new(rdkafka::admin::ResourceSpecifier::Topic(topic));
+    for (key, value) in configs {
+        alter = alter.set(key, value);
+    }
+    for result in admin.alter_configs(&[alter], &AdminOptions::new()).await? {
+        result.map_err(|(_, e)| anyhow::anyhow!("altering {topic}'s configs: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The configs the broker holds for `topic` (DescribeConfigs) and its partition count.
 pub async fn topic_configs(
     bootstrap: &str,

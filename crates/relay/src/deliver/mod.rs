@@ -12,12 +12,20 @@
 //! - `outcome.rs`: what a delivery report says.
 //! - `exactly_once/`: `--exactly-once`, which replayed events are already in Kafka (the
 //!   stage asks its [`exactly_once::Guard`]).
+//! - `refusals.rs`: what the broker refused, remembered for the replay of the next session.
 //!
 //! Refusals, in every mode alike: an event the broker refuses for what it is goes to the
 //! dead-letter topic with its ticket; a dead letter refused as it is goes again without its
 //! payload; a dead letter refused even so stops the relay (exit non-zero with the fix) —
 //! never a retry loop, never a skipped event. A delivery that fails in transit ends the
-//! session (`BrokerUnavailable`): nothing after it is confirmed.
+//! session (`BrokerUnavailable`): nothing after it is confirmed. So does a record failed only
+//! because another record of its batch was refused: the replay dead-letters the refused one
+//! first ([`Refusals`]) and its neighbours go through.
+//!
+//! Dead letters go out in their events' order. With `--exactly-once` a dead letter also waits
+//! until every earlier event's outcome is known, so the dead-letter topic is written in
+//! position order, which its tail check relies on: a refusal reported late never lands behind
+//! a later dead letter.
 
 pub mod dead_letter;
 pub mod exactly_once;
@@ -26,26 +34,27 @@ pub mod fake;
 pub mod linger;
 pub mod outcome;
 pub mod producer;
+pub mod refusals;
 pub mod tracker;
 pub mod written;
 
 pub use dead_letter::DeadLetter;
 pub use dead_letter::RefusedRecord;
-pub use exactly_once::{EventPosition, Guard, Refusals, Source};
+pub use exactly_once::{EventPosition, Guard, Source};
 pub use linger::CATCH_UP_LINGER;
 pub use outcome::{Kind, Origin, Outcome, Tag};
 pub use producer::{KafkaProducer, Producer, Sent, Topic};
+pub use refusals::Refusals;
 pub use tracker::{AckTracker, Seq, Ticket};
 pub use written::WrittenTopics;
 
 use crate::error::RelayError;
 use crate::metrics::{Metrics, TopicLabels};
 use anyhow::anyhow;
-use exactly_once::Refusal;
 use foldhash::{HashMap, HashMapExt as _};
 use outbox_router::{InvalidRow, OutboxRecord};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,8 +84,13 @@ pub struct Deliver<P: Producer> {
     metrics: Arc<Metrics>,
     /// Tickets acknowledged and not yet taken by the source.
     acknowledged: VecDeque<Ticket>,
-    /// Dead letters waiting to be produced, oldest first.
+    /// Dead letters waiting to be produced, in their events' order.
     dead_letters: VecDeque<(Tag, DeadLetter)>,
+    /// `--exactly-once`: the events handed over whose outcome is not known yet (a dead
+    /// letter waits for every earlier one).
+    unresolved: BTreeSet<Seq>,
+    /// What the broker refused in this process's earlier sessions.
+    refusals: Refusals,
     /// Events accepted and not yet handed to the producer (a source that is behind).
     held: linger::Held,
     /// `outbox_relay_events_total` per topic, looked up once per topic.
@@ -107,6 +121,8 @@ impl<P: Producer> Deliver<P> {
             metrics,
             acknowledged: VecDeque::new(),
             dead_letters: VecDeque::new(),
+            unresolved: BTreeSet::new(),
+            refusals: Refusals::default(),
             held: linger::Held::default(),
             counters: HashMap::new(),
             written,
@@ -116,6 +132,13 @@ impl<P: Producer> Deliver<P> {
             stuck: Vec::new(),
             stuck_after: Duration::from_secs(crate::config::defaults::STUCK_PARTITION_AFTER_S),
         }
+    }
+
+    /// What the broker refused, shared with the next sessions: an event it refused is
+    /// dead-lettered before it is sent again.
+    pub fn with_refusals(mut self, refusals: Refusals) -> Self {
+        self.refusals = refusals;
+        self
     }
 
     /// `--stuck-partition-after`.
@@ -170,13 +193,11 @@ impl<P: Producer> Deliver<P> {
         self
     }
 
-    /// After a session failed on the broker (`--exactly-once`): takes the delivery reports
-    /// still coming (for at most `within`) so that a record the broker refused is remembered
-    /// for the next session, whatever order the reports came in. Confirms nothing.
+    /// After a session failed on the broker: takes the delivery reports still coming (for at
+    /// most `within`) so that a record the broker refused is remembered for the next session,
+    /// whatever order the reports came in (a batch's innocent records may be reported before
+    /// the one that failed it). Confirms nothing.
     pub async fn settle(&mut self, within: Duration) {
-        if self.exactly_once.is_none() {
-            return;
-        }
         let deadline = tokio::time::Instant::now() + within;
         while self.producer.in_flight() > 0 {
             match tokio::time::timeout_at(deadline, self.producer.next_report()).await {
@@ -232,15 +253,21 @@ impl<P: Producer> Deliver<P> {
                             .await;
                     }
                 };
+                // Refused by the broker in an earlier session: not sent to be refused again.
+                let remembered = origin
+                    .event
+                    .as_ref()
+                    .and_then(|event| self.refusals.event(event))
+                    .map(|reason| {
+                        (
+                            format!("{reason} (refused by the broker in an earlier session)"),
+                            false,
+                        )
+                    });
                 if let Some(event) = origin.event.clone().filter(|_| self.exactly_once.is_some()) {
                     // Refusals first, in position order: an event refused here never reaches
                     // its partition, so its partition's tail proves nothing about it.
                     let placed = self.place(&mut record, &event, partitions);
-                    let remembered = self
-                        .exactly_once
-                        .as_ref()
-                        .and_then(|eo| eo.refused_before(&event))
-                        .map(|reason| (reason, false));
                     if let Some((reason, oversized)) =
                         remembered.or_else(|| self.producer.refuses(&record))
                     {
@@ -257,6 +284,13 @@ impl<P: Producer> Deliver<P> {
                             return self.send_dead_letters().await;
                         }
                     }
+                } else if let Some((reason, oversized)) = remembered {
+                    return self
+                        .dead_letter_refused(&reason, &record, oversized, ticket, origin)
+                        .await;
+                }
+                if self.exactly_once.is_some() {
+                    self.unresolved.insert(ticket.seq());
                 }
                 let counter = self.topic_counter(&record.topic);
                 let tag = Tag {
@@ -503,9 +537,36 @@ impl<P: Producer> Deliver<P> {
         self.acknowledged.push_back(ticket);
     }
 
+    /// Queues a dead letter in its event's place: dead letters go out in their events' order,
+    /// whatever order the refusals were reported in.
     fn queue_dead_letter(&mut self, ticket: Ticket, origin: Origin, letter: DeadLetter) {
+        // Refused as it was in an earlier session: without its payload at once.
+        let remembered = origin
+            .event
+            .as_ref()
+            .and_then(|event| self.refusals.dead_letter(event));
+        let letter = match remembered {
+            Some(why) => letter
+                .without_payload(&format!(
+                    "the dead-letter topic refused it in an earlier session: {why}"
+                ))
+                .unwrap_or(letter),
+            None => letter,
+        };
         let tagged = self.tagged_letter(ticket, origin, letter);
-        self.dead_letters.push_back(tagged);
+        let seq = tagged.0.ticket.seq();
+        let at = self
+            .dead_letters
+            .iter()
+            .rposition(|(tag, _)| tag.ticket.seq() < seq)
+            .map_or(0, |i| i + 1);
+        self.dead_letters.insert(at, tagged);
+    }
+
+    /// `--exactly-once`: whether the dead letter of the event `seq` must wait for an earlier
+    /// event's outcome (a refusal of it would be dead-lettered first).
+    fn waits_for_earlier_events(&self, seq: Seq) -> bool {
+        self.unresolved.first().is_some_and(|first| *first < seq)
     }
 
     fn tagged_letter(
@@ -536,6 +597,11 @@ impl<P: Producer> Deliver<P> {
             ))
         })?;
         while let Some((tag, letter)) = self.dead_letters.front() {
+            if self.waits_for_earlier_events(tag.ticket.seq()) {
+                // Sent once the earlier events are acknowledged or refused (next_acknowledged
+                // comes back here after each report).
+                return Ok(());
+            }
             let mut record = letter.to_record(&topic);
             if let Some(event) = tag
                 .origin
@@ -583,6 +649,9 @@ impl<P: Producer> Deliver<P> {
     /// Acts on one delivery report. Synchronous: no await between taking a report and
     /// recording what it means.
     fn on_report(&mut self, tag: Tag, outcome: Outcome) -> Result<(), RelayError> {
+        if matches!(tag.kind, Kind::Event(_)) && !self.unresolved.is_empty() {
+            self.unresolved.remove(&tag.ticket.seq());
+        }
         match (outcome, tag.kind) {
             (Outcome::Acknowledged, kind) => {
                 match kind {
@@ -599,22 +668,21 @@ impl<P: Producer> Deliver<P> {
                 Ok(())
             }
             (Outcome::Refused { error, record }, Kind::Event(_)) => {
-                if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
-                    eo.remember(event, Refusal::Event(error.clone()));
+                if let Some(event) = &tag.origin.event {
+                    self.refusals.event_refused(event, &error);
                 }
                 let letter = DeadLetter::refused(&error, record, tag.origin.table.clone(), tag.origin.position);
                 self.queue_dead_letter(tag.ticket, tag.origin, letter);
                 Ok(())
             }
             (Outcome::Refused { error, .. }, Kind::DeadLetter(letter)) => {
-                if let (Some(eo), Some(event)) = (&self.exactly_once, &tag.origin.event) {
-                    eo.remember(event, Refusal::DeadLetter(error.clone()));
+                if let Some(event) = &tag.origin.event {
+                    self.refusals.dead_letter_refused(event, &error);
                 }
                 match letter.without_payload(&format!("the dead-letter topic refused it: {error}")) {
                     Some(cut) => {
-                        // Ahead of later letters: dead letters keep their events' order.
-                        let tagged = self.tagged_letter(tag.ticket, tag.origin, cut);
-                        self.dead_letters.push_front(tagged);
+                        // In its place: dead letters keep their events' order.
+                        self.queue_dead_letter(tag.ticket, tag.origin, cut);
                         Ok(())
                     }
                     None => Err(RelayError::misconfigured(format!(

@@ -210,6 +210,83 @@ async fn dead_letters_keep_the_order_of_their_events() {
     assert_eq!(reasons, ["row 1", "A.events", "row 3"]);
 }
 
+/// A streamed event at (`commit`, `index`).
+fn streamed(commit: u64, index: u32) -> Origin {
+    Origin {
+        event: Some(EventPosition::Stream {
+            commit: Lsn::from_u64(commit),
+            index,
+        }),
+        ..origin(commit)
+    }
+}
+
+/// The broker refuses one record of a batch and fails its neighbours with it
+/// (`_INVALID_DIFFERENT_RECORD`, reported first): the session ends, and its replay
+/// dead-letters the refused event, payload kept, before it is sent again, so the neighbours
+/// go through instead of failing with it for ever. In every mode, not only `--exactly-once`.
+#[tokio::test]
+async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered_first() {
+    let refusals = Refusals::default();
+    let mut d = stage(FakeProducer::new(100)).with_refusals(refusals.clone());
+    let mut t = AckTracker::new(Lsn::ZERO);
+    for n in 0..3u8 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            streamed(100, n as u32),
+        )
+        .await
+        .unwrap();
+    }
+    let neighbour = || {
+        Outcome::Failed {
+        error: "Local: Failed to append record because it was part of a batch which had one or more invalid records"
+            .into(),
+    }
+    };
+    d.producer.complete(0, neighbour());
+    d.producer.complete(
+        1,
+        Outcome::Refused {
+            error: "Broker: Invalid record".into(),
+            record: producer::refused_record(&record("A.events", 1)),
+        },
+    );
+    d.producer.complete(2, neighbour());
+    assert!(matches!(
+        d.next_acknowledged().await,
+        Err(RelayError::BrokerUnavailable(_))
+    ));
+    d.settle(std::time::Duration::from_millis(100)).await;
+
+    // The next session replays the three events.
+    let mut d = stage(FakeProducer::new(100)).with_refusals(refusals);
+    let mut t = AckTracker::new(Lsn::ZERO);
+    for n in 0..3u8 {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            streamed(100, n as u32),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(d.producer.sent_topics(), ["A.events", "dlq", "A.events"]);
+    let letter = &d.producer.sent[1];
+    assert_eq!(
+        letter.value,
+        record("A.events", 1).value,
+        "the payload is kept"
+    );
+    assert!(
+        reason(letter).contains("Invalid record"),
+        "{}",
+        reason(letter)
+    );
+    assert_eq!(d.producer.sent[2].key, record("A.events", 2).key);
+}
+
 #[tokio::test]
 async fn a_dead_letter_the_topic_refuses_goes_again_without_payload_then_stops_the_relay() {
     let mut d = stage(FakeProducer::new(100));
@@ -490,8 +567,8 @@ mod exactly_once_mode {
     }
 
     /// The guard of a session of [`source`] whose partitions end as `tails` say.
-    fn guard(tails: &FakeTails, refusals: Refusals) -> Guard {
-        Guard::new(source(), None, refusals, Box::new(tails.clone()))
+    fn guard(tails: &FakeTails) -> Guard {
+        Guard::new(source(), None, Box::new(tails.clone()))
     }
 
     fn at(commit: u64, index: u32) -> Origin {
@@ -533,7 +610,7 @@ mod exactly_once_mode {
         let producer = FakeProducer::new(100);
         let tails = FakeTails::default();
         tails.insert("A.events", 0, tail(200, 1, 1));
-        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
+        let mut d = stage(producer).with_exactly_once(guard(&tails));
         let mut t = AckTracker::new(Lsn::ZERO);
         // Replayed: (100, 0), (200, 0), (200, 1) are in Kafka; (200, 2) and (300, 0) are not.
         let mut commits = Vec::new();
@@ -602,7 +679,7 @@ mod exactly_once_mode {
                 position: None,
             },
         );
-        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
+        let mut d = stage(producer).with_exactly_once(guard(&tails));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent.len(), 1);
@@ -617,7 +694,7 @@ mod exactly_once_mode {
         producer.refuse_longer_than = Some(5);
         let tails = FakeTails::default();
         tails.insert("A.events", 0, tail(900, 0, 1));
-        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
+        let mut d = stage(producer).with_exactly_once(guard(&tails));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(d.producer.sent_topics(), ["dlq"]);
@@ -641,7 +718,7 @@ mod exactly_once_mode {
         let producer = FakeProducer::new(100);
         let tails = FakeTails::default();
         tails.insert("dlq", 0, tail(100, 0, 1));
-        let mut d = stage(producer).with_exactly_once(guard(&tails, Refusals::default()));
+        let mut d = stage(producer).with_exactly_once(guard(&tails));
         let mut t = AckTracker::new(Lsn::ZERO);
         let invalid = || {
             Routed::Invalid(outbox_router::InvalidRow {
@@ -676,7 +753,8 @@ mod exactly_once_mode {
         // after it landed, and the next session must not send it (to be refused) again.
         let refusals = Refusals::default();
         let mut d = stage(FakeProducer::new(100))
-            .with_exactly_once(guard(&FakeTails::default(), refusals.clone()));
+            .with_refusals(refusals.clone())
+            .with_exactly_once(guard(&FakeTails::default()));
         let mut t = AckTracker::new(Lsn::ZERO);
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         d.producer.complete(
@@ -688,8 +766,9 @@ mod exactly_once_mode {
         );
         d.settle(std::time::Duration::from_millis(100)).await;
         // The next session.
-        let mut d =
-            stage(FakeProducer::new(100)).with_exactly_once(guard(&FakeTails::default(), refusals));
+        let mut d = stage(FakeProducer::new(100))
+            .with_refusals(refusals)
+            .with_exactly_once(guard(&FakeTails::default()));
         submit_at(&mut d, &mut t, 0, 100, 0).await;
         assert_eq!(
             d.producer.sent_topics(),
@@ -700,6 +779,64 @@ mod exactly_once_mode {
             reason(&d.producer.sent[0]).contains("Invalid record"),
             "{}",
             reason(&d.producer.sent[0])
+        );
+    }
+
+    /// A dead letter waits until every earlier event's outcome is known: an event the broker
+    /// refuses late is dead-lettered before a later row's dead letter, so the dead-letter
+    /// topic stays in position order and its tail check never skips the refused event.
+    #[tokio::test]
+    async fn a_dead_letter_waits_for_the_outcome_of_every_earlier_event() {
+        let mut d = stage(FakeProducer::new(100)).with_exactly_once(guard(&FakeTails::default()));
+        let mut t = AckTracker::new(Lsn::ZERO);
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
+        d.submit(
+            Routed::Invalid(outbox_router::InvalidRow {
+                reason: "row 1".into(),
+                table: "public.outbox".into(),
+                original_topic: None,
+                key: None,
+                value: None,
+                event_id: None,
+            }),
+            t.produced(),
+            at(100, 1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            d.producer.sent_topics(),
+            ["A.events"],
+            "the later row's dead letter waits"
+        );
+        d.producer.complete(
+            0,
+            Outcome::Refused {
+                error: "Broker: Invalid record".into(),
+                record: producer::refused_record(&record("A.events", 0)),
+            },
+        );
+        let pending =
+            tokio::time::timeout(std::time::Duration::from_millis(50), d.next_acknowledged()).await;
+        assert!(pending.is_err(), "the dead letters are in flight");
+        assert_eq!(d.producer.sent_topics(), ["A.events", "dlq", "dlq"]);
+        let positions: Vec<EventPosition> = d.producer.sent[1..]
+            .iter()
+            .map(|r| position_of(r).position)
+            .collect();
+        assert_eq!(
+            positions,
+            [
+                EventPosition::Stream {
+                    commit: Lsn::from_u64(100),
+                    index: 0
+                },
+                EventPosition::Stream {
+                    commit: Lsn::from_u64(100),
+                    index: 1
+                }
+            ],
+            "the dead-letter topic is written in position order"
         );
     }
 

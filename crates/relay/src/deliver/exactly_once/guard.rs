@@ -1,12 +1,9 @@
 //! The delivery stage's side of `--exactly-once`: before a replayed event (or its dead
-//! letter) is sent, its partition is chosen and its position written, what the broker refused
-//! in an earlier session is refused again, and the partition's last record decides whether
-//! it is already in Kafka ([`super::rule::Tails`]). A session that took the slot over reads
+//! letter) is sent, its partition is chosen and its position written, and the partition's
+//! last record decides whether it is already in Kafka ([`super::rule::Tails`]). A session that took the slot over reads
 //! no tail before its [`Fence`].
 
-use super::rule::{
-    self, Decision, Distrust, EventPosition, Fence, Refusal, Refusals, Source, Tails,
-};
+use super::rule::{self, Decision, Distrust, EventPosition, Fence, Source, Tails};
 use super::tail::{ReadTail, TailReader};
 use crate::config::{ClientRole, KafkaSettings};
 use crate::error::RelayError;
@@ -32,43 +29,32 @@ pub struct Guard {
     reader: Box<dyn ReadTail>,
     /// No tail is read before it (a takeover waits out the old holder's last requests).
     fence: Option<Fence>,
-    /// What the broker refused in this process's earlier sessions.
-    refusals: Refusals,
 }
 
 impl Guard {
     /// The guard of a session streaming `slot` from the server `system_id`/`timeline`,
     /// reading tails from the broker of `kafka`. A session that took the slot over from
     /// another instance (`took_over`) reads no tail before the old holder's last produce
-    /// requests (`kafka`'s request timeout) cannot land any more; `refusals` carries what the
-    /// broker refused from one session to the next.
+    /// requests (`kafka`'s request timeout) cannot land any more.
     pub fn for_session(
         slot: &str,
         system_id: &str,
         timeline: u32,
         took_over: bool,
         kafka: &KafkaSettings,
-        refusals: Refusals,
     ) -> Self {
         Self::new(
             Source::new(slot, system_id, timeline),
             took_over.then(|| Fence::after(kafka.request_timeout())),
-            refusals,
             Box::new(TailReader::new(kafka.client_config(ClientRole::Admin))),
         )
     }
 
-    pub fn new(
-        source: Source,
-        fence: Option<Fence>,
-        refusals: Refusals,
-        reader: Box<dyn ReadTail>,
-    ) -> Self {
+    pub fn new(source: Source, fence: Option<Fence>, reader: Box<dyn ReadTail>) -> Self {
         Self {
             tails: Tails::new(source),
             reader,
             fence,
-            refusals,
         }
     }
 
@@ -91,21 +77,6 @@ impl Guard {
         }
         record.partition = Some(partition);
         Some(partition)
-    }
-
-    /// Why the event at `event` was refused by the broker in an earlier session, if it was.
-    pub fn refused_before(&self, event: &EventPosition) -> Option<String> {
-        match self.refusals.get(event)? {
-            Refusal::Event(reason) => Some(format!(
-                "{reason} (refused by the broker in an earlier session)"
-            )),
-            Refusal::DeadLetter(_) => None,
-        }
-    }
-
-    /// Remembers what the broker refused at `event`, for the next session.
-    pub fn remember(&self, event: &EventPosition, refusal: Refusal) {
-        self.refusals.remember(event, refusal);
     }
 
     /// Whether the replayed event at `event` is already in `topic`/`partition` of a topic

@@ -2,8 +2,8 @@
 //! parts, each with one concern:
 //! - `rule.rs`: the pure rule (which replayed events a partition's last record proves
 //!   delivered), with its proof and its tests on bytes;
-//! - `guard.rs`: what the delivery stage asks before sending (placement, refusals remembered
-//!   from earlier sessions, the takeover fence, the tail check): one [`Guard`] per session;
+//! - `guard.rs`: what the delivery stage asks before sending (placement, the takeover fence,
+//!   the tail check): one [`Guard`] per session;
 //! - `tail.rs`: reading a partition's last record (the guard owns its reader; the producer
 //!   knows nothing of tails).
 //!
@@ -15,8 +15,5 @@ pub mod rule;
 pub mod tail;
 
 pub use guard::{producer_settings, Guard};
-pub use rule::{
-    partition_for, EventPosition, Fence, Refusal, Refusals, Source, TailRead, Written,
-    POSITION_HEADER,
-};
+pub use rule::{partition_for, EventPosition, Fence, Source, TailRead, Written, POSITION_HEADER};
 pub use tail::{ReadTail, TailReader};

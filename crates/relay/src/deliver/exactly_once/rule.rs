@@ -29,7 +29,8 @@
 //! - Each partition is gap-free: the producer is idempotent with `acks=all` and
 //!   `enable.gapless.guarantee` (the relay sets all three and refuses overrides), so a record
 //!   the broker refuses stops the producer before any later record of its partition lands;
-//!   the session ends, and [`Refusals`] makes the next session dead-letter that event at once.
+//!   the session ends, and the delivery stage's `Refusals` make the next session dead-letter that
+//!   event at once.
 //!   A record the relay's own checks refuse (too large for the producer or the topic) is
 //!   dead-lettered, in position order, before the tail is consulted.
 //!
@@ -331,38 +332,6 @@ impl Tails {
         };
         self.partitions.insert((topic.clone(), partition), state);
         distrust
-    }
-}
-
-/// What the broker refused, by position, remembered across the sessions of one process. With
-/// `enable.gapless.guarantee` a refusal by the broker stops the producer (nothing after it
-/// lands in its partition), so the session ends; the next session dead-letters the event
-/// (or sends its dead letter without payload) at once instead of refusing it again forever.
-#[derive(Debug, Clone, Default)]
-pub struct Refusals(Arc<std::sync::Mutex<HashMap<EventPosition, Refusal>>>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// The event itself was refused: dead-letter it with this reason.
-    Event(String),
-    /// Its dead letter was refused as it was: send it without the payload.
-    DeadLetter(String),
-}
-
-impl Refusals {
-    pub fn remember(&self, position: &EventPosition, refusal: Refusal) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(position.clone(), refusal);
-    }
-
-    pub fn get(&self, position: &EventPosition) -> Option<Refusal> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(position)
-            .cloned()
     }
 }
 

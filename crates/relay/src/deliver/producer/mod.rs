@@ -391,9 +391,9 @@ impl Producer for KafkaProducer {
                 let tag = self.in_flight.take(report.slot);
                 let outcome = match report.error {
                     None => Outcome::Acknowledged,
-                    Some((error, record)) => {
+                    Some(refusal) => {
                         let fatal = self.producer.client().fatal_error();
-                        delivery_outcome(error, record, fatal)
+                        delivery_outcome(refusal, fatal)
                     }
                 };
                 return (tag, outcome);

@@ -1,12 +1,13 @@
 //! What a delivery report means for the relay: acknowledged, a refusal of the record (to
 //! dead-letter, with what it keeps of it), a refusal of the relay's principal, or a failure on
-//! the way to the broker. Error codes only, never message text.
+//! the way to the broker. Error codes only, never message text (one exception, documented
+//! at [`NEIGHBOUR_OF_A_REFUSED_RECORD`]).
 
 use super::super::dead_letter::RefusedRecord;
 use super::super::outcome::Outcome;
 use bytes::Bytes;
 use outbox_router::OutboxRecord;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 
 /// What a Kafka error code means for a record the relay produced.
@@ -278,23 +279,46 @@ pub(super) fn is_size_refusal(code: RDKafkaErrorCode) -> bool {
     )
 }
 
+/// How librdkafka 2.12 words the report of a record that the broker did not refuse but
+/// failed with the one record of its batch it refused (KIP-467 record errors). With exactly
+/// one refused record, librdkafka overwrites every record's error code with the batch's
+/// (`rd_kafka_interceptors_on_acknowledgement_queue` forces it): this text is then the only
+/// difference, so it is matched here, the one exception to "codes, never text". The real
+/// broker test `broker_refusals::a_batch_the_broker_refuses_for_one_record_delivers_its_neighbours`
+/// fails if a librdkafka upgrade changes it.
+const NEIGHBOUR_OF_A_REFUSED_RECORD: &str =
+    "Failed to append record because it was part of a batch";
+
 pub(super) fn delivery_outcome(
-    error: KafkaError,
-    record: RefusedRecord,
+    refusal: super::reports::Refusal,
     fatal: Option<(RDKafkaErrorCode, String)>,
 ) -> Outcome {
+    let super::reports::Refusal {
+        error,
+        record,
+        detail,
+    } = refusal;
     let code = error.rdkafka_error_code();
+    // Another record of its batch was refused, not this one: sent again by the next session,
+    // whose replay dead-letters the refused one first (see `deliver/refusals.rs`).
+    let neighbour = code == Some(RDKafkaErrorCode::InvalidDifferentRecord)
+        || detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with(NEIGHBOUR_OF_A_REFUSED_RECORD));
+    // The broker's own words for this record, when it gave any (and they add something).
+    let error = match detail.filter(|d| !error.to_string().contains(d.as_str())) {
+        Some(detail) => format!("{error}: {detail}"),
+        None => error.to_string(),
+    };
     // A report of an unknown partition is librdkafka's view of the metadata, not the
     // record: it fails the records it holds for a topic that a broker briefly reports with
     // fewer partitions or none (a broker restarting, a topic just created; rdkafka_topic.c
     // says so). Sent again by the next session; a partition that truly does not exist is
     // refused on `send`, before any report.
-    let refused = code.is_some_and(|c| is_refusal(c) && c != RDKafkaErrorCode::UnknownPartition);
+    let refused = !neighbour
+        && code.is_some_and(|c| is_refusal(c) && c != RDKafkaErrorCode::UnknownPartition);
     if refused {
-        return Outcome::Refused {
-            error: error.to_string(),
-            record,
-        };
+        return Outcome::Refused { error, record };
     }
     let error = match &fatal {
         Some((code, text)) => format!("{error} (producer fatal error: {code}: {text})"),
@@ -322,6 +346,7 @@ pub(super) fn delivery_outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rdkafka::error::KafkaError;
 
     /// The outcome of a delivery report with `code`, for a record without key or value.
     fn report(code: RDKafkaErrorCode) -> Outcome {
@@ -332,7 +357,55 @@ mod tests {
             value: None,
             value_len: 0,
         };
-        delivery_outcome(KafkaError::MessageProduction(code), record, None)
+        delivery_outcome(
+            super::super::reports::Refusal {
+                error: KafkaError::MessageProduction(code),
+                record,
+                detail: None,
+            },
+            None,
+        )
+    }
+
+    /// A record failed only because another record of its batch was refused is not refused
+    /// itself, whichever code librdkafka gives it.
+    #[test]
+    fn the_neighbours_of_a_refused_record_are_sent_again_not_dead_lettered() {
+        let outcome = |code, detail: Option<&str>| {
+            delivery_outcome(
+                super::super::reports::Refusal {
+                    error: KafkaError::MessageProduction(code),
+                    record: RefusedRecord {
+                        topic: "t".into(),
+                        key: None,
+                        event_id: None,
+                        value: Some(Bytes::from_static(b"{}")),
+                        value_len: 2,
+                    },
+                    detail: detail.map(str::to_owned),
+                },
+                None,
+            )
+        };
+        let neighbour = "Failed to append record because it was part of a batch which had one more more invalid records";
+        assert!(matches!(
+            outcome(RDKafkaErrorCode::InvalidRecord, Some(neighbour)),
+            Outcome::Failed { .. }
+        ));
+        assert!(matches!(
+            outcome(RDKafkaErrorCode::InvalidDifferentRecord, None),
+            Outcome::Failed { .. }
+        ));
+        match outcome(
+            RDKafkaErrorCode::InvalidRecord,
+            Some("Compacted topic cannot accept message without key in topic partition t-0."),
+        ) {
+            Outcome::Refused { error, record } => {
+                assert!(error.contains("Compacted topic cannot accept"), "{error}");
+                assert!(record.value.is_some(), "the payload is kept");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Every code librdkafka knows is in the table on purpose: none falls through to the

@@ -15,7 +15,31 @@ use std::time::{Duration, Instant};
 /// One delivery report: the slot of the record's tag, and what went wrong, if anything.
 pub(super) struct Report {
     pub(super) slot: usize,
-    pub(super) error: Option<(KafkaError, RefusedRecord)>,
+    pub(super) error: Option<Refusal>,
+}
+
+/// What went wrong with one record.
+pub(super) struct Refusal {
+    pub(super) error: KafkaError,
+    pub(super) record: RefusedRecord,
+    /// What the broker said of this record (a produce response's record error, or its error
+    /// message), when it said anything.
+    pub(super) detail: Option<String>,
+}
+
+/// The broker's message for a record it did not take (librdkafka's per-record error string).
+fn broker_message(message: &rdkafka::message::BorrowedMessage<'_>) -> Option<String> {
+    // SAFETY: the message is valid for the callback's duration; the string, when set, is
+    // owned by the message and copied before the callback returns.
+    let text = unsafe { rdkafka::bindings::rd_kafka_message_produce_errstr(message.ptr()) };
+    if text.is_null() {
+        return None;
+    }
+    let text = unsafe { std::ffi::CStr::from_ptr(text) }
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    (!text.is_empty()).then_some(text)
 }
 
 /// Where the polling thread leaves delivery reports for the delivery stage.
@@ -40,10 +64,11 @@ impl ProducerContext for ReportContext {
     fn delivery(&self, result: &DeliveryResult<'_>, slot: usize) {
         let error = match result {
             Ok(_) => None,
-            Err((e, message)) => Some((
-                e.clone(),
-                undelivered_record(message, e.rdkafka_error_code()),
-            )),
+            Err((e, message)) => Some(Refusal {
+                error: e.clone(),
+                record: undelivered_record(message, e.rdkafka_error_code()),
+                detail: broker_message(message),
+            }),
         };
         let mut queue = self.reports.queue.lock().unwrap();
         let was_empty = queue.is_empty();

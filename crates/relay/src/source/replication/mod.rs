@@ -54,7 +54,7 @@ pub struct Replication<'a> {
     /// Another instance held the slot when this one last tried (it stood by): the session
     /// that takes the slot over fences its `--exactly-once` tail reads.
     stood_by: bool,
-    /// `--exactly-once`: what the broker refused, carried from session to session.
+    /// What the broker refused, carried from session to session.
     refusals: Refusals,
     _heartbeat: Option<AbortOnDrop>,
 }
@@ -290,12 +290,15 @@ impl<'a> Replication<'a> {
             slot: cdc.slot.clone(),
             walsender,
         };
+        // What was refused before this session's start is never replayed again.
+        self.refusals.forget_before(plan.start);
         let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
             self.written.clone(),
-        );
+        )
+        .with_refusals(self.refusals.clone());
         if cdc.exactly_once {
             deliver = deliver.with_exactly_once(exactly_once::Guard::for_session(
                 &cdc.slot,
@@ -303,7 +306,6 @@ impl<'a> Replication<'a> {
                 timeline,
                 self.stood_by,
                 &settings.kafka,
-                self.refusals.clone(),
             ));
         }
         let mut streamer = Streamer::new(
@@ -401,8 +403,9 @@ async fn stream_until_shutdown(
     .await;
     if let Err(e) = result {
         streamer.stream.client.abort();
-        if cdc.exactly_once && matches!(e, RelayError::BrokerUnavailable(_)) {
-            // Remember what the broker refused, whichever report came first.
+        if matches!(e, RelayError::BrokerUnavailable(_)) {
+            // Remember what the broker refused, whichever report came first (a batch's
+            // innocent records may be reported before the one that failed it).
             streamer.settle(Duration::from_secs(5)).await;
         }
         return (Err(e), streamed);
