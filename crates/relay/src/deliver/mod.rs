@@ -695,6 +695,30 @@ impl<P: Producer> Deliver<P> {
                     ))),
                 }
             }
+            (Outcome::Neighbour { error, record }, Kind::Event(_))
+                if !tag.origin.event.as_ref().is_some_and(Refusals::replayed) =>
+            {
+                // No replay repeats this record in order: dead-lettered, payload kept.
+                let letter = DeadLetter::refused(
+                    &format!("{error} (another record of its batch was refused)"),
+                    record,
+                    tag.origin.table.clone(),
+                    tag.origin.position,
+                );
+                self.queue_dead_letter(tag.ticket, tag.origin, letter);
+                Ok(())
+            }
+            (Outcome::Neighbour { .. }, Kind::DeadLetter(letter))
+                if !tag.origin.event.as_ref().is_some_and(Refusals::replayed) =>
+            {
+                // Sent again as it is; the refused letter of its batch goes without payload.
+                self.queue_dead_letter(tag.ticket, tag.origin, *letter);
+                Ok(())
+            }
+            (Outcome::Neighbour { error, .. }, _) => Err(RelayError::BrokerUnavailable(anyhow!(
+                "Kafka failed an event because another record of its batch was refused ({error}); the session \
+                 starts again from the last confirmed position and dead-letters the refused event first"
+            ))),
             (Outcome::Forbidden { error }, _) => Err(RelayError::MissingPrivilege {
                 error: anyhow!("Kafka refused the relay: {error}; nothing after the last acknowledged event is confirmed"),
                 fix: "grant the relay's principal WRITE on its topics and IDEMPOTENT_WRITE on the cluster, or check its \

@@ -20,6 +20,14 @@ pub enum Outcome {
         error: String,
         record: RefusedRecord,
     },
+    /// The broker refused another record of this record's batch, and failed this one with it
+    /// (KIP-467). A streamed event is sent again by the next session, whose replay
+    /// dead-letters the refused one first; a record no replay repeats in order (a snapshot or
+    /// polled row) is dead-lettered with its payload, so that nothing loops.
+    Neighbour {
+        error: String,
+        record: RefusedRecord,
+    },
     /// The broker refuses the relay itself (authorization, authentication): nothing gets
     /// through until an operator acts, so the relay stops with the fix.
     Forbidden { error: String },

@@ -73,6 +73,11 @@ impl Refusals {
         });
     }
 
+    /// Whether a replay repeats `position`, so that a refusal at it is worth remembering.
+    pub fn replayed(position: &EventPosition) -> bool {
+        remembered(position)
+    }
+
     pub fn len(&self) -> usize {
         self.with(|m| m.len())
     }

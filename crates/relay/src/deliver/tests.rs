@@ -239,13 +239,14 @@ async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered
         .await
         .unwrap();
     }
-    let neighbour = || {
-        Outcome::Failed {
-        error: "Local: Failed to append record because it was part of a batch which had one or more invalid records"
+    let neighbour = |n: u8| {
+        Outcome::Neighbour {
+        error: "Broker: Broker failed to validate record: Failed to append record because it was part of a batch"
             .into(),
+        record: producer::refused_record(&record("A.events", n)),
     }
     };
-    d.producer.complete(0, neighbour());
+    d.producer.complete(0, neighbour(0));
     d.producer.complete(
         1,
         Outcome::Refused {
@@ -253,7 +254,7 @@ async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered
             record: producer::refused_record(&record("A.events", 1)),
         },
     );
-    d.producer.complete(2, neighbour());
+    d.producer.complete(2, neighbour(2));
     assert!(matches!(
         d.next_acknowledged().await,
         Err(RelayError::BrokerUnavailable(_))
@@ -285,6 +286,24 @@ async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered
         reason(letter)
     );
     assert_eq!(d.producer.sent[2].key, record("A.events", 2).key);
+
+    // A row no replay repeats in order (polled, or of a snapshot, which is retaken whole):
+    // dead-lettered with its payload, so that nothing loops.
+    let mut d = stage(FakeProducer::new(100));
+    d.submit(
+        Routed::Record(record("A.events", 7)),
+        t.produced(),
+        origin(300),
+    )
+    .await
+    .unwrap();
+    d.producer.complete(0, neighbour(7));
+    let pending =
+        tokio::time::timeout(std::time::Duration::from_millis(50), d.next_acknowledged()).await;
+    assert!(pending.is_err(), "its dead letter is in flight");
+    assert_eq!(d.producer.sent_topics(), ["A.events", "dlq"]);
+    assert_eq!(d.producer.sent[1].value, record("A.events", 7).value);
+    assert!(reason(&d.producer.sent[1]).contains("another record of its batch was refused"));
 }
 
 #[tokio::test]

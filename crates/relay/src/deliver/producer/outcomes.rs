@@ -315,8 +315,10 @@ pub(super) fn delivery_outcome(
     // fewer partitions or none (a broker restarting, a topic just created; rdkafka_topic.c
     // says so). Sent again by the next session; a partition that truly does not exist is
     // refused on `send`, before any report.
-    let refused = !neighbour
-        && code.is_some_and(|c| is_refusal(c) && c != RDKafkaErrorCode::UnknownPartition);
+    if neighbour {
+        return Outcome::Neighbour { error, record };
+    }
+    let refused = code.is_some_and(|c| is_refusal(c) && c != RDKafkaErrorCode::UnknownPartition);
     if refused {
         return Outcome::Refused { error, record };
     }
@@ -390,11 +392,11 @@ mod tests {
         let neighbour = "Failed to append record because it was part of a batch which had one more more invalid records";
         assert!(matches!(
             outcome(RDKafkaErrorCode::InvalidRecord, Some(neighbour)),
-            Outcome::Failed { .. }
+            Outcome::Neighbour { .. }
         ));
         assert!(matches!(
             outcome(RDKafkaErrorCode::InvalidDifferentRecord, None),
-            Outcome::Failed { .. }
+            Outcome::Neighbour { .. }
         ));
         match outcome(
             RDKafkaErrorCode::InvalidRecord,
