@@ -28,13 +28,32 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// Which topics have a label of their own in `outbox_relay_events_total`.
+struct TopicLabelling {
+    /// Every topic counted so far, and whether it has its own label.
+    own: std::collections::HashMap<String, bool>,
+    /// How many have one.
+    labelled: usize,
+    /// `--metrics-topic-limit`.
+    limit: usize,
+}
+
+/// The `topic` label of the events of topics past `--metrics-topic-limit`.
+pub const OTHER_TOPICS: &str = "_other";
+
 /// The `reason` label values of `outbox_relay_dead_letters_total` (`deliver::dead_letter::Cause`).
 pub const DEAD_LETTER_REASONS: [&str; 2] = ["unroutable", "refused"];
 
 pub struct Metrics {
     registry: Registry,
-    /// Events acknowledged by Kafka, per destination topic.
-    pub events: Family<TopicLabels, Counter>,
+    /// Events acknowledged by Kafka, per destination topic (the first
+    /// `--metrics-topic-limit` topics; the others under [`OTHER_TOPICS`]): use
+    /// [`Metrics::topic_events`].
+    events: Family<TopicLabels, Counter>,
+    /// Every topic counted, and whether it has a label of its own in `events`.
+    labelled_topics: std::sync::Mutex<TopicLabelling>,
+    /// Distinct topics events were written to (every one, labelled or not).
+    pub topics: Gauge,
     /// Dead letters acknowledged, per reason (`unroutable`, `refused`).
     dead_letters: Family<ReasonLabels, Counter>,
     pub confirmed_lsn: Gauge,
@@ -93,6 +112,12 @@ impl Metrics {
         let mut root = Registry::with_prefix("outbox_relay");
         let m = Self {
             events: Family::default(),
+            labelled_topics: std::sync::Mutex::new(TopicLabelling {
+                own: Default::default(),
+                labelled: 0,
+                limit: crate::config::defaults::METRICS_TOPIC_LIMIT,
+            }),
+            topics: Gauge::default(),
             dead_letters: Family::default(),
             confirmed_lsn: Gauge::default(),
             server_wal_lsn: Gauge::default(),
@@ -138,8 +163,13 @@ impl Metrics {
         };
         registry.register(
             "events",
-            "Events acknowledged by Kafka, per topic",
+            "Events acknowledged by Kafka, per topic (the first --metrics-topic-limit topics; the others under topic=\"_other\")",
             m.events.clone(),
+        );
+        registry.register(
+            "topics",
+            "Distinct topics this relay wrote events to since it started (labelled in outbox_relay_events_total or not)",
+            m.topics.clone(),
         );
         registry.register(
             "dead_letters",
@@ -356,6 +386,51 @@ impl Metrics {
         *self.stuck.lock().unwrap() = text.join(", ");
     }
 
+    /// `--metrics-topic-limit`: how many topics get a label of their own.
+    pub fn limit_topic_labels(&self, limit: usize) {
+        self.labelled_topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .limit = limit;
+    }
+
+    /// The counter of `topic`'s events, first used for it now: its own series while fewer
+    /// than `--metrics-topic-limit` topics have one, else the `_other` series. Label sets
+    /// stay bounded whatever the number of aggregate types.
+    pub fn topic_events(&self, topic: &str) -> Counter {
+        let mut topics = self
+            .labelled_topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let own = match topics.own.get(topic) {
+            Some(own) => *own,
+            None => {
+                let own = topics.labelled < topics.limit;
+                topics.labelled += usize::from(own);
+                topics.own.insert(topic.to_owned(), own);
+                self.topics.set(topics.own.len() as i64);
+                own
+            }
+        };
+        drop(topics);
+        let label = if own { topic } else { OTHER_TOPICS };
+        self.events
+            .get_or_create(&TopicLabels {
+                topic: label.to_owned(),
+            })
+            .clone()
+    }
+
+    /// The events counted for `topic` (or under `_other`).
+    #[cfg(test)]
+    pub fn events_of(&self, topic: &str) -> u64 {
+        self.events
+            .get_or_create(&TopicLabels {
+                topic: topic.to_owned(),
+            })
+            .get()
+    }
+
     pub fn is_ready(&self) -> bool {
         self.readiness().is_ok()
     }
@@ -367,5 +442,35 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Thousands of aggregate types keep /metrics bounded: past the limit, events are counted
+    /// under `_other`; the number of topics is still told.
+    #[test]
+    fn topic_labels_stop_at_the_limit() {
+        let m = Metrics::for_slot(Some("s"));
+        m.limit_topic_labels(2);
+        for topic in ["a.events", "b.events", "c.events", "a.events", "d.events"] {
+            m.topic_events(topic).inc();
+        }
+        assert_eq!(m.events_of("a.events"), 2);
+        assert_eq!(m.events_of("b.events"), 1);
+        assert_eq!(m.events_of(OTHER_TOPICS), 2, "c and d");
+        let text = m.encode();
+        assert!(!text.contains("c.events"), "{text}");
+        assert!(
+            text.contains(r#"outbox_relay_topics{slot="s"} 4"#),
+            "{text}"
+        );
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("outbox_relay_events_total"))
+            .count();
+        assert_eq!(series, 3, "{text}");
     }
 }

@@ -59,6 +59,23 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Resu
     create_topic_with_configs(bootstrap, topic, partitions, &[]).await
 }
 
+/// Creates `topics` (each with `partitions`) in one CreateTopics request.
+pub async fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(120)));
+    for r in admin.create_topics(&new, &options).await? {
+        match r {
+            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => bail!("creating topic {t}: {e}"),
+        }
+    }
+    Ok(())
+}
+
 /// Creates `topic` with topic configs (`max.message.bytes`, …).
 pub async fn create_topic_with_configs(
     bootstrap: &str,

@@ -21,6 +21,9 @@ pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 pub const STUCK_PARTITION_AFTER_S: u64 = 180;
 pub const STATUS_INTERVAL_MS: u64 = 1000;
 pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
+/// Topics with a label of their own in `outbox_relay_events_total`; events of later topics
+/// are counted under `topic="_other"`.
+pub const METRICS_TOPIC_LIMIT: usize = 500;
 pub const POLL_INTERVAL_MS: u64 = 500;
 pub const POLL_BATCH_SIZE: i64 = 1000;
 

@@ -60,6 +60,8 @@ pub struct Settings {
     pub kafka: KafkaSettings,
     pub router: RouterConfig,
     pub metrics_address: String,
+    /// `--metrics-topic-limit`.
+    pub metrics_topic_limit: usize,
     /// What the start-up log and `check` say about a foreign configuration, if one was used.
     pub preset: Option<PresetSummary>,
 }
@@ -238,6 +240,9 @@ impl Settings {
             metrics_address: o
                 .metrics_address
                 .unwrap_or_else(|| defaults::METRICS_ADDRESS.into()),
+            metrics_topic_limit: o
+                .metrics_topic_limit
+                .unwrap_or(defaults::METRICS_TOPIC_LIMIT),
             preset: preset.map(|p| PresetSummary {
                 connector_name: p.connector_name,
                 notes: p.notes,

@@ -253,6 +253,10 @@ pub struct RunOptions {
         help = defaults::help("Where /metrics (Prometheus), /health and /ready are served, HOST:PORT; port 0 picks a free port (logged at start-up)", defaults::METRICS_ADDRESS))]
     pub metrics_address: Option<String>,
 
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_METRICS_TOPIC_LIMIT", value_name = "N",
+        help = defaults::help("Topics counted under a label of their own in outbox_relay_events_total; events of the topics after the first N are counted under topic=\"_other\" (0: every topic under _other), so thousands of aggregate types keep /metrics small", defaults::METRICS_TOPIC_LIMIT))]
+    pub metrics_topic_limit: Option<usize>,
+
     /// librdkafka producer property KEY=VALUE (repeatable), e.g. security.protocol=SASL_SSL,
     /// compression.codec=lz4. Applied after the relay's own settings; the relay refuses
     /// values that would break its guarantees (enable.idempotence=false, acks other than all).

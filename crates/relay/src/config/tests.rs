@@ -149,7 +149,7 @@ fn every_option_can_come_from_the_file() {
          payload-column = \"p\"\nroute-by-column = \"r\"\ntopic-template = \"t.${routedByValue}\"\n\
          additional-placement = \"\"\ndead-letter-topic = \"d\"\ntopic-partitions = 2\n\
          topic-replication-factor = 1\nmax-in-flight = 9\nmax-in-flight-bytes = 4096\nmetrics-address = \"127.0.0.1:1\"\n\
-         producer-property = [\"linger.ms=1\"]\nexpand-json-payload = true\n",
+         metrics-topic-limit = 20\nproducer-property = [\"linger.ms=1\"]\nexpand-json-payload = true\n",
     )
     .unwrap();
     let s = resolve(RunOptions {
@@ -192,6 +192,7 @@ fn every_option_can_come_from_the_file() {
         vec![("linger.ms".to_string(), "1".to_string())]
     );
     assert_eq!(s.metrics_address, "127.0.0.1:1");
+    assert_eq!(s.metrics_topic_limit, 20);
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -684,6 +684,7 @@ fn start(
 ) -> Pipeline {
     let slot = settings.cdc().map(|c| c.slot.clone());
     let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
+    metrics.limit_topic_labels(settings.metrics_topic_limit);
     let written = Arc::new(crate::deliver::WrittenTopics::default());
     let (stop, stop_rx) = watch::channel(false);
     let failure = Arc::new(Mutex::new(None));

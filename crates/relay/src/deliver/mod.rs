@@ -49,7 +49,7 @@ pub use tracker::{AckTracker, Seq, Ticket};
 pub use written::WrittenTopics;
 
 use crate::error::RelayError;
-use crate::metrics::{Metrics, TopicLabels};
+use crate::metrics::Metrics;
 use anyhow::anyhow;
 use foldhash::{HashMap, HashMapExt as _};
 use outbox_router::{InvalidRow, OutboxRecord};
@@ -421,13 +421,7 @@ impl<P: Producer> Deliver<P> {
         if let Some(c) = self.counters.get(topic) {
             return c.clone();
         }
-        let c = self
-            .metrics
-            .events
-            .get_or_create(&TopicLabels {
-                topic: topic.to_string(),
-            })
-            .clone();
+        let c = self.metrics.topic_events(topic);
         self.counters.insert(topic.clone(), c.clone());
         self.written.note(topic);
         c

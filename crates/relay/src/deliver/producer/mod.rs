@@ -111,6 +111,12 @@ pub trait Producer {
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
+/// Topics per DescribeConfigs request when many are read again at once.
+const DESCRIBE_CHUNK: usize = 500;
+
+/// How long the cluster's topic list is trusted to say which topics exist.
+const CLUSTER_TOPICS_TTL: Duration = Duration::from_secs(30);
+
 /// The librdkafka producer and the admin client that creates its topics.
 pub struct KafkaProducer {
     producer: RdProducer,
@@ -136,6 +142,10 @@ pub struct KafkaProducer {
     wanted_batch_size: Option<usize>,
     /// Each known topic's partition count (metadata).
     partition_counts: HashMap<Arc<str>, i32>,
+    /// Every topic of the cluster and its partition count, from one metadata request, and
+    /// when it was read: a burst of new aggregate types costs no metadata round trip per
+    /// topic that exists already.
+    cluster_topics: Option<(std::time::Instant, HashMap<String, i32>)>,
     /// The producer's `message.max.bytes`.
     message_max_bytes: usize,
 }
@@ -174,6 +184,7 @@ impl KafkaProducer {
             batch_size,
             wanted_batch_size: None,
             partition_counts: HashMap::new(),
+            cluster_topics: None,
             message_max_bytes: config
                 .get("message.max.bytes")
                 .and_then(|v| v.parse().ok())
@@ -195,39 +206,89 @@ impl KafkaProducer {
             })
     }
 
-    /// The topic's `max.message.bytes`, when the broker tells it (DescribeConfigs); learns
-    /// on the way whether the topic is compacted.
-    /// A broker that does not answer DescribeConfigs (or refuses the relay) is asked once
-    /// per producer: no stall per topic, no stall per re-read.
-    async fn topic_limit(&mut self, topic: &str) -> Option<usize> {
-        if !self.describe_configs_works {
-            return None;
+    /// The `max.message.bytes` of each of `topics`, when the broker tells it, in one
+    /// DescribeConfigs request (learning on the way which are compacted and their timestamp
+    /// windows). A broker that does not answer DescribeConfigs (or refuses the relay) is asked
+    /// once per producer: no stall per topic, no stall per re-read.
+    async fn topic_limits(&mut self, topics: &[Arc<str>]) -> Vec<(Arc<str>, Option<usize>)> {
+        let unknown = || topics.iter().map(|t| (t.clone(), None)).collect();
+        if !self.describe_configs_works || topics.is_empty() {
+            return unknown();
         }
         let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
-        let results = match self
-            .admin
-            .describe_configs(&[ResourceSpecifier::Topic(topic)], &options)
-            .await
-        {
+        let resources: Vec<ResourceSpecifier<'_>> =
+            topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+        let results = match self.admin.describe_configs(&resources, &options).await {
             Ok(results) => results,
             Err(e) => {
                 self.describe_configs_works = false;
-                tracing::warn!(topic, error = %e, "cannot read topics' max.message.bytes (DescribeConfigs); records \
+                tracing::warn!(topic = &*topics[0], error = %e, "cannot read topics' max.message.bytes (DescribeConfigs); records \
                     are not checked against it and batches keep librdkafka's batch.size: grant DESCRIBE_CONFIGS on the \
                     topics, or keep their max.message.bytes at or above batch.size");
-                return None;
+                return unknown();
             }
         };
-        let resource = results.into_iter().find_map(Result::ok)?;
-        let topic: Arc<str> = topic.into();
-        self.rules
-            .learn(&topic, |name| resource.get(name)?.value.clone())
+        let mut described: HashMap<String, rdkafka::admin::ConfigResource> = results
+            .into_iter()
+            .flatten()
+            .filter_map(|resource| match &resource.specifier {
+                rdkafka::admin::OwnedResourceSpecifier::Topic(name) => {
+                    Some((name.clone(), resource))
+                }
+                _ => None,
+            })
+            .collect();
+        topics
+            .iter()
+            .map(|topic| {
+                let limit = described.remove(&**topic).and_then(|resource| {
+                    self.rules
+                        .learn(topic, |name| resource.get(name)?.value.clone())
+                });
+                (topic.clone(), limit)
+            })
+            .collect()
     }
 
-    /// Learns `topic`'s record size limit; asks for smaller batches when it is below the
-    /// batch size (a batch larger than the limit is refused whole, every record in it).
+    /// Learns `topic`'s record size limit (see [`Self::learned_limit`]).
     async fn learn_limit(&mut self, topic: &Arc<str>) {
-        let Some(limit) = self.topic_limit(topic).await else {
+        for (topic, limit) in self.topic_limits(std::slice::from_ref(topic)).await {
+            self.learned_limit(&topic, limit);
+        }
+    }
+
+    /// Reads again, together, the configs and partition counts of every known topic whose
+    /// rules are stale: thousands of topics cost a request per chunk of them a minute, not two
+    /// round trips per topic.
+    async fn refresh_stale_topics(&mut self) {
+        let stale: Vec<Arc<str>> = self
+            .known_topics
+            .iter()
+            .filter(|t| self.rules.stale(t))
+            .cloned()
+            .collect();
+        for chunk in stale.chunks(DESCRIBE_CHUNK) {
+            for (topic, limit) in self.topic_limits(chunk).await {
+                self.learned_limit(&topic, limit);
+            }
+        }
+        if self.read_cluster_topics().await {
+            for topic in &stale {
+                let count = self
+                    .cluster_topics
+                    .as_ref()
+                    .and_then(|(_, all)| all.get(&**topic).copied());
+                if let Some(count) = count {
+                    self.learned_partitions(topic, count);
+                }
+            }
+        }
+    }
+
+    /// What `topic`'s size limit means for the producer: smaller batches when it is below
+    /// the batch size (a batch larger than the limit is refused whole, every record in it).
+    fn learned_limit(&mut self, topic: &Arc<str>, limit: Option<usize>) {
+        let Some(limit) = limit else {
             self.rules.forget_limit(topic);
             return;
         };
@@ -243,6 +304,57 @@ impl KafkaProducer {
                 "the topic takes smaller record batches than the producer builds: building batches of at most max.message.bytes"
             );
             self.wanted_batch_size = Some(limit);
+        }
+    }
+
+    /// Reads every topic of the cluster and its partition count (one metadata request);
+    /// false when the broker does not answer.
+    async fn read_cluster_topics(&mut self) -> bool {
+        let producer = self.producer.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let metadata = producer
+                .client()
+                .fetch_metadata(None, Duration::from_secs(10))
+                .ok()?;
+            Some(
+                metadata
+                    .topics()
+                    .iter()
+                    .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+                    .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
+                    .collect::<HashMap<String, i32>>(),
+            )
+        })
+        .await
+        .ok()
+        .flatten();
+        match read {
+            Some(all) => {
+                self.cluster_topics = Some((std::time::Instant::now(), all));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `topic`'s partition count if the cluster's topic list (read at most every
+    /// [`CLUSTER_TOPICS_TTL`]) has it; else asked for it alone.
+    async fn existing_partitions(&mut self, topic: &str) -> Option<i32> {
+        let fresh = self
+            .cluster_topics
+            .as_ref()
+            .is_some_and(|(read, _)| read.elapsed() < CLUSTER_TOPICS_TTL);
+        if !fresh {
+            self.read_cluster_topics().await;
+        }
+        let listed = self
+            .cluster_topics
+            .as_ref()
+            .and_then(|(_, all)| all.get(topic).copied());
+        match listed {
+            Some(count) => Some(count),
+            // Created since the list was read, or missing.
+            None => self.topic_partitions(topic).await,
         }
     }
 
@@ -425,17 +537,14 @@ impl Producer for KafkaProducer {
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {
         if self.known_topics.contains(topic) {
             if self.rules.stale(topic) {
-                self.learn_limit(topic).await;
-                if let Some(count) = self.topic_partitions(topic).await {
-                    self.learned_partitions(topic, count);
-                }
+                self.refresh_stale_topics().await;
             }
             return Ok(self.ready(topic));
         }
         if let Some(reason) = self.refused_topics.get(topic) {
             return Ok(Topic::Refused(reason.clone()));
         }
-        if let Some(count) = self.topic_partitions(topic).await {
+        if let Some(count) = self.existing_partitions(topic).await {
             self.learned_partitions(topic, count);
             self.learn_limit(topic).await;
             self.known_topics.insert(topic.clone());
@@ -471,14 +580,18 @@ impl Producer for KafkaProducer {
             .create_topics(&[new_topic], &options)
             .await
             .map_err(|e| RelayError::BrokerUnavailable(anyhow!("creating topic {topic}: {e}")))?;
+        let mut created = false;
         for result in results {
             match result {
-                Ok(_) => tracing::info!(
-                    topic = &**topic,
-                    partitions,
-                    configs = ?theirs,
-                    "created topic"
-                ),
+                Ok(_) => {
+                    created = true;
+                    tracing::info!(
+                        topic = &**topic,
+                        partitions,
+                        configs = ?theirs,
+                        "created topic"
+                    )
+                }
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((_, code)) => {
                     match topic_refusal(topic, code, partitions, replication_factor) {
@@ -491,8 +604,13 @@ impl Producer for KafkaProducer {
                 }
             }
         }
-        // The broker chooses the count when asked for its default (-1): read it back.
-        for _ in 0..50 {
+        // A topic this relay created has the count it asked for; read back the count the
+        // broker chose (asked for its default, -1) or another creator's.
+        let known = created && partitions > 0;
+        if known {
+            self.learned_partitions(topic, partitions);
+        }
+        for _ in 0..(if known { 0 } else { 50 }) {
             if let Some(count) = self.topic_partitions(topic).await {
                 self.learned_partitions(topic, count);
                 break;
