@@ -200,12 +200,7 @@ fn services_ports_and_files_line_up() {
 fn the_dashboard_queries_metrics_the_relay_exports() {
     let metrics = outbox_relay_core::metrics::Metrics::new();
     // A labelled family is exported once it has a series.
-    metrics
-        .events
-        .get_or_create(&outbox_relay_core::metrics::TopicLabels {
-            topic: "Order.events".into(),
-        })
-        .inc();
+    metrics.topic_events("Order.events").inc();
     let exported = metrics.encode();
     let names: BTreeSet<&str> = exported
         .lines()
