@@ -688,6 +688,67 @@ async fn initial_snapshot_relays_existing_rows_once_then_streams() {
     assert_eq!(stack.read_topic("Order.events").await.len(), 801 * 2);
 }
 
+/// Two instances started together on a new slot with snapshot.mode=initial (an
+/// active/standby pair rolled out at once): only the one that claims the slot takes the
+/// snapshot; the other stands by. Every row arrives once, not twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_started_together_take_one_snapshot() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, SEED_OUTBOX).await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload)
+             SELECT ('6b1c0e4e-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'Order', 'o-' || g, 'Created',
+                    jsonb_build_object('n', g, 'pad', repeat('x', 500))
+             FROM generate_series(0, 19999) g",
+        )
+        .await
+        .unwrap();
+    let config = fixture("seed-000-outbox-connector.json");
+    let args = ["--debezium-config", config.as_str()];
+    let mut first = stack.spawn_relay(&args);
+    let mut second = stack.spawn_relay(&args);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while ![&first, &second]
+        .iter()
+        .any(|r| r.log().contains("snapshot complete"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first:\n{}\nsecond:\n{}",
+            first.log(),
+            second.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Time for a second snapshot to show, if one were taken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let snapshots = [&first, &second]
+        .iter()
+        .filter(|r| r.log().contains("relaying the rows already in the outbox"))
+        .count();
+    let standing_by = [&first, &second]
+        .iter()
+        .any(|r| r.log().contains("standing by"));
+    let records = stack.read_topic("Order.events").await;
+    first.terminate(Duration::from_secs(20)).unwrap();
+    second.terminate(Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        snapshots,
+        1,
+        "first:\n{}\nsecond:\n{}",
+        first.log(),
+        second.log()
+    );
+    assert!(
+        standing_by,
+        "first:\n{}\nsecond:\n{}",
+        first.log(),
+        second.log()
+    );
+    assert_eq!(records.len(), 20_000, "each row once");
+}
+
 /// The seeds' cleanup pattern (insert, then delete in the same transaction) while the relay
 /// creates its slot and takes the initial snapshot: the rows are read in the snapshot the slot
 /// exported, so every transaction committed after the slot's consistent point is streamed —

@@ -63,7 +63,9 @@ async fn a_standby_on_the_same_slot_takes_over_when_the_active_instance_dies() {
 
 /// The busy slot is recognised by its SQLSTATE, not by English text: against a server that
 /// answers in French, the standby still stands by (retrying about every second) instead of
-/// backing off exponentially, and takes over within about two seconds.
+/// backing off exponentially, and takes over within about two seconds. The slot's holder is
+/// another client (`pg_recvlogical`), not a relay: a relay claims the slot before it starts
+/// streaming, so a second relay stands by before it ever asks the server for the slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_as_fast_from_a_server_that_speaks_french() {
     let french = outbox_relay_testkit::locale::ensure("fr_FR")
@@ -81,7 +83,42 @@ async fn a_standby_takes_over_as_fast_from_a_server_that_speaks_french() {
         .unwrap()
         .get(0);
     assert_eq!(said, french);
-    let mut active = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    // The relay makes its slot and publication, then another client holds the slot.
+    let mut first = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    first.terminate(Duration::from_secs(20)).unwrap();
+    let mut active = std::process::Command::new(stack.pg.bin("pg_recvlogical"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--slot",
+            SLOT,
+            "--start",
+        ])
+        .args(["-p", &stack.pg.port().to_string(), "-o", "proto_version=1"])
+        .args(["-o", "publication_names=outbox_relay", "-f", "/dev/null"])
+        .spawn()
+        .expect("pg_recvlogical");
+    let held = Instant::now();
+    while stack
+        .db
+        .query_one(
+            "SELECT active_pid IS NULL FROM pg_replication_slots WHERE slot_name = $1",
+            &[&SLOT],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(
+            held.elapsed() < Duration::from_secs(10),
+            "pg_recvlogical did not take the slot"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let standby = stack.spawn_relay(&[]);
     standby
         .wait_for_log("standing by", Duration::from_secs(10))
@@ -98,7 +135,8 @@ async fn a_standby_takes_over_as_fast_from_a_server_that_speaks_french() {
         "a busy slot is not a lost connection:\n{log}"
     );
 
-    active.kill9();
+    active.kill().unwrap();
+    let _ = active.wait();
     let killed_at = Instant::now();
     insert_events(&stack.db, 0, 200, 10, 10).await.unwrap();
     stack

@@ -6,6 +6,7 @@
 //! the supervisor decides what follows from its kind. Nothing is confirmed that Kafka did not
 //! acknowledge, so a new session resends what the last one had in flight: nothing is lost.
 
+mod claim;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -51,6 +52,9 @@ pub struct Replication<'a> {
     /// The walsender of this process's last session: if a dead connection left it holding
     /// the slot, the next session ends it instead of standing by for its own ghost.
     walsender: Option<Walsender>,
+    /// The SQL backend that held this process's claim on the slot in its last session: if a
+    /// dead connection left it holding the claim, the next session ends it.
+    claimed_by: Option<claim::Backend>,
     /// Another instance held the slot when this one last tried (it stood by): the session
     /// that takes the slot over fences its `--exactly-once` tail reads.
     stood_by: bool,
@@ -88,6 +92,7 @@ impl<'a> Replication<'a> {
             identity: None,
             remembered: false,
             walsender: None,
+            claimed_by: None,
             stood_by: false,
             refusals: Refusals::default(),
             _heartbeat: heartbeat,
@@ -155,6 +160,9 @@ impl<'a> Replication<'a> {
         let sql = crate::source::postgres::Database::of(self.settings)
             .connect()
             .await?;
+        // Before anything is read for the slot (the initial snapshot above all): one
+        // instance per slot (see claim.rs).
+        self.claim_slot(&sql).await?;
         let tables = catalog::outbox_tables(&sql, &self.settings.router).await?;
         // The first table's schema keeps the snapshot marker and the slot's history
         // (`public` for the table-less outbox: logical decoding messages only).
@@ -556,6 +564,47 @@ async fn create_slot_exporting_snapshot(
 }
 
 impl Replication<'_> {
+    /// Claims the slot for this session, ending this process's own stale claim first (a
+    /// half-open connection of an earlier session); another instance's claim means standing
+    /// by, as for a slot another walsender streams.
+    async fn claim_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
+        let slot = self.cdc.slot.as_str();
+        let mut claimed = claim::claim(sql, slot).await?;
+        if !claimed {
+            let holder = claim::claimant(sql, slot).await;
+            if let (Some(ours), Some(holder)) = (&self.claimed_by, &holder) {
+                if ours == holder {
+                    tracing::warn!(pid = ours.pid, "this relay's previous SQL connection still claims the slot on the server: ending it");
+                    let _ = sql
+                        .query_one("SELECT pg_terminate_backend($1)", &[&ours.pid])
+                        .await;
+                    for _ in 0..50 {
+                        claimed = claim::claim(sql, slot).await?;
+                        if claimed {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            if !claimed {
+                return Err(RelayError::SlotBusy {
+                    slot: slot.to_owned(),
+                    detail: match holder {
+                        Some(h) => format!(
+                            "another outbox-relay instance claims it: server process {}, taking the initial snapshot \
+                             or streaming",
+                            h.pid
+                        ),
+                        None => "another outbox-relay instance claims it".into(),
+                    },
+                });
+            }
+        }
+        self.claimed_by = claim::own_backend(sql).await;
+        Ok(())
+    }
+
     /// A previous session of this process died without the server noticing (a half-open
     /// connection): its walsender may still hold the slot until `wal_sender_timeout`. It is
     /// ours, so end it rather than stand by for it. Another instance's walsender is never
