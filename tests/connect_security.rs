@@ -363,6 +363,73 @@ fn an_expanded_value_never_leaves_the_worker() {
     assert!(!w.process.log().contains(SECRET), "{}", w.process.log());
 }
 
+/// A connector that runs with a host and a slot a config provider supplied: while it retries a
+/// host that does not resolve, neither value reaches a log line, a metric (the slot label),
+/// the status, /ready, or validate's database findings.
+#[test]
+fn a_running_connector_never_shows_an_expanded_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("db.properties");
+    let host = format!("db-{}.invalid", SECRET.to_lowercase());
+    let slot = "slot_top_secret_7f3a";
+    std::fs::write(&props, format!("host={host}\nslot={slot}\n")).unwrap();
+    let w = http_worker(
+        dir.path(),
+        &format!("config.providers=file\nconfig.providers.file.class={FILE}\n"),
+        &[],
+    );
+    let config = connector_config(json!({
+        "database.hostname": format!("${{file:{}:host}}", props.display()),
+        "database.port": "5432",
+        "slot.name": format!("${{file:{}:slot}}", props.display()),
+    }));
+    let created = send(
+        "POST",
+        &format!("{}/connectors", w.url),
+        &json!({"name": "running", "config": config}).to_string(),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    // Its pipeline tries the host and backs off, logging why, a few times.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while w.process.log().matches("[hidden]").count() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let metrics_at = outbox_relay_testkit::http::metrics_address(&w.process);
+    let (_, metrics) = outbox_relay_testkit::http::get(&metrics_at, "/metrics");
+    let (_, ready) = outbox_relay_testkit::http::get(&metrics_at, "/ready");
+    let status = curl(&[&format!("{}/connectors/running/status", w.url)]);
+    let validate = send(
+        "PUT",
+        &format!(
+            "{}/connector-plugins/PostgresConnector/config/validate",
+            w.url
+        ),
+        &config.to_string(),
+    );
+    assert!(
+        validate.json()["error_count"].as_u64() >= Some(1),
+        "{}",
+        validate.body
+    );
+    let log = w.process.log();
+    for (what, text) in [
+        ("log", &log),
+        ("metrics", &metrics),
+        ("ready", &ready),
+        ("status", &status.body),
+        ("validate", &validate.body),
+    ] {
+        assert!(!text.contains(&host), "{what}: {text}");
+        assert!(!text.contains(slot), "{what}: {text}");
+    }
+    assert!(metrics.contains("slot=\"[hidden]\""), "{metrics}");
+    assert!(
+        log.matches("[hidden]").count() >= 2,
+        "the pipeline logged its attempts: {log}"
+    );
+}
+
 /// Certificates made as their users make them: a CA and a server and client certificate
 /// signed by it (openssl), the server's as PEM (key encrypted) and as PKCS12, and a Java
 /// truststore (keytool).

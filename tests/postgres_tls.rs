@@ -32,23 +32,26 @@ async fn the_relay_streams_over_tls_and_refuses_an_untrusted_server() {
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{}", plain.log());
     assert!(plain.log().contains("no encryption"), "{}", plain.log());
 
-    // A CA that did not sign the server's certificate: refused, fatal, not retried forever.
-    let mut untrusted = spawn(format!(
-        "postgres://tlsrelay@localhost:{port}/postgres?sslmode=verify-full&sslrootcert={}",
-        other_ca.display()
-    ));
-    let status = untrusted.wait_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        untrusted.log()
-    );
-    assert!(
-        untrusted.log().contains("certificate"),
-        "{}",
-        untrusted.log()
-    );
+    // A CA that did not sign the server's certificate: refused, fatal, not retried forever;
+    // with sslmode=require too, as libpq does once sslrootcert names a file (verify-ca).
+    for mode in ["verify-full", "require"] {
+        let mut untrusted = spawn(format!(
+            "postgres://tlsrelay@localhost:{port}/postgres?sslmode={mode}&sslrootcert={}",
+            other_ca.display()
+        ));
+        let status = untrusted.wait_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(1),
+            "{mode}: {}",
+            untrusted.log()
+        );
+        assert!(
+            untrusted.log().contains("certificate"),
+            "{mode}: {}",
+            untrusted.log()
+        );
+    }
 
     // verify-full with the right CA: streams (SQL and replication connection both over TLS).
     let mut n = 0;
@@ -62,6 +65,11 @@ async fn the_relay_streams_over_tls_and_refuses_an_untrusted_server() {
             ca.display()
         ),
         format!("postgres://tlsrelay@127.0.0.1:{port}/postgres?sslmode=require"),
+        // require with the right CA: the chain is verified (not the host name, as libpq).
+        format!(
+            "postgres://tlsrelay@127.0.0.1:{port}/postgres?sslmode=require&sslrootcert={}",
+            ca.display()
+        ),
     ] {
         let mut relay = spawn(url.clone());
         stack.wait_for_slot(SLOT, &relay).await;

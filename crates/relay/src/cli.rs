@@ -504,7 +504,7 @@ fn init_logging(format: LogFormat) {
     // The levels `outbox-relay connect`'s /admin/loggers can change while running.
     let filter = crate::ops::loggers::layer(&requested);
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::secret::LogWriter)
         .with_ansi(std::io::stderr().is_terminal());
     let registry = tracing_subscriber::registry().with(filter);
     match format {

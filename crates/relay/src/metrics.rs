@@ -36,6 +36,8 @@ struct TopicLabelling {
     labelled: usize,
     /// `--metrics-topic-limit`.
     limit: usize,
+    /// Values a config provider expanded: never in a label.
+    hidden: crate::secret::Redaction,
 }
 
 /// The `topic` label of the events of topics past `--metrics-topic-limit`.
@@ -116,6 +118,7 @@ impl Metrics {
                 own: Default::default(),
                 labelled: 0,
                 limit: crate::config::defaults::METRICS_TOPIC_LIMIT,
+                hidden: Default::default(),
             }),
             topics: Gauge::default(),
             dead_letters: Family::default(),
@@ -394,6 +397,14 @@ impl Metrics {
             .limit = limit;
     }
 
+    /// Topic labels never show these values (a topic prefix a config provider supplied).
+    pub fn hide_in_labels(&self, hidden: crate::secret::Redaction) {
+        self.labelled_topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .hidden = hidden;
+    }
+
     /// The counter of `topic`'s events, first used for it now: its own series while fewer
     /// than `--metrics-topic-limit` topics have one, else the `_other` series. Label sets
     /// stay bounded whatever the number of aggregate types.
@@ -412,12 +423,14 @@ impl Metrics {
                 own
             }
         };
+        let label = if own {
+            topics.hidden.apply(topic)
+        } else {
+            OTHER_TOPICS.to_owned()
+        };
         drop(topics);
-        let label = if own { topic } else { OTHER_TOPICS };
         self.events
-            .get_or_create(&TopicLabels {
-                topic: label.to_owned(),
-            })
+            .get_or_create(&TopicLabels { topic: label })
             .clone()
     }
 

@@ -83,6 +83,67 @@ impl Redaction {
     }
 }
 
+/// Values hidden from every log line the process writes: the `connect` worker's and its
+/// connectors' provider-expanded values, registered as each configuration is expanded.
+static IN_LOGS: std::sync::RwLock<Vec<Redaction>> = std::sync::RwLock::new(Vec::new());
+
+/// Values this short are not hidden in logs (a `1` or a `true` from a provider would erase
+/// every digit and word like it; they carry no secret worth the garbling).
+const SHORTEST_HIDDEN_IN_LOGS: usize = 4;
+
+impl Redaction {
+    /// Hides these values from every log line written from now on (see [`LogWriter`]).
+    pub fn hide_in_logs(&self) {
+        let long: Vec<String> = self
+            .0
+            .iter()
+            .filter(|v| v.trim().chars().count() >= SHORTEST_HIDDEN_IN_LOGS)
+            .cloned()
+            .collect();
+        if long.is_empty() {
+            return;
+        }
+        let hidden = Redaction(std::sync::Arc::new(long));
+        let mut all = IN_LOGS.write().unwrap_or_else(|p| p.into_inner());
+        if !all.contains(&hidden) {
+            all.push(hidden);
+        }
+    }
+}
+
+/// `line` without any value hidden from logs.
+fn redact_log_line(line: &str) -> std::borrow::Cow<'_, str> {
+    let all = IN_LOGS.read().unwrap_or_else(|p| p.into_inner());
+    if all.is_empty()
+        || !all
+            .iter()
+            .any(|r| r.0.iter().any(|v| line.contains(v.as_str())))
+    {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = line.to_owned();
+    for r in all.iter() {
+        out = r.apply(&out);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The log output (stderr): each log line leaves without the values [`Redaction::hide_in_logs`]
+/// registered, whichever code wrote it (the relay's, librdkafka's, a library's).
+pub struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(redact_log_line(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 impl fmt::Debug for Redaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Redaction({} values)", self.0.len())
@@ -92,6 +153,20 @@ impl fmt::Debug for Redaction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value registered for the logs is hidden from every line written after, whoever
+    /// wrote it; values too short to hide without garbling the logs are left.
+    #[test]
+    fn values_hidden_in_logs_leave_no_trace_in_a_line() {
+        Redaction::new(["db-secret-host.internal".to_owned(), "1".to_owned()]).hide_in_logs();
+        assert_eq!(
+            redact_log_line(
+                "connecting to postgres://relay@db-secret-host.internal:5432 (attempt 1)"
+            ),
+            "connecting to postgres://relay@[hidden]:5432 (attempt 1)"
+        );
+        assert_eq!(redact_log_line("nothing here"), "nothing here");
+    }
 
     #[test]
     fn a_hidden_value_never_survives_in_any_form() {

@@ -682,9 +682,17 @@ fn start(
     settings: crate::config::Settings,
     predecessors: Vec<std::thread::JoinHandle<()>>,
 ) -> Pipeline {
-    let slot = settings.cdc().map(|c| c.slot.clone());
+    let hidden = settings
+        .preset
+        .as_ref()
+        .map(|p| p.hidden.clone())
+        .unwrap_or_default();
+    // What its config providers expanded never reaches a log line or a metric label.
+    hidden.hide_in_logs();
+    let slot = settings.cdc().map(|c| hidden.apply(&c.slot));
     let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
     metrics.limit_topic_labels(settings.metrics_topic_limit);
+    metrics.hide_in_labels(hidden.clone());
     let written = Arc::new(crate::deliver::WrittenTopics::default());
     let (stop, stop_rx) = watch::channel(false);
     let failure = Arc::new(Mutex::new(None));
@@ -692,11 +700,6 @@ fn start(
         .preset
         .as_ref()
         .and_then(|p| p.connector_name.clone())
-        .unwrap_or_default();
-    let hidden = settings
-        .preset
-        .as_ref()
-        .map(|p| p.hidden.clone())
         .unwrap_or_default();
     let body = {
         let metrics = metrics.clone();

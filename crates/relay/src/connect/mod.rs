@@ -51,28 +51,32 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     };
     // The worker's own settings (listeners, TLS, authentication, its clients) with its config
     // providers expanded; connectors expand the raw file again with their own configuration.
-    let worker = match raw_worker
+    let (worker, worker_hidden) = match raw_worker
         .clone()
         .map(crate::debezium::expand_worker)
         .transpose()
     {
-        Ok(w) => w.map(|(w, _)| w.entries).unwrap_or_default(),
+        Ok(Some((w, hidden))) => (w.entries, hidden),
+        Ok(None) => Default::default(),
         Err(e) => {
             eprintln!("error: worker-config: {e}");
             return ExitCode::from(2);
         }
     };
+    // Its expanded values never reach a log line, and errors from here on hide them.
+    worker_hidden.hide_in_logs();
+    let hide = |e: &dyn std::fmt::Display| worker_hidden.apply(&e.to_string());
     let servers = match bind(&worker, args.listen.as_deref()).await {
         Ok(servers) => servers,
         Err(e) => {
-            eprintln!("error: worker-config: {e}");
+            eprintln!("error: worker-config: {}", hide(&e));
             return ExitCode::from(2);
         }
     };
     let auth = match auth::from_worker(&worker, std::env::var("KAFKA_OPTS").ok().as_deref()) {
         Ok(auth) => auth.map(Arc::new),
         Err(e) => {
-            eprintln!("error: worker-config: {e}");
+            eprintln!("error: worker-config: {}", hide(&e));
             return ExitCode::from(2);
         }
     };
@@ -92,7 +96,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     let client = match crate::debezium::worker_client(&worker) {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("error: worker-config: {e}");
+            eprintln!("error: worker-config: {}", hide(&e));
             return ExitCode::from(2);
         }
     };
@@ -100,7 +104,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         match store::ConfigTopic::open(&worker, client.as_ref()).await {
             Ok(store) => store,
             Err(e) => {
-                eprintln!("error: worker-config: {e}");
+                eprintln!("error: worker-config: {}", hide(&e));
                 return ExitCode::from(2);
             }
         }
@@ -124,7 +128,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     match crate::ops::http::serve(&args.metrics_address, herder.clone() as _).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", hide(&e));
             return ExitCode::from(2);
         }
     }
@@ -132,7 +136,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         Ok(0) => {}
         Ok(n) => tracing::info!(connectors = n, "restored from the config topic"),
         Err(e) => {
-            eprintln!("error: reading the config topic: {e}");
+            eprintln!("error: reading the config topic: {}", hide(&e));
             return ExitCode::FAILURE;
         }
     }
@@ -148,7 +152,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
                 .map_err(|r| format!("{}: {}", path.display(), r.message))
         });
         if let Err(e) = created {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", hide(&e));
             return ExitCode::from(2);
         }
     }

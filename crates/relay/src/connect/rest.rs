@@ -410,10 +410,19 @@ async fn database_errors(settings: &crate::config::Settings) -> Vec<(&'static st
                     Concern::Publication => "publication.name",
                     Concern::Slot => "slot.name",
                 };
-                Some((option, problem.to_string()))
+                // Without a value a config provider expanded (a host, a user).
+                Some((option, hidden(settings, &problem.to_string())))
             }
         })
         .collect()
+}
+
+/// `text` without the values `settings`' config providers expanded.
+fn hidden(settings: &crate::config::Settings, text: &str) -> String {
+    match &settings.preset {
+        Some(preset) => preset.hidden.apply(text),
+        None => text.to_owned(),
+    }
 }
 
 /// Options of Kafka's type PASSWORD: `database.password`, `*.ssl.*.password`,
@@ -749,7 +758,7 @@ async fn slot_position(settings: &crate::config::Settings) -> Result<Option<u64>
         .ok_or_else(|| Refusal::bad_request("polling mode keeps no offsets".into()))?;
     let unavailable = |e: String| Refusal {
         status: 500,
-        message: e,
+        message: hidden(settings, &e),
     };
     let client = crate::source::postgres::Database::of(settings)
         .connect()
@@ -807,7 +816,7 @@ async fn alter_offsets(
     .await
     .map_err(|e| Refusal {
         status: 500,
-        message: e.to_string(),
+        message: hidden(&settings, &e.to_string()),
     })?;
     Ok(Json(json!({
         "message": "The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses."
