@@ -653,6 +653,34 @@ fn https_listeners_with_pkcs12_and_pem_keystores() {
     assert!(answer.json()["version"].is_string());
     drop(w);
 
+    // ssl.enabled.protocols as Kafka names them: TLSv1.3 only refuses a TLS 1.2 client.
+    let port = free_port();
+    let w = worker(
+        dir.path(),
+        &format!(
+            "listeners=https://localhost:{port}\n\
+             ssl.keystore.type=PKCS12\n\
+             ssl.keystore.location={}\n\
+             ssl.keystore.password=store-pw\n\
+             ssl.enabled.protocols=TLSv1.3\n",
+            pki.path("server.p12")
+        ),
+        None,
+        &[],
+        port,
+    );
+    let url = format!("https://localhost:{port}/connectors");
+    let ca = pki.path("ca.crt");
+    let tls12 = curl(&["--cacert", &ca, "--tlsv1.2", "--tls-max", "1.2", &url]);
+    assert_eq!(
+        tls12.status, 0,
+        "a TLS 1.2 handshake is refused: {}",
+        tls12.body
+    );
+    let tls13 = curl(&["--cacert", &ca, "--tlsv1.3", &url]);
+    assert_eq!(tls13.status, 200, "{} {}", tls13.body, w.process.log());
+    drop(w);
+
     // A keystore from Java's keytool, under Kafka's default type (JKS: Java 9+ reads PKCS12
     // under it, and so does the relay).
     let keytool_store = dir.path().join("keytool.p12");
@@ -1115,28 +1143,60 @@ fn schemathesis_finds_no_server_error() {
 /// a wrong password is refused.
 #[test]
 fn the_config_topic_and_the_cluster_id_go_through_the_workers_sasl_settings() {
+    config_topic_through("SASL_PLAINTEXT");
+}
+
+/// The same over TLS (`SASL_SSL`): the broker's certificate is checked against the worker's
+/// PKCS12 truststore (`ssl.truststore.*`), host name included.
+#[test]
+fn the_config_topic_and_the_cluster_id_go_through_the_workers_tls_settings() {
+    config_topic_through("SASL_SSL");
+}
+
+fn config_topic_through(protocol: &str) {
     let port = free_port();
     let controller = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let (broker_tls, worker_tls) = if protocol == "SASL_SSL" {
+        (
+            format!(
+                "ssl.keystore.location={}\nssl.keystore.type=PKCS12\nssl.keystore.password=store-pw\n\
+                 ssl.key.password=store-pw\nssl.truststore.location={}\nssl.truststore.type=PKCS12\n\
+                 ssl.truststore.password=trust-pw\n",
+                pki.path("server.p12"),
+                pki.path("truststore.p12")
+            ),
+            format!(
+                "ssl.truststore.location={}\nssl.truststore.type=PKCS12\nssl.truststore.password=trust-pw\n",
+                pki.path("truststore.p12")
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let listener = protocol.to_lowercase();
     let broker = outbox_relay_testkit::Broker::start_private_with(&format!(
-        "listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-         advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}\n\
-         listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-         inter.broker.listener.name=SASL_PLAINTEXT\n\
+        "listeners={protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+         advertised.listeners={protocol}://127.0.0.1:{port}\n\
+         listener.security.protocol.map={protocol}:{protocol},CONTROLLER:PLAINTEXT\n\
+         inter.broker.listener.name={protocol}\n\
          controller.quorum.voters=1@127.0.0.1:{controller}\n\
          sasl.enabled.mechanisms=PLAIN\n\
          sasl.mechanism.inter.broker.protocol=PLAIN\n\
-         listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         {broker_tls}\
+         listener.name.{listener}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
          username=\"admin\" password=\"admin-pw\" user_admin=\"admin-pw\" user_connect=\"connect-pw\";\n"
     ))
-    .unwrap_or_else(|e| panic!("a SASL/PLAIN broker: {e:#}"));
-    let dir = tempfile::tempdir().unwrap();
+    .unwrap_or_else(|e| panic!("a {protocol} broker: {e:#}"));
     let sasl = |password: &str| {
         format!(
             "bootstrap.servers=127.0.0.1:{port}\n\
              config.storage.topic=connect-configs\n\
              config.storage.replication.factor=1\n\
-             security.protocol=SASL_PLAINTEXT\n\
+             security.protocol={protocol}\n\
              sasl.mechanism=PLAIN\n\
+             {worker_tls}\
              sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"connect\" password=\"{password}\";\n"
         )
     };
