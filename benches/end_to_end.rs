@@ -164,6 +164,9 @@ fn relay_args(pg: &PgCluster, broker: &Broker, slot: &str, metrics_address: &str
         metrics_address,
         "--status-interval-ms",
         "100",
+        // No canary: Debezium, beside it on the same database, would capture its messages.
+        "--canary-interval",
+        "0",
         "--slot",
         slot,
     ]

@@ -28,6 +28,20 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// The end-to-end canary's state, in milliseconds since the epoch (0: not yet).
+#[derive(Debug, Default)]
+struct CanaryState {
+    /// `--canary-max-age`; `None` while no canary is written (off, or a standby).
+    max_age_ms: Option<i64>,
+    /// When this process started writing canaries: the age counts from it until the first
+    /// one is acknowledged.
+    since: i64,
+    /// When the newest canary Kafka acknowledged was written.
+    newest_acknowledged: i64,
+    /// When PostgreSQL last took a canary (it is reachable).
+    last_written: i64,
+}
+
 /// Which topics have a label of their own in `outbox_relay_events_total`.
 struct TopicLabelling {
     /// Every topic counted so far, and whether it has its own label.
@@ -93,6 +107,11 @@ pub struct Metrics {
     stuck: std::sync::Mutex<String>,
     /// `--exactly-once`: replayed events found already in Kafka and not produced again.
     pub exactly_once_skipped: Counter,
+    /// The end-to-end canary (`--canary-interval`): its age, set when scraped.
+    canary_age_seconds: Gauge<f64, AtomicU64>,
+    /// Canaries Kafka acknowledged.
+    pub canaries: Counter,
+    canary: std::sync::Mutex<CanaryState>,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
     pub exactly_once_foreign_tails: Counter,
 }
@@ -144,6 +163,9 @@ impl Metrics {
             stuck_seconds: Gauge::default(),
             stuck: std::sync::Mutex::new(String::new()),
             exactly_once_skipped: Counter::default(),
+            canary_age_seconds: Gauge::default(),
+            canaries: Counter::default(),
+            canary: std::sync::Mutex::new(CanaryState::default()),
             exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
         };
@@ -252,6 +274,16 @@ impl Metrics {
             m.exactly_once_skipped.clone(),
         );
         registry.register(
+            "canary_age_seconds",
+            "Age of the newest canary Kafka acknowledged (written by PostgreSQL, relayed through the slot); 0 when canaries are off",
+            m.canary_age_seconds.clone(),
+        );
+        registry.register(
+            "canaries",
+            "Canaries Kafka acknowledged",
+            m.canaries.clone(),
+        );
+        registry.register(
             "exactly_once_foreign_tails",
             "--exactly-once: partitions whose last record another producer wrote (replays to them may duplicate)",
             m.exactly_once_foreign_tails.clone(),
@@ -357,6 +389,11 @@ impl Metrics {
     /// streams (or polls) or stands by for the slot with PostgreSQL reachable — a standby
     /// is healthy, and a rolling update of an active/standby pair must not wait for it.
     pub fn readiness(&self) -> Result<String, String> {
+        if self.streaming.get() == 1 {
+            if let Some(stalled) = self.canary_stalled(now_ms()) {
+                return Err(stalled);
+            }
+        }
         let stuck = self.stuck.lock().unwrap().clone();
         if !stuck.is_empty() {
             return Err(format!(
@@ -444,6 +481,56 @@ impl Metrics {
             .get()
     }
 
+    /// Canaries are written from now on, /ready red past `max_age` (see [`Self::readiness`]).
+    pub fn canary_on(&self, max_age: std::time::Duration) {
+        let mut c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        if c.max_age_ms.is_none() {
+            c.since = now_ms();
+        }
+        c.max_age_ms = Some(max_age.as_millis() as i64);
+    }
+
+    /// PostgreSQL took a canary.
+    pub fn canary_written(&self) {
+        self.canary
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_written = now_ms();
+    }
+
+    /// Kafka acknowledged the canary written at `written_ms`.
+    pub fn canary_acknowledged(&self, written_ms: i64) {
+        self.canaries.inc();
+        let mut c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        c.newest_acknowledged = c.newest_acknowledged.max(written_ms);
+    }
+
+    /// The age of the newest canary Kafka acknowledged at `now` (from when canaries started,
+    /// before the first); `None` when no canary is written.
+    fn canary_age_ms(&self, now: i64) -> Option<i64> {
+        let c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        c.max_age_ms?;
+        Some((now - c.newest_acknowledged.max(c.since)).max(0))
+    }
+
+    /// Why /ready is red because of the canary, if it is: the newest canary acknowledged is
+    /// older than the limit while PostgreSQL takes canaries (it is reachable): something
+    /// between the walsender and Kafka's acknowledgement stalls.
+    fn canary_stalled(&self, now: i64) -> Option<String> {
+        let age = self.canary_age_ms(now)?;
+        let c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        let max_age = c.max_age_ms?;
+        let reachable = c.last_written != 0 && now - c.last_written <= max_age;
+        (reachable && age > max_age).then(|| {
+            format!(
+                "not ready: the newest canary Kafka acknowledged was written {} s ago (--canary-max-age {} s) while \
+                 PostgreSQL takes canaries: the walsender, the relay or the broker stalls\n",
+                age / 1000,
+                max_age / 1000
+            )
+        })
+    }
+
     pub fn is_ready(&self) -> bool {
         self.readiness().is_ok()
     }
@@ -451,11 +538,22 @@ impl Metrics {
     pub fn encode(&self) -> String {
         self.replication_lag_seconds
             .set(self.lag_seconds_at(crate::pg_time::now_micros()));
+        self.canary_age_seconds.set(
+            self.canary_age_ms(now_ms())
+                .map_or(0.0, |ms| ms as f64 / 1000.0),
+        );
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");
         out
     }
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

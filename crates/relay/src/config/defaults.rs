@@ -19,6 +19,11 @@ pub const MAX_IN_FLIGHT: usize = 100_000;
 pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Seconds a partition may leave a record unacknowledged before it is reported stuck.
 pub const STUCK_PARTITION_AFTER_S: u64 = 180;
+/// The end-to-end canary: how often one is written, the age of the newest acknowledged one
+/// past which /ready turns red, and its topic.
+pub const CANARY_INTERVAL_S: u64 = 10;
+pub const CANARY_MAX_AGE_S: u64 = 60;
+pub const CANARY_TOPIC: &str = "outbox-relay.canary";
 pub const STATUS_INTERVAL_MS: u64 = 1000;
 pub const METRICS_ADDRESS: &str = "127.0.0.1:9187";
 /// Topics with a label of their own in `outbox_relay_events_total`; events of later topics

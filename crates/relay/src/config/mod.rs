@@ -18,7 +18,7 @@ pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreatio
 pub use options::{Mode, RunOptions};
 pub use postgres::ConnectionInfo;
 pub use source::{
-    validate_identifier, validate_slot_name, CdcSettings, Heartbeat, OnMissingSlot,
+    validate_identifier, validate_slot_name, Canary, CdcSettings, Heartbeat, OnMissingSlot,
     PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
 };
 
@@ -396,6 +396,33 @@ fn resolve_router(o: &RunOptions, tables: Vec<TableName>) -> Result<RouterConfig
     })
 }
 
+/// `--canary-interval`, `--canary-max-age`, `--canary-topic`.
+fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError> {
+    let interval = o.canary_interval.unwrap_or(defaults::CANARY_INTERVAL_S);
+    if interval == 0 {
+        return Ok(None);
+    }
+    let max_age = o.canary_max_age.unwrap_or(defaults::CANARY_MAX_AGE_S);
+    if max_age <= interval {
+        return Err(invalid(
+            "canary-max-age",
+            format!("{max_age} s; it must be longer than --canary-interval ({interval} s), or every wait between two canaries would turn /ready red"),
+        ));
+    }
+    let topic = o
+        .canary_topic
+        .clone()
+        .unwrap_or_else(|| defaults::CANARY_TOPIC.into());
+    if topic.trim().is_empty() {
+        return Err(invalid("canary-topic", "empty"));
+    }
+    Ok(Some(source::Canary {
+        interval: Duration::from_secs(interval),
+        max_age: Duration::from_secs(max_age),
+        topic,
+    }))
+}
+
 fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSettings, ConfigError> {
     match o.mode.unwrap_or(Mode::Cdc) {
         Mode::Cdc => {
@@ -433,6 +460,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 ),
                 on_missing_slot: o.on_missing_slot.unwrap_or_default(),
                 exactly_once: o.exactly_once.unwrap_or(false),
+                canary: resolve_canary(o)?,
             }))
         }
         Mode::Polling => {
@@ -440,6 +468,12 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 return Err(invalid(
                     "on-missing-slot",
                     "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.canary_interval.is_some_and(|s| s > 0) {
+                return Err(invalid(
+                    "canary-interval",
+                    "applies only with --mode cdc for now (the canary travels through the slot); use --canary-interval 0",
                 ));
             }
             if o.exactly_once == Some(true) {

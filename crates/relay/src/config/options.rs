@@ -131,6 +131,18 @@ pub struct RunOptions {
     )]
     pub exactly_once: Option<bool>,
 
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_INTERVAL", value_name = "SECONDS",
+        help = defaults::help("Every SECONDS the relay writes a canary (a transactional pg_logical_emit_message), relays it through its own slot to --canary-topic and waits for Kafka's acknowledgement: outbox_relay_canary_age_seconds, and /ready red past --canary-max-age. 0: off. CDC mode", defaults::CANARY_INTERVAL_S))]
+    pub canary_interval: Option<u64>,
+
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_MAX_AGE", value_name = "SECONDS",
+        help = defaults::help("/ready turns red when the newest canary Kafka acknowledged is older than this while PostgreSQL takes canaries", defaults::CANARY_MAX_AGE_S))]
+    pub canary_max_age: Option<u64>,
+
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_TOPIC", value_name = "TOPIC",
+        help = defaults::help("Where canaries go (never a business topic)", defaults::CANARY_TOPIC))]
+    pub canary_topic: Option<String>,
+
     /// PostgreSQL connection URL, e.g. postgres://relay:secret@db:5432/app. The user needs the
     /// REPLICATION attribute and SELECT on the outbox table (see `sql/`).
     #[arg(

@@ -25,6 +25,18 @@ pub struct CdcSettings {
     pub on_missing_slot: OnMissingSlot,
     /// `--exactly-once`: replays skip what Kafka already has.
     pub exactly_once: bool,
+    /// The end-to-end canary (`--canary-interval`); `None` when off.
+    pub canary: Option<Canary>,
+}
+
+/// The end-to-end canary: a transactional logical decoding message written every `interval`,
+/// relayed through the slot to `topic`; /ready turns red when the newest one Kafka
+/// acknowledged is older than `max_age`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canary {
+    pub interval: Duration,
+    pub max_age: Duration,
+    pub topic: String,
 }
 
 /// `--on-missing-slot`: a slot the relay streamed from before has disappeared.

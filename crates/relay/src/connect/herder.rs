@@ -232,7 +232,7 @@ impl Herder {
             entries: config.clone(),
         };
         let preset = crate::debezium::load_config(raw, self.worker.clone()).map_err(|e| vec![e])?;
-        crate::config::Settings::resolve(crate::config::RunOptions::default(), Some(preset))
+        crate::config::Settings::resolve(connector_options().map_err(|e| vec![e])?, Some(preset))
             .map_err(|e| vec![e.to_string()])
     }
 
@@ -728,6 +728,28 @@ fn start(
         written,
         failure,
     }
+}
+
+/// The relay's own options for every connector of this worker: the canary's, from the
+/// worker's environment (`OUTBOX_RELAY_CANARY_INTERVAL`, `_MAX_AGE`, `_TOPIC`, as `run` reads
+/// them); Kafka Connect has no place for them in a connector configuration.
+fn connector_options() -> Result<crate::config::RunOptions, String> {
+    let seconds = |name: &str| -> Result<Option<u64>, String> {
+        match std::env::var(name) {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("{name}: {v:?} is not a number of seconds")),
+            Err(_) => Ok(None),
+        }
+    };
+    Ok(crate::config::RunOptions {
+        canary_interval: seconds("OUTBOX_RELAY_CANARY_INTERVAL")?,
+        canary_max_age: seconds("OUTBOX_RELAY_CANARY_MAX_AGE")?,
+        canary_topic: std::env::var("OUTBOX_RELAY_CANARY_TOPIC").ok(),
+        ..Default::default()
+    })
 }
 
 /// Runs a connector's task on a thread named after it, once its predecessors finished. How

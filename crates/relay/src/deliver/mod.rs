@@ -67,6 +67,12 @@ const QUEUE_FULL_WHILE_IDLE: Duration = Duration::from_secs(1);
 pub enum Routed {
     Record(OutboxRecord),
     Invalid(InvalidRow),
+    /// The end-to-end canary written at `written_ms`: produced to its own topic; its
+    /// acknowledgement sets the canary's age. Never dead-lettered: a refusal is logged.
+    Canary {
+        record: OutboxRecord,
+        written_ms: i64,
+    },
 }
 
 /// Events and dead letters acknowledged by this stage (for the session's closing log line).
@@ -305,6 +311,24 @@ impl<P: Producer> Deliver<P> {
             Routed::Invalid(row) => {
                 let letter = DeadLetter::from_invalid_row(row, origin.position);
                 self.queue_dead_letter(ticket, origin, letter);
+            }
+            Routed::Canary { record, written_ms } => {
+                if let Err(reason) = self.topic(&record.topic).await? {
+                    tracing::warn!(
+                        topic = &*record.topic,
+                        "the canary cannot go to its topic: {reason}"
+                    );
+                    self.acknowledged.push_back(ticket);
+                    return self.send_dead_letters().await;
+                }
+                let tag = Tag {
+                    ticket,
+                    origin,
+                    kind: Kind::Canary(written_ms),
+                };
+                if self.held.push(record, tag) {
+                    self.release_held(false).await?;
+                }
             }
         }
         self.send_dead_letters().await
@@ -657,7 +681,17 @@ impl<P: Producer> Deliver<P> {
                         self.metrics.dead_letter(letter.cause.label());
                         self.counts.dead_letters += 1;
                     }
+                    Kind::Canary(written_ms) => self.metrics.canary_acknowledged(written_ms),
                 }
+                self.acknowledged.push_back(tag.ticket);
+                Ok(())
+            }
+            (
+                Outcome::Refused { error, .. } | Outcome::Neighbour { error, .. },
+                Kind::Canary(_),
+            ) => {
+                // Not an event: nothing to dead-letter; its age grows and says so.
+                tracing::warn!("Kafka refused the canary: {error}");
                 self.acknowledged.push_back(tag.ticket);
                 Ok(())
             }

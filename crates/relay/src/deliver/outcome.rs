@@ -65,4 +65,6 @@ pub enum Kind {
     /// The dead letter of an event (kept to send it again without its payload if the
     /// dead-letter topic refuses it as it is).
     DeadLetter(Box<DeadLetter>),
+    /// The end-to-end canary written at this time (milliseconds since the epoch).
+    Canary(i64),
 }

@@ -84,6 +84,8 @@ pub async fn preview(
             error: e.to_string(),
         })?;
         match &message {
+            // The end-to-end canary is no event.
+            LogicalMessage::Message(m) if m.prefix == crate::source::canary::PREFIX => continue,
             LogicalMessage::Begin(begin) => commit = begin.final_lsn,
             LogicalMessage::Relation(relation)
                 if router.wants_column_facts()
@@ -99,7 +101,8 @@ pub async fn preview(
             _ => {}
         }
         match route::triage(router.route(&message), Some(lsn))? {
-            None => {}
+            // The router never makes canaries (the stream does).
+            None | Some(Routed::Canary { .. }) => {}
             Some(Routed::Record(record)) => {
                 found.events += 1;
                 print_record(&record, lsn, commit, None, json);

@@ -8,10 +8,12 @@
 //! - `catalog.rs`: the outbox table, the publication and the slot, checked and created;
 //!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed;
 //!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
+//! - `canary.rs`: the end-to-end canary the active instance writes into its own stream.
 //! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
 
+pub mod canary;
 pub mod catalog;
 pub mod polling;
 pub mod postgres;

@@ -333,6 +333,9 @@ impl<'a> Replication<'a> {
         if let Some(heartbeat) = &cdc.heartbeat {
             streamer = streamer.heartbeats_every(heartbeat.interval);
         }
+        if let Some(canary) = &cdc.canary {
+            streamer = streamer.canaries(&canary.topic, &cdc.slot);
+        }
         Ok((streamer, plan))
     }
 }
@@ -403,6 +406,15 @@ async fn stream_until_shutdown(
         tracing::info!(tables = %plan.tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %plan.start, postgres = %postgres,
             exactly_once = cdc.exactly_once, "streaming");
         streamed = true;
+        // The canary, written while this session holds the slot (aborted with it).
+        let _canary = cdc.canary.clone().map(|canary| {
+            AbortOnDrop(tokio::spawn(crate::source::canary::write_every(
+                crate::source::postgres::Database::of(settings),
+                cdc.slot.clone(),
+                canary,
+                metrics.clone(),
+            )))
+        });
         metrics.streaming.set(1);
         metrics.set_standing_by(false);
         metrics.active.set(1);

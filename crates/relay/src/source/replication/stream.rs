@@ -146,6 +146,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     transaction: Option<OpenTransaction>,
     /// When to look for partitions Kafka leaves unanswered (`Deliver::check_stuck`).
     stuck_check: tokio::time::Interval,
+    /// The canary's topic and the slot whose canaries this stream produces.
+    canary: Option<(Arc<str>, String)>,
 }
 
 /// What an END record says about the open transaction.
@@ -195,7 +197,14 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             heartbeat: None,
             transaction: None,
             stuck_check: ticks_every(deliver_check_every),
+            canary: None,
         }
+    }
+
+    /// Produces the canaries written for `slot` to `topic` (see `source/canary.rs`).
+    pub fn canaries(mut self, topic: &str, slot: &str) -> Self {
+        self.canary = Some((topic.into(), slot.to_owned()));
+        self
     }
 
     /// Reports a partition whose oldest record waited for Kafka longer than `after`.
@@ -526,6 +535,14 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 transactional,
                 prefix,
                 content,
+            } if prefix == crate::source::canary::PREFIX => {
+                self.on_canary(lsn, transactional, &content).await?;
+            }
+            Change::Message {
+                lsn,
+                transactional,
+                prefix,
+                content,
             } => {
                 if transactional {
                     self.on_transaction_change(lsn, &[]).await?;
@@ -568,6 +585,58 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             Change::Other => {}
         }
         Ok(())
+    }
+
+    /// A canary: this relay's own goes to the canary topic, in its place in the stream, and
+    /// its acknowledgement sets the canary's age; other relays' (other slots of the database)
+    /// and canaries when they are off are passed over. Never routed, never a business event.
+    async fn on_canary(
+        &mut self,
+        lsn: Lsn,
+        transactional: bool,
+        content: &[u8],
+    ) -> Result<(), RelayError> {
+        let index = self.change_index;
+        if transactional {
+            // Still a change of its transaction: replays number the rest alike.
+            self.change_index += 1;
+        }
+        let Some((topic, slot)) = &self.canary else {
+            return Ok(());
+        };
+        let Some(written) = crate::source::canary::Written::parse(content) else {
+            return Ok(());
+        };
+        if written.slot != *slot || !transactional {
+            return Ok(());
+        }
+        let record = outbox_router::OutboxRecord {
+            topic: topic.clone(),
+            key: Some(bytes::Bytes::copy_from_slice(slot.as_bytes())),
+            value: Some(bytes::Bytes::copy_from_slice(content)),
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: None,
+        };
+        let ticket = self.tracker.produced();
+        let origin = Origin {
+            table: "canary".into(),
+            position: Some(lsn),
+            event: Some(EventPosition::Stream {
+                commit: self.commit,
+                index,
+            }),
+        };
+        self.deliver
+            .submit(
+                crate::deliver::Routed::Canary {
+                    record,
+                    written_ms: written.written_ms,
+                },
+                ticket,
+                origin,
+            )
+            .await
     }
 
     async fn route_message(
