@@ -42,9 +42,11 @@ async fn relay_with(codec: &str, storage: Storage, debezium: Option<&Path>) -> S
     }
     let log = relay.log();
     relay.terminate(Duration::from_secs(20)).unwrap();
+    // The events' produce requests (the canary's, one small record, librdkafka may leave
+    // uncompressed when compressing would make it larger).
     let sent: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("Produce MessageSet with"))
+        .filter(|l| l.contains("Produce MessageSet with") && !l.contains("outbox-relay.canary"))
         .collect();
     assert!(
         !sent.is_empty(),

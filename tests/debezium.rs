@@ -883,7 +883,8 @@ async fn poison_pills_are_dead_lettered_and_the_stream_goes_on() {
     assert_eq!(
         ids,
         [uuid(1), uuid(4)],
-        "the events around the bad rows arrive"
+        "the events around the bad rows arrive\n{}",
+        relay.log()
     );
     let mut dead = stack.read_topic("outbox-relay.dlq").await;
     dead.sort_by_key(|r| r.header_str("id").to_owned());

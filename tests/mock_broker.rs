@@ -70,6 +70,10 @@ async fn broker_refusals_are_dead_lettered_transient_errors_retried_and_a_refuse
         "100",
         "--metrics-address",
         "127.0.0.1:0",
+        // The errors below are injected into the next produce requests, in order: a canary's
+        // request in between would take one (and the mock has no canary topic).
+        "--canary-interval",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())

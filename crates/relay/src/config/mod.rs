@@ -583,12 +583,20 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
                 .map(str::to_owned),
         );
     }
-    lines.extend(
-        o.producer_property
-            .iter()
-            .filter(|p| !p.trim().is_empty())
-            .cloned(),
-    );
+    // The list is split at commas (a repeated flag or the environment variable's list); a
+    // piece without `=` is the rest of the value before it (`debug=msg,topic`,
+    // `ssl.cipher.suites=A,B`).
+    let mut given: Vec<String> = Vec::new();
+    for piece in o.producer_property.iter().filter(|p| !p.trim().is_empty()) {
+        match given.last_mut() {
+            Some(previous) if !piece.contains('=') => {
+                previous.push(',');
+                previous.push_str(piece);
+            }
+            _ => given.push(piece.clone()),
+        }
+    }
+    lines.extend(given);
     let properties = lines
         .iter()
         .map(|p| parse_producer_property(p))

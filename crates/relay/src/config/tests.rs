@@ -322,3 +322,33 @@ fn gssapi_is_sasl_with_the_gssapi_mechanism_or_none_named() {
         "security.protocol=PLAINTEXT"
     ]));
 }
+
+/// A value with commas survives the list's splitting: `debug=msg,topic` and a cipher list
+/// stay whole, beside other properties.
+#[test]
+fn producer_property_values_may_hold_commas() {
+    let options = RunOptions {
+        // As clap splits `--producer-property debug=msg,topic --producer-property ssl.cipher.suites=A,B`.
+        producer_property: [
+            "debug=msg",
+            "topic",
+            "linger.ms=1",
+            "ssl.cipher.suites=A",
+            "B",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect(),
+        ..base()
+    };
+    let properties = resolve(options).unwrap().kafka.properties;
+    let get = |k: &str| {
+        properties
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("debug"), Some("msg,topic"));
+    assert_eq!(get("linger.ms"), Some("1"));
+    assert_eq!(get("ssl.cipher.suites"), Some("A,B"));
+}

@@ -430,6 +430,19 @@ impl Producer for KafkaProducer {
         {
             return Sent::Refused(tag, reason, refused_record(record));
         }
+        // A partition the topic does not have, judged on the count the relay knows (librdkafka
+        // may not have the metadata of a topic just created yet, and would fail it later).
+        if let (Some(p), Some(count)) = (record.partition, self.partition_counts.get(&record.topic))
+        {
+            if !(0..*count).contains(&p) {
+                let reason = format!(
+                    "partition {p} does not exist in topic {} ({count} partitions); the topic has fewer partitions \
+                     than the record's partition placement asks for",
+                    record.topic
+                );
+                return Sent::Refused(tag, reason, refused_record(record));
+            }
+        }
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (name, value) in &record.headers {
             headers = headers.insert(Header {
