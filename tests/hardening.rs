@@ -85,12 +85,33 @@ async fn a_slot_invalidated_by_max_slot_wal_keep_size_stops_the_relay_with_the_c
     assert_eq!(status, "lost", "the test needs an invalidated slot");
     let (succeeded, log) = stack.run_until_exit(&[]);
     assert!(!succeeded, "{log}");
-    assert!(log.contains("was invalidated"), "{log}");
+    assert!(log.contains("was invalidated (wal_removed)"), "{log}");
     assert!(
-        log.contains("pg_drop_replication_slot"),
+        log.contains("pg_drop_replication_slot") && log.contains("--on-missing-slot reread"),
         "the choices are named:\n{log}"
     );
+    assert!(
+        log.contains("max_slot_wal_keep_size"),
+        "the fix for this reason:\n{log}"
+    );
     assert!(!log.contains("reconnecting"), "never retried:\n{log}");
+
+    // The user chooses to read the outbox again: the slot is made anew and every event
+    // still in the outbox arrives (the ones before the gap come again).
+    let relay = stack.spawn_relay(&["--on-missing-slot", "reread"]);
+    relay
+        .wait_for_log("snapshot complete", Duration::from_secs(120))
+        .await;
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(120), Some(&relay))
+        .await;
+    let (lost, _) = lost_and_duplicated(&stack, 12_000).await;
+    assert_eq!(lost, 0, "{}", relay.log());
+    assert!(
+        relay.log().contains("--on-missing-slot reread"),
+        "{}",
+        relay.log()
+    );
 }
 
 /// A failover to a standby that carries the slot (here a disk copy of the primary, promoted

@@ -27,6 +27,20 @@ pub struct SlotState {
     pub confirmed_flush_lsn: Option<Lsn>,
     /// `reserved`, `extended`, `unreserved` or `lost` (invalidated by max_slot_wal_keep_size).
     pub wal_status: Option<String>,
+    /// Why PostgreSQL invalidated the slot (17+: `wal_removed`, `rows_removed`,
+    /// `wal_level_insufficient`, 18's `idle_timeout`; 16: `conflicting` on a standby).
+    pub invalidation_reason: Option<String>,
+}
+
+impl SlotState {
+    /// Why the slot can no longer stream, if PostgreSQL invalidated it: its
+    /// `invalidation_reason` (17+), else what older servers show (`wal_status` lost: WAL
+    /// removed; 16's `conflicting`: rows removed on a standby).
+    pub fn invalidation(&self) -> Option<&str> {
+        self.invalidation_reason
+            .as_deref()
+            .or((self.wal_status.as_deref() == Some("lost")).then_some("wal_removed"))
+    }
 }
 
 pub async fn slot_state(
@@ -35,8 +49,12 @@ pub async fn slot_state(
 ) -> Result<Option<SlotState>, tokio_postgres::Error> {
     let row = client
         .query_opt(
-            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, wal_status \
-             FROM pg_replication_slots WHERE slot_name = $1",
+            // invalidation_reason (17+) and conflicting (16) read through jsonb: NULL where the
+            // server has no such column.
+            "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, wal_status, \
+                    COALESCE(to_jsonb(s) ->> 'invalidation_reason', \
+                             CASE WHEN to_jsonb(s) ->> 'conflicting' = 'true' THEN 'rows_removed' END) \
+             FROM pg_replication_slots s WHERE slot_name = $1",
             &[&slot],
         )
         .await?;
@@ -46,6 +64,7 @@ pub async fn slot_state(
         active_pid: r.get(2),
         confirmed_flush_lsn: r.get::<_, Option<String>>(3).and_then(|l| Lsn::parse(&l)),
         wal_status: r.get(4),
+        invalidation_reason: r.get(5),
     }))
 }
 
@@ -549,7 +568,9 @@ pub fn slot_problem(state: &SlotState, slot: &str, database: &str) -> Option<Pro
             "choose another --slot",
         ));
     }
-    (state.wal_status.as_deref() == Some("lost")).then(|| invalidated_slot_problem(slot))
+    state
+        .invalidation()
+        .map(|reason| invalidated_slot_problem(slot, reason))
 }
 
 /// Every replication slot is in use.
@@ -603,25 +624,53 @@ pub async fn advance_slot(
     )))
 }
 
-/// The slot lost WAL it still needed (max_slot_wal_keep_size): the events in that WAL can
-/// never be streamed again. Retrying cannot help; a person must choose.
-pub fn invalidated_slot(slot: &str) -> RelayError {
-    invalidated_slot_problem(slot).into()
-}
-
-fn invalidated_slot_problem(slot: &str) -> Problem {
-    Problem::new(
-        format!(
-            "replication slot {slot} was invalidated (it exceeded max_slot_wal_keep_size): PostgreSQL removed WAL \
-             it had not streamed, so events written while it fell behind cannot be relayed from it"
+/// PostgreSQL invalidated the slot for `reason`: it can never stream again. Retrying cannot
+/// help; a person must choose (or `--on-missing-slot` chose). The fix matches the reason.
+fn invalidated_slot_problem(slot: &str, reason: &str) -> Problem {
+    let (why, prevent) = match reason {
+        "wal_removed" => (
+            "it exceeded max_slot_wal_keep_size: PostgreSQL removed WAL it had not streamed, so events written \
+             while it fell behind cannot be relayed from it",
+            "raise max_slot_wal_keep_size (or set it to -1) to keep this from happening again",
         ),
+        "rows_removed" => (
+            "it lives on a standby whose primary removed catalog rows the slot still needed",
+            "turn on hot_standby_feedback on the standby and connect it to the primary through a physical slot \
+             (primary_slot_name), so the primary keeps those rows",
+        ),
+        "wal_level_insufficient" => (
+            "the primary's wal_level was lowered below logical",
+            "set wal_level = logical on the primary again (a restart), then create the slot anew",
+        ),
+        "idle_timeout" => (
+            "no client streamed from it for longer than idle_replication_slot_timeout",
+            "raise idle_replication_slot_timeout (0 turns it off), or keep a relay (or a standby relay) running on \
+             the slot",
+        ),
+        _ => (
+            "PostgreSQL gave this reason",
+            "see pg_replication_slots.invalidation_reason in PostgreSQL's documentation",
+        ),
+    };
+    Problem::new(
+        format!("replication slot {slot} was invalidated ({reason}): {why}"),
         format!(
-            "events still in the outbox table can be re-read: drop the slot (`SELECT pg_drop_replication_slot({});`) \
-             and start again with snapshot.mode=initial (--debezium-config), or accept the gap by dropping the slot \
-             and starting as usual; raise max_slot_wal_keep_size (or set it to -1) to keep this from happening again",
+            "events still in the outbox table can be re-read: start with --on-missing-slot reread (the relay drops \
+             the slot, creates it again and relays every row still in the outbox table; rows relayed before come \
+             again), or accept the gap with --on-missing-slot accept-gap; by hand: `SELECT \
+             pg_drop_replication_slot({});` and start with snapshot.mode=initial. {prevent}",
             escape_literal(slot)
         ),
     )
+}
+
+/// Drops `slot` (invalidated; `--on-missing-slot` chose to make it again).
+pub async fn drop_slot(client: &tokio_postgres::Client, slot: &str) -> Result<(), RelayError> {
+    client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .map_err(catalog_error("dropping the invalidated replication slot"))?;
+    Ok(())
 }
 
 /// The columns of `table` whose values follow insertion: identity columns and columns whose
@@ -704,6 +753,7 @@ mod tests {
             active_pid: None,
             confirmed_flush_lsn: None,
             wal_status: Some(wal_status.into()),
+            invalidation_reason: None,
         }
     }
 
@@ -722,7 +772,24 @@ mod tests {
         let database = slot_problem(&state("pgoutput", "other", "reserved"), "s", "app").unwrap();
         assert_eq!(database.fix, "choose another --slot");
         let lost = slot_problem(&state("pgoutput", "app", "lost"), "s", "app").unwrap();
-        assert!(lost.what.contains("invalidated"), "{lost}");
+        assert!(lost.what.contains("invalidated (wal_removed)"), "{lost}");
+        assert!(lost.fix.contains("max_slot_wal_keep_size"), "{lost}");
+        assert!(lost.fix.contains("--on-missing-slot reread"), "{lost}");
+        // Each reason PostgreSQL 17 and 18 give has its own fix.
+        for (reason, fix) in [
+            ("rows_removed", "hot_standby_feedback"),
+            ("wal_level_insufficient", "wal_level = logical"),
+            ("idle_timeout", "idle_replication_slot_timeout"),
+        ] {
+            let invalidated = SlotState {
+                invalidation_reason: Some(reason.into()),
+                ..state("pgoutput", "app", "lost")
+            };
+            let problem = slot_problem(&invalidated, "s", "app").unwrap();
+            assert!(problem.what.contains(reason), "{problem}");
+            assert!(problem.fix.contains(fix), "{problem}");
+            assert!(!problem.fix.contains("max_slot_wal_keep_size"), "{problem}");
+        }
         // run stops with the same problem, both parts typed (check and validate read them).
         assert_eq!(RelayError::from(lost.clone()).problem(), Some(lost));
     }

@@ -174,15 +174,22 @@ impl<'a> Replication<'a> {
             snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
         }
         catalog::ensure_publication(&sql, &tables, &cdc.publication, cdc.publication_mode).await?;
-        let slot_exists = catalog::slot_state(&sql, &cdc.slot)
-            .await
-            .map_err(|e| {
-                RelayError::postgres("reading the replication slots", e, || {
-                    "the role needs the REPLICATION attribute".into()
-                })
-            })?
-            .is_some();
-        if !slot_exists {
+        let state = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
+            RelayError::postgres("reading the replication slots", e, || {
+                "the role needs the REPLICATION attribute".into()
+            })
+        })?;
+        let mut slot_exists = state.is_some();
+        let invalidation = state
+            .as_ref()
+            .and_then(|s| s.invalidation().map(str::to_owned));
+        let remade = match invalidation {
+            Some(reason) => self.on_invalidated_slot(&sql, &home, &reason).await?,
+            None => false,
+        };
+        if remade {
+            slot_exists = false;
+        } else if !slot_exists {
             self.on_missing_slot(&sql, &home).await?;
         }
         self.end_own_stale_walsender(&sql).await;
@@ -647,6 +654,33 @@ impl Replication<'_> {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// PostgreSQL invalidated the slot (for `reason`): with `--on-missing-slot reread` or
+    /// `accept-gap` it is dropped and made again as for a slot that is gone (true); without,
+    /// the session stops with the fix that matches the reason (`catalog::slot_problem`).
+    async fn on_invalidated_slot(
+        &mut self,
+        sql: &tokio_postgres::Client,
+        table: &TableName,
+        reason: &str,
+    ) -> Result<bool, RelayError> {
+        let slot = &self.cdc.slot;
+        match self.cdc.on_missing_slot {
+            OnMissingSlot::Refuse => return Ok(false),
+            OnMissingSlot::Reread => {
+                tracing::warn!(%slot, reason, %table, "replication slot {slot} was invalidated ({reason}): dropping it, creating it again and relaying every row still in {table} (--on-missing-slot reread)");
+                catalog::drop_slot(sql, slot).await?;
+                snapshot::register_new_slot(sql, table, slot).await?;
+            }
+            OnMissingSlot::AcceptGap => {
+                tracing::warn!(%slot, reason, "replication slot {slot} was invalidated ({reason}): dropping it and creating it again at the current position; events it lost are not relayed (--on-missing-slot accept-gap)");
+                catalog::drop_slot(sql, slot).await?;
+            }
+        }
+        // Positions of the old slot mean nothing for a new one.
+        self.confirmations.forget();
+        Ok(true)
     }
 
     /// The slot is missing: a first start creates it; a slot this relay streamed from
