@@ -30,6 +30,38 @@ fn reason(record: &outbox_relay_testkit::ConsumedRecord) -> String {
     record.header_str("outbox-relay.error.reason").to_owned()
 }
 
+/// One transaction of three Order events, `first`, `first + 1`, `first + 2` (payloads
+/// `{"n": 1}` to `{"n": 3}`): keys o-1, none, o-2.
+async fn insert_keyless_between_two(stack: &Stack, first: u32) {
+    let id = |n: u32| format!("00000000-0000-0000-0000-{n:012}");
+    stack
+        .db
+        .batch_execute(&format!(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
+               ('{}', 'Order', 'o-1', 'Created', '{{\"n\": 1}}'),
+               ('{}', 'Order', NULL, 'Created', '{{\"n\": 2}}'),
+               ('{}', 'Order', 'o-2', 'Created', '{{\"n\": 3}}');",
+            id(first),
+            id(first + 1),
+            id(first + 2)
+        ))
+        .await
+        .unwrap();
+}
+
+/// The one record of the dead-letter topic, checked to keep `payload` and name
+/// `original_topic`; its reason.
+async fn the_dead_letter(stack: &Stack, payload: &str, original_topic: &str, log: &str) -> String {
+    let dead = stack.read_topic("outbox-relay.dlq").await;
+    assert_eq!(dead.len(), 1, "{dead:?}\n{log}");
+    assert_eq!(dead[0].value_str(), Some(payload), "the payload is kept");
+    assert_eq!(
+        dead[0].header("outbox-relay.original.topic"),
+        Some(original_topic.as_bytes())
+    );
+    reason(&dead[0])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_the_create_topic_policy_refuses_dead_letters_its_events() {
     let broker = Broker::start_private_with(
@@ -63,19 +95,11 @@ async fn a_topic_the_create_topic_policy_refuses_dead_letters_its_events() {
         .topics()
         .await
         .contains(&"Forbidden.events".to_owned()));
-    let dead = stack.read_topic("outbox-relay.dlq").await;
-    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
-    assert_eq!(dead[0].key_str(), Some("f-1"));
+    let why = the_dead_letter(&stack, r#"{"n": 2}"#, "Forbidden.events", &relay.log()).await;
     assert_eq!(
-        dead[0].value_str(),
-        Some(r#"{"n": 2}"#),
-        "the payload is kept"
+        stack.read_topic("outbox-relay.dlq").await[0].key_str(),
+        Some("f-1")
     );
-    assert_eq!(
-        dead[0].header("outbox-relay.original.topic"),
-        Some(&b"Forbidden.events"[..])
-    );
-    let why = reason(&dead[0]);
     assert!(
         why.contains("naming policy") || why.to_lowercase().contains("policy"),
         "{why}"
@@ -99,16 +123,7 @@ async fn a_compacted_topic_refusing_a_null_key_dead_letters_that_event() {
         .await
         .unwrap();
     let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
-    stack
-        .db
-        .batch_execute(
-            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
-               ('00000000-0000-0000-0000-000000000001', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
-               ('00000000-0000-0000-0000-000000000002', 'Order', NULL, 'Created', '{\"n\": 2}'),
-               ('00000000-0000-0000-0000-000000000003', 'Order', 'o-2', 'Created', '{\"n\": 3}');",
-        )
-        .await
-        .unwrap();
+    insert_keyless_between_two(&stack, 1).await;
     stack
         .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
         .await;
@@ -132,18 +147,7 @@ async fn a_compacted_topic_refusing_a_null_key_dead_letters_that_event() {
         "{}",
         relay.log()
     );
-    let dead = stack.read_topic("outbox-relay.dlq").await;
-    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
-    assert_eq!(
-        dead[0].value_str(),
-        Some(r#"{"n": 2}"#),
-        "the payload is kept"
-    );
-    assert_eq!(
-        dead[0].header("outbox-relay.original.topic"),
-        Some(&b"Order.events"[..])
-    );
-    let why = reason(&dead[0]);
+    let why = the_dead_letter(&stack, r#"{"n": 2}"#, "Order.events", &relay.log()).await;
     assert!(why.to_lowercase().contains("key"), "{why}");
 }
 
@@ -199,16 +203,7 @@ async fn batch_refused_for_one_record(flags: &[&str]) {
     )
     .await
     .unwrap();
-    stack
-        .db
-        .batch_execute(
-            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES
-               ('00000000-0000-0000-0000-000000000002', 'Order', 'o-1', 'Created', '{\"n\": 1}'),
-               ('00000000-0000-0000-0000-000000000003', 'Order', NULL, 'Created', '{\"n\": 2}'),
-               ('00000000-0000-0000-0000-000000000004', 'Order', 'o-2', 'Created', '{\"n\": 3}');",
-        )
-        .await
-        .unwrap();
+    insert_keyless_between_two(&stack, 2).await;
     stack
         .wait_delivered(SLOT, Duration::from_secs(120), Some(&relay))
         .await;
@@ -224,18 +219,8 @@ async fn batch_refused_for_one_record(flags: &[&str]) {
         "the keyless event's neighbours arrive once, in order\n{}",
         relay.log()
     );
-    let dead = stack.read_topic("outbox-relay.dlq").await;
-    assert_eq!(dead.len(), 1, "{dead:?}\n{}", relay.log());
-    assert_eq!(
-        dead[0].value_str(),
-        Some(r#"{"n": 2}"#),
-        "the payload is kept"
-    );
-    assert_eq!(
-        dead[0].header("outbox-relay.original.topic"),
-        Some(&b"Order.events"[..])
-    );
     let log = relay.log();
+    the_dead_letter(&stack, r#"{"n": 2}"#, "Order.events", &log).await;
     assert!(
         log.contains("part of a batch"),
         "the batch refusal is what this test exercises:\n{log}"

@@ -221,6 +221,19 @@ fn streamed(commit: u64, index: u32) -> Origin {
     }
 }
 
+/// Submits events 0..`count` of A.events, streamed in the transaction committed at 100.
+async fn submit_streamed(d: &mut Deliver<FakeProducer>, t: &mut AckTracker, count: u8) {
+    for n in 0..count {
+        d.submit(
+            Routed::Record(record("A.events", n)),
+            t.produced(),
+            streamed(100, n as u32),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 /// The broker refuses one record of a batch and fails its neighbours with it
 /// (`_INVALID_DIFFERENT_RECORD`, reported first): the session ends, and its replay
 /// dead-letters the refused event, payload kept, before it is sent again, so the neighbours
@@ -230,15 +243,7 @@ async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered
     let refusals = Refusals::default();
     let mut d = stage(FakeProducer::new(100)).with_refusals(refusals.clone());
     let mut t = AckTracker::new(Lsn::ZERO);
-    for n in 0..3u8 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            streamed(100, n as u32),
-        )
-        .await
-        .unwrap();
-    }
+    submit_streamed(&mut d, &mut t, 3).await;
     let neighbour = |n: u8| {
         Outcome::Neighbour {
         error: "Broker: Broker failed to validate record: Failed to append record because it was part of a batch"
@@ -264,15 +269,7 @@ async fn a_batch_failed_by_one_record_is_replayed_with_that_record_dead_lettered
     // The next session replays the three events.
     let mut d = stage(FakeProducer::new(100)).with_refusals(refusals);
     let mut t = AckTracker::new(Lsn::ZERO);
-    for n in 0..3u8 {
-        d.submit(
-            Routed::Record(record("A.events", n)),
-            t.produced(),
-            streamed(100, n as u32),
-        )
-        .await
-        .unwrap();
-    }
+    submit_streamed(&mut d, &mut t, 3).await;
     assert_eq!(d.producer.sent_topics(), ["A.events", "dlq", "A.events"]);
     let letter = &d.producer.sent[1];
     assert_eq!(
