@@ -111,6 +111,8 @@ pub struct Metrics {
     canary_age_seconds: Gauge<f64, AtomicU64>,
     /// Canaries Kafka acknowledged.
     pub canaries: Counter,
+    /// 1 when the slot is a failover slot (`--slot-failover`, PostgreSQL 17+).
+    pub slot_failover: Gauge,
     canary: std::sync::Mutex<CanaryState>,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
     pub exactly_once_foreign_tails: Counter,
@@ -165,6 +167,7 @@ impl Metrics {
             exactly_once_skipped: Counter::default(),
             canary_age_seconds: Gauge::default(),
             canaries: Counter::default(),
+            slot_failover: Gauge::default(),
             canary: std::sync::Mutex::new(CanaryState::default()),
             exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
@@ -282,6 +285,11 @@ impl Metrics {
             "canaries",
             "Canaries Kafka acknowledged",
             m.canaries.clone(),
+        );
+        registry.register(
+            "slot_failover",
+            "1 when the replication slot is a failover slot, synchronized to standbys (--slot-failover, PostgreSQL 17+)",
+            m.slot_failover.clone(),
         );
         registry.register(
             "exactly_once_foreign_tails",

@@ -88,6 +88,8 @@ pub struct Preset {
     pub status_interval: Option<Duration>,
     /// `exactly.once.support=required` (or the worker's `exactly.once.source.support=enabled`).
     pub exactly_once: bool,
+    /// `slot.failover=true`.
+    pub slot_failover: bool,
     pub topic_partitions: Option<i32>,
     pub topic_replication_factor: Option<i32>,
     /// `topic.creation.*` topic configs and groups.
@@ -289,6 +291,7 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
     o.slot = o.slot.take().or(Some(p.slot.clone()));
     o.publication = o.publication.take().or(Some(p.publication.clone()));
     o.exactly_once = o.exactly_once.or(p.exactly_once.then_some(true));
+    o.slot_failover = o.slot_failover.or(p.slot_failover.then_some(true));
     o.topic_partitions = o.topic_partitions.or(p.topic_partitions);
     o.topic_replication_factor = o.topic_replication_factor.or(p.topic_replication_factor);
     o.status_interval_ms = o
@@ -460,6 +463,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 ),
                 on_missing_slot: o.on_missing_slot.unwrap_or_default(),
                 exactly_once: o.exactly_once.unwrap_or(false),
+                slot_failover: o.slot_failover.unwrap_or(false),
                 canary: resolve_canary(o)?,
             }))
         }
@@ -467,6 +471,12 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
             if o.on_missing_slot.is_some() {
                 return Err(invalid(
                     "on-missing-slot",
+                    "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.slot_failover == Some(true) {
+                return Err(invalid(
+                    "slot-failover",
                     "applies only with --mode cdc (polling uses no slot)",
                 ));
             }

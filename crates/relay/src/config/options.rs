@@ -131,6 +131,20 @@ pub struct RunOptions {
     )]
     pub exactly_once: Option<bool>,
 
+    /// Make the replication slot a failover slot (PostgreSQL 17+), synchronized to standbys
+    /// so that it survives a failover: created with FAILOVER, or an existing slot altered
+    /// (ALTER_REPLICATION_SLOT … (FAILOVER true)). Refused on an older server, with the
+    /// reason. Debezium configs: `slot.failover=true`. CDC mode only.
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_SLOT_FAILOVER",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub slot_failover: Option<bool>,
+
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_INTERVAL", value_name = "SECONDS",
         help = defaults::help("Every SECONDS the relay writes a canary (a transactional pg_logical_emit_message), relays it through its own slot to --canary-topic and waits for Kafka's acknowledgement: outbox_relay_canary_age_seconds, and /ready red past --canary-max-age. 0: off. CDC mode", defaults::CANARY_INTERVAL_S))]
     pub canary_interval: Option<u64>,

@@ -25,6 +25,8 @@ pub struct CdcSettings {
     pub on_missing_slot: OnMissingSlot,
     /// `--exactly-once`: replays skip what Kafka already has.
     pub exactly_once: bool,
+    /// `--slot-failover`: the slot is a failover slot (PostgreSQL 17+).
+    pub slot_failover: bool,
     /// The end-to-end canary (`--canary-interval`); `None` when off.
     pub canary: Option<Canary>,
 }

@@ -381,6 +381,19 @@ fn exactly_once_support_turns_on_exactly_once_delivery() {
     assert!(err.starts_with("exactly.once.support:"), "{err}");
 }
 
+/// Debezium's `slot.failover` is `--slot-failover`; anything but true or false is refused
+/// by name.
+#[test]
+fn slot_failover_makes_a_failover_slot() {
+    let on =
+        |connector: &[(&str, &str)]| translate(&config(connector), None).map(|s| s.slot_failover);
+    assert_eq!(on(&[]), Ok(false));
+    assert_eq!(on(&[("slot.failover", "true")]), Ok(true));
+    assert_eq!(on(&[("slot.failover", "FALSE")]), Ok(false));
+    let err = on(&[("slot.failover", "yes")]).unwrap_err();
+    assert!(err.starts_with("slot.failover:"), "{err}");
+}
+
 #[test]
 fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
     use outbox_router::connect::{DecimalMode, HstoreMode, TimePrecisionMode};

@@ -30,6 +30,8 @@ pub struct SlotState {
     /// Why PostgreSQL invalidated the slot (17+: `wal_removed`, `rows_removed`,
     /// `wal_level_insufficient`, 18's `idle_timeout`; 16: `conflicting` on a standby).
     pub invalidation_reason: Option<String>,
+    /// A failover slot, synchronized to standbys (17+; `None` before).
+    pub failover: Option<bool>,
 }
 
 impl SlotState {
@@ -53,7 +55,8 @@ pub async fn slot_state(
             // server has no such column.
             "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, wal_status, \
                     COALESCE(to_jsonb(s) ->> 'invalidation_reason', \
-                             CASE WHEN to_jsonb(s) ->> 'conflicting' = 'true' THEN 'rows_removed' END) \
+                             CASE WHEN to_jsonb(s) ->> 'conflicting' = 'true' THEN 'rows_removed' END), \
+                    (to_jsonb(s) ->> 'failover')::boolean \
              FROM pg_replication_slots s WHERE slot_name = $1",
             &[&slot],
         )
@@ -65,6 +68,7 @@ pub async fn slot_state(
         confirmed_flush_lsn: r.get::<_, Option<String>>(3).and_then(|l| Lsn::parse(&l)),
         wal_status: r.get(4),
         invalidation_reason: r.get(5),
+        failover: r.get(6),
     }))
 }
 
@@ -497,6 +501,7 @@ pub async fn ensure_slot(
     client: &tokio_postgres::Client,
     slot: &str,
     database: &str,
+    failover: bool,
 ) -> Result<Lsn, RelayError> {
     let state = slot_state(client, slot)
         .await
@@ -504,9 +509,11 @@ pub async fn ensure_slot(
     let state = match state {
         Some(state) => state,
         None => {
+            // PostgreSQL 17: (name, plugin, temporary, twophase, failover).
             let sql = format!(
-                "SELECT pg_create_logical_replication_slot({}, 'pgoutput')",
-                escape_literal(slot)
+                "SELECT pg_create_logical_replication_slot({}, 'pgoutput'{})",
+                escape_literal(slot),
+                if failover { ", false, false, true" } else { "" }
             );
             match client.batch_execute(&sql).await {
                 Ok(()) => {
@@ -664,6 +671,25 @@ fn invalidated_slot_problem(slot: &str, reason: &str) -> Problem {
     )
 }
 
+/// `--slot-failover` needs failover slots: PostgreSQL 17 or later.
+pub async fn require_failover_slots(client: &tokio_postgres::Client) -> Result<(), RelayError> {
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .map_err(catalog_error("reading the server's version"))?
+        .get(0);
+    if version < 170_000 {
+        return Err(RelayError::misconfigured(format!(
+            "slot-failover: PostgreSQL {}.{} has no failover slots (they came with PostgreSQL 17); upgrade the \
+             server, or leave --slot-failover (slot.failover) off and plan for a slot that a failover does not carry \
+             over (--on-missing-slot)",
+            version / 10_000,
+            version % 10_000 / 100
+        )));
+    }
+    Ok(())
+}
+
 /// Drops `slot` (invalidated; `--on-missing-slot` chose to make it again).
 pub async fn drop_slot(client: &tokio_postgres::Client, slot: &str) -> Result<(), RelayError> {
     client
@@ -754,6 +780,7 @@ mod tests {
             confirmed_flush_lsn: None,
             wal_status: Some(wal_status.into()),
             invalidation_reason: None,
+            failover: None,
         }
     }
 

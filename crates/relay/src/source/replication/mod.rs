@@ -163,6 +163,9 @@ impl<'a> Replication<'a> {
         // Before anything is read for the slot (the initial snapshot above all): one
         // instance per slot (see claim.rs).
         self.claim_slot(&sql).await?;
+        if cdc.slot_failover {
+            catalog::require_failover_slots(&sql).await?;
+        }
         let tables = catalog::outbox_tables(&sql, &self.settings.router).await?;
         // The first table's schema keeps the snapshot marker and the slot's history
         // (`public` for the table-less outbox: logical decoding messages only).
@@ -180,6 +183,9 @@ impl<'a> Replication<'a> {
             })
         })?;
         let mut slot_exists = state.is_some();
+        // An existing slot that is not a failover slot yet, with --slot-failover.
+        let make_failover =
+            cdc.slot_failover && state.as_ref().is_some_and(|s| s.failover == Some(false));
         let invalidation = state
             .as_ref()
             .and_then(|s| s.invalidation().map(str::to_owned));
@@ -201,9 +207,25 @@ impl<'a> Replication<'a> {
         let slot_position = if export {
             None
         } else {
-            Some(catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database).await?)
+            Some(
+                catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database, cdc.slot_failover)
+                    .await?,
+            )
         };
         let (mut client, identity, start) = self.connect_at(slot_position).await?;
+        if make_failover && slot_exists {
+            // On the replication connection, before it streams; a slot another client
+            // streams from is busy (stand by and try again).
+            client
+                .simple_query(&format!(
+                    "ALTER_REPLICATION_SLOT \"{}\" (FAILOVER true)",
+                    cdc.slot
+                ))
+                .await
+                .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
+            tracing::info!(slot = %cdc.slot, "the replication slot is now a failover slot (--slot-failover)");
+        }
+        self.metrics.slot_failover.set(i64::from(cdc.slot_failover));
         let system_id = identity.system_id.clone();
         let timeline = identity.timeline;
         self.identity = Some(identity);
@@ -213,7 +235,7 @@ impl<'a> Replication<'a> {
         self.walsender = walsender.clone();
         let exported = if export {
             let (snapshot_name, consistent_point) =
-                create_slot_exporting_snapshot(&mut client, &cdc.slot)
+                create_slot_exporting_snapshot(&mut client, &cdc.slot, cdc.slot_failover)
                     .await
                     .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
             tracing::info!(slot = %cdc.slot, %consistent_point, "created replication slot with an exported snapshot");
@@ -556,12 +578,14 @@ struct Identity {
 async fn create_slot_exporting_snapshot(
     client: &mut ReplicationClient,
     slot: &str,
+    failover: bool,
 ) -> Result<(String, Lsn), pgwire_replication::PgWireError> {
     use pgwire_replication::PgWireError;
     // The slot name is validated to [a-z0-9_] in config.
     let rows = client
         .simple_query(&format!(
-            "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'export')"
+            "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'export'{})",
+            if failover { ", FAILOVER true" } else { "" }
         ))
         .await?;
     let row = rows
