@@ -31,7 +31,8 @@ pub struct ReasonLabels {
 /// The end-to-end canary's state, in milliseconds since the epoch (0: not yet).
 #[derive(Debug, Default)]
 struct CanaryState {
-    /// `--canary-max-age`; `None` while no canary is written (off, or a standby).
+    /// `--canary-max-age`; `None` until this process first writes canaries (off, or only
+    /// ever a standby).
     max_age_ms: Option<i64>,
     /// When this process started writing canaries: the age counts from it until the first
     /// one is acknowledged.

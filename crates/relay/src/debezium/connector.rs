@@ -163,15 +163,7 @@ pub fn translate(
     // --- PostgreSQL ---
     let postgres_url = postgres_url(&o)?;
     let slot = o.get("slot.name").unwrap_or("debezium").to_owned();
-    let slot_failover = match o
-        .get("slot.failover")
-        .map(|v| v.trim().to_ascii_lowercase())
-        .as_deref()
-    {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => return Err(format!("slot.failover: {other:?} is not true or false")),
-    };
+    let slot_failover = flag(&o, "slot.failover", false)?;
     let publication = o
         .get("publication.name")
         .unwrap_or("dbz_publication")

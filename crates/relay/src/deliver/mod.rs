@@ -95,8 +95,13 @@ pub struct Deliver<P: Producer> {
     /// `--exactly-once`: the events handed over whose outcome is not known yet (a dead
     /// letter waits for every earlier one).
     unresolved: BTreeSet<Seq>,
-    /// What the broker refused in this process's earlier sessions.
+    /// What the broker refused, remembered for the next sessions.
     refusals: Refusals,
+    /// What it refused in this process's earlier sessions (`None`: nothing, nothing to ask).
+    earlier: Option<refusals::Earlier>,
+    /// A record failed only because another of its batch was refused: the session ends, and
+    /// the refusal, maybe reported later, must be remembered ([`Self::settle`]).
+    neighbour_failed: bool,
     /// Events accepted and not yet handed to the producer (a source that is behind).
     held: linger::Held,
     /// `outbox_relay_events_total` per topic, looked up once per topic.
@@ -129,6 +134,8 @@ impl<P: Producer> Deliver<P> {
             dead_letters: VecDeque::new(),
             unresolved: BTreeSet::new(),
             refusals: Refusals::default(),
+            earlier: None,
+            neighbour_failed: false,
             held: linger::Held::default(),
             counters: HashMap::new(),
             written,
@@ -143,6 +150,7 @@ impl<P: Producer> Deliver<P> {
     /// What the broker refused, shared with the next sessions: an event it refused is
     /// dead-lettered before it is sent again.
     pub fn with_refusals(mut self, refusals: Refusals) -> Self {
+        self.earlier = refusals.earlier();
         self.refusals = refusals;
         self
     }
@@ -204,6 +212,11 @@ impl<P: Producer> Deliver<P> {
     /// whatever order the reports came in (a batch's innocent records may be reported before
     /// the one that failed it). Confirms nothing.
     pub async fn settle(&mut self, within: Duration) {
+        // Only a refusal ends a session this way: with --exactly-once (any refusal stops the
+        // producer) or a batch failed for one record. A broker that is away is not waited for.
+        if self.exactly_once.is_none() && !self.neighbour_failed {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + within;
         while self.producer.in_flight() > 0 {
             match tokio::time::timeout_at(deadline, self.producer.next_report()).await {
@@ -263,7 +276,8 @@ impl<P: Producer> Deliver<P> {
                 let remembered = origin
                     .event
                     .as_ref()
-                    .and_then(|event| self.refusals.event(event))
+                    .zip(self.earlier.as_ref())
+                    .and_then(|(event, earlier)| earlier.event(event))
                     .map(|reason| {
                         (
                             format!("{reason} (refused by the broker in an earlier session)"),
@@ -313,7 +327,14 @@ impl<P: Producer> Deliver<P> {
                 self.queue_dead_letter(ticket, origin, letter);
             }
             Routed::Canary { record, written_ms } => {
-                if let Err(reason) = self.topic(&record.topic).await? {
+                // The canary never stops the relay: a topic it cannot have (refused, not
+                // allowed) is logged, and its age says the rest.
+                let refused = match self.topic(&record.topic).await {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(reason)) => Some(reason),
+                    Err(e) => Some(e.to_string()),
+                };
+                if let Some(reason) = refused {
                     tracing::warn!(
                         topic = &*record.topic,
                         "the canary cannot go to its topic: {reason}"
@@ -562,7 +583,9 @@ impl<P: Producer> Deliver<P> {
         let remembered = origin
             .event
             .as_ref()
-            .and_then(|event| self.refusals.dead_letter(event));
+            .zip(self.earlier.as_ref())
+            .and_then(|(event, earlier)| earlier.dead_letter(event))
+            .map(str::to_owned);
         let letter = match remembered {
             Some(why) => letter
                 .without_payload(&format!(
@@ -743,10 +766,13 @@ impl<P: Producer> Deliver<P> {
                 self.queue_dead_letter(tag.ticket, tag.origin, *letter);
                 Ok(())
             }
-            (Outcome::Neighbour { error, .. }, _) => Err(RelayError::BrokerUnavailable(anyhow!(
+            (Outcome::Neighbour { error, .. }, _) => {
+                self.neighbour_failed = true;
+                Err(RelayError::BrokerUnavailable(anyhow!(
                 "Kafka failed an event because another record of its batch was refused ({error}); the session \
                  starts again from the last confirmed position and dead-letters the refused event first"
-            ))),
+                )))
+            }
             (Outcome::Forbidden { error }, _) => Err(RelayError::MissingPrivilege {
                 error: anyhow!("Kafka refused the relay: {error}; nothing after the last acknowledged event is confirmed"),
                 fix: "grant the relay's principal WRITE on its topics and IDEMPOTENT_WRITE on the cluster, or check its \

@@ -39,28 +39,24 @@ impl Refusals {
 
     /// The broker refused the event at `position` for `reason`.
     pub fn event_refused(&self, position: &EventPosition, reason: &str) {
-        if remembered(position) {
+        if Self::replayed(position) {
             self.with(|m| m.entry(position.clone()).or_default().event = Some(reason.to_owned()));
         }
     }
 
     /// The dead-letter topic refused the dead letter of the event at `position`.
     pub fn dead_letter_refused(&self, position: &EventPosition, reason: &str) {
-        if remembered(position) {
+        if Self::replayed(position) {
             self.with(|m| {
                 m.entry(position.clone()).or_default().dead_letter = Some(reason.to_owned())
             });
         }
     }
 
-    /// Why the broker refused the event at `position` in an earlier session, if it did.
-    pub fn event(&self, position: &EventPosition) -> Option<String> {
-        self.with(|m| m.get(position)?.event.clone())
-    }
-
-    /// Why the dead-letter topic refused the dead letter of the event at `position`, if it did.
-    pub fn dead_letter(&self, position: &EventPosition) -> Option<String> {
-        self.with(|m| m.get(position)?.dead_letter.clone())
+    /// What the earlier sessions remembered, read once by a session (its own refusals only
+    /// matter to the next): `None` when nothing was, so the hot path asks nothing.
+    pub fn earlier(&self) -> Option<Earlier> {
+        self.with(|m| (!m.is_empty()).then(|| Earlier(m.clone())))
     }
 
     /// A session starts at `start`: what was refused before it is never replayed again.
@@ -73,23 +69,32 @@ impl Refusals {
         });
     }
 
-    /// Whether a replay repeats `position`, so that a refusal at it is worth remembering.
+    /// Whether a replay repeats `position`, so that a refusal at it is worth remembering
+    /// (see the module's documentation).
     pub fn replayed(position: &EventPosition) -> bool {
-        remembered(position)
+        matches!(position, EventPosition::Stream { .. })
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.with(|m| m.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
-/// Whether a replay repeats `position` (see the module's documentation).
-fn remembered(position: &EventPosition) -> bool {
-    matches!(position, EventPosition::Stream { .. })
+/// What earlier sessions' refusals say, as one session reads them.
+#[derive(Debug, Clone)]
+pub struct Earlier(HashMap<EventPosition, Refused>);
+
+impl Earlier {
+    /// Why the broker refused the event at `position` in an earlier session, if it did.
+    pub fn event(&self, position: &EventPosition) -> Option<&str> {
+        self.0.get(position)?.event.as_deref()
+    }
+
+    /// Why the dead-letter topic refused the dead letter of the event at `position`, if it did.
+    pub fn dead_letter(&self, position: &EventPosition) -> Option<&str> {
+        self.0.get(position)?.dead_letter.as_deref()
+    }
 }
 
 #[cfg(test)]
@@ -117,23 +122,24 @@ mod tests {
             "x",
         );
         assert_eq!(refusals.len(), 2, "snapshot rows are not remembered");
+        let earlier = refusals.earlier().unwrap();
         assert_eq!(
-            refusals.event(&at(100, 1)).as_deref(),
+            earlier.event(&at(100, 1)),
             Some("Broker: Invalid record"),
             "a refused dead letter keeps the event's refusal"
         );
-        assert_eq!(
-            refusals.dead_letter(&at(100, 1)).as_deref(),
-            Some("too large")
-        );
-        assert_eq!(refusals.event(&at(100, 0)), None);
+        assert_eq!(earlier.dead_letter(&at(100, 1)), Some("too large"));
+        assert_eq!(earlier.event(&at(100, 0)), None);
         refusals.forget_before(Lsn::from_u64(150));
-        assert_eq!(refusals.event(&at(100, 1)), None);
-        assert!(refusals.event(&at(200, 0)).is_some());
+        let earlier = refusals.earlier().unwrap();
+        assert_eq!(earlier.event(&at(100, 1)), None);
+        assert!(earlier.event(&at(200, 0)).is_some());
         refusals.forget_before(Lsn::from_u64(200));
         assert!(
-            refusals.event(&at(200, 0)).is_some(),
+            refusals.earlier().unwrap().event(&at(200, 0)).is_some(),
             "a replay from 200 repeats commit 200"
         );
+        refusals.forget_before(Lsn::from_u64(201));
+        assert!(refusals.earlier().is_none(), "nothing to ask");
     }
 }

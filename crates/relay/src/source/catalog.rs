@@ -28,7 +28,8 @@ pub struct SlotState {
     /// `reserved`, `extended`, `unreserved` or `lost` (invalidated by max_slot_wal_keep_size).
     pub wal_status: Option<String>,
     /// Why PostgreSQL invalidated the slot (17+: `wal_removed`, `rows_removed`,
-    /// `wal_level_insufficient`, 18's `idle_timeout`; 16: `conflicting` on a standby).
+    /// `wal_level_insufficient`, 18's `idle_timeout`; 16: `wal_removed` from `wal_status`, or
+    /// `conflicting` on a standby, which covers the two standby reasons).
     pub invalidation_reason: Option<String>,
     /// A failover slot, synchronized to standbys (17+; `None` before).
     pub failover: Option<bool>,
@@ -55,7 +56,8 @@ pub async fn slot_state(
             // server has no such column.
             "SELECT plugin::text, database::text, active_pid, confirmed_flush_lsn::text, wal_status, \
                     COALESCE(to_jsonb(s) ->> 'invalidation_reason', \
-                             CASE WHEN to_jsonb(s) ->> 'conflicting' = 'true' THEN 'rows_removed' END), \
+                             CASE WHEN wal_status = 'lost' THEN 'wal_removed' \
+                                  WHEN to_jsonb(s) ->> 'conflicting' = 'true' THEN 'conflicting' END), \
                     (to_jsonb(s) ->> 'failover')::boolean \
              FROM pg_replication_slots s WHERE slot_name = $1",
             &[&slot],
@@ -648,6 +650,12 @@ fn invalidated_slot_problem(slot: &str, reason: &str) -> Problem {
         "wal_level_insufficient" => (
             "the primary's wal_level was lowered below logical",
             "set wal_level = logical on the primary again (a restart), then create the slot anew",
+        ),
+        "conflicting" => (
+            "it lives on a standby and conflicted with recovery: the primary removed catalog rows it needed, or its \
+             wal_level was lowered below logical",
+            "turn on hot_standby_feedback on the standby with a physical slot to the primary (primary_slot_name), and \
+             keep wal_level = logical on the primary",
         ),
         "idle_timeout" => (
             "no client streamed from it for longer than idle_replication_slot_timeout",

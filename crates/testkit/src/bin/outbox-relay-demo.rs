@@ -47,7 +47,13 @@ async fn main() -> Result<()> {
             (servers, None)
         }
         None => {
-            let broker = EmbeddedBroker::start(&["Order.events", "outbox-relay.dlq"])?;
+            // The mock cluster creates no topic on request: the relay's topics exist from the
+            // start (its events', the dead-letter topic and the canary's).
+            let broker = EmbeddedBroker::start(&[
+                "Order.events",
+                "outbox-relay.dlq",
+                "outbox-relay.canary",
+            ])?;
             println!(
                 "==> embedded Kafka-protocol broker: librdkafka's mock cluster in this process, listening on {} \
                  (in memory; for a real Kafka: scripts/demo.sh --bootstrap-servers HOST:PORT)",

@@ -108,6 +108,15 @@ pub trait Producer {
     }
 }
 
+/// Why `record` cannot go to its partition: the topic has fewer (`detail`: what says so).
+fn unknown_partition(record: &OutboxRecord, detail: &str) -> String {
+    format!(
+        "partition {:?} does not exist in topic {} ({detail}); the topic has fewer partitions than the record's \
+         partition placement asks for",
+        record.partition, record.topic
+    )
+}
+
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
@@ -140,8 +149,12 @@ pub struct KafkaProducer {
     batch_size: usize,
     /// The smaller `batch.size` a topic asks for, until the producer is rebuilt with it.
     wanted_batch_size: Option<usize>,
-    /// Each known topic's partition count (metadata).
+    /// Each known topic's partition count (metadata), as the session started with it (keys
+    /// keep their partitions while it runs).
     partition_counts: HashMap<Arc<str>, i32>,
+    /// Each known topic's partition count as last read (a topic that grew takes records on
+    /// its new partitions).
+    latest_counts: HashMap<Arc<str>, i32>,
     /// Every topic of the cluster and its partition count, from one metadata request, and
     /// when it was read: a burst of new aggregate types costs no metadata round trip per
     /// topic that exists already.
@@ -184,6 +197,7 @@ impl KafkaProducer {
             batch_size,
             wanted_batch_size: None,
             partition_counts: HashMap::new(),
+            latest_counts: HashMap::new(),
             cluster_topics: None,
             message_max_bytes: config
                 .get("message.max.bytes")
@@ -310,25 +324,7 @@ impl KafkaProducer {
     /// Reads every topic of the cluster and its partition count (one metadata request);
     /// false when the broker does not answer.
     async fn read_cluster_topics(&mut self) -> bool {
-        let producer = self.producer.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let metadata = producer
-                .client()
-                .fetch_metadata(None, Duration::from_secs(10))
-                .ok()?;
-            Some(
-                metadata
-                    .topics()
-                    .iter()
-                    .filter(|t| t.error().is_none() && !t.partitions().is_empty())
-                    .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
-                    .collect::<HashMap<String, i32>>(),
-            )
-        })
-        .await
-        .ok()
-        .flatten();
-        match read {
+        match self.partition_counts_of(None).await {
             Some(all) => {
                 self.cluster_topics = Some((std::time::Instant::now(), all));
                 true
@@ -373,18 +369,28 @@ impl KafkaProducer {
     /// The topic's partition count, or `None` when it does not exist (or the broker does
     /// not answer).
     async fn topic_partitions(&self, topic: &str) -> Option<i32> {
+        self.partition_counts_of(Some(topic.to_owned()))
+            .await?
+            .remove(topic)
+    }
+
+    /// The partition count of `topic`, or of every topic of the cluster (`None`), from one
+    /// metadata request; topics that do not exist (or have no partitions) are left out.
+    async fn partition_counts_of(&self, topic: Option<String>) -> Option<HashMap<String, i32>> {
         let producer = self.producer.clone();
-        let name = topic.to_owned();
         tokio::task::spawn_blocking(move || {
             let metadata = producer
                 .client()
-                .fetch_metadata(Some(&name), Duration::from_secs(10))
+                .fetch_metadata(topic.as_deref(), Duration::from_secs(10))
                 .ok()?;
-            metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == name && t.error().is_none() && !t.partitions().is_empty())
-                .map(|t| t.partitions().len() as i32)
+            Some(
+                metadata
+                    .topics()
+                    .iter()
+                    .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+                    .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
+                    .collect(),
+            )
         })
         .await
         .ok()
@@ -394,6 +400,7 @@ impl KafkaProducer {
     /// Records `topic`'s partition count; a change under a running relay is logged (its keys
     /// move partitions).
     fn learned_partitions(&mut self, topic: &Arc<str>, count: i32) {
+        self.latest_counts.insert(topic.clone(), count);
         if let Some(before) = self.partition_counts.insert(topic.clone(), count) {
             if before != count {
                 tracing::warn!(topic = &**topic, before, now = count, "the topic's partition count changed: keys now map to other partitions (Kafka keeps no per-key order across such a change); with --exactly-once the relay keeps choosing partitions with the count it started with until the next session");
@@ -432,14 +439,9 @@ impl Producer for KafkaProducer {
         }
         // A partition the topic does not have, judged on the count the relay knows (librdkafka
         // may not have the metadata of a topic just created yet, and would fail it later).
-        if let (Some(p), Some(count)) = (record.partition, self.partition_counts.get(&record.topic))
-        {
+        if let (Some(p), Some(count)) = (record.partition, self.latest_counts.get(&record.topic)) {
             if !(0..*count).contains(&p) {
-                let reason = format!(
-                    "partition {p} does not exist in topic {} ({count} partitions); the topic has fewer partitions \
-                     than the record's partition placement asks for",
-                    record.topic
-                );
+                let reason = unknown_partition(record, &format!("{count} partitions"));
                 return Sent::Refused(tag, reason, refused_record(record));
             }
         }
@@ -485,7 +487,7 @@ impl Producer for KafkaProducer {
             KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Sent::QueueFull(tag),
             KafkaError::MessageProduction(code) if is_refusal(code) => {
                 let reason = if code == RDKafkaErrorCode::UnknownPartition {
-                    format!("partition {:?} does not exist in topic {} ({code}); the topic has fewer partitions than the record's partition placement asks for", record.partition, record.topic)
+                    unknown_partition(record, &code.to_string())
                 } else {
                     format!(
                         "the record is larger than the producer's message.max.bytes ({code}); raise it with --producer-property \

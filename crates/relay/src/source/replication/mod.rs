@@ -225,7 +225,10 @@ impl<'a> Replication<'a> {
                 .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
             tracing::info!(slot = %cdc.slot, "the replication slot is now a failover slot (--slot-failover)");
         }
-        self.metrics.slot_failover.set(i64::from(cdc.slot_failover));
+        // What the slot is: made or altered so with the flag, or already so without it.
+        let failover = cdc.slot_failover
+            || (slot_exists && state.as_ref().and_then(|s| s.failover) == Some(true));
+        self.metrics.slot_failover.set(i64::from(failover));
         let system_id = identity.system_id.clone();
         let timeline = identity.timeline;
         self.identity = Some(identity);
