@@ -16,14 +16,7 @@ const SLOT: &str = "outbox_relay";
 
 async fn stack_with_broker(broker: Broker) -> Stack {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("PostgreSQL for this test: {e:#}"));
-    let db = pg.connect().await.unwrap();
-    db.batch_execute(OUTBOX_DDL).await.unwrap();
-    Stack {
-        pg,
-        broker,
-        db,
-        storage: Storage::Sqlite,
-    }
+    Stack::of(pg, broker, Storage::Sqlite).await
 }
 
 fn reason(record: &outbox_relay_testkit::ConsumedRecord) -> String {

@@ -16,14 +16,7 @@ async fn stack_on(major: u32) -> Stack {
         .unwrap_or_else(|e| panic!("PostgreSQL {major} for this test: {e:#}"));
     let broker = Broker::start(Storage::Sqlite)
         .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
-    let db = pg.connect().await.unwrap();
-    db.batch_execute(OUTBOX_DDL).await.unwrap();
-    Stack {
-        pg,
-        broker,
-        db,
-        storage: Storage::Sqlite,
-    }
+    Stack::of(pg, broker, Storage::Sqlite).await
 }
 
 async fn is_failover_slot(stack: &Stack) -> bool {

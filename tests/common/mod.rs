@@ -28,6 +28,21 @@ impl Stack {
         Self::start_with_schema(storage, OUTBOX_DDL).await
     }
 
+    /// The given PostgreSQL (a version, a configuration) with the outbox table, and the given
+    /// broker (a policy, a listener).
+    pub async fn of(pg: PgCluster, broker: Broker, storage: Storage) -> Stack {
+        let db = pg.connect().await.expect("connect to the test cluster");
+        db.batch_execute(OUTBOX_DDL)
+            .await
+            .expect("create the outbox table");
+        Stack {
+            pg,
+            broker,
+            db,
+            storage,
+        }
+    }
+
     /// PostgreSQL with `ddl` applied (another outbox shape), and a broker.
     pub async fn start_with_schema(storage: Storage, ddl: &str) -> Stack {
         Self::start_with_postgres_config(storage, ddl, "").await
