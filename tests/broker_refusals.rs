@@ -23,6 +23,16 @@ fn reason(record: &outbox_relay_testkit::ConsumedRecord) -> String {
     record.header_str("outbox-relay.error.reason").to_owned()
 }
 
+/// The values of `topic`'s records, in order.
+async fn values(stack: &Stack, topic: &str) -> Vec<String> {
+    stack
+        .read_topic(topic)
+        .await
+        .iter()
+        .map(|r| r.value_str().unwrap().to_owned())
+        .collect()
+}
+
 /// One transaction of three Order events, `first`, `first + 1`, `first + 2` (payloads
 /// `{"n": 1}` to `{"n": 3}`): keys o-1, none, o-2.
 async fn insert_keyless_between_two(stack: &Stack, first: u32) {
@@ -77,12 +87,7 @@ async fn a_topic_the_create_topic_policy_refuses_dead_letters_its_events() {
     stack
         .wait_delivered(SLOT, Duration::from_secs(90), Some(&relay))
         .await;
-    let orders: Vec<_> = stack
-        .read_topic("Order.events")
-        .await
-        .iter()
-        .map(|r| r.value_str().unwrap().to_owned())
-        .collect();
+    let orders = values(&stack, "Order.events").await;
     assert_eq!(orders, [r#"{"n": 1}"#, r#"{"n": 3}"#]);
     assert!(!stack
         .topics()
@@ -200,12 +205,7 @@ async fn batch_refused_for_one_record(flags: &[&str]) {
     stack
         .wait_delivered(SLOT, Duration::from_secs(120), Some(&relay))
         .await;
-    let orders: Vec<_> = stack
-        .read_topic("Order.events")
-        .await
-        .iter()
-        .map(|r| r.value_str().unwrap().to_owned())
-        .collect();
+    let orders = values(&stack, "Order.events").await;
     assert_eq!(
         orders,
         [r#"{"n": 0}"#, r#"{"n": 1}"#, r#"{"n": 3}"#],

@@ -31,8 +31,13 @@ impl Stack {
     /// The given PostgreSQL (a version, a configuration) with the outbox table, and the given
     /// broker (a policy, a listener).
     pub async fn of(pg: PgCluster, broker: Broker, storage: Storage) -> Stack {
+        Self::of_schema(pg, broker, storage, OUTBOX_DDL).await
+    }
+
+    /// `pg` with `ddl` applied, and `broker`.
+    async fn of_schema(pg: PgCluster, broker: Broker, storage: Storage, ddl: &str) -> Stack {
         let db = pg.connect().await.expect("connect to the test cluster");
-        db.batch_execute(OUTBOX_DDL)
+        db.batch_execute(ddl)
             .await
             .expect("create the outbox table");
         Stack {
@@ -58,16 +63,7 @@ impl Stack {
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
         let broker = Broker::start(storage)
             .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
-        let db = pg.connect().await.expect("connect to the test cluster");
-        db.batch_execute(ddl)
-            .await
-            .expect("create the outbox table");
-        Stack {
-            pg,
-            broker,
-            db,
-            storage,
-        }
+        Self::of_schema(pg, broker, storage, ddl).await
     }
 
     pub fn relay_args(&self, extra: &[&str]) -> Vec<String> {
