@@ -169,6 +169,10 @@ pub struct SetupSqlArgs {
     /// Login role to create for the relay.
     #[arg(long, value_name = "NAME", default_value = "outbox_relay")]
     pub role: String,
+    /// Also grant what `run --cleanup` needs: DELETE on the outbox table, and the ledger of
+    /// relayed rows it keeps.
+    #[arg(long)]
+    pub cleanup: bool,
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -292,6 +296,7 @@ pub fn main() -> ExitCode {
                 &args.publication,
                 &args.slot,
                 &args.role,
+                args.cleanup,
             ) {
                 Ok(sql) => {
                     print!("{sql}");

@@ -117,6 +117,13 @@ pub struct Metrics {
     canary: std::sync::Mutex<CanaryState>,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
     pub exactly_once_foreign_tails: Counter,
+    /// `--cleanup`: outbox rows the relay deleted.
+    pub cleanup_deleted_rows: Counter,
+    /// `--cleanup`: rows and bytes in the outbox tables, and the age of the oldest row
+    /// relayed and not deleted yet (read every few seconds).
+    pub outbox_rows: Gauge,
+    pub outbox_bytes: Gauge,
+    pub outbox_oldest_row_age_seconds: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -167,6 +174,10 @@ impl Metrics {
             stuck: std::sync::Mutex::new(String::new()),
             exactly_once_skipped: Counter::default(),
             canary_age_seconds: Gauge::default(),
+            cleanup_deleted_rows: Counter::default(),
+            outbox_rows: Gauge::default(),
+            outbox_bytes: Gauge::default(),
+            outbox_oldest_row_age_seconds: Gauge::default(),
             canaries: Counter::default(),
             slot_failover: Gauge::default(),
             canary: std::sync::Mutex::new(CanaryState::default()),
@@ -291,6 +302,26 @@ impl Metrics {
             "slot_failover",
             "1 when the replication slot is a failover slot, synchronized to standbys (--slot-failover, PostgreSQL 17+)",
             m.slot_failover.clone(),
+        );
+        registry.register(
+            "cleanup_deleted_rows",
+            "--cleanup: outbox rows deleted after their events were acknowledged and confirmed",
+            m.cleanup_deleted_rows.clone(),
+        );
+        registry.register(
+            "outbox_rows",
+            "--cleanup: rows in the outbox table(s) (PostgreSQL's live-row count, pg_stat_user_tables.n_live_tup)",
+            m.outbox_rows.clone(),
+        );
+        registry.register(
+            "outbox_bytes",
+            "--cleanup: size of the outbox table(s) with their indexes and TOAST (pg_total_relation_size)",
+            m.outbox_bytes.clone(),
+        );
+        registry.register(
+            "outbox_oldest_row_age_seconds",
+            "--cleanup: age of the oldest relayed row not deleted yet (since its commit; polling: since it was marked processed); 0 when none",
+            m.outbox_oldest_row_age_seconds.clone(),
         );
         registry.register(
             "exactly_once_foreign_tails",

@@ -33,6 +33,10 @@ pub const POLL_INTERVAL_MS: u64 = 500;
 pub const POLL_BATCH_SIZE: i64 = 1000;
 
 /// `text [default: value]`, the help line of an option whose default is one of the above.
+/// `--cleanup`: rows deleted at most per round, and how often a round runs.
+pub const CLEANUP_BATCH: u32 = 5_000;
+pub const CLEANUP_INTERVAL_S: u64 = 1;
+
 pub fn help(text: &str, default: impl std::fmt::Display) -> String {
     format!("{text} [default: {default}]")
 }

@@ -18,8 +18,8 @@ pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreatio
 pub use options::{Mode, RunOptions};
 pub use postgres::ConnectionInfo;
 pub use source::{
-    validate_identifier, validate_slot_name, Canary, CdcSettings, Heartbeat, OnMissingSlot,
-    PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
+    validate_identifier, validate_slot_name, Canary, CdcSettings, Cleanup, Heartbeat,
+    OnMissingSlot, PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
 };
 
 use crate::secret::Secret;
@@ -64,6 +64,8 @@ pub struct Settings {
     pub metrics_topic_limit: usize,
     /// What the start-up log and `check` say about a foreign configuration, if one was used.
     pub preset: Option<PresetSummary>,
+    /// `--cleanup`; `None` when off.
+    pub cleanup: Option<source::Cleanup>,
 }
 
 /// The native settings a foreign configuration (a Debezium connector and its Kafka Connect
@@ -90,6 +92,8 @@ pub struct Preset {
     pub exactly_once: bool,
     /// `slot.failover=true`.
     pub slot_failover: bool,
+    /// `outbox.relay.cleanup*` (the relay's own options).
+    pub cleanup: CleanupOptions,
     pub topic_partitions: Option<i32>,
     pub topic_replication_factor: Option<i32>,
     /// `topic.creation.*` topic configs and groups.
@@ -103,6 +107,15 @@ pub struct Preset {
     pub unknown: Vec<String>,
     /// The values config providers expanded: no message shows them.
     pub hidden: crate::secret::Redaction,
+}
+
+/// `--cleanup` and its settings as a connector configuration gives them.
+#[derive(Debug, Clone, Default)]
+pub struct CleanupOptions {
+    pub cleanup: Option<bool>,
+    pub cleanup_batch: Option<u32>,
+    pub cleanup_interval: Option<u64>,
+    pub cleanup_grace: Option<u64>,
 }
 
 /// What the start-up log and `check` say about a preset.
@@ -219,6 +232,7 @@ impl Settings {
             ));
         }
         let kafka = resolve_kafka(&o, preset.as_ref())?;
+        let cleanup = resolve_cleanup(&o, &source)?;
         if o.exactly_once == Some(true) {
             if let Some(v) = kafka.property(&["enable.gapless.guarantee"]) {
                 if v != "true" {
@@ -245,6 +259,7 @@ impl Settings {
             metrics_topic_limit: o
                 .metrics_topic_limit
                 .unwrap_or(defaults::METRICS_TOPIC_LIMIT),
+            cleanup,
             preset: preset.map(|p| PresetSummary {
                 connector_name: p.connector_name,
                 notes: p.notes,
@@ -292,6 +307,10 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
     o.publication = o.publication.take().or(Some(p.publication.clone()));
     o.exactly_once = o.exactly_once.or(p.exactly_once.then_some(true));
     o.slot_failover = o.slot_failover.or(p.slot_failover.then_some(true));
+    o.cleanup = o.cleanup.or(p.cleanup.cleanup);
+    o.cleanup_batch = o.cleanup_batch.or(p.cleanup.cleanup_batch);
+    o.cleanup_interval = o.cleanup_interval.or(p.cleanup.cleanup_interval);
+    o.cleanup_grace = o.cleanup_grace.or(p.cleanup.cleanup_grace);
     o.topic_partitions = o.topic_partitions.or(p.topic_partitions);
     o.topic_replication_factor = o.topic_replication_factor.or(p.topic_replication_factor);
     o.status_interval_ms = o
@@ -397,6 +416,57 @@ fn resolve_router(o: &RunOptions, tables: Vec<TableName>) -> Result<RouterConfig
         expand_json_payload: o.expand_json_payload.unwrap_or(false),
         ..RouterConfig::default()
     })
+}
+
+/// `--cleanup`, `--cleanup-batch`, `--cleanup-interval`, `--cleanup-grace`.
+fn resolve_cleanup(
+    o: &RunOptions,
+    source: &SourceSettings,
+) -> Result<Option<source::Cleanup>, ConfigError> {
+    if !o.cleanup.unwrap_or(false) {
+        for (key, set) in [
+            ("cleanup-batch", o.cleanup_batch.is_some()),
+            ("cleanup-interval", o.cleanup_interval.is_some()),
+            ("cleanup-grace", o.cleanup_grace.is_some()),
+        ] {
+            if set {
+                return Err(invalid(key, "applies only with --cleanup"));
+            }
+        }
+        return Ok(None);
+    }
+    let batch = o.cleanup_batch.unwrap_or(defaults::CLEANUP_BATCH);
+    if !(1..=1_000_000).contains(&batch) {
+        return Err(invalid(
+            "cleanup-batch",
+            format!("{batch}; expected 1 to 1000000"),
+        ));
+    }
+    let interval = o.cleanup_interval.unwrap_or(defaults::CLEANUP_INTERVAL_S);
+    if interval == 0 {
+        return Err(invalid("cleanup-interval", "0; expected at least 1 second"));
+    }
+    let grace = o.cleanup_grace.unwrap_or(0);
+    if grace > 60 * 24 * 366 {
+        return Err(invalid(
+            "cleanup-grace",
+            format!("{grace} minutes; expected at most a year (527040)"),
+        ));
+    }
+    if let SourceSettings::Polling(polling) = source {
+        if polling.retire == Retire::Delete {
+            return Err(invalid(
+                "cleanup",
+                "polling mode without --processed-column deletes each row as it relays it: there is nothing left \
+                 to clean; pass --processed-column to keep rows (and --cleanup-grace to keep them a while)",
+            ));
+        }
+    }
+    Ok(Some(source::Cleanup {
+        batch,
+        interval: Duration::from_secs(interval),
+        grace: Duration::from_secs(grace * 60),
+    }))
 }
 
 /// `--canary-interval`, `--canary-max-age`, `--canary-topic`.

@@ -145,6 +145,34 @@ pub struct RunOptions {
     )]
     pub slot_failover: Option<bool>,
 
+    /// Delete the outbox rows the relay relayed, once Kafka acknowledged their events and
+    /// the position after them is confirmed: by primary key, in batches (--cleanup-batch
+    /// every --cleanup-interval), after --cleanup-grace. Rows whose event went to the
+    /// dead-letter topic stay. Needs DELETE on the outbox table (`setup-sql --cleanup`).
+    /// Only the instance that holds the slot cleans. Polling mode: deletes rows marked by
+    /// --processed-column. Debezium configs: `outbox.relay.cleanup=true` (a relay option).
+    #[arg(
+        help_heading = "Operations",
+        long,
+        env = "OUTBOX_RELAY_CLEANUP",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub cleanup: Option<bool>,
+
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CLEANUP_BATCH", value_name = "ROWS",
+        help = defaults::help("--cleanup deletes at most this many rows every --cleanup-interval", defaults::CLEANUP_BATCH))]
+    pub cleanup_batch: Option<u32>,
+
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CLEANUP_INTERVAL", value_name = "SECONDS",
+        help = defaults::help("How often --cleanup deletes a batch", defaults::CLEANUP_INTERVAL_S))]
+    pub cleanup_interval: Option<u64>,
+
+    #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CLEANUP_GRACE", value_name = "MINUTES",
+        help = defaults::help("--cleanup keeps relayed rows this long (for audit) before deleting them", 0))]
+    pub cleanup_grace: Option<u64>,
+
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_INTERVAL", value_name = "SECONDS",
         help = defaults::help("Every SECONDS the relay writes a canary (a transactional pg_logical_emit_message), relays it through its own slot to --canary-topic and waits for Kafka's acknowledgement: outbox_relay_canary_age_seconds, and /ready red past --canary-max-age. 0: off. CDC mode", defaults::CANARY_INTERVAL_S))]
     pub canary_interval: Option<u64>,

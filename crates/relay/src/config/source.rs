@@ -41,6 +41,15 @@ pub struct Canary {
     pub topic: String,
 }
 
+/// `--cleanup`: relayed rows deleted by the relay, `batch` rows at most every `interval`,
+/// once they are `grace` old.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleanup {
+    pub batch: u32,
+    pub interval: Duration,
+    pub grace: Duration,
+}
+
 /// `--on-missing-slot`: a slot the relay streamed from before has disappeared.
 #[derive(
     Debug,

@@ -730,9 +730,10 @@ fn start(
     }
 }
 
-/// The relay's own options for every connector of this worker: the canary's, from the
-/// worker's environment (`OUTBOX_RELAY_CANARY_INTERVAL`, `_MAX_AGE`, `_TOPIC`, as `run` reads
-/// them); Kafka Connect has no place for them in a connector configuration.
+/// The relay's own options for every connector of this worker: the canary's and the
+/// cleanup's, from the worker's environment (`OUTBOX_RELAY_CANARY_INTERVAL`, `_MAX_AGE`,
+/// `_TOPIC`, `OUTBOX_RELAY_CLEANUP`, `_BATCH`, `_INTERVAL`, `_GRACE`, as `run` reads them). A
+/// connector's `outbox.relay.cleanup*` options apply where the environment sets nothing.
 fn connector_options() -> Result<crate::config::RunOptions, String> {
     let seconds = |name: &str| -> Result<Option<u64>, String> {
         match std::env::var(name) {
@@ -748,6 +749,22 @@ fn connector_options() -> Result<crate::config::RunOptions, String> {
         canary_interval: seconds("OUTBOX_RELAY_CANARY_INTERVAL")?,
         canary_max_age: seconds("OUTBOX_RELAY_CANARY_MAX_AGE")?,
         canary_topic: std::env::var("OUTBOX_RELAY_CANARY_TOPIC").ok(),
+        cleanup: match std::env::var("OUTBOX_RELAY_CLEANUP") {
+            Ok(v) => Some(
+                v.trim()
+                    .parse::<bool>()
+                    .map_err(|_| format!("OUTBOX_RELAY_CLEANUP: {v:?} is not true or false"))?,
+            ),
+            Err(_) => None,
+        },
+        cleanup_batch: seconds("OUTBOX_RELAY_CLEANUP_BATCH")?
+            .map(|n| {
+                u32::try_from(n)
+                    .map_err(|_| format!("OUTBOX_RELAY_CLEANUP_BATCH: {n} is too large"))
+            })
+            .transpose()?,
+        cleanup_interval: seconds("OUTBOX_RELAY_CLEANUP_INTERVAL")?,
+        cleanup_grace: seconds("OUTBOX_RELAY_CLEANUP_GRACE")?,
         ..Default::default()
     })
 }

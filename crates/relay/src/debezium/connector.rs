@@ -164,6 +164,7 @@ pub fn translate(
     let postgres_url = postgres_url(&o)?;
     let slot = o.get("slot.name").unwrap_or("debezium").to_owned();
     let slot_failover = flag(&o, "slot.failover", false)?;
+    let cleanup = relay_cleanup(&o)?;
     let publication = o
         .get("publication.name")
         .unwrap_or("dbz_publication")
@@ -478,6 +479,7 @@ pub fn translate(
         status_interval,
         exactly_once,
         slot_failover,
+        cleanup,
         topic_partitions,
         topic_replication_factor,
         topic_creation,
@@ -643,6 +645,34 @@ fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The relay's own `--cleanup` options in a connector configuration (Debezium has none):
+/// `outbox.relay.cleanup`, `.batch`, `.interval.seconds`, `.grace.minutes`.
+fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
+    let number = |key: &str| -> Result<Option<u64>, String> {
+        o.get(key)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key}: {v:?} is not a whole number"))
+            })
+            .transpose()
+    };
+    let batch = number("outbox.relay.cleanup.batch")?
+        .map(|n| {
+            u32::try_from(n).map_err(|_| format!("outbox.relay.cleanup.batch: {n} is too large"))
+        })
+        .transpose()?;
+    Ok(crate::config::CleanupOptions {
+        cleanup: o
+            .get("outbox.relay.cleanup")
+            .map(|_| flag(o, "outbox.relay.cleanup", false))
+            .transpose()?,
+        cleanup_batch: batch,
+        cleanup_interval: number("outbox.relay.cleanup.interval.seconds")?,
+        cleanup_grace: number("outbox.relay.cleanup.grace.minutes")?,
+    })
 }
 
 /// A true/false option (any case), `default` when absent.

@@ -117,6 +117,9 @@ pub struct Deliver<P: Producer> {
     stuck: Vec<(Arc<str>, Option<i32>)>,
     /// How long a partition may leave a record unanswered before it is reported.
     stuck_after: Duration,
+    /// `--cleanup`: the events that went to the dead-letter topic (their rows stay in the
+    /// outbox); `None` when nobody asks.
+    dead_lettered: Option<Vec<Seq>>,
 }
 
 impl<P: Producer> Deliver<P> {
@@ -144,6 +147,7 @@ impl<P: Producer> Deliver<P> {
             exactly_once: None,
             stuck: Vec::new(),
             stuck_after: Duration::from_secs(crate::config::defaults::STUCK_PARTITION_AFTER_S),
+            dead_lettered: None,
         }
     }
 
@@ -156,6 +160,21 @@ impl<P: Producer> Deliver<P> {
     }
 
     /// `--stuck-partition-after`.
+    /// `--cleanup`: remember which events go to the dead-letter topic
+    /// ([`Self::take_dead_lettered`]).
+    pub fn noting_dead_letters(mut self) -> Self {
+        self.dead_lettered = Some(Vec::new());
+        self
+    }
+
+    /// The events dead-lettered since the last call (in the order they were queued).
+    pub fn take_dead_lettered(&mut self) -> Vec<Seq> {
+        self.dead_lettered
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     pub fn with_stuck_after(mut self, after: Duration) -> Self {
         self.stuck_after = after;
         self
@@ -596,6 +615,9 @@ impl<P: Producer> Deliver<P> {
         };
         let tagged = self.tagged_letter(ticket, origin, letter);
         let seq = tagged.0.ticket.seq();
+        if let Some(noted) = &mut self.dead_lettered {
+            noted.push(seq);
+        }
         let at = self
             .dead_letters
             .iter()

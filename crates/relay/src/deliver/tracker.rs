@@ -81,6 +81,12 @@ impl AckTracker {
         self.in_transaction
     }
 
+    /// Every event numbered before this one has been acknowledged (`--cleanup` records the
+    /// rows of those events before a position is confirmed).
+    pub fn delivered_before(&self) -> Seq {
+        Seq(self.base)
+    }
+
     /// Every event registered so far has been acknowledged.
     pub fn all_delivered(&self) -> bool {
         self.delivered.is_empty()

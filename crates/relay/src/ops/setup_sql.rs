@@ -11,6 +11,7 @@ pub fn setup_sql(
     publication: &str,
     slot: &str,
     role: &str,
+    cleanup: bool,
 ) -> Result<String, String> {
     validate_slot_name(slot).map_err(|m| format!("slot: {m}"))?;
     validate_identifier(publication).map_err(|m| format!("publication: {m}"))?;
@@ -24,6 +25,23 @@ pub fn setup_sql(
             &format!("idx_{}_created_at", table.name),
         )
         .replace("idx_outbox_seq", &format!("idx_{}_seq", table.name));
+    let cleanup_sql = if cleanup {
+        let ledger = crate::source::cleanup::ledger_table(&table.schema);
+        format!(
+            "
+-- run --cleanup: the relay deletes the rows it relayed (by primary key), and keeps their keys
+-- in {ledger} between the confirmation and the delete.
+GRANT DELETE ON {qualified} TO {role_ident};
+{};
+GRANT SELECT, INSERT, DELETE ON {ledger} TO {role_ident};
+GRANT USAGE ON SEQUENCE {} TO {role_ident};
+",
+            crate::source::cleanup::ledger_ddl(&table.schema),
+            crate::source::cleanup::ledger_sequence(&table.schema)
+        )
+    } else {
+        String::new()
+    };
     Ok(format!(
         "-- outbox-relay: run as a superuser (or the table owner) once; then start
 --   outbox-relay run --postgres-url postgres://{role}:PASSWORD@HOST:PORT/DATABASE ...
@@ -38,7 +56,7 @@ GRANT SELECT ON {qualified} TO {role_ident};
 
 {history_ddl};
 GRANT SELECT, INSERT, DELETE ON {history} TO {role_ident};
-
+{cleanup_sql}
 -- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
 CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
 

@@ -707,6 +707,25 @@ pub async fn drop_slot(client: &tokio_postgres::Client, slot: &str) -> Result<()
     Ok(())
 }
 
+/// `table`'s primary key columns and their types (as `format_type` spells them), in key
+/// order; empty when it has none.
+pub async fn primary_key(
+    client: &impl tokio_postgres::GenericClient,
+    table: &TableName,
+) -> Result<Vec<(String, String)>, RelayError> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_index i \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+             WHERE i.indrelid = $1::text::regclass AND i.indisprimary \
+             ORDER BY array_position(i.indkey::int2[], a.attnum)",
+            &[&sql_rows::qualified(table)],
+        )
+        .await
+        .map_err(catalog_error("reading the outbox table's primary key"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
 /// The columns of `table` whose values follow insertion: identity columns and columns whose
 /// default draws from a sequence (serial). Polling orders by one of them: timestamps tie
 /// within a transaction (`now()`) and can invert across concurrent ones, and `ctid` follows

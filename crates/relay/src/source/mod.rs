@@ -9,12 +9,14 @@
 //!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed;
 //!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
 //! - `canary.rs`: the end-to-end canary the active instance writes into its own stream.
+//! - `cleanup.rs`: `--cleanup`, relayed rows deleted once their position is confirmed.
 //! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
 
 pub mod canary;
 pub mod catalog;
+pub mod cleanup;
 pub mod polling;
 pub mod postgres;
 pub mod preflight;

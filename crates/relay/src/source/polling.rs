@@ -83,6 +83,25 @@ impl Source for Polling<'_> {
         )
         .with_stuck_after(settings.kafka.stuck_partition_after);
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
+        // --cleanup (with --processed-column: config refuses it without): marked rows past
+        // the grace are deleted by every instance (rows are locked, SKIP LOCKED: never twice).
+        let _cleaner = match (&settings.cleanup, &polling.retire) {
+            (Some(cleanup), Retire::MarkProcessed(processed)) => {
+                super::cleanup::may_delete(&client, &table).await?;
+                Some(super::session::AbortOnDrop(tokio::spawn(
+                    super::cleanup::clean_every(
+                        crate::source::postgres::Database::of(settings),
+                        cleanup.clone(),
+                        super::cleanup::Cleaning::Processed {
+                            table: table.clone(),
+                            processed: processed.clone(),
+                        },
+                        self.metrics.clone(),
+                    ),
+                )))
+            }
+            _ => None,
+        };
         self.metrics.streaming.set(1);
         self.metrics.set_standing_by(false);
         self.metrics.active.set(1);

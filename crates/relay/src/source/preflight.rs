@@ -139,6 +139,11 @@ pub async fn postgres(s: &Settings) -> Vec<Finding> {
         schema: "public".into(),
         name: "pg_logical_emit_message".into(),
     });
+    if s.cleanup.is_some() {
+        for table in &existing {
+            out.push(cleanup(&client, table, matches!(s.source, SourceSettings::Cdc(_))).await);
+        }
+    }
     let cdc = match &s.source {
         SourceSettings::Cdc(cdc) => cdc,
         SourceSettings::Polling(polling) => {
@@ -193,6 +198,30 @@ async fn wal_level(client: &tokio_postgres::Client) -> Finding {
             PRIVILEGES,
         ),
     }
+}
+
+/// `--cleanup`: the role may delete from `table`, and (CDC, which deletes by key) the table
+/// has a primary key.
+async fn cleanup(client: &tokio_postgres::Client, table: &TableName, by_key: bool) -> Finding {
+    if let Err(e) = super::cleanup::may_delete(client, table).await {
+        return Finding::error(
+            Concern::Role,
+            "--cleanup",
+            &e,
+            &format!("GRANT DELETE ON {} TO <relay role>;", qualified(table)),
+        );
+    }
+    if by_key {
+        if let Err(e) = super::cleanup::TableKey::read(client, table).await {
+            return Finding::error(
+                Concern::Tables,
+                "--cleanup",
+                &e,
+                &format!("ALTER TABLE {} ADD PRIMARY KEY (id);", qualified(table)),
+            );
+        }
+    }
+    Finding::holds(format!("--cleanup may delete relayed rows from {table}"))
 }
 
 async fn replication_role(client: &tokio_postgres::Client) -> Finding {

@@ -256,18 +256,34 @@ impl<'a> Replication<'a> {
             slot_history::remember(&sql, &home.schema, &cdc.slot, &system_id).await;
             self.remembered = true;
         }
+        let cleanup = match &self.settings.cleanup {
+            Some(cleanup) if !tables.is_empty() => Some(
+                crate::source::cleanup::for_session(
+                    &crate::source::postgres::Database::of(self.settings),
+                    &tables,
+                    &home.schema,
+                    &cdc.slot,
+                    cleanup.batch,
+                )
+                .await?,
+            ),
+            _ => None,
+        };
+        let (recorder, cleaning) = cleanup.unzip();
         Ok(SetUp {
             sql,
             client,
             walsender,
             system_id,
             timeline,
+            recorder,
             plan: Plan {
                 tables,
                 home,
                 start,
                 snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
                 exported,
+                cleaning,
             },
         })
     }
@@ -314,6 +330,7 @@ impl<'a> Replication<'a> {
             walsender,
             system_id,
             timeline,
+            recorder,
             plan,
         } = set_up;
         let producer = if cdc.exactly_once {
@@ -368,6 +385,9 @@ impl<'a> Replication<'a> {
         if let Some(canary) = &cdc.canary {
             streamer = streamer.canaries(&canary.topic, &cdc.slot);
         }
+        if let Some(recorder) = recorder {
+            streamer = streamer.cleanup(recorder);
+        }
         Ok((streamer, plan))
     }
 }
@@ -380,6 +400,8 @@ struct SetUp {
     walsender: Option<Walsender>,
     system_id: String,
     timeline: u32,
+    /// `--cleanup`: what the stream writes the ledger with.
+    recorder: Option<crate::source::cleanup::Recorder>,
     plan: Plan,
 }
 
@@ -393,6 +415,8 @@ struct Plan {
     snapshot_owed: bool,
     /// The snapshot exported with a slot made by this session, and its consistent point.
     exported: Option<(String, Lsn)>,
+    /// `--cleanup`: what the session's cleaner deletes.
+    cleaning: Option<crate::source::cleanup::Cleaning>,
 }
 
 /// What the loop of a session reads of its relay.
@@ -447,6 +471,19 @@ async fn stream_until_shutdown(
                 metrics.clone(),
             )))
         });
+        // The cleaner, run while this session holds the slot (one instance cleans).
+        let _cleaner = settings
+            .cleanup
+            .clone()
+            .zip(plan.cleaning.clone())
+            .map(|(cleanup, cleaning)| {
+                AbortOnDrop(tokio::spawn(crate::source::cleanup::clean_every(
+                    crate::source::postgres::Database::of(settings),
+                    cleanup,
+                    cleaning,
+                    metrics.clone(),
+                )))
+            });
         metrics.streaming.set(1);
         metrics.set_standing_by(false);
         metrics.active.set(1);

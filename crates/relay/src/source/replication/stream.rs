@@ -5,6 +5,7 @@
 //! stream. Reading pauses while `max_in_flight` records are unacknowledged.
 
 use crate::confirm::Confirmations;
+use crate::deliver::Seq;
 use crate::deliver::{
     AckTracker, Counts, Deliver, EventPosition, Origin, Producer, CATCH_UP_LINGER,
 };
@@ -148,6 +149,13 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     stuck_check: tokio::time::Interval,
     /// The canary's topic and the slot whose canaries this stream produces.
     canary: Option<(Arc<str>, String)>,
+    /// `--cleanup`: relayed rows written to the ledger before a position is confirmed.
+    cleanup: Option<crate::source::cleanup::Recorder>,
+    cleanup_flush: Option<tokio::time::Interval>,
+    /// The open transaction's commit time (PostgreSQL micros), for the ledger.
+    commit_time_micros: Option<i64>,
+    /// The last position reported to the source.
+    reported: Lsn,
 }
 
 /// What an END record says about the open transaction.
@@ -198,7 +206,20 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             transaction: None,
             stuck_check: ticks_every(deliver_check_every),
             canary: None,
+            cleanup: None,
+            cleanup_flush: None,
+            commit_time_micros: None,
+            reported: start,
         }
+    }
+
+    /// `--cleanup`: positions are confirmed only once the ledger has the rows delivered
+    /// before them (see `source/cleanup.rs`).
+    pub fn cleanup(mut self, recorder: crate::source::cleanup::Recorder) -> Self {
+        self.deliver = self.deliver.noting_dead_letters();
+        self.cleanup = Some(recorder);
+        self.cleanup_flush = Some(ticks_every(crate::source::cleanup::Recorder::FLUSH_EVERY));
+        self
     }
 
     /// Produces the canaries written for `slot` to `topic` (see `source/canary.rs`).
@@ -312,6 +333,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     }
                 }
                 _ = self.stuck_check.tick() => self.deliver.check_stuck(),
+                _ = tick(&mut self.cleanup_flush), if self.cleanup.as_ref().is_some_and(|c| c.holds()) => {
+                    self.flush_cleanup().await?;
+                }
                 _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
                     self.send_heartbeat().await?;
                 }
@@ -402,7 +426,25 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             .drain(|ticket| {
                 let _ = tracker.delivered(ticket);
             })
-            .await
+            .await?;
+        // The snapshot's rows go to the ledger before the snapshot is recorded complete.
+        self.flush_cleanup().await
+    }
+
+    /// `--cleanup`: writes the rows delivered so far to the ledger, then confirms the position
+    /// held for them.
+    async fn flush_cleanup(&mut self) -> Result<(), RelayError> {
+        let Some(recorder) = &mut self.cleanup else {
+            return Ok(());
+        };
+        let dead_lettered = self.deliver.take_dead_lettered();
+        if let Some(lsn) = recorder
+            .flush(self.tracker.delivered_before(), dead_lettered)
+            .await?
+        {
+            self.report(lsn);
+        }
+        Ok(())
     }
 
     /// After a failure on the broker: see [`Deliver::settle`].
@@ -416,16 +458,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let in_flight = self.deliver.in_flight();
         tracing::info!(in_flight, "stopping: waiting for in-flight deliveries");
         let Self {
-            deliver,
-            tracker,
-            stream,
-            confirmations,
-            ..
+            deliver, tracker, ..
         } = self;
+        let mut confirmable = None;
         let drain = deliver.drain(|ticket| {
             if let Some(lsn) = tracker.delivered(ticket) {
-                stream.confirm(lsn);
-                confirmations.confirmed(lsn);
+                confirmable = Some(lsn);
             }
         });
         match tokio::time::timeout(SHUTDOWN_DRAIN_TIMEOUT, drain).await {
@@ -436,10 +474,28 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 "deliveries still pending after {SHUTDOWN_DRAIN_TIMEOUT:?}; they will be re-sent on the next start"
             ),
         }
-        self.tracker.confirmed()
+        if let Some(lsn) = confirmable {
+            self.confirm(lsn);
+        }
+        if let Err(e) = self.flush_cleanup().await {
+            tracing::warn!("--cleanup: the last relayed rows could not be recorded ({e}); they will be re-sent on the next start");
+        }
+        self.reported
     }
 
+    /// `lsn` may be confirmed (the tracker allows it): at once, or with `--cleanup` once the
+    /// ledger has the rows delivered before it.
     fn confirm(&mut self, lsn: Lsn) {
+        match &mut self.cleanup {
+            Some(recorder) => recorder.notes().hold(lsn),
+            None => self.report(lsn),
+        }
+    }
+
+    /// Reports `lsn` to the source: to the replication connection, and as the position the
+    /// next session resumes from.
+    fn report(&mut self, lsn: Lsn) {
+        self.reported = self.reported.max(lsn);
         self.stream.confirm(lsn);
         self.confirmations.confirmed(lsn);
     }
@@ -453,6 +509,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             } => {
                 self.tracker.begin();
                 self.commit = commit;
+                self.commit_time_micros = Some(commit_time_micros);
                 self.change_index = 0;
                 self.transaction =
                     self.router
@@ -523,8 +580,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         .get(1..5)
                         .map(|id| u32::from_be_bytes(id.try_into().expect("four bytes")))
                         .map_or_else(|| self.table.clone(), |id| self.table_of(id));
-                    self.deliver_outcome(outcome, wal_start, event, table)
+                    let seq = self
+                        .deliver_outcome(outcome, wal_start, event, table)
                         .await?;
+                    if let (Some(recorder), Some(seq)) = (&mut self.cleanup, seq) {
+                        if let LogicalMessage::Insert(insert) =
+                            pgoutput::decode(data).map_err(undecodable)?
+                        {
+                            recorder.notes().note(seq, &insert, self.commit_time_micros);
+                        }
+                    }
                 } else {
                     let message = pgoutput::decode(data).map_err(undecodable)?;
                     self.route_message(&message, wal_start, event).await?;
@@ -651,13 +716,29 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 format!("{}.{}", relation.namespace, relation.name).into(),
             );
             self.refresh_column_facts(relation).await?;
+            if let Some(recorder) = &mut self.cleanup {
+                recorder.notes().relation(relation);
+            }
         }
         let table = match message {
             LogicalMessage::Insert(insert) => self.table_of(insert.relation_id),
             _ => self.table.clone(),
         };
         let outcome = self.router.route(message);
-        self.deliver_outcome(outcome, position, event, table).await
+        let seq = self
+            .deliver_outcome(outcome, position, event.clone(), table)
+            .await?;
+        if let (Some(recorder), Some(seq), LogicalMessage::Insert(insert)) =
+            (&mut self.cleanup, seq, message)
+        {
+            // A snapshot row has no commit time.
+            let committed = match event {
+                Some(EventPosition::Snapshot { .. }) => None,
+                _ => self.commit_time_micros,
+            };
+            recorder.notes().note(seq, insert, committed);
+        }
+        Ok(())
     }
 
     /// Transaction metadata at one change of the open transaction: its BEGIN record before
@@ -722,7 +803,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             None,
             "transaction".into(),
         )
-        .await
+        .await?;
+        Ok(())
     }
 
     /// A heartbeat record, between transactions: an event of its own that confirms nothing
@@ -759,23 +841,26 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             .clone()
     }
 
+    /// Hands a routed row to the delivery stage; returns its event's number, if it is one.
     async fn deliver_outcome(
         &mut self,
         outcome: RouteOutcome,
         position: Lsn,
         event: Option<EventPosition>,
         table: Arc<str>,
-    ) -> Result<(), RelayError> {
-        if let Some(routed) = route::triage(outcome, Some(position))? {
-            let ticket = self.tracker.produced();
-            let origin = Origin {
-                table,
-                position: Some(position),
-                event,
-            };
-            self.deliver.submit(routed, ticket, origin).await?;
-        }
-        Ok(())
+    ) -> Result<Option<Seq>, RelayError> {
+        let Some(routed) = route::triage(outcome, Some(position))? else {
+            return Ok(None);
+        };
+        let ticket = self.tracker.produced();
+        let seq = ticket.seq();
+        let origin = Origin {
+            table,
+            position: Some(position),
+            event,
+        };
+        self.deliver.submit(routed, ticket, origin).await?;
+        Ok(Some(seq))
     }
 
     /// Kafka Connect schemas carry nullability and defaults, which pgoutput does not send:
