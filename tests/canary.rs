@@ -2,7 +2,8 @@
 //! `--canary-interval`, relays through its own slot to its canary topic and waits for Kafka to
 //! acknowledge. `/ready` turns red when the newest acknowledged canary is older than
 //! `--canary-max-age` while PostgreSQL takes canaries (a stalled walsender), does not answer
-//! while the relay itself is stopped, and is green again once canaries flow.
+//! while the relay itself is stopped, and is green again once canaries flow. Polling mode's
+//! canary is a row of a canary table its polls relay.
 
 mod common;
 
@@ -54,7 +55,16 @@ fn signal(pid: u32, name: &str) {
 async fn the_canary_turns_ready_red_when_anything_on_its_way_stalls() {
     let stack = Stack::start().await;
     let relay = stack
-        .spawn_relay_and_wait_for_slot(SLOT, &["--canary-interval", "1", "--canary-max-age", "5"])
+        .spawn_relay_and_wait_for_slot(
+            SLOT,
+            &[
+                "--canary-interval",
+                "1",
+                "--canary-max-age",
+                "5",
+                "--canary-read-back",
+            ],
+        )
         .await;
     let address = metrics_address(&relay);
     wait_ready(&address, Some(200), Duration::from_secs(30), "at start").await;
@@ -69,7 +79,12 @@ async fn the_canary_turns_ready_red_when_anything_on_its_way_stalls() {
                 metric(&body, "outbox_relay_canary_age_seconds") < 5.0,
                 "{body}"
             );
-            break;
+            // --canary-read-back: a consumer reads them back from the canary topic too (the
+            // green /ready after the stalls below needs canaries read back within 5 s).
+            let read_age = metric(&body, "outbox_relay_canary_read_age_seconds");
+            if read_age < 5.0 {
+                break;
+            }
         }
         assert!(
             Instant::now() < deadline,
@@ -138,4 +153,71 @@ async fn the_canary_turns_ready_red_when_anything_on_its_way_stalls() {
     .await;
     eprintln!("relay resumed: /ready green after {green:?}");
     assert!(!relay.log().contains("panicked"), "{}", relay.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_mode_relays_a_canary_row_and_a_stalled_poll_turns_ready_red() {
+    let stack = Stack::start().await;
+    let relay = stack.spawn_relay(&[
+        "--mode",
+        "polling",
+        "--poll-interval-ms",
+        "100",
+        "--canary-interval",
+        "1",
+        "--canary-max-age",
+        "5",
+    ]);
+    let address = metrics_address(&relay);
+    wait_ready(&address, Some(200), Duration::from_secs(30), "at start").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = probe(&address, "/metrics", Duration::from_secs(2))
+            .unwrap()
+            .1;
+        if metric(&body, "outbox_relay_canaries_total") >= 3.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no canary acknowledged:\n{body}\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    insert_events(&stack.db, 0, 40, 10, 10).await.unwrap();
+    let canaries = stack.read_topic("outbox-relay.canary").await;
+    assert!(canaries.len() >= 3, "{}", canaries.len());
+    let name = canaries[0].key_str().unwrap().to_owned();
+    assert!(name.ends_with(&format!(":{}", relay.pid())), "{name}");
+
+    // The polls stall (the outbox locked by another session); PostgreSQL still takes canary rows.
+    let locker = stack.pg.connect().await.unwrap();
+    locker
+        .batch_execute("BEGIN; LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let red = wait_ready(
+        &address,
+        Some(503),
+        Duration::from_secs(20),
+        "polls stalled",
+    )
+    .await;
+    let (_, body) = probe(&address, "/ready", Duration::from_secs(1)).unwrap();
+    assert!(body.contains("canary"), "{body}");
+    eprintln!("polling stalled: /ready red after {red:?}");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    wait_ready(
+        &address,
+        Some(200),
+        Duration::from_secs(30),
+        "polls resumed",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lost_and_duplicated(&stack, 40).await.0 > 0 {
+        assert!(Instant::now() < deadline, "{}", relay.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -180,6 +180,8 @@ async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
 /// the in-sync set after `replica.lag.time.max.ms`), the broker answers NOT_ENOUGH_REPLICAS for
 /// its partitions. The slot holds; those partitions are reported stuck (/ready red naming them,
 /// the metric) while the other topics keep being written; all clears when the broker returns.
+/// The canary's topic, made the same way, stalls too: /ready turns red for the canary within
+/// `--canary-max-age` (issue 38), and green again with the broker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -188,7 +190,9 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
         .set("bootstrap.servers", setup.cluster.bootstrap_servers())
         .create()
         .unwrap();
-    let topics = ["Order.events".to_owned()];
+    // The canary's topic too: a stalled partition of it turns /ready red within
+    // --canary-max-age, well before --stuck-partition-after.
+    let topics = ["Order.events".to_owned(), "outbox-relay.canary".to_owned()];
     let new: Vec<NewTopic> = topics
         .iter()
         .map(|t| NewTopic::new(t, 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "3"))
@@ -202,7 +206,18 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     }
     // Long enough for the other topics' new leaders to be learned after the kill (a few
     // seconds on a loaded machine); Order.events waits as long as the broker is away.
-    let relay = streaming_relay_with(&setup, &["--stuck-partition-after", "20"]).await;
+    let relay = streaming_relay_with(
+        &setup,
+        &[
+            "--stuck-partition-after",
+            "20",
+            "--canary-interval",
+            "1",
+            "--canary-max-age",
+            "6",
+        ],
+    )
+    .await;
     let address = outbox_relay_testkit::http::metrics_address(&relay);
     write(&setup.db, 0, 200).await;
     wait_delivered(&setup, &relay, Duration::from_secs(60)).await;
@@ -230,9 +245,29 @@ async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
         }
     };
     let customers_before = customers(&setup).await;
+    outbox_relay_testkit::http::wait_status(&address, "/ready", 200, Duration::from_secs(30)).await;
     setup.cluster.kill(3);
+    let killed = std::time::Instant::now();
     let before = outbox_relay_testkit::current_wal_lsn(&setup.db).await;
     write(&setup.db, 200, 300).await;
+    // The canary's partitions stall: /ready red for the canary within its threshold.
+    loop {
+        let (status, body) = outbox_relay_testkit::http::get(&address, "/ready");
+        if status == 503 && body.contains("canary") {
+            eprintln!(
+                "canary partition stalled: /ready red after {:?}",
+                killed.elapsed()
+            );
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(6 + 10),
+            "/ready not red for the canary {:?} after its partitions stalled (last: {status} {body}):\n{}",
+            killed.elapsed(),
+            report(&setup, &relay)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     // Long enough for the in-sync set to shrink, the broker to refuse, and the relay to
     // report the partitions it cannot get an answer for.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);

@@ -41,6 +41,10 @@ struct CanaryState {
     newest_acknowledged: i64,
     /// When PostgreSQL last took a canary (it is reachable).
     last_written: i64,
+    /// `--canary-read-back`: when reading back started, and when the newest canary read
+    /// back from the canary topic was written; `None` when off.
+    read_since: Option<i64>,
+    newest_read: i64,
 }
 
 /// Which topics have a label of their own in `outbox_relay_events_total`.
@@ -112,6 +116,8 @@ pub struct Metrics {
     canary_age_seconds: Gauge<f64, AtomicU64>,
     /// Canaries Kafka acknowledged.
     pub canaries: Counter,
+    /// `--canary-read-back`: the age of the newest canary read back, set when scraped.
+    canary_read_age_seconds: Gauge<f64, AtomicU64>,
     /// 1 when the slot is a failover slot (`--slot-failover`, PostgreSQL 17+).
     pub slot_failover: Gauge,
     canary: std::sync::Mutex<CanaryState>,
@@ -174,6 +180,7 @@ impl Metrics {
             stuck: std::sync::Mutex::new(String::new()),
             exactly_once_skipped: Counter::default(),
             canary_age_seconds: Gauge::default(),
+            canary_read_age_seconds: Gauge::default(),
             cleanup_deleted_rows: Counter::default(),
             outbox_rows: Gauge::default(),
             outbox_bytes: Gauge::default(),
@@ -297,6 +304,11 @@ impl Metrics {
             "canaries",
             "Canaries Kafka acknowledged",
             m.canaries.clone(),
+        );
+        registry.register(
+            "canary_read_age_seconds",
+            "--canary-read-back: age of the newest canary read back from the canary topic by a consumer; 0 when off",
+            m.canary_read_age_seconds.clone(),
         );
         registry.register(
             "slot_failover",
@@ -429,16 +441,21 @@ impl Metrics {
     /// streams (or polls) or stands by for the slot with PostgreSQL reachable — a standby
     /// is healthy, and a rolling update of an active/standby pair must not wait for it.
     pub fn readiness(&self) -> Result<String, String> {
+        // Every reason at once: a stalled canary and the partitions it stalls on.
+        let mut reasons = String::new();
         if self.streaming.get() == 1 {
             if let Some(stalled) = self.canary_stalled(now_ms()) {
-                return Err(stalled);
+                reasons.push_str(&stalled);
             }
         }
         let stuck = self.stuck.lock().unwrap().clone();
         if !stuck.is_empty() {
-            return Err(format!(
+            reasons.push_str(&format!(
                 "not ready: Kafka has not acknowledged records of {stuck}\n"
             ));
+        }
+        if !reasons.is_empty() {
+            return Err(reasons);
         }
         let broker = self.broker_reachable.load(Ordering::Relaxed);
         let streaming = self.streaming.get() == 1;
@@ -545,6 +562,27 @@ impl Metrics {
         c.newest_acknowledged = c.newest_acknowledged.max(written_ms);
     }
 
+    /// `--canary-read-back`: a consumer reads canaries back from now on.
+    pub fn canary_read_back_on(&self) {
+        let mut c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        if c.read_since.is_none() {
+            c.read_since = Some(now_ms());
+        }
+    }
+
+    /// The canary written at `written_ms` was read back from the canary topic.
+    pub fn canary_read(&self, written_ms: i64) {
+        let mut c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        c.newest_read = c.newest_read.max(written_ms);
+    }
+
+    /// The age of the newest canary read back at `now`; `None` when read-back is off.
+    fn canary_read_age_ms(&self, now: i64) -> Option<i64> {
+        let c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        let since = c.read_since?;
+        Some((now - c.newest_read.max(since)).max(0))
+    }
+
     /// The age of the newest canary Kafka acknowledged at `now` (from when canaries started,
     /// before the first); `None` when no canary is written.
     fn canary_age_ms(&self, now: i64) -> Option<i64> {
@@ -561,11 +599,24 @@ impl Metrics {
         let c = self.canary.lock().unwrap_or_else(|p| p.into_inner());
         let max_age = c.max_age_ms?;
         let reachable = c.last_written != 0 && now - c.last_written <= max_age;
-        (reachable && age > max_age).then(|| {
-            format!(
+        if !reachable {
+            return None;
+        }
+        if age > max_age {
+            return Some(format!(
                 "not ready: the newest canary Kafka acknowledged was written {} s ago (--canary-max-age {} s) while \
                  PostgreSQL takes canaries: the walsender, the relay or the broker stalls\n",
                 age / 1000,
+                max_age / 1000
+            ));
+        }
+        drop(c);
+        let read_age = self.canary_read_age_ms(now)?;
+        (read_age > max_age).then(|| {
+            format!(
+                "not ready: the newest canary read back from the canary topic was written {} s ago (--canary-max-age {} s) \
+                 while Kafka acknowledges canaries: the broker's read path (fetch, replication to followers) stalls\n",
+                read_age / 1000,
                 max_age / 1000
             )
         })
@@ -580,6 +631,10 @@ impl Metrics {
             .set(self.lag_seconds_at(crate::pg_time::now_micros()));
         self.canary_age_seconds.set(
             self.canary_age_ms(now_ms())
+                .map_or(0.0, |ms| ms as f64 / 1000.0),
+        );
+        self.canary_read_age_seconds.set(
+            self.canary_read_age_ms(now_ms())
                 .map_or(0.0, |ms| ms as f64 / 1000.0),
         );
         let mut out = String::new();
@@ -623,5 +678,30 @@ mod tests {
             .filter(|l| l.starts_with("outbox_relay_events_total"))
             .count();
         assert_eq!(series, 3, "{text}");
+    }
+
+    /// `--canary-read-back`: canaries acknowledged but not read back turn /ready red with
+    /// the read path named; read back in time, all is green.
+    #[test]
+    fn a_canary_acknowledged_but_not_read_back_is_a_stall_of_the_read_path() {
+        let m = Metrics::new();
+        m.canary_on(std::time::Duration::from_secs(5));
+        m.canary_read_back_on();
+        let start = now_ms();
+        m.canary_written();
+        m.canary_acknowledged(start);
+        m.canary_read(start);
+        assert_eq!(m.canary_stalled(start + 1_000), None);
+        // Written and acknowledged on, read back no more.
+        let later = start + 8_000;
+        {
+            let mut c = m.canary.lock().unwrap();
+            c.last_written = later;
+        }
+        m.canary_acknowledged(later);
+        let red = m.canary_stalled(later + 500).expect("red");
+        assert!(red.contains("read back"), "{red}");
+        m.canary_read(later);
+        assert_eq!(m.canary_stalled(later + 500), None);
     }
 }

@@ -473,6 +473,12 @@ fn resolve_cleanup(
 fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError> {
     let interval = o.canary_interval.unwrap_or(defaults::CANARY_INTERVAL_S);
     if interval == 0 {
+        if o.canary_read_back == Some(true) {
+            return Err(invalid(
+                "canary-read-back",
+                "reads canaries back, and --canary-interval 0 writes none",
+            ));
+        }
         return Ok(None);
     }
     let max_age = o.canary_max_age.unwrap_or(defaults::CANARY_MAX_AGE_S);
@@ -493,6 +499,7 @@ fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError>
         interval: Duration::from_secs(interval),
         max_age: Duration::from_secs(max_age),
         topic,
+        read_back: o.canary_read_back.unwrap_or(false),
     }))
 }
 
@@ -550,12 +557,6 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                     "applies only with --mode cdc (polling uses no slot)",
                 ));
             }
-            if o.canary_interval.is_some_and(|s| s > 0) {
-                return Err(invalid(
-                    "canary-interval",
-                    "applies only with --mode cdc for now (the canary travels through the slot); use --canary-interval 0",
-                ));
-            }
             if o.exactly_once == Some(true) {
                 return Err(invalid(
                     "exactly-once",
@@ -579,6 +580,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                     Some(c) => Retire::MarkProcessed(c),
                     None => Retire::Delete,
                 },
+                canary: resolve_canary(o)?,
             }))
         }
     }

@@ -181,6 +181,19 @@ pub struct RunOptions {
         help = defaults::help("/ready turns red when the newest canary Kafka acknowledged is older than this while PostgreSQL takes canaries", defaults::CANARY_MAX_AGE_S))]
     pub canary_max_age: Option<u64>,
 
+    /// Also read the canaries back from --canary-topic with a consumer: /ready turns red
+    /// (and outbox_relay_canary_read_age_seconds grows) when Kafka acknowledges canaries that
+    /// no consumer can read within --canary-max-age, covering the broker's read path too.
+    #[arg(
+        help_heading = "Operations",
+        long,
+        env = "OUTBOX_RELAY_CANARY_READ_BACK",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub canary_read_back: Option<bool>,
+
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_TOPIC", value_name = "TOPIC",
         help = defaults::help("Where canaries go (never a business topic)", defaults::CANARY_TOPIC))]
     pub canary_topic: Option<String>,

@@ -39,6 +39,8 @@ pub struct Canary {
     pub interval: Duration,
     pub max_age: Duration,
     pub topic: String,
+    /// `--canary-read-back`: a consumer reads the canaries back from `topic`.
+    pub read_back: bool,
 }
 
 /// `--cleanup`: relayed rows deleted by the relay, `batch` rows at most every `interval`,
@@ -83,6 +85,8 @@ pub struct PollingSettings {
     /// An identity or serial column (insertion order); `None`: the table's own.
     pub order_by: Option<String>,
     pub retire: Retire,
+    /// The end-to-end canary: a row of the canary table, read by the polls (`None` when off).
+    pub canary: Option<Canary>,
 }
 
 /// How a relayed row is retired in polling mode.

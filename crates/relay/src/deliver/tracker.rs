@@ -20,7 +20,9 @@
 //! batches: a poll commits only once [`AckTracker::all_delivered`].
 //!
 //! [`AckTracker`] is pure (no I/O, no clock) and is the only place that decides what may
-//! be confirmed; its tests are the proof.
+//! be confirmed; its tests are the proof. `--cleanup` only defers a position it allows: the
+//! stream confirms it once the ledger has the rows delivered before it
+//! (`source/cleanup.rs`), never an earlier or later one.
 
 use pgoutput::Lsn;
 use std::collections::VecDeque;

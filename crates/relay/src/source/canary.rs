@@ -5,6 +5,10 @@
 //! decoding, the relay, the broker) lets the age grow, and /ready turns red past
 //! `--canary-max-age` while PostgreSQL still takes canaries (see `Metrics::readiness`).
 //!
+//! Polling mode reads no slot: there the canary is a row of `outbox_relay_canaries` per
+//! instance, written every interval and relayed by the instance's own polls, in the same
+//! transaction as its outbox rows ([`write_rows_every`]).
+//!
 //! `pg_logical_emit_message` needs no table privilege (PUBLIC may execute it unless a DBA
 //! revoked that). Every slot of the database receives every message: a canary names the slot
 //! whose relay wrote it, and a relay produces only its own; other consumers of the database's
@@ -28,6 +32,122 @@ pub struct Written {
 impl Written {
     pub fn parse(content: &[u8]) -> Option<Self> {
         serde_json::from_slice(content).ok()
+    }
+}
+
+/// Polling mode's canary table, in the outbox table's schema: a row per instance, written
+/// every interval and read by the instance's polls in the same transaction as its outbox rows.
+pub const TABLE: &str = "outbox_relay_canaries";
+
+pub fn table(schema: &str) -> String {
+    crate::source::sql_rows::qualified(&outbox_router::TableName {
+        schema: schema.to_owned(),
+        name: TABLE.to_owned(),
+    })
+}
+
+/// The canary table's DDL.
+pub fn table_ddl(schema: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, written_ms bigint NOT NULL, relayed boolean NOT NULL DEFAULT false)",
+        table(schema)
+    )
+}
+
+/// Polling mode: makes the canary table when missing; `false` (with a warning that says
+/// how) when the role may not.
+pub async fn ensure_table(sql: &tokio_postgres::Client, schema: &str) -> bool {
+    let exists = crate::source::catalog::table_exists(
+        sql,
+        &outbox_router::TableName {
+            schema: schema.to_owned(),
+            name: TABLE.to_owned(),
+        },
+    )
+    .await
+    .unwrap_or(false);
+    if exists {
+        return true;
+    }
+    match sql.batch_execute(&table_ddl(schema)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(
+                "no canary in polling mode: cannot create {} ({}); create it as the schema's owner \
+                 (`{}; GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <relay role>;`), or turn the canary off with --canary-interval 0",
+                table(schema),
+                crate::error::server_message(&e),
+                table_ddl(schema),
+                table(schema)
+            );
+            false
+        }
+    }
+}
+
+/// This instance's name in the canary table: host and process.
+pub fn instance_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Polling mode: this instance's canary row is written again every `canary.interval` (not
+/// relayed yet); its polls read it, produce it to the canary topic, and mark it relayed in the
+/// transaction that commits after Kafka acknowledged it. Rows of instances gone for a day are
+/// deleted.
+pub async fn write_rows_every(
+    database: Database,
+    schema: String,
+    name: String,
+    canary: Canary,
+    metrics: Arc<Metrics>,
+) {
+    metrics.canary_on(canary.max_age);
+    let mut timer = tokio::time::interval(canary.interval);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut client = None;
+    let mut failing = false;
+    let upsert = format!(
+        "INSERT INTO {t} (name, written_ms) VALUES ($1, $2)          ON CONFLICT (name) DO UPDATE SET written_ms = EXCLUDED.written_ms, relayed = false",
+        t = table(&schema)
+    );
+    let forget = format!("DELETE FROM {} WHERE written_ms < $1", table(&schema));
+    loop {
+        timer.tick().await;
+        if client.is_none() {
+            client = database.connect().await.ok();
+        }
+        let Some(sql) = &client else {
+            continue;
+        };
+        let now = now_ms();
+        match sql.execute(&upsert, &[&name, &now]).await {
+            Ok(_) => {
+                metrics.canary_written();
+                let _ = sql.execute(&forget, &[&(now - 86_400_000)]).await;
+                if failing {
+                    tracing::info!("canaries are written again");
+                }
+                failing = false;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(
+                        "cannot write the canary row ({}): the relay's role needs SELECT, INSERT, UPDATE, DELETE ON {}, \
+                         or turn the canary off with --canary-interval 0",
+                        crate::error::server_message(&e),
+                        table(&schema)
+                    );
+                }
+                failing = true;
+                client = None;
+            }
+        }
     }
 }
 
@@ -76,6 +196,76 @@ pub async fn write_every(database: Database, slot: String, canary: Canary, metri
                 }
                 failing = true;
                 client = None;
+            }
+        }
+    }
+}
+
+/// `--canary-read-back`: reads the canaries named `name` (the slot, or polling's instance)
+/// back from `topic`, from its end at start, and reports when each was written. Waits for
+/// the topic to exist; a consumer error is logged once and the read goes on (the age grows,
+/// which is what /ready reports).
+pub async fn read_back(
+    kafka: crate::config::KafkaSettings,
+    topic: String,
+    name: String,
+    metrics: Arc<Metrics>,
+) {
+    use rdkafka::consumer::{Consumer as _, StreamConsumer};
+    use rdkafka::{Message as _, Offset, TopicPartitionList};
+    metrics.canary_read_back_on();
+    let mut config = kafka.client_config(crate::config::ClientRole::Admin);
+    config
+        .set("group.id", "outbox-relay-canary-reader")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "100");
+    let consumer: StreamConsumer = match config.create() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("--canary-read-back: cannot create a consumer: {e}");
+            return;
+        }
+    };
+    let mut complained = false;
+    // Every partition of the topic, from its end (it is made with the first canary).
+    loop {
+        let partitions = consumer
+            .fetch_metadata(Some(&topic), std::time::Duration::from_secs(5))
+            .ok()
+            .and_then(|m| {
+                m.topics()
+                    .first()
+                    .filter(|t| t.error().is_none())
+                    .map(|t| t.partitions().len())
+            })
+            .filter(|n| *n > 0);
+        if let Some(count) = partitions {
+            let mut assignment = TopicPartitionList::new();
+            for p in 0..count as i32 {
+                let _ = assignment.add_partition_offset(&topic, p, Offset::End);
+            }
+            if consumer.assign(&assignment).is_ok() {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    loop {
+        match consumer.recv().await {
+            Ok(message) => {
+                complained = false;
+                if let Some(written) = message.payload().and_then(Written::parse) {
+                    if written.slot == name {
+                        metrics.canary_read(written.written_ms);
+                    }
+                }
+            }
+            Err(e) => {
+                if !complained {
+                    tracing::warn!(%topic, "--canary-read-back: reading canaries back: {e}");
+                }
+                complained = true;
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
         }
     }

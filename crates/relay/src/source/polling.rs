@@ -105,6 +105,45 @@ impl Source for Polling<'_> {
         self.metrics.streaming.set(1);
         self.metrics.set_standing_by(false);
         self.metrics.active.set(1);
+        // The canary: this instance's row of the canary table, relayed by its own polls.
+        let mut canary = None;
+        let mut _canary_reader = None;
+        let _canary_writer = match &polling.canary {
+            Some(settings_canary) if super::canary::ensure_table(&client, &table.schema).await => {
+                let name = super::canary::instance_name();
+                let canary_table = super::canary::table(&table.schema);
+                canary = Some(PollCanary {
+                    select: format!(
+                        "SELECT written_ms FROM {canary_table} WHERE name = $1 AND NOT relayed FOR UPDATE SKIP LOCKED"
+                    ),
+                    mark: format!(
+                        "UPDATE {canary_table} SET relayed = true WHERE name = $1 AND written_ms = $2"
+                    ),
+                    topic: settings_canary.topic.as_str().into(),
+                    name: name.clone(),
+                });
+                if settings_canary.read_back {
+                    _canary_reader = Some(super::session::AbortOnDrop(tokio::spawn(
+                        super::canary::read_back(
+                            settings.kafka.clone(),
+                            settings_canary.topic.clone(),
+                            name.clone(),
+                            self.metrics.clone(),
+                        ),
+                    )));
+                }
+                Some(super::session::AbortOnDrop(tokio::spawn(
+                    super::canary::write_rows_every(
+                        crate::source::postgres::Database::of(settings),
+                        table.schema.clone(),
+                        name,
+                        settings_canary.clone(),
+                        self.metrics.clone(),
+                    ),
+                )))
+            }
+            _ => None,
+        };
         let mut poller = Poller {
             deliver,
             router,
@@ -113,6 +152,7 @@ impl Source for Polling<'_> {
             pending_by_key,
             key_position,
             retire,
+            canary,
         };
         loop {
             if stop_requested(shutdown) {
@@ -141,6 +181,16 @@ struct Poller<P: Producer> {
     /// Position of the key column among the selected columns (after the ctid).
     key_position: usize,
     retire: String,
+    canary: Option<PollCanary>,
+}
+
+/// This instance's canary row: read with the outbox rows, produced to the canary topic,
+/// marked relayed in the same transaction.
+struct PollCanary {
+    select: String,
+    mark: String,
+    topic: Arc<str>,
+    name: String,
 }
 
 fn statements(
@@ -206,7 +256,15 @@ impl<P: Producer> Poller<P> {
             .query(&self.select, &[])
             .await
             .map_err(|e| pg_error("polling the outbox", e))?;
-        if rows.is_empty() {
+        let canary = match &self.canary {
+            Some(canary) => tx
+                .query_opt(&canary.select, &[&canary.name])
+                .await
+                .map_err(|e| pg_error("reading the canary row", e))?
+                .map(|row| row.get::<_, i64>(0)),
+            None => None,
+        };
+        if rows.is_empty() && canary.is_none() {
             return Ok(0);
         }
         // SKIP LOCKED may hand us rows of an aggregate whose earlier rows another instance
@@ -249,6 +307,33 @@ impl<P: Producer> Poller<P> {
                     .await?;
             }
         }
+        if let (Some(written_ms), Some(c)) = (canary, &self.canary) {
+            let content = serde_json::to_vec(&super::canary::Written {
+                slot: c.name.clone(),
+                written_ms,
+            })
+            .expect("a canary serialises");
+            let record = outbox_router::OutboxRecord {
+                topic: c.topic.clone(),
+                key: Some(bytes::Bytes::copy_from_slice(c.name.as_bytes())),
+                value: Some(content.into()),
+                headers: Vec::new(),
+                partition: None,
+                timestamp_ms: None,
+            };
+            let origin = Origin {
+                table: "canary".into(),
+                position: None,
+                event: None,
+            };
+            self.deliver
+                .submit(
+                    crate::deliver::Routed::Canary { record, written_ms },
+                    tracker.produced(),
+                    origin,
+                )
+                .await?;
+        }
         // An error here drops the transaction: the rows stay for the next poll.
         self.deliver
             .drain(|ticket| {
@@ -257,9 +342,16 @@ impl<P: Producer> Poller<P> {
             .await?;
         debug_assert!(tracker.all_delivered());
         let relayed = ctids.len();
-        tx.execute(&self.retire, &[&ctids])
-            .await
-            .map_err(|e| pg_error("retiring relayed rows", e))?;
+        if !ctids.is_empty() {
+            tx.execute(&self.retire, &[&ctids])
+                .await
+                .map_err(|e| pg_error("retiring relayed rows", e))?;
+        }
+        if let (Some(written_ms), Some(c)) = (canary, &self.canary) {
+            tx.execute(&c.mark, &[&c.name, &written_ms])
+                .await
+                .map_err(|e| pg_error("marking the canary relayed", e))?;
+        }
         tx.commit().await.map_err(|e| {
             RelayError::ConnectionLost(anyhow!(
                 "committing a poll (its events may be sent again): {}",

@@ -471,6 +471,18 @@ async fn stream_until_shutdown(
                 metrics.clone(),
             )))
         });
+        let _canary_reader = cdc
+            .canary
+            .clone()
+            .filter(|canary| canary.read_back)
+            .map(|canary| {
+                AbortOnDrop(tokio::spawn(crate::source::canary::read_back(
+                    settings.kafka.clone(),
+                    canary.topic,
+                    cdc.slot.clone(),
+                    metrics.clone(),
+                )))
+            });
         // The cleaner, run while this session holds the slot (one instance cleans).
         let _cleaner = settings
             .cleanup
