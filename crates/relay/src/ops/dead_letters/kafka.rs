@@ -211,8 +211,13 @@ impl Replayer {
     }
 
     /// Sends `record` and its marker (`marker_key`, valued with where it went) in the open
-    /// transaction, opening one if none is.
-    pub fn send(&mut self, record: &OutboxRecord, marker_key: &str) -> Result<(), RelayError> {
+    /// transaction, opening one if none is. `Ok(Err(why))`: librdkafka refused this record
+    /// itself (too large, no such partition): neither it nor its marker is sent.
+    pub fn send(
+        &mut self,
+        record: &OutboxRecord,
+        marker_key: &str,
+    ) -> Result<Result<(), String>, RelayError> {
         if self.open == 0 {
             self.producer
                 .begin_transaction()
@@ -238,20 +243,27 @@ impl Replayer {
         if let Some(timestamp) = record.timestamp_ms {
             base = base.timestamp(timestamp);
         }
-        self.enqueue(base)?;
+        if let Err(why) = self.enqueue(base) {
+            return Ok(Err(why));
+        }
         let marker = BaseRecord::<str, str>::to(&self.marker_topic)
             .key(marker_key)
             .payload(&*record.topic);
-        self.enqueue(marker)?;
+        if let Err(why) = self.enqueue(marker) {
+            // The record is in the transaction without its marker: none of it may count.
+            let _ = self.producer.abort_transaction(TIMEOUT);
+            self.open = 0;
+            return Err(unavailable("producing a marker (transaction aborted)", why));
+        }
         self.open += 1;
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Hands a record to librdkafka, waiting while its queue is full.
     fn enqueue<K: rdkafka::message::ToBytes + ?Sized, V: rdkafka::message::ToBytes + ?Sized>(
         &self,
         mut record: BaseRecord<'_, K, V>,
-    ) -> Result<(), RelayError> {
+    ) -> Result<(), String> {
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
@@ -259,12 +271,7 @@ impl Replayer {
                     record = back;
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                Err((e, back)) => {
-                    return Err(RelayError::misconfigured(format!(
-                        "producing to {}: {e}",
-                        back.topic
-                    )))
-                }
+                Err((e, back)) => return Err(format!("producing to {}: {e}", back.topic)),
             }
         }
     }

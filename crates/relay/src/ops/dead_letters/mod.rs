@@ -407,17 +407,20 @@ async fn replay_letters(
             }
         }
         kafka::create_marker_topic(&settings.kafka, marker_topic).await?;
+        // What `run` would dead-letter before sending it (larger than its topic takes, …).
+        planned.retain(|(letter, record)| {
+            let why = match refused.iter().find(|(t, _)| *t == record.topic) {
+                Some((_, why)) => why.clone(),
+                None => match creator.refuses(record) {
+                    Some((why, _)) => why,
+                    None => return true,
+                },
+            };
+            not_replayable(letter, &why);
+            summary.not_replayable += 1;
+            false
+        });
     }
-    planned.retain(
-        |(letter, record)| match refused.iter().find(|(t, _)| *t == record.topic) {
-            Some((_, why)) => {
-                not_replayable(letter, why);
-                summary.not_replayable += 1;
-                false
-            }
-            None => true,
-        },
-    );
     if planned.is_empty() {
         return Ok(summary);
     }
@@ -425,11 +428,16 @@ async fn replay_letters(
     let kafka = settings.kafka.clone();
     let marker_topic = marker_topic.to_owned();
     let bar = progress.clone();
-    let sent = tokio::task::spawn_blocking(move || -> Result<usize, RelayError> {
+    let sent = tokio::task::spawn_blocking(move || -> Result<(usize, usize), RelayError> {
         let mut replayer = kafka::Replayer::new(&kafka, &dead_letter_topic, &marker_topic)?;
-        let mut committed = 0;
+        let (mut committed, mut refused) = (0, 0);
         for (letter, record) in &planned {
-            replayer.send(record, &letter.marker_key(&dead_letter_topic))?;
+            let from = letter.marker_key(&dead_letter_topic);
+            if let Err(why) = replayer.send(record, &from)? {
+                bar.suspend(|| eprintln!("not replayable: {from}: {why}"));
+                refused += 1;
+                continue;
+            }
             if replayer.open() >= TRANSACTION_SIZE {
                 committed += replayer.open();
                 replayer.commit()?;
@@ -439,12 +447,14 @@ async fn replay_letters(
         committed += replayer.open();
         replayer.commit()?;
         bar.set_position(committed as u64);
-        Ok(committed)
+        Ok((committed, refused))
     })
     .await
     .expect("replaying");
     progress.finish_and_clear();
-    summary.replayed = sent?;
+    let (replayed, refused) = sent?;
+    summary.replayed = replayed;
+    summary.not_replayable += refused;
     Ok(summary)
 }
 
