@@ -56,16 +56,22 @@ async fn wait_relayed(stack: &Stack, mode: Mode, relay: &RelayProcess) {
     }
 }
 
-/// The dead letters' headers, without the source LSN (only the stream has one).
+/// The dead letters' headers, without the source LSN (only the stream has one), and the
+/// row's created_at (each run inserts at its own time).
 fn shape(r: &ConsumedRecord) -> Vec<(String, String)> {
     r.headers
         .iter()
         .filter(|(k, _)| k != "outbox-relay.source.lsn")
         .map(|(k, v)| {
-            (
-                k.clone(),
-                String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned(),
-            )
+            let text = String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned();
+            if k != "outbox-relay.source.row" {
+                return (k.clone(), text);
+            }
+            let mut row: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&text).unwrap();
+            row.shift_remove("created_at")
+                .expect("the row's created_at");
+            (k.clone(), serde_json::Value::Object(row).to_string())
         })
         .collect()
 }

@@ -54,6 +54,10 @@ pub enum Command {
     /// 2 a bad setting.
     Preview(PreviewArgs),
 
+    /// List the dead-letter topic's records, or replay them with the current configuration
+    /// (after a fix): `dead-letters list`, `dead-letters replay`.
+    DeadLetters(crate::ops::dead_letters::DeadLettersArgs),
+
     /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
     /// outbox only), the outbox table, the publication and the slot.
     SetupSql(SetupSqlArgs),
@@ -308,6 +312,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Command::DeadLetters(args) => crate::ops::dead_letters::main(args, runtime()),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "outbox-relay", &mut script);
@@ -371,7 +376,7 @@ static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 /// Reports an error that ends the command on stderr: `error: …` for a person, or with
 /// `--log-format json` one JSON log line like every other (no stray plain-text line).
-fn report_error(error: &dyn std::fmt::Display) {
+pub(crate) fn report_error(error: &dyn std::fmt::Display) {
     if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
         // Written directly, not through the log filter: RUST_LOG must not hide why it stopped.
         let line = serde_json::json!({

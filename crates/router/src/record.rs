@@ -30,6 +30,11 @@ pub struct InvalidRow {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
     pub event_id: Option<Bytes>,
+    /// The row as the router saw it: each column's name and text (`None`: NULL), in the
+    /// table's column order, so that the row can be routed again once the configuration is
+    /// fixed. `None` when there was no row (a logical decoding message, a row of an unknown
+    /// relation) or a column had no value to keep (unchanged TOAST).
+    pub row: Option<Vec<(String, Option<Bytes>)>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -225,6 +225,7 @@ impl Router {
                     key: None,
                     value: None,
                     event_id: None,
+                    row: None,
                 })
             }
         };
@@ -237,7 +238,7 @@ impl Router {
             else {
                 unreachable!("a Connect plan exists only for Connect output")
             };
-            return connect.route(
+            let outcome = connect.route(
                 columns,
                 &plan.table,
                 format,
@@ -245,8 +246,42 @@ impl Router {
                 &mut self.topics,
                 &mut self.envelope_names,
             );
+            return self.with_row(outcome, insert.relation_id, &insert.new_tuple);
         }
-        self.route_raw(insert.relation_id, &insert.new_tuple)
+        let outcome = self.route_raw(insert.relation_id, &insert.new_tuple);
+        self.with_row(outcome, insert.relation_id, &insert.new_tuple)
+    }
+
+    /// An invalid row's outcome with the row itself (column names and text), for the dead
+    /// letter that lets it be routed again after a fix; any other outcome as it is.
+    fn with_row(
+        &self,
+        outcome: RouteOutcome,
+        relation_id: u32,
+        row: &impl RowColumns,
+    ) -> RouteOutcome {
+        let RouteOutcome::Invalid(mut invalid) = outcome else {
+            return outcome;
+        };
+        invalid.row = self
+            .outbox_relations
+            .get(&relation_id)
+            .and_then(|relation| {
+                if relation.columns.len() != row.len() {
+                    return None;
+                }
+                relation
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, column)| match row.get(i)? {
+                        ColumnRef::Null => Some((column.name.clone(), None)),
+                        ColumnRef::Value(_) => Some((column.name.clone(), Some(row.owned(i)))),
+                        ColumnRef::UnchangedToast => None,
+                    })
+                    .collect()
+            });
+        RouteOutcome::Invalid(invalid)
     }
 
     /// Routes an Insert straight from its pgoutput bytes: the relay's hot path. Column
@@ -256,14 +291,14 @@ impl Router {
     pub fn route_message(&mut self, message: &Bytes) -> Result<RouteOutcome, DecodeError> {
         let mut positions = std::mem::take(&mut self.positions);
         let outcome = match pgoutput::decode_insert_columns(message, &mut positions)? {
-            Some(relation_id) if matches!(self.relations.get(&relation_id), Some(Some(plan)) if plan.connect.is_none()) => {
-                self.route_raw(
-                    relation_id,
-                    &MessageRow {
-                        message,
-                        columns: &positions,
-                    },
-                )
+            Some(relation_id) if matches!(self.relations.get(&relation_id), Some(Some(plan)) if plan.connect.is_none()) =>
+            {
+                let row = MessageRow {
+                    message,
+                    columns: &positions,
+                };
+                let outcome = self.route_raw(relation_id, &row);
+                self.with_row(outcome, relation_id, &row)
             }
             // Another table's row: nothing to decode.
             Some(relation_id) if matches!(self.relations.get(&relation_id), Some(None)) => {
@@ -313,6 +348,7 @@ impl Router {
                 key: owned(&key),
                 value: owned(&payload),
                 event_id: owned(&event_id),
+                row: None,
             })
         };
         let routing = match value_at(&plan.route_by) {

@@ -12,6 +12,9 @@ pub const SOURCE_TABLE: &str = "outbox-relay.source.table";
 pub const SOURCE_LSN: &str = "outbox-relay.source.lsn";
 pub const ORIGINAL_TOPIC: &str = "outbox-relay.original.topic";
 pub const ORIGINAL_SIZE: &str = "outbox-relay.original.size";
+/// The row that could not be routed, as a JSON object of column name to text (or null) in the
+/// table's column order: what `outbox-relay dead-letters replay` routes again.
+pub const SOURCE_ROW: &str = "outbox-relay.source.row";
 
 /// Why, in one word, for the `reason` label of `outbox_relay_dead_letters_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,8 @@ pub struct DeadLetter {
     pub original_size: Option<usize>,
     /// WAL position of the row; `None` for rows read with SQL (polling mode).
     pub lsn: Option<Lsn>,
+    /// The row ([`SOURCE_ROW`]'s JSON) when the router had its columns as text.
+    pub row: Option<Bytes>,
 }
 
 impl DeadLetter {
@@ -79,6 +84,7 @@ impl DeadLetter {
             event_id: row.event_id,
             original_size: None,
             lsn,
+            row: row.row.as_deref().and_then(row_json),
         }
     }
 
@@ -97,24 +103,27 @@ impl DeadLetter {
             event_id: record.event_id,
             original_size,
             lsn,
+            row: None,
         }
     }
 
     /// The same dead letter without its payload, for a dead-letter topic that refused it as it
-    /// was; `None` if it already had none (nothing left to cut).
+    /// was; `None` if it already had none (nothing left to cut). The row goes too: it holds
+    /// the payload again.
     pub fn without_payload(&self, why: &str) -> Option<Self> {
         let value = self.value.as_ref()?;
         Some(Self {
             reason: format!("{}; payload left out: {why}", self.reason),
             value: None,
             original_size: Some(value.len()),
+            row: None,
             ..self.clone()
         })
     }
 
     /// The record written to `topic`.
     pub fn to_record(&self, topic: &Arc<str>) -> OutboxRecord {
-        let mut headers: Vec<(Arc<str>, Option<Bytes>)> = Vec::with_capacity(6);
+        let mut headers: Vec<(Arc<str>, Option<Bytes>)> = Vec::with_capacity(7);
         if let Some(id) = &self.event_id {
             headers.push(("id".into(), Some(id.clone())));
         }
@@ -132,6 +141,9 @@ impl DeadLetter {
         if let Some(size) = self.original_size {
             headers.push((ORIGINAL_SIZE.into(), Some(Bytes::from(size.to_string()))));
         }
+        if let Some(row) = &self.row {
+            headers.push((SOURCE_ROW.into(), Some(row.clone())));
+        }
         OutboxRecord {
             topic: topic.clone(),
             key: self.key.clone(),
@@ -141,6 +153,19 @@ impl DeadLetter {
             timestamp_ms: None,
         }
     }
+}
+
+/// The row as [`SOURCE_ROW`]'s JSON object; `None` if a value is not text (not UTF-8).
+fn row_json(row: &[(String, Option<Bytes>)]) -> Option<Bytes> {
+    let mut object = serde_json::Map::with_capacity(row.len());
+    for (name, value) in row {
+        let value = match value {
+            None => serde_json::Value::Null,
+            Some(v) => std::str::from_utf8(v).ok()?.into(),
+        };
+        object.insert(name.clone(), value);
+    }
+    Some(serde_json::to_vec(&object).ok()?.into())
 }
 
 #[cfg(test)]
@@ -212,15 +237,31 @@ mod tests {
                 key: None,
                 value: Some(Bytes::from_static(b"{\"big\": 1}")),
                 event_id: None,
+                row: Some(vec![
+                    ("id".into(), Some(Bytes::from_static(b"e-1"))),
+                    ("aggregate_type".into(), None),
+                    ("payload".into(), Some(Bytes::from_static(b"{\"big\": 1}"))),
+                ]),
             },
             None,
         );
-        assert_eq!(header(&letter.to_record(&"dlq".into()), SOURCE_LSN), None);
+        let r = letter.to_record(&"dlq".into());
+        assert_eq!(header(&r, SOURCE_LSN), None);
+        assert_eq!(
+            header(&r, SOURCE_ROW),
+            Some(&br#"{"id":"e-1","aggregate_type":null,"payload":"{\"big\": 1}"}"#[..]),
+            "the row, in column order, NULL as null"
+        );
         let cut = letter
             .without_payload("the dead-letter topic refused it")
             .unwrap();
         let r = cut.to_record(&"dlq".into());
         assert_eq!(r.value, None);
+        assert_eq!(
+            header(&r, SOURCE_ROW),
+            None,
+            "the row holds the payload too"
+        );
         assert_eq!(header(&r, ORIGINAL_SIZE), Some(&b"10"[..]));
         assert!(std::str::from_utf8(header(&r, REASON).unwrap())
             .unwrap()

@@ -182,6 +182,7 @@ async fn dead_letters_keep_the_order_of_their_events() {
             key: None,
             value: Some(Bytes::from(vec![n])),
             event_id: None,
+            row: None,
         })
     };
     d.submit(invalid(1), t.produced(), origin(1)).await.unwrap();
@@ -315,6 +316,7 @@ async fn a_dead_letter_the_topic_refuses_goes_again_without_payload_then_stops_t
             key: None,
             value: Some(Bytes::from(vec![0; 4000])),
             event_id: None,
+            row: None,
         }),
         t.produced(),
         origin(7),
@@ -744,6 +746,7 @@ mod exactly_once_mode {
                 key: None,
                 value: None,
                 event_id: None,
+                row: None,
             })
         };
         d.submit(invalid(), t.produced(), at(100, 0)).await.unwrap();
@@ -814,6 +817,7 @@ mod exactly_once_mode {
                 key: None,
                 value: None,
                 event_id: None,
+                row: None,
             }),
             t.produced(),
             at(100, 1),

@@ -1,8 +1,9 @@
-//! Operating the relay: the `check`, `status`, `preview` and `setup-sql` commands, and what a running
+//! Operating the relay: the `check`, `status`, `preview`, `setup-sql` and `dead-letters` commands, and what a running
 //! relay exposes (`/metrics`, `/health`, `/ready` in `http.rs`; the metrics themselves are
 //! `crate::metrics`, shared by every step).
 
 pub mod check;
+pub mod dead_letters;
 pub mod http;
 pub mod loggers;
 pub mod preview;

@@ -199,6 +199,7 @@ impl ConnectPlan {
                 key: raw(&self.key),
                 value: raw(&self.payload),
                 event_id: raw(&self.id),
+                row: None,
             })
         };
         macro_rules! or_invalid {

@@ -128,6 +128,7 @@ fn invalid_message(
         key: None,
         value: Some(content.clone()),
         event_id: None,
+        row: None,
     })
 }
 

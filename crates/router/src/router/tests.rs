@@ -278,3 +278,57 @@ fn the_message_fast_path_routes_exactly_like_decode_then_route() {
         .route_message(&Bytes::from_static(b"I\x00\x00"))
         .is_err());
 }
+
+/// pgoutput's Insert message for `values` (text columns, `None` = NULL).
+fn insert_message(relation_id: u32, values: &[Option<&str>]) -> Bytes {
+    let mut m = vec![b'I'];
+    m.extend_from_slice(&relation_id.to_be_bytes());
+    m.push(b'N');
+    m.extend_from_slice(&(values.len() as u16).to_be_bytes());
+    for v in values {
+        match v {
+            None => m.push(b'n'),
+            Some(t) => {
+                m.push(b't');
+                m.extend_from_slice(&(t.len() as u32).to_be_bytes());
+                m.extend_from_slice(t.as_bytes());
+            }
+        }
+    }
+    Bytes::from(m)
+}
+
+#[test]
+fn a_row_that_cannot_be_routed_carries_its_columns_for_a_replay_on_both_paths() {
+    let values = [
+        Some("e1"),
+        None,
+        Some("order-1"),
+        Some("OrderCreated"),
+        Some("{}"),
+        Some("2026-01-01"),
+    ];
+    let expected: Vec<(String, Option<Bytes>)> = SEED_COLUMNS
+        .iter()
+        .zip(values)
+        .map(|(c, v)| {
+            (
+                c.to_string(),
+                v.map(|t| Bytes::copy_from_slice(t.as_bytes())),
+            )
+        })
+        .collect();
+    let mut router = seeded_router();
+    let decoded = invalid(router.route(&insert(1, &values)));
+    assert!(decoded.reason.contains("is NULL"), "{}", decoded.reason);
+    assert_eq!(decoded.row.as_ref(), Some(&expected));
+    let fast = invalid(router.route_message(&insert_message(1, &values)).unwrap());
+    assert_eq!(fast, decoded, "the fast path keeps the same row");
+    // A routed row carries nothing extra, and a row of an unknown relation has no columns.
+    assert!(matches!(
+        router.route(&seed_row(Some("Order"), Some("{}"))),
+        RouteOutcome::Record(_)
+    ));
+    let mut fresh = Router::new(RouterConfig::default());
+    assert_eq!(invalid(fresh.route(&insert(9, &values))).row, None);
+}

@@ -1,0 +1,301 @@
+//! The I/O of `dead-letters`: reading a topic from its beginning to its end as it was at the
+//! start (the dead-letter topic, the marker topic), creating the marker topic, and producing
+//! each replayed record with its marker in one Kafka transaction. Blocking: called from
+//! `spawn_blocking`.
+
+use super::letter::Consumed;
+use crate::config::{ClientRole, KafkaSettings};
+use crate::error::RelayError;
+use anyhow::anyhow;
+use bytes::Bytes;
+use outbox_router::OutboxRecord;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Reading stops with an error when no record or end of partition comes for this long.
+const STALL: Duration = Duration::from_secs(60);
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> RelayError {
+    RelayError::BrokerUnavailable(anyhow!("{what}: {e}"))
+}
+
+/// Every committed record of `topic`, from each partition's beginning to its end as it was
+/// when reading started (read_committed: a replay's open or aborted transaction is not
+/// read). `None` when the topic does not exist.
+pub fn read_topic(kafka: &KafkaSettings, topic: &str) -> Result<Option<Vec<Consumed>>, RelayError> {
+    let consumer: BaseConsumer = kafka
+        .client_config(ClientRole::Admin)
+        .set("group.id", "outbox-relay-dead-letters")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .map_err(|e| RelayError::misconfigured(format!("Kafka consumer settings rejected: {e}")))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), TIMEOUT)
+        .map_err(|e| unavailable(&format!("reading the metadata of {topic}"), e))?;
+    let Some(described) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match described.error() {
+        None => {}
+        Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
+            return Ok(None)
+        }
+        Some(e) => {
+            return Err(unavailable(
+                &format!("reading the metadata of {topic}"),
+                RDKafkaErrorCode::from(e),
+            ))
+        }
+    }
+    let mut assignment = TopicPartitionList::new();
+    // partition -> the end as it was at the start.
+    let mut ends: HashMap<i32, i64> = HashMap::new();
+    for partition in described.partitions().iter().map(|p| p.id()) {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, partition, TIMEOUT)
+            .map_err(|e| unavailable(&format!("reading the offsets of {topic}"), e))?;
+        if high > low {
+            assignment
+                .add_partition_offset(topic, partition, Offset::Offset(low))
+                .map_err(|e| unavailable("assigning partitions", e))?;
+            ends.insert(partition, high);
+        }
+    }
+    let mut records = Vec::new();
+    if ends.is_empty() {
+        return Ok(Some(records));
+    }
+    consumer
+        .assign(&assignment)
+        .map_err(|e| unavailable(&format!("reading {topic}"), e))?;
+    let mut progress = Instant::now();
+    while !ends.is_empty() {
+        if progress.elapsed() > STALL {
+            return Err(unavailable(
+                &format!("reading {topic}"),
+                format!("no record for {} s", STALL.as_secs()),
+            ));
+        }
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            // The end of what can be read (a transaction's markers take offsets too).
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                ends.remove(&partition);
+                progress = Instant::now();
+            }
+            Some(Err(e)) => return Err(unavailable(&format!("reading {topic}"), e)),
+            Some(Ok(m)) => {
+                progress = Instant::now();
+                let Some(&end) = ends.get(&m.partition()) else {
+                    continue;
+                };
+                if m.offset() >= end {
+                    ends.remove(&m.partition());
+                    continue;
+                }
+                if m.offset() + 1 >= end {
+                    ends.remove(&m.partition());
+                }
+                records.push(Consumed {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp_ms: m.timestamp().to_millis(),
+                    key: m.key().map(Bytes::copy_from_slice),
+                    value: m.payload().map(Bytes::copy_from_slice),
+                    headers: m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                });
+            }
+        }
+    }
+    records.sort_by_key(|r| (r.partition, r.offset));
+    Ok(Some(records))
+}
+
+/// Creates the compacted marker topic unless it exists.
+pub async fn create_marker_topic(kafka: &KafkaSettings, topic: &str) -> Result<(), RelayError> {
+    let admin: AdminClient<DefaultClientContext> = kafka
+        .client_config(ClientRole::Admin)
+        .create()
+        .map_err(|e| {
+            RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+        })?;
+    let replication = kafka.topic_replication_factor;
+    let configs = crate::deliver::producer::topic_configs(replication);
+    let mut new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(replication))
+        .set("cleanup.policy", "compact");
+    for (key, value) in &configs {
+        new_topic = new_topic.set(key, value);
+    }
+    let results = admin
+        .create_topics(
+            &[new_topic],
+            &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
+        )
+        .await
+        .map_err(|e| unavailable(&format!("creating the marker topic {topic}"), e))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!(topic, "created the marker topic (compacted)"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(RelayError::misconfigured(format!(
+                    "the broker refused to create the marker topic {topic} ({code}); create it (cleanup.policy=compact) \
+                     beforehand or pass another --marker-topic"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A transactional producer: each replayed record is committed with its marker.
+pub struct Replayer {
+    producer: ThreadedProducer<DefaultProducerContext>,
+    marker_topic: String,
+    /// Records in the open transaction.
+    open: usize,
+}
+
+impl Replayer {
+    /// The producer of `run` (its settings and the user's properties) with
+    /// `transactional.id` `outbox-relay-replay-<dead-letter topic>`: a second replay of the
+    /// same topic fences the first.
+    pub fn new(
+        kafka: &KafkaSettings,
+        dead_letter_topic: &str,
+        marker_topic: &str,
+    ) -> Result<Self, RelayError> {
+        let mut config = kafka.client_config(ClientRole::Producer);
+        let transaction_timeout = config
+            .get("transaction.timeout.ms")
+            .map(str::to_owned)
+            .unwrap_or_else(|| "60000".into());
+        config
+            .set(
+                "transactional.id",
+                format!("outbox-relay-replay-{dead_letter_topic}"),
+            )
+            .set("transaction.timeout.ms", &transaction_timeout)
+            // In a transaction a record may not wait longer than the transaction may stay open.
+            .set("message.timeout.ms", &transaction_timeout);
+        let producer: ThreadedProducer<DefaultProducerContext> = config.create().map_err(|e| {
+            RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
+        })?;
+        producer.init_transactions(TIMEOUT).map_err(|e| {
+            unavailable("starting the replay's transactions (init_transactions)", e)
+        })?;
+        Ok(Self {
+            producer,
+            marker_topic: marker_topic.to_owned(),
+            open: 0,
+        })
+    }
+
+    /// Sends `record` and its marker (`marker_key`, valued with where it went) in the open
+    /// transaction, opening one if none is. `Ok(Err(why))`: librdkafka refused this record
+    /// itself (too large, no such partition): neither it nor its marker is sent.
+    pub fn send(
+        &mut self,
+        record: &OutboxRecord,
+        marker_key: &str,
+    ) -> Result<Result<(), String>, RelayError> {
+        if self.open == 0 {
+            self.producer
+                .begin_transaction()
+                .map_err(|e| unavailable("beginning a transaction", e))?;
+        }
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (key, value) in &record.headers {
+            headers = headers.insert(Header {
+                key,
+                value: value.as_deref(),
+            });
+        }
+        let mut base = BaseRecord::<[u8], [u8]>::to(&record.topic).headers(headers);
+        if let Some(key) = &record.key {
+            base = base.key(&key[..]);
+        }
+        if let Some(value) = &record.value {
+            base = base.payload(&value[..]);
+        }
+        if let Some(partition) = record.partition {
+            base = base.partition(partition);
+        }
+        if let Some(timestamp) = record.timestamp_ms {
+            base = base.timestamp(timestamp);
+        }
+        if let Err(why) = self.enqueue(base) {
+            return Ok(Err(why));
+        }
+        let marker = BaseRecord::<str, str>::to(&self.marker_topic)
+            .key(marker_key)
+            .payload(&*record.topic);
+        if let Err(why) = self.enqueue(marker) {
+            // The record is in the transaction without its marker: none of it may count.
+            let _ = self.producer.abort_transaction(TIMEOUT);
+            self.open = 0;
+            return Err(unavailable("producing a marker (transaction aborted)", why));
+        }
+        self.open += 1;
+        Ok(Ok(()))
+    }
+
+    /// Hands a record to librdkafka, waiting while its queue is full.
+    fn enqueue<K: rdkafka::message::ToBytes + ?Sized, V: rdkafka::message::ToBytes + ?Sized>(
+        &self,
+        mut record: BaseRecord<'_, K, V>,
+    ) -> Result<(), String> {
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err((e, back)) => return Err(format!("producing to {}: {e}", back.topic)),
+            }
+        }
+    }
+
+    /// Records in the open transaction.
+    pub fn open(&self) -> usize {
+        self.open
+    }
+
+    /// Commits the open transaction: its records and their markers are in Kafka together,
+    /// or (on an error) neither is.
+    pub fn commit(&mut self) -> Result<(), RelayError> {
+        if self.open == 0 {
+            return Ok(());
+        }
+        let result = self.producer.commit_transaction(TIMEOUT);
+        self.open = 0;
+        if let Err(e) = result {
+            let _ = self.producer.abort_transaction(TIMEOUT);
+            return Err(unavailable(
+                "committing a replay transaction (aborted: none of its records and markers count; run the replay again)",
+                e,
+            ));
+        }
+        Ok(())
+    }
+}
