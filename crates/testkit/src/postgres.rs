@@ -520,6 +520,99 @@ impl PgCluster {
         .with_context(|| format!("promoting the copy; its log: {}", self.log()))
     }
 
+    /// A physical standby of this (running) cluster, streaming from it through the physical
+    /// slot `slot` (made by pg_basebackup), with hot_standby_feedback and, on PostgreSQL
+    /// 17+, failover slots synchronized (`sync_replication_slots`); `extra` goes to its
+    /// postgresql.conf. Started, on a port of its own.
+    pub fn start_standby(&self, slot: &str, extra: &str) -> Result<PgCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-relay-pg-standby-")
+            .tempdir()?;
+        if self.run_as_postgres {
+            Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()?;
+        }
+        let standby = PgCluster {
+            bin_dir: self.bin_dir.clone(),
+            major: self.major,
+            dir,
+            port: crate::net::free_port(),
+            run_as_postgres: self.run_as_postgres,
+        };
+        let data = standby.data_dir();
+        let port = self.port.to_string();
+        standby.run(
+            "pg_basebackup",
+            &[
+                "-D",
+                path_str(&data),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-X",
+                "stream",
+                "-C",
+                "-S",
+                slot,
+                "-R",
+                "--no-sync",
+            ],
+        )?;
+        let sync = if self.major >= 17 {
+            "sync_replication_slots = on\n"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "\nport = {}\nunix_socket_directories = '{}'\nhot_standby_feedback = on\nprimary_slot_name = '{slot}'\n\
+             primary_conninfo = 'host=127.0.0.1 port={} user=postgres dbname=postgres application_name=standby'\n{sync}{extra}\n",
+            standby.port,
+            path_str(standby.dir.path()),
+            self.port,
+        );
+        let conf_path = data.join("postgresql.conf");
+        let mut existing = std::fs::read_to_string(&conf_path)?;
+        existing.push_str(&conf);
+        std::fs::write(&conf_path, existing)?;
+        // pg_basebackup -R wrote its own primary_conninfo to postgresql.auto.conf, which is
+        // read last: the one above (with a database name, which slot synchronization needs)
+        // must win.
+        let auto = data.join("postgresql.auto.conf");
+        let kept: String = std::fs::read_to_string(&auto)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("primary_conninfo"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&auto, kept)?;
+        standby.pg_ctl_start()?;
+        Ok(standby)
+    }
+
+    /// Stops the server at once, as a crash would (no shutdown checkpoint).
+    pub fn stop_immediate(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data), "-m", "immediate", "-w", "stop"],
+        )
+    }
+
+    /// Promotes this standby (waits until it accepts writes).
+    pub fn promote(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data), "-w", "-t", "60", "promote"],
+        )
+        .with_context(|| format!("promoting the standby; its log: {}", self.log()))
+    }
+
     /// Starts a stopped cluster again.
     pub fn start_again(&self) -> Result<()> {
         self.pg_ctl_start()

@@ -16,7 +16,7 @@ mod source;
 
 pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreation, TopicGroup};
 pub use options::{Mode, RunOptions};
-pub use postgres::ConnectionInfo;
+pub use postgres::{ConnectionInfo, SessionTarget};
 pub use source::{
     validate_identifier, validate_slot_name, Canary, CdcSettings, Cleanup, Heartbeat,
     OnMissingSlot, PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,

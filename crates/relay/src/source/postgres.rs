@@ -41,7 +41,13 @@ impl Database {
     /// An SQL connection with the session settings pinned and the initial statements run
     /// (in one transaction, committed, as Debezium's `JdbcConnection.execute` runs them).
     pub async fn connect(&self) -> Result<tokio_postgres::Client, RelayError> {
-        let client = connect(self.url.expose()).await?;
+        Ok(self.connect_host().await?.0)
+    }
+
+    /// [`Self::connect`], and which of the URL's hosts it reached (the replication
+    /// connection of the same session goes to that one).
+    pub async fn connect_host(&self) -> Result<(tokio_postgres::Client, usize), RelayError> {
+        let (client, host) = connect_to(self.url.expose(), None).await?;
         check_server_version(&client).await?;
         if !self.initial_statements.is_empty() {
             // A statement the server refuses (a syntax error, an unknown setting, a
@@ -69,7 +75,7 @@ impl Database {
             }
             client.batch_execute("COMMIT").await.map_err(failed)?;
         }
-        Ok(client)
+        Ok((client, host))
     }
 }
 
@@ -141,24 +147,148 @@ pub fn split_statements(statements: &str) -> Vec<String> {
 /// An SQL connection to `url` with the session settings pinned (no initial statements:
 /// for tools that only read the catalog, such as `status`).
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
+    Ok(connect_to(url, None).await?.0)
+}
+
+/// An SQL connection to the first of `url`'s hosts (in order, `connect_timeout` each) that
+/// answers and that `target_session_attrs` accepts, as libpq chooses; `only`: that host
+/// alone. Also says which host it is.
+pub async fn connect_to(
+    url: &str,
+    only: Option<usize>,
+) -> Result<(tokio_postgres::Client, usize), RelayError> {
+    use crate::config::SessionTarget;
     let info = ConnectionInfo::parse(url).map_err(RelayError::misconfigured)?;
     let tls = crate::tls::client_config(&info.tls)
         .map_err(|e| RelayError::misconfigured(format!("TLS to PostgreSQL: {e}")))?;
-    let mut config: tokio_postgres::Config = info
+    let base: tokio_postgres::Config = info
         .sql_url
         .parse()
         .map_err(|e| RelayError::misconfigured(format!("PostgreSQL URL: {e}")))?;
-    let options = match config.get_options() {
+    let passes: &[bool] = if info.target == SessionTarget::PreferStandby {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    let mut failed: Option<RelayError> = None;
+    let mut refused: Vec<String> = Vec::new();
+    for &standby_pass in passes {
+        for (i, (host, port)) in info.hosts.iter().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
+            let config = single_host(&base, host, *port);
+            let client = match connect_config(config, tls.clone(), &info.display).await {
+                Ok(client) => client,
+                Err(e) => {
+                    refused.push(format!("{host}:{port}: {e}"));
+                    failed = Some(e);
+                    continue;
+                }
+            };
+            if !info.target.checks() {
+                return Ok((client, i));
+            }
+            match server_state(&client).await {
+                Ok((read_only, in_recovery)) => {
+                    if info.target.accepts(read_only, in_recovery, standby_pass) {
+                        return Ok((client, i));
+                    }
+                    refused.push(format!(
+                        "{host}:{port} is {}",
+                        if in_recovery {
+                            "a standby (in recovery)"
+                        } else if read_only {
+                            "read-only"
+                        } else {
+                            "a read-write primary"
+                        }
+                    ));
+                }
+                Err(e) => refused.push(format!("{host}:{port}: {e}")),
+            }
+        }
+    }
+    match failed {
+        // Every host failed the same way a single one would: its classification stands
+        // (a wrong password is not retried).
+        Some(e) if refused.len() == 1 || info.target == SessionTarget::Any => Err(e),
+        _ => Err(RelayError::ConnectionLost(anyhow::anyhow!(
+            "no server of {} is {} (target_session_attrs): {}",
+            info.display,
+            info.target.name(),
+            refused.join("; ")
+        ))),
+    }
+}
+
+/// `SHOW transaction_read_only` and `pg_is_in_recovery()` of the server `client` reached.
+pub async fn server_state(client: &tokio_postgres::Client) -> Result<(bool, bool), RelayError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('transaction_read_only') = 'on', pg_is_in_recovery()",
+            &[],
+        )
+        .await
+        .map_err(|e| {
+            RelayError::postgres("reading whether the server is a standby", e, String::new)
+        })?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// `base` (a parsed URL, maybe of several hosts) for `host` alone.
+fn single_host(base: &tokio_postgres::Config, host: &str, port: u16) -> tokio_postgres::Config {
+    let mut c = tokio_postgres::Config::new();
+    c.host(host).port(port);
+    if let Some(user) = base.get_user() {
+        c.user(user);
+    }
+    if let Some(password) = base.get_password() {
+        c.password(password);
+    }
+    if let Some(dbname) = base.get_dbname() {
+        c.dbname(dbname);
+    }
+    if let Some(name) = base.get_application_name() {
+        c.application_name(name);
+    }
+    if let Some(timeout) = base.get_connect_timeout() {
+        c.connect_timeout(*timeout);
+    }
+    if let Some(timeout) = base.get_tcp_user_timeout() {
+        c.tcp_user_timeout(*timeout);
+    }
+    c.ssl_mode(base.get_ssl_mode())
+        .ssl_negotiation(base.get_ssl_negotiation())
+        .channel_binding(base.get_channel_binding())
+        .keepalives(base.get_keepalives())
+        .keepalives_idle(base.get_keepalives_idle());
+    if let Some(interval) = base.get_keepalives_interval() {
+        c.keepalives_interval(interval);
+    }
+    if let Some(retries) = base.get_keepalives_retries() {
+        c.keepalives_retries(retries);
+    }
+    let options = match base.get_options() {
         Some(theirs) => format!("{theirs} {SESSION_OPTIONS}"),
         None => SESSION_OPTIONS.to_owned(),
     };
-    config.options(&options);
+    c.options(&options);
+    c
+}
+
+async fn connect_config(
+    config: tokio_postgres::Config,
+    tls: Option<rustls::ClientConfig>,
+    display: &str,
+) -> Result<tokio_postgres::Client, RelayError> {
+    let info_display = display;
     let client = match tls {
         None => {
             let (client, connection) = config
                 .connect(tokio_postgres::NoTls)
                 .await
-                .map_err(|e| connect_error(e, &info.display))?;
+                .map_err(|e| connect_error(e, info_display))?;
             tokio::spawn(drive(connection));
             client
         }
@@ -167,7 +297,7 @@ pub async fn connect(url: &str) -> Result<tokio_postgres::Client, RelayError> {
             let (client, connection) = config
                 .connect(connector)
                 .await
-                .map_err(|e| connect_error(e, &info.display))?;
+                .map_err(|e| connect_error(e, info_display))?;
             tokio::spawn(drive(connection));
             client
         }

@@ -40,11 +40,12 @@ impl Guard {
         slot: &str,
         system_id: &str,
         timeline: u32,
+        history: &[(u32, pgoutput::Lsn)],
         took_over: bool,
         kafka: &KafkaSettings,
     ) -> Self {
         Self::new(
-            Source::new(slot, system_id, timeline),
+            Source::new(slot, system_id, timeline).with_history(system_id, history),
             took_over.then(|| Fence::after(kafka.request_timeout())),
             Box::new(TailReader::new(kafka.client_config(ClientRole::Admin))),
         )

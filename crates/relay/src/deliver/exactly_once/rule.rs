@@ -109,7 +109,7 @@ pub struct Written {
 
 impl Written {
     pub fn encode(source: &Source, position: &EventPosition, partitions: i32) -> Bytes {
-        let Source { slot, server } = source;
+        let Source { slot, server, .. } = source;
         Bytes::from(match position {
             EventPosition::Stream { commit, index } => {
                 format!("slot={slot} server={server} commit={commit} index={index} partitions={partitions}")
@@ -181,6 +181,10 @@ pub fn partition_for(record: &OutboxRecord, partitions: i32) -> i32 {
 pub struct Source {
     pub slot: String,
     pub server: String,
+    /// The timelines this one descends from (a promoted standby's history): each as
+    /// `system/timeline` and the position where this history left it. Positions of an
+    /// ancestor before that point are this server's too.
+    pub ancestors: Vec<(String, Lsn)>,
 }
 
 impl Source {
@@ -188,7 +192,33 @@ impl Source {
         Self {
             slot: slot.to_owned(),
             server: format!("{system_id}/{timeline}"),
+            ancestors: Vec::new(),
         }
+    }
+
+    /// With the server's timeline history (`TIMELINE_HISTORY`: each parent timeline and the
+    /// position where the next one branched off).
+    pub fn with_history(mut self, system_id: &str, history: &[(u32, Lsn)]) -> Self {
+        self.ancestors = history
+            .iter()
+            .map(|(timeline, switched)| (format!("{system_id}/{timeline}"), *switched))
+            .collect();
+        self
+    }
+
+    /// Whether `position`, written from `server`, is a position of this server's history:
+    /// this server, or an ancestor timeline before it branched off (a failover to a standby
+    /// that had that WAL keeps those positions).
+    fn owns(&self, server: &str, position: &EventPosition) -> bool {
+        if server == self.server {
+            return true;
+        }
+        let EventPosition::Stream { commit, .. } = position else {
+            return false;
+        };
+        self.ancestors
+            .iter()
+            .any(|(ancestor, switched)| ancestor == server && commit < switched)
     }
 }
 
@@ -293,13 +323,18 @@ impl Tails {
             TailRead::Record { offset, position } => {
                 let written = position.as_deref().and_then(Written::parse);
                 match written {
-                    Some(w) if w.slot == self.source.slot && w.server != self.source.server => (
-                        TailState::Passed,
-                        Some(Distrust::OtherServer {
-                            offset,
-                            then: w.server,
-                        }),
-                    ),
+                    Some(w)
+                        if w.slot == self.source.slot
+                            && !self.source.owns(&w.server, &w.position) =>
+                    {
+                        (
+                            TailState::Passed,
+                            Some(Distrust::OtherServer {
+                                offset,
+                                then: w.server,
+                            }),
+                        )
+                    }
                     Some(w) if w.slot == self.source.slot && w.partitions == partitions => (
                         TailState::Pending {
                             tail: w.position,
@@ -533,6 +568,51 @@ mod tests {
             tails.decide(&topic, 0, &stream(100, 0)).0,
             Decision::Produce
         );
+    }
+
+    /// A promoted standby (timeline 2, branched off timeline 1 at 0/1000): a tail written
+    /// from timeline 1 before that point is a position of its history too, and replayed
+    /// events at or before it are skipped; a tail past the branch point (WAL the standby
+    /// never had) proves nothing.
+    #[test]
+    fn a_tail_from_the_timeline_a_promoted_standby_branched_off_still_counts() {
+        let topic: Arc<str> = "t".into();
+        let system = "7301234567890123456";
+        let promoted = || {
+            Tails::new(
+                Source::new("s", system, 2).with_history(system, &[(1, Lsn::from_u64(0x1000))]),
+            )
+        };
+        let before = Written::encode(&Source::new("s", system, 1), &stream(0x900, 0), 3);
+        let mut tails = promoted();
+        let read = TailRead::Record {
+            offset: 5,
+            position: Some(before),
+        };
+        assert_eq!(tails.learned(&topic, 0, 3, read), None);
+        assert_eq!(tails.decide(&topic, 0, &stream(0x800, 0)).0, Decision::Skip);
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(0x1100, 0)).0,
+            Decision::Produce
+        );
+        let past = Written::encode(&Source::new("s", system, 1), &stream(0x1000, 0), 3);
+        let mut tails = promoted();
+        let read = TailRead::Record {
+            offset: 6,
+            position: Some(past),
+        };
+        assert!(matches!(
+            tails.learned(&topic, 0, 3, read),
+            Some(Distrust::OtherServer { .. })
+        ));
+        // Another system's timeline 1 is not an ancestor.
+        let other = Written::encode(&Source::new("s", "1", 1), &stream(0x900, 0), 3);
+        let mut tails = promoted();
+        let read = TailRead::Record {
+            offset: 7,
+            position: Some(other),
+        };
+        assert!(tails.learned(&topic, 0, 3, read).is_some());
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct Replication<'a> {
     settings: &'a Settings,
     cdc: &'a CdcSettings,
     conn: ConnectionInfo,
+    /// Which of the URL's hosts this session's SQL connection reached: its replication
+    /// connection goes to the same one.
+    host: usize,
     metrics: Arc<Metrics>,
     written: Arc<crate::deliver::WrittenTopics>,
     confirmations: Confirmations,
@@ -86,6 +89,7 @@ impl<'a> Replication<'a> {
             settings,
             cdc,
             conn,
+            host: 0,
             confirmations: Confirmations::new(metrics.clone()),
             metrics,
             written,
@@ -100,16 +104,22 @@ impl<'a> Replication<'a> {
     }
 
     fn replication_config(&self, start: Lsn) -> ReplicationConfig {
+        let (host, port) = self.conn.hosts[self.host].clone();
+        let mut tls = self.conn.tls.clone();
+        if tls.sni_hostname.is_some() {
+            // verify-full checks the name of the host it reached.
+            tls.sni_hostname = Some(host.clone());
+        }
         ReplicationConfig::new(
-            self.conn.host.clone(),
+            host,
             self.conn.user.clone(),
             self.conn.password.clone(),
             self.conn.database.clone(),
             self.cdc.slot.clone(),
             self.cdc.publication.as_str(),
         )
-        .with_port(self.conn.port)
-        .with_tls(self.conn.tls.clone())
+        .with_port(port)
+        .with_tls(tls)
         .with_start_lsn(PgLsn::from_u64(start.as_u64()))
         .with_status_interval(self.cdc.status_interval)
         .with_application_name("outbox-relay")
@@ -119,15 +129,64 @@ impl<'a> Replication<'a> {
     /// A replication session that has not started streaming, and the server it reached.
     async fn connect_gated(&self, start: Lsn) -> Result<(ReplicationClient, Identity), RelayError> {
         let error = |e| RelayError::replication(e, &self.conn.display, &self.cdc.slot);
-        let mut client = ReplicationClient::connect_gated(self.replication_config(start))
-            .await
-            .map_err(error)?;
+        // connect_timeout applies as to the SQL connection (libpq: per host).
+        let within = self.conn.connect_timeout.unwrap_or(Duration::from_secs(30));
+        let (host, port) = &self.conn.hosts[self.host];
+        let mut client = tokio::time::timeout(
+            within,
+            ReplicationClient::connect_gated(self.replication_config(start)),
+        )
+        .await
+        .map_err(|_| {
+            RelayError::ConnectionLost(anyhow::anyhow!(
+                "the replication connection to {host}:{port} did not answer within {within:?} (connect_timeout)"
+            ))
+        })?
+        .map_err(error)?;
+        if self.conn.target.checks() {
+            // The server the SQL connection was chosen for may have changed role since (a
+            // failover): the replication connection is held to the same rule.
+            let rows = client
+                .simple_query(
+                    "SELECT current_setting('transaction_read_only') = 'on', pg_is_in_recovery()",
+                )
+                .await
+                .map_err(error)?;
+            let flag = |i: usize| {
+                rows.first()
+                    .and_then(|r| r.get(i).cloned().flatten())
+                    .is_some_and(|v| v.as_ref() == b"t")
+            };
+            if !self.conn.target.accepts(flag(0), flag(1), false)
+                && self.conn.target != crate::config::SessionTarget::PreferStandby
+            {
+                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                    "the replication connection reached {host}:{port}, which is no longer {} (target_session_attrs)",
+                    self.conn.target.name()
+                )));
+            }
+        }
         let system = client.identify_system().await.map_err(error)?;
+        // A promoted standby's positions before it branched off are its predecessor's too
+        // (`--exactly-once` trusts the tails written there).
+        let history = if system.timeline > 1 {
+            client
+                .simple_query(&format!("TIMELINE_HISTORY {}", system.timeline))
+                .await
+                .map_err(error)?
+                .first()
+                .and_then(|row| row.get(1).cloned().flatten())
+                .map(|content| parse_timeline_history(&content))
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         Ok((
             client,
             Identity {
                 system_id: system.system_id,
                 timeline: system.timeline,
+                history,
             },
         ))
     }
@@ -157,9 +216,14 @@ impl<'a> Replication<'a> {
     /// replication connection (not streaming yet) at the position to resume from.
     async fn set_up(&mut self) -> Result<SetUp, RelayError> {
         let cdc = self.cdc;
-        let sql = crate::source::postgres::Database::of(self.settings)
-            .connect()
+        let (sql, host) = crate::source::postgres::Database::of(self.settings)
+            .connect_host()
             .await?;
+        if host != self.host || self.conn.hosts.len() > 1 {
+            let (name, port) = &self.conn.hosts[host];
+            tracing::info!(host = %name, port, target_session_attrs = self.conn.target.name(), "PostgreSQL server chosen among the URL's hosts");
+        }
+        self.host = host;
         // Before anything is read for the slot (the initial snapshot above all): one
         // instance per slot (see claim.rs).
         self.claim_slot(&sql).await?;
@@ -230,6 +294,26 @@ impl<'a> Replication<'a> {
             || (slot_exists && state.as_ref().and_then(|s| s.failover) == Some(true));
         self.metrics.slot_failover.set(i64::from(failover));
         let system_id = identity.system_id.clone();
+        let history = identity.history.clone();
+        // The two connections of a session reach the same server (a multi-host URL: each
+        // picks its host; a failover in between could split them). The catalog's system
+        // identifier needs pg_control_system(), which a DBA may have revoked: then the
+        // host each was sent to is the check.
+        if let Ok(row) = sql
+            .query_one(
+                "SELECT system_identifier::text FROM pg_control_system()",
+                &[],
+            )
+            .await
+        {
+            let sql_system: String = row.get(0);
+            if sql_system != system_id {
+                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                    "the SQL connection reached PostgreSQL system {sql_system} and the replication connection system \
+                     {system_id}: two different servers (a failover in between?); connecting again"
+                )));
+            }
+        }
         let timeline = identity.timeline;
         self.identity = Some(identity);
         // Before CREATE_REPLICATION_SLOT: the snapshot it exports lives only until the
@@ -276,6 +360,7 @@ impl<'a> Replication<'a> {
             walsender,
             system_id,
             timeline,
+            history,
             recorder,
             plan: Plan {
                 tables,
@@ -330,6 +415,7 @@ impl<'a> Replication<'a> {
             walsender,
             system_id,
             timeline,
+            history,
             recorder,
             plan,
         } = set_up;
@@ -361,6 +447,7 @@ impl<'a> Replication<'a> {
                 &cdc.slot,
                 &system_id,
                 timeline,
+                &history,
                 self.stood_by,
                 &settings.kafka,
             ));
@@ -400,6 +487,8 @@ struct SetUp {
     walsender: Option<Walsender>,
     system_id: String,
     timeline: u32,
+    /// The timelines the server's branched off (see [`Identity`]).
+    history: Vec<(u32, Lsn)>,
     /// `--cleanup`: what the stream writes the ledger with.
     recorder: Option<crate::source::cleanup::Recorder>,
     plan: Plan,
@@ -621,6 +710,22 @@ async fn walsender(client: &mut ReplicationClient) -> Option<Walsender> {
 struct Identity {
     system_id: String,
     timeline: u32,
+    /// The timelines this one branched off, each with the position where it did
+    /// (`TIMELINE_HISTORY`; empty on timeline 1).
+    history: Vec<(u32, Lsn)>,
+}
+
+/// A timeline history file: `parent<TAB>switchpoint<TAB>reason` lines.
+fn parse_timeline_history(content: &[u8]) -> Vec<(u32, Lsn)> {
+    String::from_utf8_lossy(content)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let timeline = fields.next()?.parse().ok()?;
+            let switched = fields.next()?.parse().ok()?;
+            Some((timeline, switched))
+        })
+        .collect()
 }
 
 /// `CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')` on a gated session: returns the

@@ -508,3 +508,14 @@ async fn a_full_in_flight_window_sends_what_is_held_at_once() {
     assert_eq!(sent[1].1, start);
     assert_eq!(final_lsn, lsn(1000));
 }
+
+/// The history file a promoted standby serves (`TIMELINE_HISTORY 3`): each parent timeline
+/// and where the next one branched off.
+#[test]
+fn a_timeline_history_lists_each_parent_and_its_switch_point() {
+    let file = b"1\t0/3098938\tno recovery target specified\n\n2\t0/4000A0\tbefore 2026-11-26\n";
+    assert_eq!(
+        super::parse_timeline_history(file),
+        [(1, Lsn::from_u64(0x3098938)), (2, Lsn::from_u64(0x4000A0))]
+    );
+}

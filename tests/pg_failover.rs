@@ -1,0 +1,301 @@
+//! A real PostgreSQL failover (issue 36): a primary and a physical standby with failover
+//! slots synchronized (`sync_replication_slots`, `synchronized_standby_slots`) and
+//! synchronous commit, the relay on a multi-host URL (`target_session_attrs=read-write`)
+//! with `--slot-failover`, a writer inserting all along. The primary is stopped at once
+//! (a crash) and the standby promoted; the writer goes on against the new primary. Every row
+//! on the new primary reaches Kafka, in order per aggregate; with `--exactly-once`, once.
+//! Also a multi-host URL whose first host is dead, and one whose first host is a standby.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::{Broker, PgCluster, RelayProcess, Storage};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SLOT: &str = "outbox_relay";
+
+fn multi_host_url(ports: &[u16], extra: &str) -> String {
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    format!(
+        "postgres://postgres@{}/postgres?target_session_attrs=read-write&connect_timeout=2{extra}",
+        hosts.join(",")
+    )
+}
+
+/// Inserts events one per transaction, n = 0, 1, …, against whichever server takes writes;
+/// an insert whose commit was not confirmed is tried again (same id: at most once).
+/// Returns the events whose commit was acknowledged.
+fn spawn_writer(
+    url: String,
+    stop: Arc<AtomicBool>,
+    next: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<Vec<u64>> {
+    tokio::spawn(async move {
+        let mut acknowledged = Vec::new();
+        let mut client: Option<tokio_postgres::Client> = None;
+        while !stop.load(Ordering::Relaxed) {
+            if client.as_ref().is_none_or(|c| c.is_closed()) {
+                client = outbox_relay_testkit::postgres::connect(&url).await.ok();
+                if client.is_none() {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+            let n = next.load(Ordering::Relaxed);
+            let inserted = client
+                .as_ref()
+                .unwrap()
+                .execute(
+                    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) \
+                     VALUES ($1::text::uuid, $2, $3, 'Event', jsonb_build_object('n', $4::int8)) \
+                     ON CONFLICT (id) DO NOTHING",
+                    &[
+                        &event_uuid(n),
+                        &TYPES[(n % 4) as usize],
+                        &format!("agg-{}", n % 10),
+                        &(n as i64),
+                    ],
+                )
+                .await;
+            match inserted {
+                Ok(_) => {
+                    acknowledged.push(n);
+                    next.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(_) => {
+                    client = None;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        acknowledged
+    })
+}
+
+async fn wait_for(
+    what: &str,
+    timeout: Duration,
+    report: impl Fn() -> String,
+    mut check: impl AsyncFnMut() -> bool,
+) {
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}:\n{}", report());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn failover(major: u32, exactly_once: bool) {
+    let primary =
+        PgCluster::start_version(major, "").unwrap_or_else(|e| panic!("PostgreSQL {major}: {e:#}"));
+    let standby = primary
+        .start_standby("standby1", "")
+        .unwrap_or_else(|e| panic!("a standby of PostgreSQL {major}: {e:#}\n{}", primary.log()));
+    let (primary_port, standby_port) = (primary.port(), standby.port());
+    let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
+    let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    // On the primary only (the standby's copy of the configuration would make its own
+    // walsenders wait for a slot it does not have once promoted): synchronous commit, so
+    // every acknowledged commit exists on the standby too, and logical decoding held back
+    // until the standby has the WAL, so its copy of the slot is never ahead of it.
+    for setting in [
+        "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
+        "SELECT pg_reload_conf()",
+    ] {
+        stack.db.batch_execute(setting).await.unwrap();
+    }
+    let url = multi_host_url(&[primary_port, standby_port], "");
+    let mut args = vec!["--slot-failover"];
+    if exactly_once {
+        args.push("--exactly-once");
+    }
+    let relay =
+        RelayProcess::spawn(Path::new(RELAY), &stack.relay_args_as(&url, &args), &[]).unwrap();
+    stack.wait_for_slot(SLOT, &relay).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let next = Arc::new(AtomicU64::new(0));
+    let writer = spawn_writer(url.clone(), stop.clone(), next.clone());
+    // The standby holds a synchronized copy of the slot.
+    let standby_db = standby.connect().await.unwrap();
+    let report = || format!("relay:\n{}\nstandby:\n{}", relay.log(), standby.log());
+    wait_for("no synchronized slot on the standby", Duration::from_secs(90), &report, async || {
+        standby_db
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary",
+                &[&SLOT],
+            )
+            .await
+            .map(|r| r.get::<_, i64>(0) == 1)
+            .unwrap_or(false)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The primary crashes; the standby is promoted; the writer goes on against it.
+    stack.pg.stop_immediate().unwrap();
+    let written_before = next.load(Ordering::Relaxed);
+    standby.promote().unwrap();
+    let promoted_at = Instant::now();
+    let first_after = Arc::new(Mutex::new(None::<u64>));
+    let new_db = standby.connect().await.unwrap();
+    wait_for(
+        "the writer never wrote to the new primary",
+        Duration::from_secs(60),
+        &report,
+        async || {
+            let n = next.load(Ordering::Relaxed);
+            if n > written_before {
+                *first_after.lock().unwrap() = Some(n - 1);
+                true
+            } else {
+                false
+            }
+        },
+    )
+    .await;
+    let first_after = first_after.lock().unwrap().unwrap();
+    // The time from promotion to the first event written after it relayed.
+    let mut relayed_after = None;
+    wait_for(
+        "no event written after the promotion reached Kafka",
+        Duration::from_secs(120),
+        &report,
+        async || {
+            let found = read_all_events(&stack)
+                .await
+                .map(|events| events.iter().any(|(_, n)| *n >= first_after))
+                .unwrap_or(false);
+            if found && relayed_after.is_none() {
+                relayed_after = Some(promoted_at.elapsed());
+            }
+            found
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writer.await.unwrap();
+    outbox_relay_testkit::wait_delivered(&new_db, SLOT, Duration::from_secs(120), report).await;
+
+    // Every row of the new primary is in Kafka, in order per aggregate.
+    let rows: HashSet<u64> = new_db
+        .query("SELECT (payload->>'n')::int8 FROM outbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, i64>(0) as u64)
+        .collect();
+    let missing_commits: Vec<&u64> = acknowledged.iter().filter(|n| !rows.contains(n)).collect();
+    assert!(
+        missing_commits.is_empty(),
+        "acknowledged commits missing on the promoted standby (synchronous commit): {missing_commits:?}"
+    );
+    let events = read_all_events(&stack).await.unwrap();
+    let in_kafka: HashSet<u64> = events.iter().map(|(_, n)| *n).collect();
+    let lost: Vec<&u64> = rows.iter().filter(|n| !in_kafka.contains(n)).collect();
+    assert!(
+        lost.is_empty(),
+        "rows of the new primary not in Kafka: {lost:?}\n{}",
+        relay.log()
+    );
+    // Order is kept per key within a topic (the topic comes from the aggregate type).
+    let mut per_key: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for (record, n) in &events {
+        per_key
+            .entry((
+                TYPES[(n % 4) as usize].to_owned(),
+                record.key_str().unwrap().to_owned(),
+            ))
+            .or_default()
+            .push(*n);
+    }
+    for (key, ns) in &per_key {
+        let mut seen = HashSet::new();
+        let firsts: Vec<u64> = ns.iter().copied().filter(|n| seen.insert(*n)).collect();
+        assert!(
+            firsts.windows(2).all(|w| w[0] < w[1]),
+            "{key:?}: out of order {firsts:?}"
+        );
+    }
+    let duplicated = events.len() - in_kafka.len();
+    if exactly_once {
+        assert_eq!(
+            duplicated, 0,
+            "--exactly-once: duplicates after the failover"
+        );
+    }
+    eprintln!(
+        "PostgreSQL {major}{}: {} rows, {} events ({duplicated} duplicated); the first event written after the promotion \
+         reached Kafka {:.1} s after it",
+        if exactly_once { " --exactly-once" } else { "" },
+        rows.len(),
+        events.len(),
+        relayed_after.unwrap().as_secs_f64()
+    );
+    assert!(relay.log().contains("a failover"), "{}", relay.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_on_postgresql_17_loses_nothing() {
+    failover(17, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_on_postgresql_18_with_exactly_once_loses_and_duplicates_nothing() {
+    failover(18, true).await;
+}
+
+/// A multi-host URL: a dead first host is passed over (within connect_timeout), and so is
+/// a standby when the session needs read-write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_host_url_passes_over_a_dead_host_and_a_standby() {
+    let stack = Stack::start().await;
+    let standby = stack
+        .pg
+        .start_standby("standby1", "")
+        .unwrap_or_else(|e| panic!("a standby: {e:#}\n{}", stack.pg.log()));
+    let dead = outbox_relay_testkit::net::free_port();
+    let url = multi_host_url(&[dead, standby.port(), stack.pg.port()], "");
+    let relay =
+        RelayProcess::spawn(Path::new(RELAY), &stack.relay_args_as(&url, &[]), &[]).unwrap();
+    stack.wait_for_slot(SLOT, &relay).await;
+    insert_events(&stack.db, 0, 50, 10, 5).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    assert_eq!(lost_and_duplicated(&stack, 50).await, (0, 0));
+    let log = relay.log();
+    assert!(
+        log.contains(&format!("port={}", stack.pg.port())) && log.contains("read-write"),
+        "the chosen server is logged:\n{log}"
+    );
+    // A URL none of whose servers takes writes: the reason names each one.
+    let only_standby = multi_host_url(&[dead, standby.port()], "");
+    let out = std::process::Command::new(RELAY)
+        .args([
+            "check",
+            "--postgres-url",
+            &only_standby,
+            "--bootstrap-servers",
+        ])
+        .arg(stack.broker.bootstrap_servers())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("a standby (in recovery)") && said.contains("read-write"),
+        "{said}"
+    );
+}
