@@ -99,6 +99,15 @@ async fn failover(major: u32, exactly_once: bool) {
     let (primary_port, standby_port) = (primary.port(), standby.port());
     let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
     let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    let url = multi_host_url(&[primary_port, standby_port], "");
+    // `check --slot-failover` names what the slot lacks to survive a failover, with the fix.
+    let (code, said) = stack.check_as(&url, &["--slot-failover"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("synchronized_standby_slots is empty")
+            && said.contains("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"),
+        "{said}"
+    );
     // On the primary only (the standby's copy of the configuration would make its own
     // walsenders wait for a slot it does not have once promoted): synchronous commit, so
     // every acknowledged commit exists on the standby too, and logical decoding held back
@@ -110,7 +119,6 @@ async fn failover(major: u32, exactly_once: bool) {
     ] {
         stack.db.batch_execute(setting).await.unwrap();
     }
-    let url = multi_host_url(&[primary_port, standby_port], "");
     let mut args = vec!["--slot-failover"];
     if exactly_once {
         args.push("--exactly-once");
@@ -135,6 +143,24 @@ async fn failover(major: u32, exactly_once: bool) {
             .map(|r| r.get::<_, i64>(0) == 1)
             .unwrap_or(false)
     })
+    .await;
+    // status and the metric say the slot survives a failover.
+    let out = std::process::Command::new(RELAY)
+        .args(["status", "--postgres-url", &url, "--output", "json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["failover_ready"], true, "{status}");
+    let address = outbox_relay_testkit::http::metrics_address(&relay);
+    wait_for(
+        "outbox_relay_slot_failover_ready stays 0",
+        Duration::from_secs(30),
+        &report,
+        async || {
+            let body = outbox_relay_testkit::http::get(&address, "/metrics").1;
+            outbox_relay_testkit::http::metric(&body, "outbox_relay_slot_failover_ready") == 1.0
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 

@@ -117,7 +117,12 @@ impl Stack {
 
     /// `outbox-relay check` with the settings `run` gets: (exit code, stdout).
     pub fn check(&self, extra: &[&str]) -> (Option<i32>, String) {
-        let mut args = self.relay_args(extra);
+        self.check_as(&self.pg.url(), extra)
+    }
+
+    /// `check` connecting with `postgres_url`: its exit code and stdout.
+    pub fn check_as(&self, postgres_url: &str, extra: &[&str]) -> (Option<i32>, String) {
+        let mut args = self.relay_args_as(postgres_url, extra);
         args[0] = "check".into();
         let out = std::process::Command::new(RELAY)
             .args(&args)

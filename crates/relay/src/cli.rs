@@ -130,7 +130,7 @@ pub struct StatusArgs {
     )]
     pub slot: String,
     /// `json`: one JSON object (slot, exists, plugin, database, active, active_pid,
-    /// confirmed_lsn, server_wal_lsn, lag_bytes, wal_status).
+    /// confirmed_lsn, server_wal_lsn, lag_bytes, wal_status, failover_ready, failover_missing).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }

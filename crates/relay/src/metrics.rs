@@ -120,6 +120,8 @@ pub struct Metrics {
     canary_read_age_seconds: Gauge<f64, AtomicU64>,
     /// 1 when the slot is a failover slot (`--slot-failover`, PostgreSQL 17+).
     pub slot_failover: Gauge,
+    /// 1 when the slot survives a failover (see `source/survival.rs`).
+    pub slot_failover_ready: Gauge,
     canary: std::sync::Mutex<CanaryState>,
     /// `--exactly-once`: partition tails written by another producer (they prove nothing).
     pub exactly_once_foreign_tails: Counter,
@@ -187,6 +189,7 @@ impl Metrics {
             outbox_oldest_row_age_seconds: Gauge::default(),
             canaries: Counter::default(),
             slot_failover: Gauge::default(),
+            slot_failover_ready: Gauge::default(),
             canary: std::sync::Mutex::new(CanaryState::default()),
             exactly_once_foreign_tails: Counter::default(),
             registry: Registry::default(),
@@ -334,6 +337,11 @@ impl Metrics {
             "outbox_oldest_row_age_seconds",
             "--cleanup: age of the oldest relayed row not deleted yet (since its commit; polling: since it was marked processed); 0 when none",
             m.outbox_oldest_row_age_seconds.clone(),
+        );
+        registry.register(
+            "slot_failover_ready",
+            "1 when the slot survives a failover: a failover slot, synchronized_standby_slots naming the standby's physical slot, and a synchronized copy on a standby of the URL (PostgreSQL 17+)",
+            m.slot_failover_ready.clone(),
         );
         registry.register(
             "exactly_once_foreign_tails",

@@ -47,6 +47,15 @@ pub async fn status(url: &str, slot: &str, json: bool) -> Result<bool, RelayErro
                 o["lag_bytes"].as_i64().unwrap_or(0)
             );
             println!("WAL status      {}", text("wal_status"));
+            match o["failover_ready"].as_bool() {
+                Some(true) => println!("failover        the slot survives a failover"),
+                _ => {
+                    println!("failover        the slot would not survive a failover:");
+                    for missing in o["failover_missing"].as_array().into_iter().flatten() {
+                        println!("                - {}", missing.as_str().unwrap_or_default());
+                    }
+                }
+            }
             Ok(true)
         }
     }
@@ -68,6 +77,12 @@ pub async fn read(url: &str, slot: &str) -> Result<SlotStatus, RelayError> {
     let Some(r) = row else {
         return Ok(SlotStatus::Missing);
     };
+    // Whether it survives a failover (PostgreSQL 17+; what is missing otherwise).
+    let (failover_ready, failover_missing) = match crate::source::survival::assess(url, slot).await
+    {
+        Ok(s) => (s.survives(), s.missing()),
+        Err(e) => (false, vec![format!("cannot tell: {e}")]),
+    };
     Ok(SlotStatus::Found(serde_json::json!({
         "slot": slot,
         "exists": true,
@@ -79,5 +94,7 @@ pub async fn read(url: &str, slot: &str) -> Result<SlotStatus, RelayError> {
         "server_wal_lsn": r.get::<_, String>(4),
         "lag_bytes": r.get::<_, Option<i64>>(5),
         "wal_status": r.get::<_, Option<String>>(6),
+        "failover_ready": failover_ready,
+        "failover_missing": failover_missing,
     })))
 }

@@ -10,6 +10,7 @@
 //!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
 //! - `canary.rs`: the end-to-end canary the active instance writes into its own stream.
 //! - `cleanup.rs`: `--cleanup`, relayed rows deleted once their position is confirmed.
+//! - `survival.rs`: whether the slot survives a failover (PostgreSQL 17+).
 //! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
 //!   pgoutput messages.
@@ -25,3 +26,4 @@ pub mod session;
 pub mod slot_history;
 pub mod snapshot;
 pub mod sql_rows;
+pub mod survival;

@@ -157,8 +157,22 @@ pub async fn connect_to(
     url: &str,
     only: Option<usize>,
 ) -> Result<(tokio_postgres::Client, usize), RelayError> {
+    let target = ConnectionInfo::parse(url)
+        .map_err(RelayError::misconfigured)?
+        .target;
+    connect_to_target(url, only, target).await
+}
+
+/// [`connect_to`] with `target` instead of the URL's `target_session_attrs` (to reach the
+/// primary, or a standby, of a multi-host URL).
+pub async fn connect_to_target(
+    url: &str,
+    only: Option<usize>,
+    target: crate::config::SessionTarget,
+) -> Result<(tokio_postgres::Client, usize), RelayError> {
     use crate::config::SessionTarget;
-    let info = ConnectionInfo::parse(url).map_err(RelayError::misconfigured)?;
+    let mut info = ConnectionInfo::parse(url).map_err(RelayError::misconfigured)?;
+    info.target = target;
     let tls = crate::tls::client_config(&info.tls)
         .map_err(|e| RelayError::misconfigured(format!("TLS to PostgreSQL: {e}")))?;
     let base: tokio_postgres::Config = info

@@ -183,7 +183,32 @@ pub async fn postgres(s: &Settings) -> Vec<Finding> {
         )
         .await,
     );
+    if cdc.slot_failover {
+        out.extend(survival(s.postgres_url.expose(), &cdc.slot).await);
+    }
     out
+}
+
+/// `--slot-failover`: what the slot needs to survive a failover, with the fixes (a slot
+/// that does not exist yet is made a failover slot by `run`).
+async fn survival(url: &str, slot: &str) -> Vec<Finding> {
+    match super::survival::assess(url, slot).await {
+        Ok(survival) => survival
+            .conditions
+            .into_iter()
+            .filter(|c| !c.what.ends_with("does not exist yet"))
+            .map(|c| match c.holds {
+                true => Finding::holds(c.what),
+                false => Finding::fails(Concern::Slot, c.what, c.fix),
+            })
+            .collect(),
+        Err(e) => vec![Finding::error(
+            Concern::Slot,
+            "cannot tell whether the slot survives a failover",
+            &e,
+            PRIVILEGES,
+        )],
+    }
 }
 
 async fn wal_level(client: &tokio_postgres::Client) -> Finding {

@@ -572,6 +572,14 @@ async fn stream_until_shutdown(
                     metrics.clone(),
                 )))
             });
+        // Whether the slot survives a failover, every 10 s.
+        let _survival = AbortOnDrop(tokio::spawn(crate::source::survival::watch(
+            settings.postgres_url.clone(),
+            cdc.slot.clone(),
+            metrics.clone(),
+            Duration::from_secs(10),
+            cdc.slot_failover,
+        )));
         // The cleaner, run while this session holds the slot (one instance cleans).
         let _cleaner = settings
             .cleanup
