@@ -94,6 +94,8 @@ pub struct Preset {
     pub slot_failover: bool,
     /// `outbox.relay.cleanup*` (the relay's own options).
     pub cleanup: CleanupOptions,
+    /// `snapshot.mode=when_needed`: a lost position is reread.
+    pub on_missing_slot: Option<OnMissingSlot>,
     pub topic_partitions: Option<i32>,
     pub topic_replication_factor: Option<i32>,
     /// `topic.creation.*` topic configs and groups.
@@ -307,6 +309,7 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
     o.publication = o.publication.take().or(Some(p.publication.clone()));
     o.exactly_once = o.exactly_once.or(p.exactly_once.then_some(true));
     o.slot_failover = o.slot_failover.or(p.slot_failover.then_some(true));
+    o.on_missing_slot = o.on_missing_slot.or(p.on_missing_slot);
     o.cleanup = o.cleanup.or(p.cleanup.cleanup);
     o.cleanup_batch = o.cleanup_batch.or(p.cleanup.cleanup_batch);
     o.cleanup_interval = o.cleanup_interval.or(p.cleanup.cleanup_interval);

@@ -185,12 +185,15 @@ pub fn translate(
             ))
         }
     };
-    let snapshot = match o
+    let snapshot_mode = o
         .get("snapshot.mode")
         .map(str::to_ascii_lowercase)
-        .as_deref()
-        .unwrap_or("initial")
-    {
+        .unwrap_or_else(|| "initial".into());
+    // when_needed: a snapshot when there is no position (a new slot), and again when the
+    // position is lost (the slot dropped or invalidated): --on-missing-slot reread.
+    let on_missing_slot =
+        (snapshot_mode == "when_needed").then_some(crate::config::OnMissingSlot::Reread);
+    let snapshot = match snapshot_mode.as_str() {
         "initial" | "when_needed" => SnapshotMode::Initial,
         "no_data" | "never" => SnapshotMode::NoData,
         other => {
@@ -480,6 +483,7 @@ pub fn translate(
         exactly_once,
         slot_failover,
         cleanup,
+        on_missing_slot,
         topic_partitions,
         topic_replication_factor,
         topic_creation,

@@ -623,3 +623,38 @@ fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
         s.producer_properties
     );
 }
+
+/// `snapshot.mode=when_needed`, as Debezium documents it: a snapshot when there is no
+/// position (a new slot) and again when the position is lost (`--on-missing-slot reread`);
+/// `initial` snapshots once and stops on a lost position. The relay's own outbox.relay.*
+/// cleanup options come through too.
+#[test]
+fn when_needed_rereads_a_lost_position_and_relay_options_come_through() {
+    use crate::config::{OnMissingSlot, SnapshotMode};
+    let on = |connector: &[(&str, &str)]| {
+        translate(&config(connector), None).map(|s| (s.snapshot, s.on_missing_slot))
+    };
+    assert_eq!(
+        on(&[("snapshot.mode", "when_needed")]),
+        Ok((SnapshotMode::Initial, Some(OnMissingSlot::Reread)))
+    );
+    assert_eq!(
+        on(&[("snapshot.mode", "initial")]),
+        Ok((SnapshotMode::Initial, None))
+    );
+    let s = translate(
+        &config(&[
+            ("outbox.relay.cleanup", "true"),
+            ("outbox.relay.cleanup.batch", "100"),
+            ("outbox.relay.cleanup.grace.minutes", "30"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(s.cleanup.cleanup, Some(true));
+    assert_eq!(s.cleanup.cleanup_batch, Some(100));
+    assert_eq!(s.cleanup.cleanup_grace, Some(30));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let err = translate(&config(&[("outbox.relay.cleanup.batch", "many")]), None).unwrap_err();
+    assert!(err.starts_with("outbox.relay.cleanup.batch:"), "{err}");
+}
