@@ -325,3 +325,160 @@ async fn a_multi_host_url_passes_over_a_dead_host_and_a_standby() {
         "{said}"
     );
 }
+
+/// Capture from a hot standby (PostgreSQL 16+): the slot lives on the standby, the
+/// publication and the relay's bookkeeping are written on the primary (--primary-url), and
+/// events committed on the primary reach Kafka through the standby. Without --primary-url,
+/// what needs writes is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_from_a_standby_with_writes_on_the_primary() {
+    let primary =
+        PgCluster::start_version(16, "").unwrap_or_else(|e| panic!("PostgreSQL 16: {e:#}"));
+    let standby = primary
+        .start_standby("standby1", "")
+        .unwrap_or_else(|e| panic!("a standby of PostgreSQL 16: {e:#}\n{}", primary.log()));
+    let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
+    let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    let relay = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(&standby.url(), &["--primary-url", &stack.pg.url()]),
+        &[],
+    )
+    .unwrap();
+    let standby_db = standby.connect().await.unwrap();
+    let report = || format!("relay:\n{}\nstandby:\n{}", relay.log(), standby.log());
+    wait_for(
+        "no slot streamed from on the standby",
+        Duration::from_secs(90),
+        &report,
+        async || {
+            standby_db
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                    &[&SLOT],
+                )
+                .await
+                .map(|r| r.get::<_, i64>(0) == 1)
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    insert_events(&stack.db, 0, 100, 10, 10).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (lost, _) = lost_and_duplicated(&stack, 100).await;
+        if lost == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{lost} events of the primary not relayed through the standby:\n{}",
+            report()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(lost_and_duplicated(&stack, 100).await, (0, 0));
+    let on_primary: i64 = stack
+        .db
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&SLOT],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(on_primary, 0, "the slot lives on the standby");
+    let log = relay.log();
+    assert!(log.contains("capturing from a standby"), "{log}");
+
+    // snapshot.mode=initial on the standby: the rows already in the outbox, read in the
+    // snapshot the standby's new slot exported; its progress kept on the primary.
+    let dir = tempfile::tempdir().unwrap();
+    let connector = dir.path().join("connector.json");
+    std::fs::write(
+        &connector,
+        serde_json::to_vec(&serde_json::json!({"name": "snap", "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "plugin.name": "pgoutput",
+            "database.hostname": "ignored",
+            "database.user": "ignored",
+            "database.dbname": "ignored",
+            "topic.prefix": "app",
+            "slot.name": "snap",
+            "publication.name": "outbox_relay",
+            "snapshot.mode": "initial",
+            "table.include.list": "public.outbox",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.route.topic.replacement": "snap.${routedByValue}"
+        }}))
+        .unwrap(),
+    )
+    .unwrap();
+    let snap = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(
+            &standby.url(),
+            &[
+                "--debezium-config",
+                connector.to_str().unwrap(),
+                "--primary-url",
+                &stack.pg.url(),
+            ],
+        ),
+        &[],
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut n = 0;
+        let topics = stack.topics().await;
+        for t in TYPES {
+            if topics.contains(&format!("snap.{t}")) {
+                n += stack.read_topic(&format!("snap.{t}")).await.len();
+            }
+        }
+        if n >= 100 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} of 100 rows snapshotted from the standby:\n{}\n{}",
+            snap.log(),
+            standby.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let completed: bool = stack
+        .db
+        .query_one(
+            "SELECT completed FROM outbox_relay_snapshots WHERE slot_name = 'snap'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(completed, "the snapshot's progress is kept on the primary");
+    drop(snap);
+
+    // Without --primary-url: a publication that does not exist cannot be made there.
+    let mut refused = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(
+            &standby.url(),
+            &["--slot", "other", "--publication", "other_pub"],
+        ),
+        &[],
+    )
+    .unwrap();
+    let status = refused.wait_timeout(Duration::from_secs(60)).unwrap();
+    let said = refused.log();
+    assert!(status.is_some_and(|s| !s.success()), "{said}");
+    assert!(
+        said.contains("cannot be created or changed on a standby")
+            && said.contains("--primary-url"),
+        "{said}"
+    );
+}

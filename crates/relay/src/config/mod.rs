@@ -54,6 +54,8 @@ pub fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub postgres_url: Secret,
+    /// `--primary-url`: the primary of the standby `postgres_url` names, for writes.
+    pub primary_url: Option<Secret>,
     /// Run on every SQL connection (Debezium's `database.initial.statements`).
     pub initial_statements: Vec<String>,
     pub source: SourceSettings,
@@ -246,8 +248,24 @@ impl Settings {
                 }
             }
         }
+        let primary_url = o
+            .primary_url
+            .clone()
+            .map(|url| {
+                ConnectionInfo::parse(url.expose())
+                    .map(|_| url)
+                    .map_err(|e| invalid("primary-url", e.to_string()))
+            })
+            .transpose()?;
+        if primary_url.is_some() && matches!(source, SourceSettings::Polling(_)) {
+            return Err(invalid(
+                "primary-url",
+                "applies only with --mode cdc (capture from a standby); polling needs the primary itself",
+            ));
+        }
         Ok(Self {
             postgres_url,
+            primary_url,
             initial_statements: preset
                 .as_ref()
                 .map(|p| p.initial_statements.clone())

@@ -210,6 +210,20 @@ pub struct RunOptions {
     #[serde(serialize_with = "Secret::serialize_for_merge")]
     pub postgres_url: Option<Secret>,
 
+    /// Capture from a hot standby (PostgreSQL 16+): --postgres-url names the standby, where
+    /// the slot lives, and this URL its primary, which takes what needs writes (the
+    /// publication, the snapshot progress, the slot history, the canary, --cleanup). Without
+    /// it, capturing from a standby refuses what needs writes, with the reason.
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_PRIMARY_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    #[serde(serialize_with = "Secret::serialize_for_merge")]
+    pub primary_url: Option<Secret>,
+
     /// File holding the PostgreSQL password (e.g. a mounted secret); overrides a password in
     /// the URL. OUTBOX_RELAY_POSTGRES_PASSWORD does the same from the environment.
     #[arg(

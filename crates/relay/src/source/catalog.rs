@@ -707,6 +707,35 @@ pub async fn drop_slot(client: &tokio_postgres::Client, slot: &str) -> Result<()
     Ok(())
 }
 
+/// Waits until `publication` exists on this server (a standby that replays the primary's
+/// CREATE PUBLICATION).
+pub async fn wait_for_publication(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    within: std::time::Duration,
+) -> Result<(), RelayError> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let found = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication WHERE pubname = $1",
+                &[&publication],
+            )
+            .await
+            .map_err(catalog_error("reading the publications"))?
+            .is_some();
+        if found {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                "the publication {publication} made on the primary is not on the standby after {within:?}: is it replaying?"
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// `table`'s primary key columns and their types (as `format_type` spells them), in key
 /// order; empty when it has none.
 pub async fn primary_key(

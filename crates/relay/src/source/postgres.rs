@@ -31,6 +31,19 @@ impl Database {
             settings.initial_statements.clone(),
         )
     }
+    /// The database that takes the relay's writes (the publication, its bookkeeping tables,
+    /// the canary, --cleanup): `--primary-url` when the relay captures from a standby, else
+    /// the one `--postgres-url` names.
+    pub fn for_writes(settings: &crate::config::Settings) -> Self {
+        Self::new(
+            settings
+                .primary_url
+                .clone()
+                .unwrap_or_else(|| settings.postgres_url.clone()),
+            settings.initial_statements.clone(),
+        )
+    }
+
     pub fn new(url: Secret, initial_statements: Vec<String>) -> Self {
         Self {
             url,

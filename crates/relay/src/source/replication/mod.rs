@@ -81,7 +81,8 @@ impl<'a> Replication<'a> {
             .filter(|h| h.action_query.is_some())
             .map(|h| {
                 AbortOnDrop(tokio::spawn(heartbeat_loop(
-                    crate::source::postgres::Database::of(settings),
+                    // An action query writes: on the primary when capturing from a standby.
+                    crate::source::postgres::Database::for_writes(settings),
                     h,
                 )))
             });
@@ -230,6 +231,23 @@ impl<'a> Replication<'a> {
         if cdc.slot_failover {
             catalog::require_failover_slots(&sql).await?;
         }
+        // Capture from a hot standby (PostgreSQL 16+): the slot lives on it, and what needs
+        // writes goes to the primary (--primary-url), or is refused with the reason.
+        let (_, from_standby) = crate::source::postgres::server_state(&sql).await?;
+        let primary = if from_standby {
+            self.may_capture_from_standby(&sql).await?;
+            match &self.settings.primary_url {
+                Some(_) => Some(
+                    crate::source::postgres::Database::for_writes(self.settings)
+                        .connect()
+                        .await?,
+                ),
+                None => None,
+            }
+        } else {
+            None
+        };
+        let writer = primary.as_ref().unwrap_or(&sql);
         let tables = catalog::outbox_tables(&sql, &self.settings.router).await?;
         // The first table's schema keeps the snapshot marker and the slot's history
         // (`public` for the table-less outbox: logical decoding messages only).
@@ -238,9 +256,46 @@ impl<'a> Replication<'a> {
             name: "pg_logical_emit_message".into(),
         });
         if cdc.snapshot == SnapshotMode::Initial {
-            snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
+            if from_standby {
+                let new_slot = catalog::slot_state(&sql, &cdc.slot)
+                    .await
+                    .map_err(|e| {
+                        RelayError::postgres("reading the replication slots", e, String::new)
+                    })?
+                    .is_none();
+                if new_slot && primary.is_none() {
+                    return Err(RelayError::misconfigured(
+                        "snapshot.mode=initial on a standby records its progress in a table, which only the primary can \
+                         write: pass --primary-url (the primary of this standby), or use snapshot.mode=no_data",
+                    ));
+                }
+                if new_slot {
+                    snapshot::register_new_slot(writer, &home, &cdc.slot).await?;
+                }
+            } else {
+                snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
+            }
         }
-        catalog::ensure_publication(&sql, &tables, &cdc.publication, cdc.publication_mode).await?;
+        catalog::ensure_publication(writer, &tables, &cdc.publication, cdc.publication_mode)
+            .await
+            .map_err(|e| {
+                if !from_standby || primary.is_some() {
+                    return e;
+                }
+                // A standby without --primary-url: the publication is made on the primary.
+                let on_primary = e
+                    .problem()
+                    .map_or_else(|| "`outbox-relay setup-sql` prints it".to_owned(), |p| p.fix);
+                RelayError::misconfigured(format!(
+                    "the publication {} cannot be created or changed on a standby: create it on the primary ({on_primary}), \
+                     or pass --primary-url (the primary of this standby)",
+                    cdc.publication
+                ))
+            })?;
+        if primary.is_some() {
+            // Made on the primary: the standby has it once it replayed that far.
+            catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;
+        }
         let state = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
             RelayError::postgres("reading the replication slots", e, || {
                 "the role needs the REPLICATION attribute".into()
@@ -264,10 +319,17 @@ impl<'a> Replication<'a> {
         }
         self.end_own_stale_walsender(&sql).await;
         // Any mode: a marker left owed (a snapshot, or a reread of a lost slot) is honoured.
-        let snapshot_state = snapshot::state(&sql, &home, &cdc.slot).await?;
+        let snapshot_state = snapshot::state(writer, &home, &cdc.slot).await?;
         // A new slot that owes a snapshot is created on the replication connection with its
         // snapshot exported, so the rows are read at exactly the slot's consistent point.
         let export = !slot_exists && snapshot_state == snapshot::SnapshotState::Owed;
+        // A slot made on a standby waits for the primary to log the running transactions
+        // (every 15 s on its own): with --primary-url, the relay asks for one every second.
+        let _nudge = (from_standby && !slot_exists && primary.is_some()).then(|| {
+            AbortOnDrop(tokio::spawn(log_standby_snapshots(
+                crate::source::postgres::Database::for_writes(self.settings),
+            )))
+        });
         let slot_position = if export {
             None
         } else {
@@ -337,13 +399,19 @@ impl<'a> Replication<'a> {
         let start = exported.as_ref().map_or(start, |(_, point)| *point);
         // The slot exists now: remember it (a failed first start is not a lost slot).
         if !self.remembered {
-            slot_history::remember(&sql, &home.schema, &cdc.slot, &system_id).await;
+            slot_history::remember(writer, &home.schema, &cdc.slot, &system_id).await;
             self.remembered = true;
+        }
+        if from_standby && primary.is_none() && self.settings.cleanup.is_some() {
+            return Err(RelayError::misconfigured(
+                "--cleanup deletes relayed rows, which only the primary can do: pass --primary-url (the primary of \
+                 this standby), or run without --cleanup",
+            ));
         }
         let cleanup = match &self.settings.cleanup {
             Some(cleanup) if !tables.is_empty() => Some(
                 crate::source::cleanup::for_session(
-                    &crate::source::postgres::Database::of(self.settings),
+                    &crate::source::postgres::Database::for_writes(self.settings),
                     &tables,
                     &home.schema,
                     &cdc.slot,
@@ -369,6 +437,7 @@ impl<'a> Replication<'a> {
                 snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
                 exported,
                 cleaning,
+                writes: !from_standby || primary.is_some(),
             },
         })
     }
@@ -506,6 +575,9 @@ struct Plan {
     exported: Option<(String, Lsn)>,
     /// `--cleanup`: what the session's cleaner deletes.
     cleaning: Option<crate::source::cleanup::Cleaning>,
+    /// A database takes the relay's writes (false: captured from a standby without
+    /// --primary-url; no canary then).
+    writes: bool,
 }
 
 /// What the loop of a session reads of its relay.
@@ -552,9 +624,12 @@ async fn stream_until_shutdown(
             exactly_once = cdc.exactly_once, "streaming");
         streamed = true;
         // The canary, written while this session holds the slot (aborted with it).
-        let _canary = cdc.canary.clone().map(|canary| {
+        if cdc.canary.is_some() && !plan.writes {
+            tracing::warn!("no canary: it is written on the primary, and this relay captures from a standby without --primary-url");
+        }
+        let _canary = cdc.canary.clone().filter(|_| plan.writes).map(|canary| {
             AbortOnDrop(tokio::spawn(crate::source::canary::write_every(
-                crate::source::postgres::Database::of(settings),
+                crate::source::postgres::Database::for_writes(settings),
                 cdc.slot.clone(),
                 canary,
                 metrics.clone(),
@@ -663,7 +738,11 @@ async fn relay_snapshot(
             .await?;
         rows.finish().await?;
     }
-    snapshot::mark_complete(&streamer.stream.sql, &plan.home, &cdc.slot, taken).await?;
+    // On the primary when capturing from a standby.
+    let writer = crate::source::postgres::Database::for_writes(settings)
+        .connect()
+        .await?;
+    snapshot::mark_complete(&writer, &plan.home, &cdc.slot, taken).await?;
     tracing::info!(tables = plan.tables.len(), "snapshot complete; streaming");
     Ok(())
 }
@@ -775,6 +854,32 @@ impl Replication<'_> {
     /// Claims the slot for this session, ending this process's own stale claim first (a
     /// half-open connection of an earlier session); another instance's claim means standing
     /// by, as for a slot another walsender streams.
+    /// Logical decoding on a standby: PostgreSQL 16+, and no failover slot (made on the
+    /// primary, synchronized to standbys, never on a standby).
+    async fn may_capture_from_standby(
+        &self,
+        sql: &tokio_postgres::Client,
+    ) -> Result<(), RelayError> {
+        let major = crate::source::postgres::check_server_version(sql).await?;
+        if major < 16 {
+            return Err(RelayError::misconfigured(format!(
+                "{} is a standby (in recovery) of PostgreSQL {major}: logical decoding on a standby needs PostgreSQL 16+; \
+                 point --postgres-url at the primary (or list both with target_session_attrs=read-write)",
+                self.conn.display
+            )));
+        }
+        if self.cdc.slot_failover {
+            return Err(RelayError::misconfigured(
+                "--slot-failover makes a failover slot on the primary, and --postgres-url names a standby: capture \
+                 from the primary (a failover slot is synchronized to standbys), or leave --slot-failover out",
+            ));
+        }
+        tracing::info!(postgres = %self.conn.display, primary = self.settings.primary_url.is_some(),
+            "capturing from a standby: the slot lives here{}",
+            if self.settings.primary_url.is_some() { "; writes go to --primary-url" } else { "; without --primary-url, what needs writes is refused" });
+        Ok(())
+    }
+
     async fn claim_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
         let slot = self.cdc.slot.as_str();
         let mut claimed = claim::claim(sql, slot).await?;
@@ -1057,6 +1162,24 @@ impl ChangeStream for PgStream {
 /// `heartbeat.action.query` every `heartbeat.interval.ms`, as Debezium runs it (typically
 /// an UPDATE of a heartbeat table, so that a database whose other tables are not published
 /// still produces WAL the slot can move past). Failures are logged and retried.
+/// While a slot is made on a standby: asks the primary every second to log its running
+/// transactions (`pg_log_standby_snapshot()`), which the standby's slot creation waits for.
+async fn log_standby_snapshots(primary: postgres::Database) {
+    let Ok(client) = primary.connect().await else {
+        return;
+    };
+    loop {
+        if let Err(e) = client
+            .batch_execute("SELECT pg_log_standby_snapshot()")
+            .await
+        {
+            tracing::debug!("pg_log_standby_snapshot() on the primary: {e}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 async fn heartbeat_loop(database: postgres::Database, heartbeat: Heartbeat) {
     let Some(query) = heartbeat.action_query else {
         return;
