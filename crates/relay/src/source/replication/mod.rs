@@ -240,7 +240,14 @@ impl<'a> Replication<'a> {
         if cdc.snapshot == SnapshotMode::Initial {
             snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
         }
-        catalog::ensure_publication(&sql, &tables, &cdc.publication, cdc.publication_mode).await?;
+        catalog::ensure_publication(
+            &sql,
+            &tables,
+            &cdc.publication,
+            cdc.publication_mode,
+            &self.settings.router.columns_read(),
+        )
+        .await?;
         let state = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
             RelayError::postgres("reading the replication slots", e, || {
                 "the role needs the REPLICATION attribute".into()
