@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::Storage;
+use outbox_relay_testkit::{Lsn, PgCluster, RelayProcess, Storage};
 use std::time::Duration;
 
 const SLOT: &str = "outbox_relay";
@@ -278,4 +278,109 @@ async fn a_silently_dead_replication_connection_is_noticed_and_replaced() {
     );
     let (lost, _) = lost_and_duplicated(&stack, 200).await;
     assert_eq!(lost, 0);
+}
+
+/// A file-level copy of `server` (a VM snapshot, a disk backup) is taken; `server` goes on
+/// with events `first..first + count`, which the relay delivers and confirms; then the copy
+/// is started in its place, without promotion: same port, same system identifier, same
+/// timeline, and WAL that ends before what the relay confirmed. Returns the restored server
+/// and the position the relay had confirmed.
+async fn restore_an_earlier_copy(
+    server: &PgCluster,
+    first: u64,
+    count: u64,
+    relay: &RelayProcess,
+) -> (PgCluster, Lsn) {
+    server.stop().unwrap();
+    let copy = server.copy_stopped().unwrap();
+    server.start_again().unwrap();
+    let db = server.connect().await.unwrap();
+    let identity = |db: tokio_postgres::Client| async move {
+        let row = db
+            .query_one(
+                "SELECT (SELECT system_identifier::text FROM pg_control_system()), \
+                        (SELECT timeline_id FROM pg_control_checkpoint())",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, String>(0), row.get::<_, i32>(1))
+    };
+    insert_events(&db, first, count, 10, 10).await.unwrap();
+    let confirmed =
+        outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(90), || relay.log())
+            .await;
+    let before = identity(db).await;
+    server.stop().unwrap();
+    copy.start_again().unwrap();
+    let restored = copy.connect().await.unwrap();
+    assert_eq!(
+        identity(restored).await,
+        before,
+        "the restored server keeps its system identifier and timeline"
+    );
+    (copy, confirmed)
+}
+
+/// A server that went back in time: restored from a file-level copy taken before commits the
+/// relay confirmed, with the same system identifier and timeline. The relay would resume
+/// from what it confirmed, and PostgreSQL would skip every commit the restored server makes
+/// below that position. It stops instead, naming what happened and the choices; a relay
+/// running with `--on-server-rewind reread` resumes from the server's slot and relays them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restored_to_an_earlier_copy_stops_the_relay_instead_of_skipping() {
+    let stack = Stack::start().await;
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    insert_events(&stack.db, 0, 100, 10, 10).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    let (restored, confirmed) = restore_an_earlier_copy(&stack.pg, 100, 300, &relay).await;
+    let db = restored.connect().await.unwrap();
+    insert_events(&db, 400, 100, 10, 10).await.unwrap();
+    let written = outbox_relay_testkit::current_wal_lsn(&db).await;
+    assert!(
+        written < confirmed,
+        "the restored server's new events lie below what the relay confirmed ({written} vs {confirmed})"
+    );
+    let status = relay
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay went on:\n{}", relay.log()));
+    assert!(!status.success(), "{}", relay.log());
+    let log = relay.log();
+    assert!(
+        log.contains("PostgreSQL went back in time") && log.contains("but this relay confirmed"),
+        "{log}"
+    );
+    assert!(
+        log.contains("--on-server-rewind reread") && log.contains("--on-server-rewind accept-gap"),
+        "the choices are named:\n{log}"
+    );
+
+    // The choice: a relay with --on-server-rewind reread relays what the server has after its
+    // slot's position. Restored once more under it, it does not stop and skips nothing.
+    let relay = stack.spawn_relay(&["--on-server-rewind", "reread"]);
+    outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(90), || relay.log()).await;
+    drop(db);
+    let (again, confirmed) = restore_an_earlier_copy(&restored, 500, 300, &relay).await;
+    let db = again.connect().await.unwrap();
+    insert_events(&db, 800, 100, 10, 10).await.unwrap();
+    assert!(outbox_relay_testkit::current_wal_lsn(&db).await < confirmed);
+    outbox_relay_testkit::wait_delivered(&db, SLOT, Duration::from_secs(90), || relay.log()).await;
+    let (lost, _) = lost_and_duplicated(&stack, 900).await;
+    assert_eq!(
+        lost,
+        0,
+        "events written on the restored servers were skipped:\n{}",
+        relay.log()
+    );
+    assert!(
+        relay.log().contains("(--on-server-rewind reread)"),
+        "{}",
+        relay.log()
+    );
+    drop(relay);
+    drop(again);
+    drop(restored);
 }

@@ -321,6 +321,36 @@ impl ContextHeaders {
     }
 }
 
+impl RouterConfig {
+    /// The columns of an outbox row the routing reads, each with what it is read for, in a
+    /// stable order and once each: a column pgoutput does not send (a generated column before
+    /// PostgreSQL 18, a publication's column list) would leave every event without it.
+    pub fn columns_read(&self) -> Vec<(&str, &'static str)> {
+        let mut out: Vec<(&str, &'static str)> = vec![
+            (self.route_by_column.as_str(), "the topic (route-by column)"),
+            (self.key_column.as_str(), "the record key"),
+            (self.payload_column.as_str(), "the payload"),
+            (self.id_column.as_str(), "the event id"),
+        ];
+        if let Some(column) = &self.timestamp_column {
+            out.push((column.as_str(), "the record timestamp"));
+        }
+        for field in &self.additional {
+            out.push((
+                field.column.as_str(),
+                match field.placement {
+                    Placement::Header => "a header (additional placement)",
+                    Placement::Envelope => "an envelope field (additional placement)",
+                    Placement::Partition => "the partition (additional placement)",
+                },
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|(column, _)| seen.insert(*column));
+        out
+    }
+}
+
 impl Default for RouterConfig {
     fn default() -> Self {
         Self {
@@ -347,5 +377,43 @@ impl Default for RouterConfig {
             on_update: InvalidOperation::Ignore,
             output: Output::Raw,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_columns_read_are_each_routing_column_once_with_what_it_is_for() {
+        let config = RouterConfig {
+            timestamp_column: Some("created_at".into()),
+            additional: AdditionalField::parse_list(
+                "event_type:header:eventType,aggregate_type:envelope:type,shard:partition",
+            )
+            .unwrap(),
+            ..RouterConfig::default()
+        };
+        let read = config.columns_read();
+        let names: Vec<&str> = read.iter().map(|(c, _)| *c).collect();
+        assert_eq!(
+            names,
+            [
+                "aggregate_type",
+                "aggregate_id",
+                "payload",
+                "id",
+                "created_at",
+                "event_type",
+                "shard"
+            ]
+        );
+        assert_eq!(read[0].1, "the topic (route-by column)");
+        assert_eq!(read[6].1, "the partition (additional placement)");
+        // A column the defaults' outbox has and the routing does not read is not listed.
+        assert!(!RouterConfig::default()
+            .columns_read()
+            .iter()
+            .any(|(c, _)| *c == "created_at"));
     }
 }

@@ -19,7 +19,8 @@ pub use options::{Mode, RunOptions};
 pub use postgres::{ConnectionInfo, SessionTarget};
 pub use source::{
     validate_identifier, validate_slot_name, Canary, CdcSettings, Cleanup, Heartbeat,
-    OnMissingSlot, PollingSettings, PublicationMode, Retire, SnapshotMode, SourceSettings,
+    OnMissingSlot, OnServerRewind, PollingSettings, PublicationMode, Retire, SnapshotMode,
+    SourceSettings,
 };
 
 use crate::secret::Secret;
@@ -560,6 +561,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                         .max(10),
                 ),
                 on_missing_slot: o.on_missing_slot.unwrap_or_default(),
+                on_server_rewind: o.on_server_rewind.unwrap_or_default(),
                 exactly_once: o.exactly_once.unwrap_or(false),
                 slot_failover: o.slot_failover.unwrap_or(false),
                 canary: resolve_canary(o)?,
@@ -570,6 +572,12 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 return Err(invalid(
                     "on-missing-slot",
                     "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.on_server_rewind.is_some() {
+                return Err(invalid(
+                    "on-server-rewind",
+                    "applies only with --mode cdc (polling reads the table, not positions)",
                 ));
             }
             if o.slot_failover == Some(true) {

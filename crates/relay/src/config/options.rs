@@ -115,6 +115,21 @@ pub struct RunOptions {
     )]
     pub on_missing_slot: Option<super::OnMissingSlot>,
 
+    /// What to do when the server went back in time: restored from a file-system copy or a VM
+    /// snapshot (or a cold copy started), it kept its system identifier and timeline but its
+    /// WAL ends before what this relay confirmed to it. refuse (stop and say so), reread
+    /// (resume from the server's slot position: what it has after it comes again) or
+    /// accept-gap (resume from the confirmed position: commits the server makes below it are
+    /// not relayed) [default: refuse].
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_ON_SERVER_REWIND",
+        value_enum,
+        value_name = "refuse|reread|accept-gap"
+    )]
+    pub on_server_rewind: Option<super::OnServerRewind>,
+
     /// No duplicates after a crash, a broker restart or a standby takeover: every record
     /// carries its source position (header __outbox_relay.position) and, after a restart, the
     /// replayed events already at or before their partition's last record are not produced

@@ -23,6 +23,9 @@ pub struct CdcSettings {
     pub status_interval: Duration,
     /// What to do when a slot this relay streamed from before is gone.
     pub on_missing_slot: OnMissingSlot,
+    /// What to do when the server went back in time (same system and timeline, its WAL ends
+    /// before what this relay confirmed to it).
+    pub on_server_rewind: OnServerRewind,
     /// `--exactly-once`: replays skip what Kafka already has.
     pub exactly_once: bool,
     /// `--slot-failover`: the slot is a failover slot (PostgreSQL 17+).
@@ -74,6 +77,34 @@ pub enum OnMissingSlot {
     Reread,
     /// Create it again at the current position, accepting that events written since the old
     /// slot's position are not relayed.
+    AcceptGap,
+}
+
+/// `--on-server-rewind`: the server this relay streams from went back in time — restored from
+/// a file-system copy or a VM snapshot, or a cold copy started — keeping its system identifier
+/// and timeline while its WAL ends before what this relay confirmed to it. Resuming from the
+/// confirmed position would skip every commit the server makes below it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnServerRewind {
+    /// Stop with an error that names the positions and the choices (the default).
+    #[default]
+    Refuse,
+    /// Resume from the server's slot position: everything the server has after it is relayed
+    /// (events it had relayed before come again), nothing it writes is skipped.
+    Reread,
+    /// Resume from what was confirmed, as before the rewind: commits the server makes below
+    /// it are not relayed.
     AcceptGap,
 }
 

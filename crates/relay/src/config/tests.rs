@@ -352,3 +352,27 @@ fn producer_property_values_may_hold_commas() {
     assert_eq!(get("linger.ms"), Some("1"));
     assert_eq!(get("ssl.cipher.suites"), Some("A,B"));
 }
+
+#[test]
+fn on_server_rewind_defaults_to_refuse_comes_from_the_file_and_needs_cdc() {
+    assert_eq!(
+        resolve(base()).unwrap().cdc().unwrap().on_server_rewind,
+        OnServerRewind::Refuse
+    );
+    let dir = tempdir();
+    let path = dir.join("rewind.toml");
+    std::fs::write(&path, "on-server-rewind = \"reread\"\n").unwrap();
+    let s = resolve(RunOptions {
+        config: Some(path),
+        ..base()
+    })
+    .unwrap();
+    assert_eq!(s.cdc().unwrap().on_server_rewind, OnServerRewind::Reread);
+    let err = resolve(RunOptions {
+        mode: Some(Mode::Polling),
+        on_server_rewind: Some(OnServerRewind::AcceptGap),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("on-server-rewind:"), "{err}");
+}

@@ -81,6 +81,7 @@ pub async fn ensure_publication(
     tables: &[TableName],
     publication: &str,
     mode: PublicationMode,
+    read: &[(&str, &str)],
 ) -> Result<(), RelayError> {
     let wal_level: String = client
         .query_one("SHOW wal_level", &[])
@@ -95,7 +96,120 @@ pub async fn ensure_publication(
             return Err(missing_table(table).into());
         }
     }
-    ensure_publication_exists(client, publication, mode, tables).await
+    // A generated column the routing reads: refused before PostgreSQL 18 (or when virtual);
+    // on 18 a publication made here publishes it.
+    let version = server_version_num(client).await?;
+    let mut publish_generated = false;
+    for table in tables {
+        let generated = generated_columns(client, table, read).await?;
+        if let Some(problem) = generated_column_problem(table, &generated, version) {
+            return Err(problem.into());
+        }
+        publish_generated |= !generated.is_empty();
+    }
+    ensure_publication_exists(client, publication, mode, tables, read, publish_generated).await
+}
+
+/// The server's `server_version_num` (180000 for 18.0).
+pub async fn server_version_num(client: &tokio_postgres::Client) -> Result<i32, RelayError> {
+    Ok(client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .map_err(catalog_error("reading the server's version"))?
+        .get(0))
+}
+
+/// PostgreSQL 18 publishes stored generated columns (`publish_generated_columns`).
+pub const GENERATED_COLUMNS_VERSION: i32 = 180_000;
+
+/// A generated column (`GENERATED ALWAYS AS (…)`) of an outbox table that the routing reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedColumn {
+    pub name: String,
+    /// What the routing reads it for.
+    pub read_for: String,
+    /// STORED (PostgreSQL 18 can publish it); false: VIRTUAL (18's default, never published).
+    pub stored: bool,
+}
+
+/// The columns of `table` among `read` (column, what it is read for) that are generated.
+pub async fn generated_columns(
+    client: &tokio_postgres::Client,
+    table: &TableName,
+    read: &[(&str, &str)],
+) -> Result<Vec<GeneratedColumn>, RelayError> {
+    let names: Vec<&str> = read.iter().map(|(column, _)| *column).collect();
+    let rows = client
+        .query(
+            "SELECT attname::text, attgenerated = 's' FROM pg_attribute \
+             WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped \
+               AND attgenerated <> '' AND attname::text = ANY($2::text[]) ORDER BY attnum",
+            &[&sql_rows::qualified(table), &names],
+        )
+        .await
+        .map_err(catalog_error("reading the outbox table's columns"))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let name: String = r.get(0);
+            let read_for = read
+                .iter()
+                .find(|(column, _)| *column == name)
+                .map_or("", |(_, what)| *what)
+                .to_owned();
+            GeneratedColumn {
+                name,
+                read_for,
+                stored: r.get(1),
+            }
+        })
+        .collect())
+}
+
+/// What keeps pgoutput from ever sending the generated columns in `generated` whatever the
+/// publication says: a server before PostgreSQL 18 (`version` is `server_version_num`), or a
+/// VIRTUAL column. Polling mode reads them with SQL and is not concerned.
+pub fn generated_column_problem(
+    table: &TableName,
+    generated: &[GeneratedColumn],
+    version: i32,
+) -> Option<Problem> {
+    let column = generated
+        .iter()
+        .find(|c| version < GENERATED_COLUMNS_VERSION || !c.stored)?;
+    let qualified = sql_rows::qualified(table);
+    let plain = format!(
+        "`ALTER TABLE {qualified} ALTER COLUMN {} DROP EXPRESSION;` and a BEFORE INSERT trigger that sets it",
+        escape_identifier(&column.name)
+    );
+    Some(if version < GENERATED_COLUMNS_VERSION {
+        Problem::new(
+            format!(
+                "column {} of {table} is a generated column and the relay reads it for {}, but pgoutput sends no \
+                 generated column before PostgreSQL 18 (this server is {}.{}): every event would lack it",
+                column.name,
+                column.read_for,
+                version / 10_000,
+                version % 100
+            ),
+            format!(
+                "use polling mode (--mode polling reads the column with SQL), make it a plain column filled by a \
+                 trigger ({plain}), or upgrade to PostgreSQL 18 (publish_generated_columns = stored)"
+            ),
+        )
+    } else {
+        Problem::new(
+            format!(
+                "column {} of {table} is a VIRTUAL generated column and the relay reads it for {}, but logical \
+                 replication never sends virtual generated columns: every event would lack it",
+                column.name, column.read_for
+            ),
+            format!(
+                "make it STORED (drop it and add it again with GENERATED ALWAYS AS (…) STORED), make it a plain \
+                 column filled by a trigger ({plain}), or use polling mode (--mode polling)"
+            ),
+        )
+    })
 }
 
 /// Logical replication needs `wal_level = logical`.
@@ -213,6 +327,8 @@ async fn ensure_publication_exists(
     publication: &str,
     mode: PublicationMode,
     tables: &[TableName],
+    read: &[(&str, &str)],
+    publish_generated: bool,
 ) -> Result<(), RelayError> {
     let mut any_partitioned = false;
     for table in tables {
@@ -220,12 +336,20 @@ async fn ensure_publication_exists(
     }
     let mut exists = publication_exists(client, publication).await?;
     if !exists && mode != PublicationMode::OutboxInsertsOnly {
-        create_debezium_publication(client, publication, mode, tables, any_partitioned).await?;
+        create_debezium_publication(
+            client,
+            publication,
+            mode,
+            tables,
+            any_partitioned,
+            publish_generated,
+        )
+        .await?;
         exists = true;
     }
     if exists {
         for table in tables {
-            if let Some(problem) = publication_gap(client, publication, table).await? {
+            if let Some(problem) = publication_gap(client, publication, table, read).await? {
                 return Err(problem.into());
             }
         }
@@ -234,11 +358,16 @@ async fn ensure_publication_exists(
     // Only INSERTs are events: UPDATE/DELETE/TRUNCATE of the outbox (cleanup jobs) are not
     // even sent, which saves the walsender the work.
     let sql = format!(
-        "CREATE PUBLICATION {}{} WITH (publish = 'insert'{})",
+        "CREATE PUBLICATION {}{} WITH (publish = 'insert'{}{})",
         escape_identifier(publication),
         for_tables(tables),
         if any_partitioned {
             ", publish_via_partition_root = true"
+        } else {
+            ""
+        },
+        if publish_generated {
+            PUBLISH_GENERATED
         } else {
             ""
         }
@@ -290,6 +419,7 @@ pub async fn publication_gap(
     client: &tokio_postgres::Client,
     publication: &str,
     table: &TableName,
+    read: &[(&str, &str)],
 ) -> Result<Option<Problem>, RelayError> {
     let partitioned = is_partitioned(client, table).await?;
     let published = client
@@ -330,7 +460,90 @@ pub async fn publication_gap(
             ),
         )));
     }
-    publication_problem(client, publication, table).await
+    if let Some(problem) = publication_problem(client, publication, table).await? {
+        return Ok(Some(problem));
+    }
+    let generated = generated_columns(client, table, read).await?;
+    if let Some(problem) =
+        generated_column_problem(table, &generated, server_version_num(client).await?)
+    {
+        return Ok(Some(problem));
+    }
+    unpublished_column(client, publication, table, read, &generated).await
+}
+
+/// ` publish_generated_columns = stored` in a WITH list (PostgreSQL 18).
+const PUBLISH_GENERATED: &str = ", publish_generated_columns = stored";
+
+/// A column the routing reads that the existing publication does not send for `table`: a
+/// stored generated column without `publish_generated_columns = stored` (PostgreSQL 18), or
+/// a column its column list leaves out. `pg_publication_tables.attnames` lists exactly
+/// what is sent on 18; before 18 it also lists generated columns, which
+/// [`generated_column_problem`] refuses first.
+async fn unpublished_column(
+    client: &tokio_postgres::Client,
+    publication: &str,
+    table: &TableName,
+    read: &[(&str, &str)],
+    generated: &[GeneratedColumn],
+) -> Result<Option<Problem>, RelayError> {
+    let row = client
+        .query_opt(
+            "SELECT pt.attnames::text[], \
+                    EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid \
+                            WHERE p.pubname = $1 AND r.prrelid = $4::text::regclass AND r.prattrs IS NOT NULL), \
+                    ARRAY(SELECT attname::text FROM pg_attribute \
+                          WHERE attrelid = $4::text::regclass AND attnum > 0 AND NOT attisdropped) \
+             FROM pg_publication_tables pt WHERE pt.pubname = $1 AND pt.schemaname = $2 AND pt.tablename = $3",
+            &[&publication, &table.schema, &table.name, &sql_rows::qualified(table)],
+        )
+        .await
+        .map_err(catalog_error("reading the publication"))?;
+    let Some(row) = row else { return Ok(None) };
+    let Some(published) = row.get::<_, Option<Vec<String>>>(0) else {
+        return Ok(None);
+    };
+    let column_list: bool = row.get(1);
+    let columns: Vec<String> = row.get(2);
+    // A column the table does not have is the router's to report (a dead letter).
+    let Some((column, read_for)) = read.iter().find(|(column, _)| {
+        columns.iter().any(|c| c == column) && !published.iter().any(|c| c == column)
+    }) else {
+        return Ok(None);
+    };
+    let name = escape_identifier(publication);
+    let qualified = sql_rows::qualified(table);
+    let is_generated = generated.iter().any(|g| g.name == *column);
+    Ok(Some(if column_list {
+        Problem::new(
+            format!(
+                "publication {publication} publishes only the columns ({}) of {table}, not {column}, which the \
+                 relay reads for {read_for}: every event would lack it",
+                published.join(", ")
+            ),
+            format!(
+                "publish every column: `ALTER PUBLICATION {name} DROP TABLE {qualified}; ALTER PUBLICATION {name} \
+                 ADD TABLE {qualified};`{}",
+                if is_generated {
+                    format!(" and `ALTER PUBLICATION {name} SET (publish_generated_columns = stored);`")
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    } else {
+        Problem::new(
+            format!(
+                "column {column} of {table} is a generated column and the relay reads it for {read_for}, but \
+                 publication {publication} does not publish generated columns (publish_generated_columns = none): \
+                 every event would lack it"
+            ),
+            format!(
+                "run `ALTER PUBLICATION {name} SET (publish_generated_columns = stored);` (the relay does not alter \
+                 a publication it did not create: other subscribers of it would receive the generated columns too)"
+            ),
+        )
+    }))
 }
 
 /// What makes an existing publication relay less than every INSERT into `table` — it does
@@ -394,29 +607,46 @@ async fn create_debezium_publication(
     mode: PublicationMode,
     tables: &[TableName],
     any_partitioned: bool,
+    publish_generated: bool,
 ) -> Result<(), RelayError> {
     let name = escape_identifier(publication);
     let for_tables = for_tables(tables);
+    let generated = if publish_generated {
+        PUBLISH_GENERATED
+    } else {
+        ""
+    };
     let sql = match mode {
         PublicationMode::Disabled => {
             return Err(Problem::new(
                 format!(
                 "publication {publication} does not exist and publication.autocreate.mode=disabled"
             ),
-                format!("a DBA can run `CREATE PUBLICATION {name}{for_tables};`"),
+                format!(
+                    "a DBA can run `CREATE PUBLICATION {name}{for_tables}{};`",
+                    with_options(&[], generated)
+                ),
             )
             .into())
         }
-        PublicationMode::AllTables => format!("CREATE PUBLICATION {name} FOR ALL TABLES"),
-        PublicationMode::NoTables => format!("CREATE PUBLICATION {name}"),
+        PublicationMode::AllTables => format!(
+            "CREATE PUBLICATION {name} FOR ALL TABLES{}",
+            with_options(&[], generated)
+        ),
+        PublicationMode::NoTables => {
+            format!("CREATE PUBLICATION {name}{}", with_options(&[], generated))
+        }
         PublicationMode::Filtered | PublicationMode::OutboxInsertsOnly => {
             format!(
                 "CREATE PUBLICATION {name}{for_tables}{}",
-                if any_partitioned {
-                    " WITH (publish_via_partition_root = true)"
-                } else {
-                    ""
-                }
+                with_options(
+                    if any_partitioned {
+                        &[", publish_via_partition_root = true"]
+                    } else {
+                        &[]
+                    },
+                    generated
+                )
             )
         }
     };
@@ -437,6 +667,15 @@ async fn create_debezium_publication(
             ),
         )
         .into()),
+    }
+}
+
+/// ` WITH (a, b)` from `, a` options (nothing when there are none).
+fn with_options(options: &[&str], generated: &str) -> String {
+    let all: String = options.iter().copied().chain([generated]).collect();
+    match all.strip_prefix(", ") {
+        Some(list) => format!(" WITH ({list})"),
+        None => String::new(),
     }
 }
 
@@ -681,18 +920,14 @@ fn invalidated_slot_problem(slot: &str, reason: &str) -> Problem {
 
 /// `--slot-failover` needs failover slots: PostgreSQL 17 or later.
 pub async fn require_failover_slots(client: &tokio_postgres::Client) -> Result<(), RelayError> {
-    let version: i32 = client
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .await
-        .map_err(catalog_error("reading the server's version"))?
-        .get(0);
+    let version = server_version_num(client).await?;
     if version < 170_000 {
         return Err(RelayError::misconfigured(format!(
             "slot-failover: PostgreSQL {}.{} has no failover slots (they came with PostgreSQL 17); upgrade the \
              server, or leave --slot-failover (slot.failover) off and plan for a slot that a failover does not carry \
              over (--on-missing-slot)",
             version / 10_000,
-            version % 10_000 / 100
+            version % 100
         )));
     }
     Ok(())
@@ -875,5 +1110,58 @@ mod tests {
         }
         // run stops with the same problem, both parts typed (check and validate read them).
         assert_eq!(RelayError::from(lost.clone()).problem(), Some(lost));
+    }
+
+    #[test]
+    fn a_generated_column_the_routing_reads_is_refused_before_postgresql_18_or_when_virtual() {
+        let table = TableName::parse("public.outbox").unwrap();
+        let stored = GeneratedColumn {
+            name: "aggregate_type".into(),
+            read_for: "the topic (route-by column)".into(),
+            stored: true,
+        };
+        let old = generated_column_problem(&table, std::slice::from_ref(&stored), 170_004).unwrap();
+        assert!(
+            old.what.contains("column aggregate_type of public.outbox"),
+            "{old}"
+        );
+        assert!(old.what.contains("the topic (route-by column)"), "{old}");
+        assert!(
+            old.what
+                .contains("before PostgreSQL 18 (this server is 17.4)"),
+            "{old}"
+        );
+        assert!(old.fix.contains("--mode polling"), "{old}");
+        assert!(
+            old.fix.contains(
+                "ALTER TABLE \"public\".\"outbox\" ALTER COLUMN \"aggregate_type\" DROP EXPRESSION"
+            ),
+            "{old}"
+        );
+        assert_eq!(
+            generated_column_problem(&table, std::slice::from_ref(&stored), 180_000),
+            None
+        );
+        assert_eq!(generated_column_problem(&table, &[], 150_000), None);
+        let virtual_column = GeneratedColumn {
+            stored: false,
+            ..stored
+        };
+        let problem = generated_column_problem(&table, &[virtual_column], 180_001).unwrap();
+        assert!(problem.what.contains("VIRTUAL"), "{problem}");
+        assert!(problem.fix.contains("STORED"), "{problem}");
+    }
+
+    #[test]
+    fn the_with_list_of_a_created_publication() {
+        assert_eq!(with_options(&[], ""), "");
+        assert_eq!(
+            with_options(&[], PUBLISH_GENERATED),
+            " WITH (publish_generated_columns = stored)"
+        );
+        assert_eq!(
+            with_options(&[", publish_via_partition_root = true"], PUBLISH_GENERATED),
+            " WITH (publish_via_partition_root = true, publish_generated_columns = stored)"
+        );
     }
 }

@@ -172,7 +172,7 @@ pub async fn postgres(s: &Settings) -> Vec<Finding> {
             return out;
         }
     };
-    out.extend(publication(&client, &cdc.publication, &tables, &existing).await);
+    out.extend(publication(&client, s, &cdc.publication, &tables, &existing).await);
     out.push(
         slot(
             &client,
@@ -319,14 +319,17 @@ async fn polling_privilege(
     }
 }
 
-/// An existing publication carries every INSERT of each `existing` table (the same rule
-/// `run` stops on); a missing one can be created by this role once all `tables` exist.
+/// An existing publication carries every INSERT of each `existing` table, with every
+/// column the routing reads (the same rules `run` stops on); a missing one can be created by
+/// this role once all `tables` exist, and sends the generated columns the routing reads.
 async fn publication(
     client: &tokio_postgres::Client,
+    s: &Settings,
     publication: &str,
     tables: &[TableName],
     existing: &[TableName],
 ) -> Vec<Finding> {
+    let read = s.router.columns_read();
     let exists = client
         .query_opt(
             "SELECT 1 FROM pg_publication WHERE pubname = $1",
@@ -338,7 +341,7 @@ async fn publication(
             let mut out = Vec::new();
             for table in existing {
                 out.push(
-                    match catalog::publication_gap(client, publication, table).await {
+                    match catalog::publication_gap(client, publication, table, &read).await {
                         Ok(None) => {
                             Finding::holds(format!("publication {publication} includes {table}"))
                         }
@@ -355,6 +358,35 @@ async fn publication(
             out
         }
         Ok(None) if existing.len() == tables.len() => {
+            // The generated columns the routing reads: refused before PostgreSQL 18 (and
+            // when virtual), published by the publication run creates on 18.
+            let mut generated = false;
+            let version = catalog::server_version_num(client).await.unwrap_or(0);
+            for table in tables {
+                match catalog::generated_columns(client, table, &read).await {
+                    Ok(columns) => {
+                        if let Some(problem) =
+                            catalog::generated_column_problem(table, &columns, version)
+                        {
+                            return vec![Finding::Fails(Concern::Tables, problem)];
+                        }
+                        generated |= !columns.is_empty();
+                    }
+                    Err(e) => {
+                        return vec![Finding::error(
+                            Concern::Tables,
+                            &format!("cannot read the columns of {table}"),
+                            &e,
+                            PRIVILEGES,
+                        )]
+                    }
+                }
+            }
+            let with = if generated {
+                ", publish_generated_columns = stored"
+            } else {
+                ""
+            };
             let mut can_create = true;
             for table in tables {
                 can_create &= client
@@ -369,14 +401,19 @@ async fn publication(
             }
             if can_create {
                 return vec![Finding::holds(format!(
-                    "publication {publication} is missing; run will create it"
+                    "publication {publication} is missing; run will create it{}",
+                    if generated {
+                        " with publish_generated_columns = stored (the routing reads a generated column)"
+                    } else {
+                        ""
+                    }
                 ))];
             }
             vec![Finding::fails(
                 Concern::Publication,
                 format!("publication {publication} is missing and this role may not create it"),
                 format!(
-                    "as the table owner: CREATE PUBLICATION {}{} WITH (publish = 'insert');",
+                    "as the table owner: CREATE PUBLICATION {}{} WITH (publish = 'insert'{with});",
                     escape_identifier(publication),
                     catalog::for_tables(tables)
                 ),

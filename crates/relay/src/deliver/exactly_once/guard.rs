@@ -41,11 +41,14 @@ impl Guard {
         system_id: &str,
         timeline: u32,
         history: &[(u32, pgoutput::Lsn)],
+        wal_end: pgoutput::Lsn,
         took_over: bool,
         kafka: &KafkaSettings,
     ) -> Self {
         Self::new(
-            Source::new(slot, system_id, timeline).with_history(system_id, history),
+            Source::new(slot, system_id, timeline)
+                .with_history(system_id, history)
+                .with_wal_end(wal_end),
             took_over.then(|| Fence::after(kafka.request_timeout())),
             Box::new(TailReader::new(kafka.client_config(ClientRole::Admin))),
         )
@@ -122,6 +125,14 @@ impl Guard {
                         Some(Distrust::OtherServer { offset, then }) => {
                             metrics.exactly_once_foreign_tails.inc();
                             tracing::warn!(topic = &**topic, partition, offset, then, now = %self.tails.source().server, "the partition's last record was written from another PostgreSQL server or timeline (a restore or a failover): its position says nothing about this server's, so events replayed to this partition are produced again and may be duplicated once");
+                        }
+                        Some(Distrust::BeyondWalEnd {
+                            offset,
+                            commit,
+                            wal_end,
+                        }) => {
+                            metrics.exactly_once_foreign_tails.inc();
+                            tracing::warn!(topic = &**topic, partition, offset, %commit, %wal_end, "the partition's last record was written from this PostgreSQL server at a position past the end of its WAL: the server went back in time (restored from a file-system copy or a VM snapshot), so the commits it makes now reuse positions Kafka already holds; events replayed to this partition are produced again (nothing is skipped) and may be duplicated once");
                         }
                         Some(Distrust::PartitionsChanged { offset, then, now }) => {
                             metrics.exactly_once_foreign_tails.inc();

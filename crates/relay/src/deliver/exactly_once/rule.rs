@@ -185,6 +185,10 @@ pub struct Source {
     /// `system/timeline` and the position where this history left it. Positions of an
     /// ancestor before that point are this server's too.
     pub ancestors: Vec<(String, Lsn)>,
+    /// Where the server's WAL ended when the session began (IDENTIFY_SYSTEM): a record of this
+    /// server at a later position was written from WAL it no longer has (it went back in time:
+    /// restored from a file-system copy or a VM snapshot).
+    pub wal_end: Option<Lsn>,
 }
 
 impl Source {
@@ -193,6 +197,24 @@ impl Source {
             slot: slot.to_owned(),
             server: format!("{system_id}/{timeline}"),
             ancestors: Vec::new(),
+            wal_end: None,
+        }
+    }
+
+    /// With where the server's WAL ends now (IDENTIFY_SYSTEM's `xlogpos`).
+    pub fn with_wal_end(mut self, wal_end: Lsn) -> Self {
+        self.wal_end = Some(wal_end);
+        self
+    }
+
+    /// Whether `position`, written from this very server, lies past the end of its WAL: the
+    /// server went back in time, and commits it makes now reuse positions at or below it.
+    fn beyond_wal_end(&self, server: &str, position: &EventPosition) -> bool {
+        match (position, self.wal_end) {
+            (EventPosition::Stream { commit, .. }, Some(end)) => {
+                server == self.server && *commit > end
+            }
+            _ => false,
         }
     }
 
@@ -254,6 +276,13 @@ pub enum Distrust {
     /// Written from another PostgreSQL server or timeline (a restore, a failover): its
     /// positions are not this server's.
     OtherServer { offset: i64, then: String },
+    /// Written from this server at a position past the end of its WAL: the server went back
+    /// in time (a restore that kept its system identifier and timeline).
+    BeyondWalEnd {
+        offset: i64,
+        commit: Lsn,
+        wal_end: Lsn,
+    },
 }
 
 #[derive(Debug)]
@@ -323,6 +352,23 @@ impl Tails {
             TailRead::Record { offset, position } => {
                 let written = position.as_deref().and_then(Written::parse);
                 match written {
+                    Some(w)
+                        if w.slot == self.source.slot
+                            && self.source.beyond_wal_end(&w.server, &w.position) =>
+                    {
+                        let commit = match w.position {
+                            EventPosition::Stream { commit, .. } => commit,
+                            EventPosition::Snapshot { .. } => Lsn::ZERO,
+                        };
+                        (
+                            TailState::Passed,
+                            Some(Distrust::BeyondWalEnd {
+                                offset,
+                                commit,
+                                wal_end: self.source.wal_end.unwrap_or(Lsn::ZERO),
+                            }),
+                        )
+                    }
                     Some(w)
                         if w.slot == self.source.slot
                             && !self.source.owns(&w.server, &w.position) =>
@@ -568,6 +614,44 @@ mod tests {
             tails.decide(&topic, 0, &stream(100, 0)).0,
             Decision::Produce
         );
+    }
+
+    /// The same server went back in time (restored with its system identifier and timeline):
+    /// a tail written past the end of its WAL proves nothing, and the commits it makes now, at
+    /// positions at or below that tail, are produced, not skipped. A tail within its WAL still
+    /// counts.
+    #[test]
+    fn a_tail_past_the_end_of_the_servers_wal_proves_nothing() {
+        let topic: Arc<str> = "t".into();
+        let system = "7301234567890123456";
+        let rewound =
+            || Tails::new(Source::new("s", system, 1).with_wal_end(Lsn::from_u64(0x1000)));
+        let past = Written::encode(&Source::new("s", system, 1), &stream(0x2000, 0), 3);
+        let mut tails = rewound();
+        let read = TailRead::Record {
+            offset: 9,
+            position: Some(past),
+        };
+        assert_eq!(
+            tails.learned(&topic, 0, 3, read),
+            Some(Distrust::BeyondWalEnd {
+                offset: 9,
+                commit: Lsn::from_u64(0x2000),
+                wal_end: Lsn::from_u64(0x1000)
+            })
+        );
+        assert_eq!(
+            tails.decide(&topic, 0, &stream(0x1800, 0)).0,
+            Decision::Produce
+        );
+        let within = Written::encode(&Source::new("s", system, 1), &stream(0x900, 0), 3);
+        let mut tails = rewound();
+        let read = TailRead::Record {
+            offset: 9,
+            position: Some(within),
+        };
+        assert_eq!(tails.learned(&topic, 0, 3, read), None);
+        assert_eq!(tails.decide(&topic, 0, &stream(0x800, 0)).0, Decision::Skip);
     }
 
     /// A promoted standby (timeline 2, branched off timeline 1 at 0/1000): a tail written

@@ -21,10 +21,12 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 use super::postgres;
 use super::{catalog, slot_history, snapshot};
 use crate::config::ConnectionInfo;
-use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, Settings, SnapshotMode};
+use crate::config::{
+    CdcSettings, Heartbeat, OnMissingSlot, OnServerRewind, Settings, SnapshotMode,
+};
 use crate::confirm::Confirmations;
 use crate::deliver::{exactly_once, Deliver, KafkaProducer, Refusals};
-use crate::error::RelayError;
+use crate::error::{Problem, RelayError};
 use crate::metrics::Metrics;
 use outbox_router::connect::ColumnFacts;
 use outbox_router::{Router, TableName};
@@ -127,8 +129,12 @@ impl<'a> Replication<'a> {
         .with_options(postgres::SESSION_OPTIONS)
     }
 
-    /// A replication session that has not started streaming, and the server it reached.
-    async fn connect_gated(&self, start: Lsn) -> Result<(ReplicationClient, Identity), RelayError> {
+    /// A replication session that has not started streaming, the server it reached, and
+    /// where that server's WAL ends now (IDENTIFY_SYSTEM's `xlogpos`).
+    async fn connect_gated(
+        &self,
+        start: Lsn,
+    ) -> Result<(ReplicationClient, Identity, Lsn), RelayError> {
         let error = |e| RelayError::replication(e, &self.conn.display, &self.cdc.slot);
         // connect_timeout applies as to the SQL connection (libpq: per host).
         let within = self.conn.connect_timeout.unwrap_or(Duration::from_secs(30));
@@ -189,6 +195,7 @@ impl<'a> Replication<'a> {
                 timeline: system.timeline,
                 history,
             },
+            Lsn::from_u64(system.xlogpos.as_u64()),
         ))
     }
 
@@ -276,9 +283,15 @@ impl<'a> Replication<'a> {
                 snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
             }
         }
-        catalog::ensure_publication(writer, &tables, &cdc.publication, cdc.publication_mode)
-            .await
-            .map_err(|e| {
+        catalog::ensure_publication(
+            writer,
+            &tables,
+            &cdc.publication,
+            cdc.publication_mode,
+            &self.settings.router.columns_read(),
+        )
+        .await
+        .map_err(|e| {
                 if !from_standby || primary.is_some() {
                     return e;
                 }
@@ -338,7 +351,7 @@ impl<'a> Replication<'a> {
                     .await?,
             )
         };
-        let (mut client, identity, start) = self.connect_at(slot_position).await?;
+        let (mut client, identity, start, wal_end) = self.connect_at(slot_position).await?;
         if make_failover && slot_exists {
             // On the replication connection, before it streams; a slot another client
             // streams from is busy (stand by and try again).
@@ -429,6 +442,7 @@ impl<'a> Replication<'a> {
             system_id,
             timeline,
             history,
+            wal_end,
             recorder,
             plan: Plan {
                 tables,
@@ -443,20 +457,36 @@ impl<'a> Replication<'a> {
     }
 
     /// A replication connection at the slot's position (`None`: the slot is made on it
-    /// later) and the server it reached. After a failover (another system or timeline than
-    /// the last session's), what this process confirmed to the old server says nothing about
-    /// the new one (its WAL may be behind it): it starts from the slot's own position.
+    /// later), the server it reached, the start position and where the server's WAL ends.
+    /// After a failover (another system or timeline than the last session's), what this
+    /// process confirmed to the old server says nothing about the new one (its WAL may be
+    /// behind it): it starts from the slot's own position. The same server with its WAL
+    /// ending before what this process confirmed went back in time: `--on-server-rewind`.
     async fn connect_at(
         &mut self,
         slot_position: Option<Lsn>,
-    ) -> Result<(ReplicationClient, Identity, Lsn), RelayError> {
+    ) -> Result<(ReplicationClient, Identity, Lsn, Lsn), RelayError> {
+        let confirmed = self.confirmations.last();
         let mut start = match slot_position {
             Some(position) => self.confirmations.resume_from(position),
             None => Lsn::ZERO,
         };
-        let (mut client, identity) = self.connect_gated(start).await?;
+        let (mut client, identity, wal_end) = self.connect_gated(start).await?;
         if let (Some(previous), Some(position)) = (&self.identity, slot_position) {
-            if *previous != identity {
+            let behind = confirmed.filter(|confirmed| wal_end < *confirmed);
+            if *previous == identity {
+                if let Some(confirmed) = behind {
+                    let reread = self
+                        .on_server_rewind(&mut client, &identity, wal_end, position, confirmed)
+                        .await?;
+                    if reread {
+                        self.confirmations.forget();
+                        start = self.confirmations.resume_from(position);
+                        drop(client);
+                        client = self.connect_gated(start).await?.0;
+                    }
+                }
+            } else {
                 tracing::warn!(
                     previous_system = %previous.system_id, previous_timeline = previous.timeline,
                     system = %identity.system_id, timeline = identity.timeline, slot_lsn = %position,
@@ -468,7 +498,65 @@ impl<'a> Replication<'a> {
                 client = self.connect_gated(start).await?.0;
             }
         }
-        Ok((client, identity, start))
+        Ok((client, identity, start, wal_end))
+    }
+
+    /// The server (same system, same timeline) has WAL only up to `wal_end`, before
+    /// `confirmed`, which this process confirmed to it: restored from a file-system copy or a
+    /// VM snapshot, or a cold copy started. Commits it makes now take positions below
+    /// `confirmed`, which PostgreSQL would skip from a start at `confirmed`. A standby that has
+    /// not replayed that far yet is waited for; otherwise `--on-server-rewind` decides: stop
+    /// with the choices (refuse), resume from the slot's `slot_position` (reread: true) or
+    /// from `confirmed` (accept-gap: false).
+    async fn on_server_rewind(
+        &self,
+        client: &mut ReplicationClient,
+        identity: &Identity,
+        wal_end: Lsn,
+        slot_position: Lsn,
+        confirmed: Lsn,
+    ) -> Result<bool, RelayError> {
+        let slot = &self.cdc.slot;
+        let in_recovery = client
+            .simple_query("SELECT pg_is_in_recovery()")
+            .await
+            .ok()
+            .and_then(|rows| rows.first().and_then(|r| r.first().cloned().flatten()))
+            .is_some_and(|v| v.as_ref() == b"t");
+        if in_recovery {
+            return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                "the standby has WAL up to {wal_end} only, below {confirmed} which this relay confirmed: waiting for \
+                 it to replay further"
+            )));
+        }
+        let (system, timeline) = (&identity.system_id, identity.timeline);
+        match self.cdc.on_server_rewind {
+            OnServerRewind::Refuse => Err(Problem::new(
+                format!(
+                    "PostgreSQL went back in time: system {system}, timeline {timeline}, has WAL up to {wal_end} \
+                     only and slot {slot} is at {slot_position}, but this relay confirmed {confirmed} to it (the \
+                     server was restored from a file-system copy or a VM snapshot, or a cold copy was started). \
+                     Kafka holds the events of commits up to {confirmed} that the server no longer has, and resuming \
+                     from {confirmed} would skip every commit the server makes below it"
+                ),
+                format!(
+                    "choose, and start again with one of: --on-server-rewind reread (resume from the slot's position \
+                     {slot_position}: everything the server has after it is relayed, events relayed before come \
+                     again; consumers deduplicate by event id), or --on-server-rewind accept-gap (resume from \
+                     {confirmed}: commits the server makes below it are not relayed). A relay started anew knows \
+                     only the slot's position, and resumes from it as reread does"
+                ),
+            )
+            .into()),
+            OnServerRewind::Reread => {
+                tracing::warn!(%slot, %wal_end, slot_lsn = %slot_position, %confirmed, "PostgreSQL went back in time (same system and timeline, its WAL ends before what this relay confirmed): resuming from the slot's position; events after it come again (--on-server-rewind reread)");
+                Ok(true)
+            }
+            OnServerRewind::AcceptGap => {
+                tracing::warn!(%slot, %wal_end, slot_lsn = %slot_position, %confirmed, "PostgreSQL went back in time (same system and timeline, its WAL ends before what this relay confirmed): resuming from {confirmed}; commits the server makes below it are not relayed (--on-server-rewind accept-gap)");
+                Ok(false)
+            }
+        }
     }
 
     /// The session's pipeline: the stream, the delivery stage (with `--exactly-once`'s
@@ -485,6 +573,7 @@ impl<'a> Replication<'a> {
             system_id,
             timeline,
             history,
+            wal_end,
             recorder,
             plan,
         } = set_up;
@@ -517,6 +606,7 @@ impl<'a> Replication<'a> {
                 &system_id,
                 timeline,
                 &history,
+                wal_end,
                 self.stood_by,
                 &settings.kafka,
             ));
@@ -558,6 +648,8 @@ struct SetUp {
     timeline: u32,
     /// The timelines the server's branched off (see [`Identity`]).
     history: Vec<(u32, Lsn)>,
+    /// Where the server's WAL ended when the session connected.
+    wal_end: Lsn,
     /// `--cleanup`: what the stream writes the ledger with.
     recorder: Option<crate::source::cleanup::Recorder>,
     plan: Plan,
