@@ -50,6 +50,24 @@ fn summary(out: &Output) -> serde_json::Value {
     lines.last().expect("a summary line")["summary"].clone()
 }
 
+/// The records of `topic` once at least `want` are readable: a transaction's records are
+/// readable (read_committed) only once its commit markers reached the partition, a moment
+/// after commit_transaction returned.
+async fn read_committed(
+    stack: &Stack,
+    topic: &str,
+    want: usize,
+) -> Vec<outbox_relay_testkit::ConsumedRecord> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let records = stack.read_topic(topic).await;
+        if records.len() >= want || std::time::Instant::now() > deadline {
+            return records;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configuration_bug_dead_letters_1000_events_and_the_fixed_configuration_replays_each_once(
 ) {
@@ -173,6 +191,13 @@ async fn a_configuration_bug_dead_letters_1000_events_and_the_fixed_configuratio
         replay.stdout
     );
     // Every event once, on its topic (read_all_events checks the routing), as `run` writes it.
+    // Readable once the transactions' commit markers reached every partition.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while read_all_events(&stack).await.unwrap().len() < 1010
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let events = read_all_events(&stack).await.unwrap();
     assert_eq!(lost_and_duplicated(&stack, 1010).await, (0, 0));
     for (record, n) in &events {
@@ -200,7 +225,7 @@ async fn a_configuration_bug_dead_letters_1000_events_and_the_fixed_configuratio
             "{key}: {ns:?}"
         );
     }
-    assert_eq!(stack.read_topic(MARKERS).await.len(), 1000);
+    assert_eq!(read_committed(&stack, MARKERS, 1000).await.len(), 1000);
 
     // A second replay sends none.
     let again = dead_letters(&stack, "replay", &["--json"]);
@@ -301,7 +326,7 @@ async fn a_kafka_connect_dead_letter_queue_record_replays_to_the_topic_it_came_f
         "{}",
         replay.stderr
     );
-    let payments = stack.read_topic("payments").await;
+    let payments = read_committed(&stack, "payments", 1).await;
     assert_eq!(payments.len(), 1);
     assert_eq!(payments[0].key_str(), Some("p-7"));
     assert_eq!(payments[0].value_str(), Some("{\"amount\": 12}"));

@@ -865,6 +865,87 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         chosen.push(format!("heartbeats to {prefix}"));
         format!("{prefix}.dbz_S{seed}C{index}")
     });
+    // Kafka Connect's transforms after the EventRouter (issue 35), from a random stream of
+    // their own (the cases above stay as they were): a RegexRouter on the routed topics
+    // (not on the heartbeat and transaction topics: a negated TopicNameMatches), an
+    // InsertHeader under a HasHeaderKey predicate, a DropHeaders. Header order and bytes
+    // are compared like the rest.
+    let mut chain_rng = Rng(seed ^ 0x5eed_c4a1_0000_0000 ^ index as u64);
+    if chain_rng.chance(40) {
+        let mut aliases = vec![config["transforms"].as_str().unwrap().to_owned()];
+        let mut predicates = Vec::new();
+        if chain_rng.chance(70) {
+            aliases.push("route".into());
+            set(
+                &mut config,
+                "transforms.route.type",
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            );
+            set(&mut config, "transforms.route.regex", "(.*S\\d+C\\d+)(.*)");
+            set(&mut config, "transforms.route.replacement", "$1.chained$2");
+            set(&mut config, "transforms.route.predicate", "internal");
+            set(&mut config, "transforms.route.negate", "true");
+            predicates.push("internal");
+            set(
+                &mut config,
+                "predicates.internal.type",
+                "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            );
+            set(
+                &mut config,
+                "predicates.internal.pattern",
+                "__.*|.*\\.transaction",
+            );
+        }
+        if chain_rng.chance(70) {
+            aliases.push("tag".into());
+            set(
+                &mut config,
+                "transforms.tag.type",
+                "org.apache.kafka.connect.transforms.InsertHeader",
+            );
+            set(&mut config, "transforms.tag.header", "chain-source");
+            // Whole numbers with a schema'd JsonConverter header converter are refused
+            // (Connect types them INT8 to INT64 by size).
+            let json_schemas = config.get("header.converter.schemas.enable")
+                == Some(&Value::String("true".into()));
+            let literals: &[&str] = if json_schemas {
+                &["orders-service", "TRUE", "a b"]
+            } else {
+                &["orders-service", "007", "TRUE", "-12", "a b"]
+            };
+            let literal = *chain_rng.pick(literals);
+            set(&mut config, "transforms.tag.value.literal", literal);
+            if chain_rng.chance(50) {
+                set(&mut config, "transforms.tag.predicate", "hasId");
+                predicates.push("hasId");
+                set(
+                    &mut config,
+                    "predicates.hasId.type",
+                    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                );
+                set(&mut config, "predicates.hasId.name", "id");
+            }
+        }
+        if chain_rng.chance(50) {
+            aliases.push("drop".into());
+            set(
+                &mut config,
+                "transforms.drop.type",
+                "org.apache.kafka.connect.transforms.DropHeaders",
+            );
+            set(
+                &mut config,
+                "transforms.drop.headers",
+                chain_rng.text(&["id", "id,chain-source", "nothing-here"]),
+            );
+        }
+        if !predicates.is_empty() {
+            set(&mut config, "predicates", &predicates.join(","));
+        }
+        chosen.push(format!("transforms {}", aliases.join(",")));
+        set(&mut config, "transforms", &aliases.join(","));
+    }
     Case {
         seed,
         index,

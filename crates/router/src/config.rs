@@ -185,6 +185,8 @@ pub struct RouterConfig {
     /// How records are written: the native raw bytes, or what a Kafka Connect worker
     /// with the given converters would write (Debezium drop-in).
     pub output: Output,
+    /// Kafka Connect's transforms after the EventRouter (`transforms=outbox,route,…`).
+    pub chain: crate::transforms::Chain,
 }
 
 /// `table.op.invalid.behavior`: UPDATEs are not events; `warn`/`error` skip them with a
@@ -376,6 +378,7 @@ impl Default for RouterConfig {
             ignore_missing_additional: false,
             on_update: InvalidOperation::Ignore,
             output: Output::Raw,
+            chain: crate::transforms::Chain::default(),
         }
     }
 }

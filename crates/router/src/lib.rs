@@ -14,6 +14,7 @@ mod expand;
 mod record;
 mod router;
 mod topic;
+pub mod transforms;
 
 pub use config::{
     AdditionalField, ConnectFormat, ContextHeaders, InvalidOperation, ListPattern, MessageConfig,

@@ -116,6 +116,22 @@ impl Router {
             .map(str::to_owned)
     }
 
+    /// The transforms configured after the EventRouter, applied to what a `route*`,
+    /// `heartbeat` or `transaction_record` call gave: every record of the connector goes
+    /// through them, as through a Kafka Connect worker's chain. A record a step filtered out
+    /// is [`RouteOutcome::Ignored`].
+    pub fn transformed(&self, outcome: RouteOutcome) -> RouteOutcome {
+        match outcome {
+            RouteOutcome::Record(record) if !self.config.chain.is_empty() => {
+                match self.config.chain.apply(record) {
+                    Some(record) => RouteOutcome::Record(record),
+                    None => RouteOutcome::Ignored,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Feeds one decoded message; returns what, if anything, to produce.
     pub fn route(&mut self, message: &LogicalMessage) -> RouteOutcome {
         match message {

@@ -117,6 +117,14 @@ impl TopicTemplate {
     }
 }
 
+/// A Java regular expression that must match a whole string (`Pattern.matches`), with
+/// Java's ASCII `\\d \\w \\s \\b`.
+pub(crate) fn java_whole_match(pattern: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{})$", java_ascii_classes(pattern))).map_err(|e| {
+        format!("{pattern:?} is not a regular expression outbox-relay reads as Java does: {e}")
+    })
+}
+
 /// Java's `\\d \\w \\s \\b` (and their negations) are ASCII-only unless
 /// UNICODE_CHARACTER_CLASS is set; the regex crate's are Unicode. The pattern with those
 /// escapes spelled as ASCII classes, inside and outside character classes.

@@ -90,7 +90,6 @@ const REFUSED: &[(&str, &str)] = &[
         "columns are never dropped from outbox rows",
     ),
     ("transaction.boundary", "Kafka transactions are not used"),
-    ("predicates", "transform predicates are not supported"),
     ("converters", "custom converters are not supported"),
 ];
 
@@ -309,7 +308,7 @@ pub fn translate(
 
     // --- the EventRouter ---
     let topic_prefix_for_headers = topic_prefix.clone();
-    let (transform, decode_messages) = event_router(&o)?;
+    let (transform, decode_messages, after_router) = event_router(&o)?;
     let messages = messages(&o, decode_messages.as_deref())?;
     let (tables, table_patterns) = outbox_tables(&o, messages.is_some())?;
     let t = |name: &str| format!("transforms.{transform}.{name}");
@@ -437,6 +436,7 @@ pub fn translate(
     let key = converter(&o, w.as_ref(), "key", &mut notes)?;
     let value = converter(&o, w.as_ref(), "value", &mut notes)?;
     let header = header_converter(&o, w.as_ref(), &mut notes)?;
+    let chain = transform_chain(&o, &after_router, &header)?;
 
     // --- Kafka ---
     let bootstrap_servers = w
@@ -488,6 +488,7 @@ pub fn translate(
         topic_replication_factor,
         topic_creation,
         router: RouterConfig {
+            chain,
             tables,
             table_patterns,
             messages,
@@ -940,9 +941,167 @@ fn split_regex_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-/// The alias of the one EventRouter transform, and of the
-/// `DecodeLogicalDecodingMessageContent` transform before it, if any.
-fn event_router(o: &Options) -> Result<(String, Option<String>), String> {
+/// Kafka Connect's transforms outbox-relay applies after the EventRouter.
+const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
+const INSERT_HEADER: &str = "org.apache.kafka.connect.transforms.InsertHeader";
+const DROP_HEADERS: &str = "org.apache.kafka.connect.transforms.DropHeaders";
+const FILTER: &str = "org.apache.kafka.connect.transforms.Filter";
+const AFTER_ROUTER: &[&str] = &[REGEX_ROUTER, INSERT_HEADER, DROP_HEADERS, FILTER];
+const PREDICATES: &[&str] = &[
+    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+];
+
+/// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
+/// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
+fn transform_chain(
+    o: &Options,
+    aliases: &[String],
+    header: &outbox_router::connect::HeaderConverter,
+) -> Result<outbox_router::transforms::Chain, String> {
+    use outbox_router::connect::{Converter, HeaderConverter};
+    use outbox_router::transforms::{Chain, Predicate, Step, Transform};
+    let mut steps = Vec::new();
+    let declared: Vec<String> = o
+        .get("predicates")
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for alias in aliases {
+        let key = |name: &str| format!("transforms.{alias}.{name}");
+        let required = |name: &str| {
+            o.get(&key(name))
+                .ok_or_else(|| format!("{} is missing", key(name)))
+        };
+        let class = o.get(&key("type")).unwrap_or_default();
+        let transform = match class {
+            REGEX_ROUTER => Transform::RegexRouter(
+                outbox_router::TopicTemplate::with_regex(
+                    required("regex")?,
+                    required("replacement")?,
+                )
+                .map_err(|e| format!("{}: {e}", key("regex")))?,
+            ),
+            INSERT_HEADER => {
+                use outbox_router::connect::{Schema, SchemaType, Value};
+                let literal = required("value.literal")?;
+                let text = outbox_router::transforms::simple_header_literal(literal);
+                let value = match header {
+                    HeaderConverter::Simple | HeaderConverter::Other(Converter::String) => {
+                        Some(bytes::Bytes::from(text))
+                    }
+                    // JsonConverter: the value Values.parseString made of the literal, with
+                    // its schema (a whole number is an INT8 to INT64 by size there, which
+                    // outbox-relay writes only without schemas).
+                    HeaderConverter::Other(json @ Converter::Json { schemas_enable, .. }) => {
+                        let (schema, value) = if literal == "true" || literal == "false" {
+                            (SchemaType::Boolean, Value::Boolean(text == "true"))
+                        } else if let Ok(n) = text.parse::<i64>() {
+                            if *schemas_enable {
+                                return Err(format!(
+                                    "{}: an InsertHeader whole-number literal with a JsonConverter header.converter \
+                                     and schemas.enable=true is not supported (Connect types it INT8 to INT64 by size); \
+                                     quote it or use SimpleHeaderConverter",
+                                    key("value.literal")
+                                ));
+                            }
+                            (SchemaType::Int64, Value::Int(n))
+                        } else {
+                            (
+                                SchemaType::String,
+                                Value::String(bytes::Bytes::copy_from_slice(literal.as_bytes())),
+                            )
+                        };
+                        json.encode(Some(&Schema::new(schema, false)), &value)
+                            .map_err(|e| format!("{}: {e}", key("value.literal")))?
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{}: InsertHeader is supported with the SimpleHeaderConverter, StringConverter and \
+                             JsonConverter header converters",
+                            key("type")
+                        ))
+                    }
+                };
+                Transform::InsertHeader {
+                    header: required("header")?.into(),
+                    value,
+                }
+            }
+            DROP_HEADERS => Transform::DropHeaders(
+                required("headers")?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            FILTER => Transform::Filter,
+            _ => unreachable!("event_router() accepted only these"),
+        };
+        let predicate = match o.get(&key("predicate")) {
+            None => None,
+            Some(name) => {
+                let name = name.trim();
+                if !declared.iter().any(|d| d == name) {
+                    return Err(format!(
+                        "{}: predicate {name:?} is not declared in predicates ({})",
+                        key("predicate"),
+                        declared.join(",")
+                    ));
+                }
+                let pkey = |field: &str| format!("predicates.{name}.{field}");
+                let preq = |field: &str| {
+                    o.get(&pkey(field))
+                        .ok_or_else(|| format!("{} is missing", pkey(field)))
+                };
+                let predicate = match o.get(&pkey("type")).unwrap_or_default() {
+                    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches" => {
+                        Predicate::topic_name_matches(preq("pattern")?)
+                            .map_err(|e| format!("{}: {e}", pkey("pattern")))?
+                    }
+                    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey" => {
+                        Predicate::HasHeaderKey(preq("name")?.to_owned())
+                    }
+                    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" => {
+                        Predicate::RecordIsTombstone
+                    }
+                    other => {
+                        return Err(format!(
+                            "{}: the predicate {other:?} is not supported; outbox-relay applies {}",
+                            pkey("type"),
+                            PREDICATES.join(", ")
+                        ))
+                    }
+                };
+                Some((predicate, flag(o, &key("negate"), false)?))
+            }
+        };
+        steps.push(Step {
+            alias: alias.clone(),
+            transform,
+            predicate,
+        });
+    }
+    // Declared predicates no transform uses are still read (Kafka Connect validates them).
+    for name in &declared {
+        o.get(&format!("predicates.{name}.type"));
+        o.get(&format!("predicates.{name}.pattern"));
+        o.get(&format!("predicates.{name}.name"));
+    }
+    Ok(Chain { steps })
+}
+
+/// The alias of the one EventRouter transform, of the `DecodeLogicalDecodingMessageContent`
+/// transform before it, if any, and of the transforms after it (Kafka Connect's own, see
+/// [`transform_chain`]).
+fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), String> {
     let list = o.get("transforms").ok_or(
         "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
     )?;
@@ -953,9 +1112,20 @@ fn event_router(o: &Options) -> Result<(String, Option<String>), String> {
         .collect();
     let mut router = None;
     let mut decode = None;
+    let mut after = Vec::new();
     for alias in aliases {
         let key = format!("transforms.{alias}.type");
         match o.get(&key) {
+            Some(class) if router.is_some() && AFTER_ROUTER.contains(&class) => {
+                after.push(alias.to_owned());
+                continue;
+            }
+            Some(class) if AFTER_ROUTER.contains(&class) => {
+                return Err(format!(
+                    "{key}: {class} is supported after the EventRouter (it transforms the routed records); put it after \
+                     the EventRouter's alias in transforms"
+                ))
+            }
             Some(EVENT_ROUTER) if router.is_none() => router = Some(alias.to_owned()),
             Some(EVENT_ROUTER) => return Err("transforms: more than one EventRouter".into()),
             Some(DECODE_MESSAGE) if router.is_none() && decode.is_none() => {
@@ -968,7 +1138,9 @@ fn event_router(o: &Options) -> Result<(String, Option<String>), String> {
             }
             Some(other) => {
                 return Err(format!(
-                    "{key}: the transform {other} is not supported; outbox-relay applies only {EVENT_ROUTER}"
+                    "{key}: the transform {other} is not supported; outbox-relay applies {EVENT_ROUTER} (with \
+                     {DECODE_MESSAGE} before it), and after it {}",
+                    AFTER_ROUTER.join(", ")
                 ))
             }
             None => return Err(format!("{key} is missing")),
@@ -981,7 +1153,7 @@ fn event_router(o: &Options) -> Result<(String, Option<String>), String> {
         o.get(&format!("transforms.{alias}.negate"));
     }
     let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
-    Ok((router, decode))
+    Ok((router, decode, after))
 }
 
 /// The converter `class` configured under `key` (`value.converter`…), with the

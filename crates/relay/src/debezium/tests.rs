@@ -658,3 +658,93 @@ fn when_needed_rereads_a_lost_position_and_relay_options_come_through() {
     let err = translate(&config(&[("outbox.relay.cleanup.batch", "many")]), None).unwrap_err();
     assert!(err.starts_with("outbox.relay.cleanup.batch:"), "{err}");
 }
+
+/// Kafka Connect's transforms after the EventRouter, with predicates: read in the order of
+/// `transforms`; a transform before the EventRouter, an unknown class, an undeclared
+/// predicate are refused by name, the supported classes named.
+#[test]
+fn transforms_after_the_event_router_are_chained_with_their_predicates() {
+    use outbox_router::transforms::{Predicate, Transform};
+    let s = translate(
+        &config(&[
+            ("transforms", "outbox,route,tag,drop,skip"),
+            (
+                "transforms.route.type",
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            ),
+            ("transforms.route.regex", "(.*)"),
+            ("transforms.route.replacement", "prod.$1"),
+            (
+                "transforms.tag.type",
+                "org.apache.kafka.connect.transforms.InsertHeader",
+            ),
+            ("transforms.tag.header", "source"),
+            ("transforms.tag.value.literal", "007"),
+            (
+                "transforms.drop.type",
+                "org.apache.kafka.connect.transforms.DropHeaders",
+            ),
+            ("transforms.drop.headers", "eventType, trace"),
+            (
+                "transforms.skip.type",
+                "org.apache.kafka.connect.transforms.Filter",
+            ),
+            ("transforms.skip.predicate", "tombstones"),
+            ("transforms.skip.negate", "true"),
+            ("predicates", "tombstones"),
+            (
+                "predicates.tombstones.type",
+                "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+            ),
+        ]),
+        None,
+    )
+    .unwrap();
+    let steps = &s.router.chain.steps;
+    let aliases: Vec<&str> = steps.iter().map(|s| s.alias.as_str()).collect();
+    assert_eq!(aliases, ["route", "tag", "drop", "skip"]);
+    assert!(
+        matches!(&steps[1].transform, Transform::InsertHeader { value: Some(v), .. } if &v[..] == b"7")
+    );
+    assert!(
+        matches!(&steps[2].transform, Transform::DropHeaders(h) if h == &["eventType", "trace"])
+    );
+    assert!(matches!(
+        &steps[3].predicate,
+        Some((Predicate::RecordIsTombstone, true))
+    ));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+
+    let refused = |extra: &[(&str, &str)]| translate(&config(extra), None).unwrap_err();
+    let before = refused(&[
+        ("transforms", "route,outbox"),
+        (
+            "transforms.route.type",
+            "org.apache.kafka.connect.transforms.RegexRouter",
+        ),
+    ]);
+    assert!(before.contains("after the EventRouter"), "{before}");
+    let unknown = refused(&[
+        ("transforms", "outbox,flat"),
+        (
+            "transforms.flat.type",
+            "org.apache.kafka.connect.transforms.Flatten$Value",
+        ),
+    ]);
+    assert!(
+        unknown.contains("Flatten$Value is not supported") && unknown.contains("RegexRouter"),
+        "{unknown}"
+    );
+    let undeclared = refused(&[
+        ("transforms", "outbox,skip"),
+        (
+            "transforms.skip.type",
+            "org.apache.kafka.connect.transforms.Filter",
+        ),
+        ("transforms.skip.predicate", "nope"),
+    ]);
+    assert!(
+        undeclared.contains("predicate \"nope\" is not declared"),
+        "{undeclared}"
+    );
+}

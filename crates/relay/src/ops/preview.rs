@@ -100,7 +100,8 @@ pub async fn preview(
             }
             _ => {}
         }
-        match route::triage(router.route(&message), Some(lsn))? {
+        let outcome = router.route(&message);
+        match route::triage(router.transformed(outcome), Some(lsn))? {
             // The router never makes canaries (the stream does).
             None | Some(Routed::Canary { .. }) => {}
             Some(Routed::Record(record)) => {

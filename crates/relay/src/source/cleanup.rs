@@ -326,6 +326,20 @@ impl Ledger {
         if entries.is_empty() {
             return Ok(());
         }
+        // At most this many entries (each one batch of keys) per statement: a statement
+        // stays far below PostgreSQL's limits whatever one transaction wrote.
+        for chunk in entries.chunks(16) {
+            self.record_chunk(sql, tables, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn record_chunk(
+        &self,
+        sql: &tokio_postgres::Client,
+        tables: &[TableKey],
+        entries: &[Entry],
+    ) -> Result<(), RelayError> {
         let values: Vec<String> = entries
             .iter()
             .map(|e| {
@@ -379,10 +393,15 @@ impl Recorder {
         &mut self.notes
     }
 
-    /// A position waits for the ledger.
-    pub fn holds(&self) -> bool {
-        self.notes.holds()
+    /// Something to write: a position waits for the ledger, or many keys are noted (a long
+    /// transaction: its delivered rows go to the ledger before it commits, so memory stays
+    /// bounded by the in-flight window).
+    pub fn due(&self) -> bool {
+        self.notes.holds() || self.notes.noted() >= Self::NOTED_BEFORE_FLUSH
     }
+
+    /// Keys noted that are written without waiting for a position.
+    const NOTED_BEFORE_FLUSH: usize = 10_000;
 
     /// Writes the rows of the events numbered before `delivered_before` (less
     /// `dead_lettered`) to the ledger; then the position held may be confirmed.
@@ -536,8 +555,9 @@ async fn clean_once(
             let table = qualified(table);
             sql.execute(
                 &format!(
-                    "DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {table} WHERE {column} IS NOT NULL \
-                     AND {column} <= now() - make_interval(secs => $1) LIMIT $2 FOR UPDATE SKIP LOCKED))"
+                    // (tableoid, ctid): a ctid names a row within one partition only.
+                    "DELETE FROM {table} WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM {table} WHERE {column} IS NOT NULL \
+                     AND {column} <= now() - make_interval(secs => $1) LIMIT $2 FOR UPDATE SKIP LOCKED)"
                 ),
                 &[&grace_s, &i64::from(cleanup.batch)],
             )

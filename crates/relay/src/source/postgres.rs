@@ -198,6 +198,7 @@ pub async fn connect_to_target(
         &[false]
     };
     let mut failed: Option<RelayError> = None;
+    let mut permanent: Option<RelayError> = None;
     let mut refused: Vec<String> = Vec::new();
     for &standby_pass in passes {
         for (i, (host, port)) in info.hosts.iter().enumerate() {
@@ -209,7 +210,11 @@ pub async fn connect_to_target(
                 Ok(client) => client,
                 Err(e) => {
                     refused.push(format!("{host}:{port}: {e}"));
-                    failed = Some(e);
+                    if e.consequence() == crate::error::Consequence::Exit {
+                        permanent.get_or_insert(e);
+                    } else {
+                        failed = Some(e);
+                    }
                     continue;
                 }
             };
@@ -236,10 +241,12 @@ pub async fn connect_to_target(
             }
         }
     }
-    match failed {
-        // Every host failed the same way a single one would: its classification stands
-        // (a wrong password is not retried).
-        Some(e) if refused.len() == 1 || info.target == SessionTarget::Any => Err(e),
+    match (failed, permanent) {
+        // A host that refused for good (a wrong password, no such database) does not
+        // change its mind: that error stands, whatever the other hosts said.
+        (_, Some(e)) => Err(e),
+        // Every host failed the same way a single one would: its classification stands.
+        (Some(e), None) if refused.len() == 1 || info.target == SessionTarget::Any => Err(e),
         _ => Err(RelayError::ConnectionLost(anyhow::anyhow!(
             "no server of {} is {} (target_session_attrs): {}",
             info.display,

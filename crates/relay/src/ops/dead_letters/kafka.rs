@@ -173,6 +173,8 @@ pub struct Replayer {
     marker_topic: String,
     /// Records in the open transaction.
     open: usize,
+    /// A transaction is open (begun, maybe with every record of it refused).
+    begun: bool,
 }
 
 impl Replayer {
@@ -207,6 +209,7 @@ impl Replayer {
             producer,
             marker_topic: marker_topic.to_owned(),
             open: 0,
+            begun: false,
         })
     }
 
@@ -218,10 +221,13 @@ impl Replayer {
         record: &OutboxRecord,
         marker_key: &str,
     ) -> Result<Result<(), String>, RelayError> {
-        if self.open == 0 {
+        // A transaction is begun once, whether or not its first record was refused (a
+        // second begin_transaction() in one is an error of librdkafka's state machine).
+        if !self.begun {
             self.producer
                 .begin_transaction()
                 .map_err(|e| unavailable("beginning a transaction", e))?;
+            self.begun = true;
         }
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (key, value) in &record.headers {
@@ -253,6 +259,7 @@ impl Replayer {
             // The record is in the transaction without its marker: none of it may count.
             let _ = self.producer.abort_transaction(TIMEOUT);
             self.open = 0;
+            self.begun = false;
             return Err(unavailable("producing a marker (transaction aborted)", why));
         }
         self.open += 1;
@@ -284,11 +291,13 @@ impl Replayer {
     /// Commits the open transaction: its records and their markers are in Kafka together,
     /// or (on an error) neither is.
     pub fn commit(&mut self) -> Result<(), RelayError> {
-        if self.open == 0 {
+        if !self.begun {
             return Ok(());
         }
+        // Committed even when empty (every record of it refused): the next one begins anew.
         let result = self.producer.commit_transaction(TIMEOUT);
         self.open = 0;
+        self.begun = false;
         if let Err(e) = result {
             let _ = self.producer.abort_transaction(TIMEOUT);
             return Err(unavailable(

@@ -127,7 +127,9 @@ impl Letter {
                 letter.original_topic = header(relay::ORIGINAL_TOPIC);
                 letter.original_size = header(relay::ORIGINAL_SIZE);
                 letter.row = header(relay::SOURCE_ROW).map(|json| parse_row(&json));
-                |k| k.starts_with(RELAY_PREFIX)
+                // And `--exactly-once`'s position (`__outbox_relay.position`): an old
+                // position planted as a partition's last record would mislead the next replay.
+                |k| k.starts_with(RELAY_PREFIX) || k.starts_with("__outbox_relay.")
             }
             Format::Connect => {
                 letter.reason = header(CONNECT_EXCEPTION_MESSAGE)
@@ -307,7 +309,7 @@ impl Reroute {
                 .collect(),
         };
         self.router.route(&LogicalMessage::Relation(relation));
-        self.router.route(&LogicalMessage::Insert(Insert {
+        let outcome = self.router.route(&LogicalMessage::Insert(Insert {
             relation_id: RELATION_ID,
             new_tuple: TupleData {
                 columns: row
@@ -318,7 +320,9 @@ impl Reroute {
                     })
                     .collect(),
             },
-        }))
+        }));
+        // The transforms after the EventRouter, as `run` applies them.
+        self.router.transformed(outcome)
     }
 }
 

@@ -343,6 +343,22 @@ async fn replay_letters(
         eprintln!("no dead letters: topic {dead_letter_topic} does not exist");
         return Ok(summary);
     };
+    // A replay fences every earlier one of this dead-letter topic (init_transactions)
+    // before it reads what they recorded: one still running can commit nothing after that.
+    let replayer = if dry_run {
+        None
+    } else {
+        let (kafka, dlq, markers) = (
+            settings.kafka.clone(),
+            dead_letter_topic.clone(),
+            marker_topic.to_owned(),
+        );
+        Some(
+            tokio::task::spawn_blocking(move || kafka::Replayer::new(&kafka, &dlq, &markers))
+                .await
+                .expect("starting the replay's producer")?,
+        )
+    };
     let kafka = settings.kafka.clone();
     let markers = {
         let marker_topic = marker_topic.to_owned();
@@ -425,11 +441,9 @@ async fn replay_letters(
         return Ok(summary);
     }
     let progress = progress_bar(planned.len() as u64);
-    let kafka = settings.kafka.clone();
-    let marker_topic = marker_topic.to_owned();
     let bar = progress.clone();
     let sent = tokio::task::spawn_blocking(move || -> Result<(usize, usize), RelayError> {
-        let mut replayer = kafka::Replayer::new(&kafka, &dead_letter_topic, &marker_topic)?;
+        let mut replayer = replayer.expect("made above for a replay that is not a dry run");
         let (mut committed, mut refused) = (0, 0);
         for (letter, record) in &planned {
             let from = letter.marker_key(&dead_letter_topic);

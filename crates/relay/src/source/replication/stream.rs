@@ -333,7 +333,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     }
                 }
                 _ = self.stuck_check.tick() => self.deliver.check_stuck(),
-                _ = tick(&mut self.cleanup_flush), if self.cleanup.as_ref().is_some_and(|c| c.holds()) => {
+                _ = tick(&mut self.cleanup_flush), if self.cleanup.as_ref().is_some_and(|c| c.due()) => {
                     self.flush_cleanup().await?;
                 }
                 _ = tick(&mut self.heartbeat), if stop_by.is_none() && room && !self.tracker.in_transaction() => {
@@ -401,6 +401,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             let fetched = rows.next_rows().await?;
             if fetched.is_empty() {
                 break;
+            }
+            // --cleanup: the keys of the rows delivered so far, written as they accumulate.
+            if self.cleanup.as_ref().is_some_and(|c| c.due()) {
+                self.flush_cleanup().await?;
             }
             for insert in fetched {
                 let event = EventPosition::Snapshot {
@@ -849,6 +853,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         event: Option<EventPosition>,
         table: Arc<str>,
     ) -> Result<Option<Seq>, RelayError> {
+        // Kafka Connect's transforms after the EventRouter, on every record (heartbeats and
+        // transaction records too, as a worker's chain).
+        let outcome = self.router.transformed(outcome);
         let Some(routed) = route::triage(outcome, Some(position))? else {
             return Ok(None);
         };
