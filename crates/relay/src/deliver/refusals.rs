@@ -105,6 +105,7 @@ mod tests {
         EventPosition::Stream {
             commit: Lsn::from_u64(commit),
             index,
+            committed_us: None,
         }
     }
 

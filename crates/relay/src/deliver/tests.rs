@@ -217,6 +217,7 @@ fn streamed(commit: u64, index: u32) -> Origin {
         event: Some(EventPosition::Stream {
             commit: Lsn::from_u64(commit),
             index,
+            committed_us: None,
         }),
         ..origin(commit)
     }
@@ -594,6 +595,7 @@ mod exactly_once_mode {
             event: Some(EventPosition::Stream {
                 commit: Lsn::from_u64(commit),
                 index,
+                committed_us: None,
             }),
             ..origin(commit)
         }
@@ -607,6 +609,7 @@ mod exactly_once_mode {
                 &EventPosition::Stream {
                     commit: Lsn::from_u64(commit),
                     index,
+                    committed_us: None,
                 },
                 partitions,
             )),
@@ -677,7 +680,8 @@ mod exactly_once_mode {
             position_of(first).position,
             EventPosition::Stream {
                 commit: Lsn::from_u64(200),
-                index: 2
+                index: 2,
+                committed_us: None,
             }
         );
         assert_eq!(position_of(first).slot, "slot_a");
@@ -721,7 +725,8 @@ mod exactly_once_mode {
             position_of(letter).position,
             EventPosition::Stream {
                 commit: Lsn::from_u64(100),
-                index: 0
+                index: 0,
+                committed_us: None,
             }
         );
         assert_eq!(
@@ -760,7 +765,8 @@ mod exactly_once_mode {
             position_of(&d.producer.sent[0]).position,
             EventPosition::Stream {
                 commit: Lsn::from_u64(100),
-                index: 1
+                index: 1,
+                committed_us: None,
             }
         );
         assert_eq!(d.counts().skipped, 1);
@@ -849,11 +855,13 @@ mod exactly_once_mode {
             [
                 EventPosition::Stream {
                     commit: Lsn::from_u64(100),
-                    index: 0
+                    index: 0,
+                    committed_us: None,
                 },
                 EventPosition::Stream {
                     commit: Lsn::from_u64(100),
-                    index: 1
+                    index: 1,
+                    committed_us: None,
                 }
             ],
             "the dead-letter topic is written in position order"

@@ -64,14 +64,44 @@ pub const POSITION_HEADER: &str = "__outbox_relay.position";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum EventPosition {
     /// A streamed change: its transaction's commit LSN and its index among the
-    /// transaction's changes (inserts, updates, deletes, truncates: independent of routing).
-    Stream { commit: Lsn, index: u32 },
+    /// transaction's changes (inserts, updates, deletes, truncates: independent of routing),
+    /// and the transaction's commit time (PostgreSQL micros; `None` in a header written
+    /// before the relay recorded it): the same in every replay of the same transaction.
+    Stream {
+        commit: Lsn,
+        index: u32,
+        committed_us: Option<i64>,
+    },
     /// A row of an initial snapshot: the snapshot and the row's number in it (written for
     /// the record, never compared: see `at_or_before`).
     Snapshot { snapshot: Arc<str>, row: u64 },
 }
 
+/// How much later than the partition's last record a replayed event at or before it may
+/// have committed and still be that record's history: commit times are taken before the
+/// commit record is written, so concurrent transactions' times can invert by a little.
+const COMMIT_TIME_JITTER_US: i64 = 1_000_000;
+
 impl EventPosition {
+    /// A replayed event at or before `tail` whose transaction committed well after the
+    /// tail's did cannot be what Kafka holds: the server went back in time (a restore) and
+    /// reuses positions. Unknown times prove nothing either way.
+    fn committed_after(&self, tail: &EventPosition) -> bool {
+        match (self, tail) {
+            (
+                Self::Stream {
+                    committed_us: Some(mine),
+                    ..
+                },
+                Self::Stream {
+                    committed_us: Some(theirs),
+                    ..
+                },
+            ) => *mine > theirs.saturating_add(COMMIT_TIME_JITTER_US),
+            _ => false,
+        }
+    }
+
     /// True when an event at `self` is at or before `other` in the same replay order.
     /// `None`: not comparable (a snapshot row and a streamed change, two snapshots).
     fn at_or_before(&self, other: &EventPosition) -> Option<bool> {
@@ -80,10 +110,12 @@ impl EventPosition {
                 Self::Stream {
                     commit: a,
                     index: i,
+                    ..
                 },
                 Self::Stream {
                     commit: b,
                     index: j,
+                    ..
                 },
             ) => Some((a, i) <= (b, j)),
             // Snapshot rows are never compared: a snapshot interrupted by a crash is retaken
@@ -111,9 +143,18 @@ impl Written {
     pub fn encode(source: &Source, position: &EventPosition, partitions: i32) -> Bytes {
         let Source { slot, server, .. } = source;
         Bytes::from(match position {
-            EventPosition::Stream { commit, index } => {
-                format!("slot={slot} server={server} commit={commit} index={index} partitions={partitions}")
-            }
+            EventPosition::Stream {
+                commit,
+                index,
+                committed_us,
+            } => match committed_us {
+                Some(us) => format!(
+                    "slot={slot} server={server} commit={commit} index={index} committed={us} partitions={partitions}"
+                ),
+                None => format!(
+                    "slot={slot} server={server} commit={commit} index={index} partitions={partitions}"
+                ),
+            },
             EventPosition::Snapshot { snapshot, row } => {
                 format!("slot={slot} server={server} snapshot={snapshot} row={row} partitions={partitions}")
             }
@@ -131,6 +172,10 @@ impl Written {
             (Some(commit), None) => EventPosition::Stream {
                 commit: Lsn::parse(commit)?,
                 index: fields.get("index")?.parse().ok()?,
+                committed_us: match fields.get("committed") {
+                    Some(us) => Some(us.parse().ok()?),
+                    None => None,
+                },
             },
             (None, Some(snapshot)) => EventPosition::Snapshot {
                 snapshot: Arc::from(*snapshot),
@@ -327,10 +372,13 @@ impl Tails {
         match state {
             TailState::Passed => (Decision::Produce, None),
             TailState::Pending { tail, skipped } => {
-                if position.at_or_before(tail) == Some(true) {
+                if position.at_or_before(tail) == Some(true) && !position.committed_after(tail) {
                     *skipped += 1;
                     return (Decision::Skip, None);
                 }
+                // Past the tail, or at a position the tail's history does not explain (a
+                // server that went back in time reuses positions): produced, and so is
+                // every later event of the partition.
                 let skipped = *skipped;
                 *state = TailState::Passed;
                 (Decision::Produce, Some(skipped))
@@ -439,7 +487,74 @@ mod tests {
         EventPosition::Stream {
             commit: Lsn::from_u64(commit),
             index,
+            committed_us: None,
         }
+    }
+
+    fn stream_at(commit: u64, index: u32, committed_us: i64) -> EventPosition {
+        EventPosition::Stream {
+            commit: Lsn::from_u64(commit),
+            index,
+            committed_us: Some(committed_us),
+        }
+    }
+
+    /// A server restored from a copy reuses positions: an event replayed at or before the
+    /// partition's last record but committed well after it is not that record's history,
+    /// and is produced (so is every later one); a replay of the same transactions (same
+    /// commit times, or a little jitter between concurrent ones) is skipped as before.
+    #[test]
+    fn an_event_committed_well_after_the_tail_is_not_skipped_though_its_position_is_before() {
+        let topic: Arc<str> = "t".into();
+        let source = Source::new("s", "7301234567890123456", 1);
+        let tail = Written::encode(&source, &stream_at(0x900, 0, 1_000_000_000), 3);
+        let read = || TailRead::Record {
+            offset: 5,
+            position: Some(tail.clone()),
+        };
+        let mut tails = Tails::new(source.clone());
+        assert_eq!(tails.learned(&topic, 0, 3, read()), None);
+        // The same history: skipped, jitter included.
+        assert_eq!(
+            tails
+                .decide(&topic, 0, &stream_at(0x800, 0, 1_000_000_000))
+                .0,
+            Decision::Skip
+        );
+        assert_eq!(
+            tails
+                .decide(&topic, 0, &stream_at(0x880, 0, 1_000_400_000))
+                .0,
+            Decision::Skip
+        );
+        // A transaction the restored server committed a minute later at a reused position.
+        assert_eq!(
+            tails
+                .decide(&topic, 0, &stream_at(0x8A0, 0, 1_060_000_000))
+                .0,
+            Decision::Produce
+        );
+        assert_eq!(
+            tails
+                .decide(&topic, 0, &stream_at(0x8B0, 0, 1_000_000_000))
+                .0,
+            Decision::Produce,
+            "everything after it too"
+        );
+        // Headers without a commit time (written before it was recorded) compare as before.
+        let old = Written::encode(&source, &stream(0x900, 0), 3);
+        let mut tails = Tails::new(source);
+        let read = TailRead::Record {
+            offset: 5,
+            position: Some(old),
+        };
+        assert_eq!(tails.learned(&topic, 0, 3, read), None);
+        assert_eq!(
+            tails
+                .decide(&topic, 0, &stream_at(0x800, 0, 2_000_000_000))
+                .0,
+            Decision::Skip
+        );
     }
 
     fn source(slot: &str) -> Source {

@@ -575,6 +575,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     EventPosition::Stream {
                         commit: self.commit,
                         index,
+                        committed_us: self.commit_time_micros,
                     }
                 });
                 // Inserts, nearly all of the stream, take the router's zero-allocation path.
@@ -627,6 +628,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     let event = EventPosition::Stream {
                         commit: self.commit,
                         index: self.change_index,
+                        committed_us: self.commit_time_micros,
                     };
                     self.change_index += 1;
                     self.deliver_outcome(outcome, lsn, Some(event), table)
@@ -642,6 +644,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     let event = EventPosition::Stream {
                         commit: lsn,
                         index: 0,
+                        committed_us: None,
                     };
                     self.deliver_outcome(outcome, lsn, Some(event), table)
                         .await?;
@@ -694,6 +697,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             event: Some(EventPosition::Stream {
                 commit: self.commit,
                 index,
+                committed_us: self.commit_time_micros,
             }),
         };
         self.deliver
