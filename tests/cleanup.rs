@@ -236,33 +236,18 @@ async fn a_debezium_snapshot_is_cleaned_after_it_is_relayed() {
     let stack = Stack::start().await;
     insert_events(&stack.db, 0, 300, 50, 30).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("connector.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec(&serde_json::json!({"name": "snap", "config": {
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "plugin.name": "pgoutput",
-            "database.hostname": "ignored",
-            "database.user": "ignored",
-            "database.dbname": "ignored",
-            "topic.prefix": "app",
-            "slot.name": SLOT,
-            "snapshot.mode": "initial",
-            "table.include.list": "public.outbox",
-            "transforms": "outbox",
-            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-            "transforms.outbox.route.by.field": "aggregate_type",
-            "transforms.outbox.table.field.event.key": "aggregate_id",
-            "transforms.outbox.route.topic.replacement": "${routedByValue}.events",
-            "outbox.relay.cleanup": "true",
-            "outbox.relay.cleanup.interval.seconds": "1"
-        }}))
-        .unwrap(),
-    )
-    .unwrap();
+    let path = outbox_connector(
+        dir.path(),
+        SLOT,
+        &[
+            ("snapshot.mode", "initial"),
+            ("outbox.relay.cleanup", "true"),
+            ("outbox.relay.cleanup.interval.seconds", "1"),
+        ],
+    );
     let relay = RelayProcess::spawn(
         Path::new(RELAY),
-        &stack.relay_args(&["--debezium-config", path.to_str().unwrap()]),
+        &stack.relay_args(&["--debezium-config", &path]),
         &[],
     )
     .unwrap();

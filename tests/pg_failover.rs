@@ -394,36 +394,25 @@ async fn capture_from_a_standby_with_writes_on_the_primary() {
     // snapshot.mode=initial on the standby: the rows already in the outbox, read in the
     // snapshot the standby's new slot exported; its progress kept on the primary.
     let dir = tempfile::tempdir().unwrap();
-    let connector = dir.path().join("connector.json");
-    std::fs::write(
-        &connector,
-        serde_json::to_vec(&serde_json::json!({"name": "snap", "config": {
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "plugin.name": "pgoutput",
-            "database.hostname": "ignored",
-            "database.user": "ignored",
-            "database.dbname": "ignored",
-            "topic.prefix": "app",
-            "slot.name": "snap",
-            "publication.name": "outbox_relay",
-            "snapshot.mode": "initial",
-            "table.include.list": "public.outbox",
-            "transforms": "outbox",
-            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-            "transforms.outbox.route.by.field": "aggregate_type",
-            "transforms.outbox.table.field.event.key": "aggregate_id",
-            "transforms.outbox.route.topic.replacement": "snap.${routedByValue}"
-        }}))
-        .unwrap(),
-    )
-    .unwrap();
+    let connector = outbox_connector(
+        dir.path(),
+        "snap",
+        &[
+            ("publication.name", "outbox_relay"),
+            ("snapshot.mode", "initial"),
+            (
+                "transforms.outbox.route.topic.replacement",
+                "snap.${routedByValue}",
+            ),
+        ],
+    );
     let snap = RelayProcess::spawn(
         Path::new(RELAY),
         &stack.relay_args_as(
             &standby.url(),
             &[
                 "--debezium-config",
-                connector.to_str().unwrap(),
+                &connector,
                 "--primary-url",
                 &stack.pg.url(),
             ],

@@ -343,3 +343,33 @@ pub async fn lost_and_duplicated(stack: &Stack, total: u64) -> (usize, u32) {
     let duplicated = counts.iter().map(|c| c.saturating_sub(1)).sum();
     (lost, duplicated)
 }
+
+/// A Debezium connector configuration for `sql/outbox.sql`'s table (`aggregate_type`
+/// routes, `aggregate_id` keys), with `extra` options on top, written to `dir`; its path.
+pub fn outbox_connector(dir: &std::path::Path, slot: &str, extra: &[(&str, &str)]) -> String {
+    let mut config = serde_json::json!({
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "plugin.name": "pgoutput",
+        "database.hostname": "ignored",
+        "database.user": "ignored",
+        "database.dbname": "ignored",
+        "topic.prefix": "app",
+        "slot.name": slot,
+        "table.include.list": "public.outbox",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.route.by.field": "aggregate_type",
+        "transforms.outbox.table.field.event.key": "aggregate_id",
+        "transforms.outbox.route.topic.replacement": "${routedByValue}.events"
+    });
+    for (k, v) in extra {
+        config[*k] = serde_json::Value::String((*v).to_owned());
+    }
+    let path = dir.join(format!("{slot}.json"));
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&serde_json::json!({ "name": slot, "config": config })).unwrap(),
+    )
+    .unwrap();
+    path.display().to_string()
+}

@@ -175,6 +175,9 @@ pub struct Replayer {
     open: usize,
     /// A transaction is open (begun, maybe with every record of it refused).
     begun: bool,
+    /// The open transaction's records and marker keys: sent again one by one when the
+    /// broker refuses the transaction for one of them.
+    sent: Vec<(OutboxRecord, String)>,
 }
 
 impl Replayer {
@@ -210,6 +213,7 @@ impl Replayer {
             marker_topic: marker_topic.to_owned(),
             open: 0,
             begun: false,
+            sent: Vec::new(),
         })
     }
 
@@ -229,6 +233,27 @@ impl Replayer {
                 .map_err(|e| unavailable("beginning a transaction", e))?;
             self.begun = true;
         }
+        if let Err(why) = self.enqueue(Self::base(record)) {
+            return Ok(Err(why));
+        }
+        let marker = BaseRecord::<str, str>::to(&self.marker_topic)
+            .key(marker_key)
+            .payload(&*record.topic);
+        if let Err(why) = self.enqueue(marker) {
+            // The record is in the transaction without its marker: none of it may count.
+            let _ = self.producer.abort_transaction(TIMEOUT);
+            self.open = 0;
+            self.begun = false;
+            self.sent.clear();
+            return Err(unavailable("producing a marker (transaction aborted)", why));
+        }
+        self.open += 1;
+        self.sent.push((record.clone(), marker_key.to_owned()));
+        Ok(Ok(()))
+    }
+
+    /// `record` as librdkafka takes it.
+    fn base(record: &OutboxRecord) -> BaseRecord<'_, [u8], [u8]> {
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (key, value) in &record.headers {
             headers = headers.insert(Header {
@@ -249,21 +274,7 @@ impl Replayer {
         if let Some(timestamp) = record.timestamp_ms {
             base = base.timestamp(timestamp);
         }
-        if let Err(why) = self.enqueue(base) {
-            return Ok(Err(why));
-        }
-        let marker = BaseRecord::<str, str>::to(&self.marker_topic)
-            .key(marker_key)
-            .payload(&*record.topic);
-        if let Err(why) = self.enqueue(marker) {
-            // The record is in the transaction without its marker: none of it may count.
-            let _ = self.producer.abort_transaction(TIMEOUT);
-            self.open = 0;
-            self.begun = false;
-            return Err(unavailable("producing a marker (transaction aborted)", why));
-        }
-        self.open += 1;
-        Ok(Ok(()))
+        base
     }
 
     /// Hands a record to librdkafka, waiting while its queue is full.
@@ -290,21 +301,56 @@ impl Replayer {
 
     /// Commits the open transaction: its records and their markers are in Kafka together,
     /// or (on an error) neither is.
-    pub fn commit(&mut self) -> Result<(), RelayError> {
+    /// Returns the records the broker refused (their marker keys and why): when it refuses
+    /// the transaction for a record it will never take (a policy, a compacted topic and no
+    /// key), the transaction is aborted and its records are sent again one per transaction,
+    /// so that one record does not fail every replay of the others.
+    pub fn commit(&mut self) -> Result<Vec<(String, String)>, RelayError> {
         if !self.begun {
-            return Ok(());
+            return Ok(Vec::new());
         }
         // Committed even when empty (every record of it refused): the next one begins anew.
         let result = self.producer.commit_transaction(TIMEOUT);
         self.open = 0;
         self.begun = false;
-        if let Err(e) = result {
-            let _ = self.producer.abort_transaction(TIMEOUT);
+        let sent = std::mem::take(&mut self.sent);
+        let Err(e) = result else {
+            return Ok(Vec::new());
+        };
+        let _ = self.producer.abort_transaction(TIMEOUT);
+        let refused_for_a_record =
+            matches!(&e, KafkaError::Transaction(t) if !t.is_retriable() && !t.is_fatal());
+        if !refused_for_a_record || sent.is_empty() {
             return Err(unavailable(
                 "committing a replay transaction (aborted: none of its records and markers count; run the replay again)",
                 e,
             ));
         }
-        Ok(())
+        let mut refused = Vec::new();
+        for (record, marker_key) in sent {
+            self.producer
+                .begin_transaction()
+                .map_err(|e| unavailable("beginning a transaction", e))?;
+            self.begun = true;
+            let one = |replayer: &mut Self| -> Result<(), String> {
+                replayer.enqueue(Self::base(&record))?;
+                replayer.enqueue(
+                    BaseRecord::<str, str>::to(&replayer.marker_topic)
+                        .key(&marker_key)
+                        .payload(&*record.topic),
+                )?;
+                replayer
+                    .producer
+                    .commit_transaction(TIMEOUT)
+                    .map_err(|e| e.to_string())
+            };
+            let result = one(self);
+            self.begun = false;
+            if let Err(why) = result {
+                let _ = self.producer.abort_transaction(TIMEOUT);
+                refused.push((marker_key, format!("the broker refused it: {why}")));
+            }
+        }
+        Ok(refused)
     }
 }

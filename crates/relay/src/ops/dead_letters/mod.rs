@@ -453,14 +453,18 @@ async fn replay_letters(
                 continue;
             }
             if replayer.open() >= TRANSACTION_SIZE {
-                committed += replayer.open();
-                replayer.commit()?;
-                bar.set_position(committed as u64);
+                let batch = replayer.open();
+                let refused_now = replayer.commit()?;
+                committed += batch - refused_now.len();
+                refused += report_refused(&bar, refused_now);
+                bar.set_position((committed + refused) as u64);
             }
         }
-        committed += replayer.open();
-        replayer.commit()?;
-        bar.set_position(committed as u64);
+        let batch = replayer.open();
+        let refused_now = replayer.commit()?;
+        committed += batch - refused_now.len();
+        refused += report_refused(&bar, refused_now);
+        bar.set_position((committed + refused) as u64);
         Ok((committed, refused))
     })
     .await
@@ -470,6 +474,14 @@ async fn replay_letters(
     summary.replayed = replayed;
     summary.not_replayable += refused;
     Ok(summary)
+}
+
+/// Says which records the broker refused in a replay transaction; how many.
+fn report_refused(bar: &indicatif::ProgressBar, refused: Vec<(String, String)>) -> usize {
+    for (from, why) in &refused {
+        bar.suspend(|| eprintln!("not replayable: {from}: {why}"));
+    }
+    refused.len()
 }
 
 /// Dead letters replayed (with their markers) in one transaction.
