@@ -897,6 +897,41 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
                 "__.*|.*\\.transaction",
             );
         }
+        if chain_rng.chance(35) {
+            // The month of the record's timestamp (a case straddling a month's end in UTC
+            // would differ: not a day's end).
+            aliases.push("stamp".into());
+            set(
+                &mut config,
+                "transforms.stamp.type",
+                "org.apache.kafka.connect.transforms.TimestampRouter",
+            );
+            set(
+                &mut config,
+                "transforms.stamp.topic.format",
+                "${topic}.at-${timestamp}",
+            );
+            set(
+                &mut config,
+                "transforms.stamp.timestamp.format",
+                "yyyy'm'MM",
+            );
+            set(&mut config, "transforms.stamp.predicate", "internal");
+            set(&mut config, "transforms.stamp.negate", "true");
+            if !predicates.contains(&"internal") {
+                predicates.push("internal");
+                set(
+                    &mut config,
+                    "predicates.internal.type",
+                    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+                );
+                set(
+                    &mut config,
+                    "predicates.internal.pattern",
+                    "__.*|.*\\.transaction",
+                );
+            }
+        }
         if chain_rng.chance(70) {
             aliases.push("tag".into());
             set(

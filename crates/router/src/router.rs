@@ -120,10 +120,11 @@ impl Router {
     /// `heartbeat` or `transaction_record` call gave: every record of the connector goes
     /// through them, as through a Kafka Connect worker's chain. A record a step filtered out
     /// is [`RouteOutcome::Ignored`].
-    pub fn transformed(&self, outcome: RouteOutcome) -> RouteOutcome {
+    /// `now_ms`: the time a record without a timestamp of its own is produced at.
+    pub fn transformed(&self, outcome: RouteOutcome, now_ms: i64) -> RouteOutcome {
         match outcome {
             RouteOutcome::Record(record) if !self.config.chain.is_empty() => {
-                match self.config.chain.apply(record) {
+                match self.config.chain.apply(record, now_ms) {
                     Some(record) => RouteOutcome::Record(record),
                     None => RouteOutcome::Ignored,
                 }

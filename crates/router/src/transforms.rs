@@ -42,11 +42,125 @@ impl Predicate {
     }
 }
 
+/// `TimestampRouter`'s `timestamp.format`: Java's `SimpleDateFormat` in UTC, the pattern
+/// letters a topic name takes (`yyyy yy MM M dd d HH H mm m ss s SSS`) and quoted literals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateFormat(Vec<DatePart>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DatePart {
+    Literal(String),
+    /// A field and its minimum width.
+    Field(char, usize),
+}
+
+impl DateFormat {
+    pub fn parse(pattern: &str) -> Result<Self, String> {
+        let mut parts = Vec::new();
+        let mut chars = pattern.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' => {
+                    // '' is a quote; 'text' is literal text.
+                    let mut text = String::new();
+                    if chars.peek() == Some(&'\'') {
+                        chars.next();
+                        parts.push(DatePart::Literal("'".into()));
+                        continue;
+                    }
+                    loop {
+                        match chars.next() {
+                            Some('\'') if chars.peek() == Some(&'\'') => {
+                                chars.next();
+                                text.push('\'');
+                            }
+                            Some('\'') => break,
+                            Some(c) => text.push(c),
+                            None => return Err(format!("{pattern:?}: an unclosed quote")),
+                        }
+                    }
+                    parts.push(DatePart::Literal(text));
+                }
+                'y' | 'M' | 'd' | 'H' | 'm' | 's' | 'S' => {
+                    let mut width = 1;
+                    while chars.peek() == Some(&c) {
+                        chars.next();
+                        width += 1;
+                    }
+                    if c == 'M' && width > 2 {
+                        return Err(format!(
+                            "{pattern:?}: month names (MMM) are not supported; use MM"
+                        ));
+                    }
+                    parts.push(DatePart::Field(c, width));
+                }
+                c if c.is_ascii_alphabetic() => {
+                    return Err(format!(
+                        "{pattern:?}: the pattern letter {c:?} is not supported; outbox-relay formats y, M, d, H, m, s and S"
+                    ))
+                }
+                c => parts.push(DatePart::Literal(c.to_string())),
+            }
+        }
+        Ok(Self(parts))
+    }
+
+    /// `millis` since the epoch, in UTC.
+    pub fn format(&self, millis: i64) -> String {
+        let days = millis.div_euclid(86_400_000);
+        let ms_of_day = millis.rem_euclid(86_400_000);
+        let (year, month, day) = civil_from_days(days);
+        let mut out = String::new();
+        for part in &self.0 {
+            match part {
+                DatePart::Literal(text) => out.push_str(text),
+                DatePart::Field(c, width) => {
+                    let value = match c {
+                        // SimpleDateFormat: `yy` is the year modulo 100, other counts the
+                        // whole year padded.
+                        'y' if *width == 2 => year.rem_euclid(100),
+                        'y' => year,
+                        'M' => month as i64,
+                        'd' => day as i64,
+                        'H' => ms_of_day / 3_600_000,
+                        'm' => ms_of_day / 60_000 % 60,
+                        's' => ms_of_day / 1000 % 60,
+                        _ => ms_of_day % 1000,
+                    };
+                    out.push_str(&format!("{value:0width$}"));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// days-to-civil).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 /// One transform.
 #[derive(Debug, Clone)]
 pub enum Transform {
     /// `RegexRouter`: the topic, rewritten where the regex matches all of it.
     RegexRouter(TopicTemplate),
+    /// `TimestampRouter`: `topic.format` with `${topic}` and `${timestamp}` (the record's
+    /// timestamp in `timestamp.format`).
+    TimestampRouter {
+        topic_format: String,
+        timestamp: DateFormat,
+    },
     /// `InsertHeader`: a header added after the others.
     InsertHeader {
         header: Arc<str>,
@@ -87,7 +201,9 @@ impl Chain {
     }
 
     /// The record each step makes of it, in order; `None` when a step filtered it out.
-    pub fn apply(&self, mut record: OutboxRecord) -> Option<OutboxRecord> {
+    /// `now_ms`: the time of a record without a timestamp of its own (the producer stamps
+    /// it when it is sent, a moment later).
+    pub fn apply(&self, mut record: OutboxRecord, now_ms: i64) -> Option<OutboxRecord> {
         for step in &self.steps {
             if !step.applies_to(&record) {
                 continue;
@@ -98,6 +214,17 @@ impl Chain {
                     if *topic != *record.topic {
                         record.topic = topic.into();
                     }
+                }
+                Transform::TimestampRouter {
+                    topic_format,
+                    timestamp,
+                } => {
+                    // The record keeps the time its topic was named after.
+                    let millis = *record.timestamp_ms.get_or_insert(now_ms);
+                    record.topic = topic_format
+                        .replace("${topic}", &record.topic)
+                        .replace("${timestamp}", &timestamp.format(millis))
+                        .into();
                 }
                 Transform::InsertHeader { header, value } => {
                     record.headers.push((header.clone(), value.clone()));
@@ -184,7 +311,7 @@ mod tests {
             ],
         };
         let out = chain
-            .apply(record(
+            .apply_now(record(
                 "Order.events",
                 &[("id", "1"), ("eventType", "Created")],
                 Some("{}"),
@@ -193,12 +320,12 @@ mod tests {
         assert_eq!(&*out.topic, "prod.Order");
         assert_eq!(names(&out), ["id", "source"]);
         let out = chain
-            .apply(record("Customer.events", &[("id", "2")], Some("{}")))
+            .apply_now(record("Customer.events", &[("id", "2")], Some("{}")))
             .unwrap();
         assert_eq!(&*out.topic, "prod.Customer");
         assert_eq!(names(&out), ["id"], "the predicate did not match");
         // A topic the regex does not match all of is kept.
-        let out = chain.apply(record("audit", &[], Some("{}"))).unwrap();
+        let out = chain.apply_now(record("audit", &[], Some("{}"))).unwrap();
         assert_eq!(&*out.topic, "audit");
     }
 
@@ -214,11 +341,11 @@ mod tests {
         let tombstone = record("t", &[], None);
         let event = record("t", &[("trace", "x")], Some("{}"));
         let drop_tombstones = filter(Predicate::RecordIsTombstone, false);
-        assert!(drop_tombstones.apply(tombstone.clone()).is_none());
-        assert!(drop_tombstones.apply(event.clone()).is_some());
+        assert!(drop_tombstones.apply(tombstone.clone(), 0).is_none());
+        assert!(drop_tombstones.apply(event.clone(), 0).is_some());
         let keep_traced = filter(Predicate::HasHeaderKey("trace".into()), true);
-        assert!(keep_traced.apply(event).is_some());
-        assert!(keep_traced.apply(tombstone).is_none());
+        assert!(keep_traced.apply(event, 0).is_some());
+        assert!(keep_traced.apply(tombstone, 0).is_none());
         let all = Chain {
             steps: vec![Step {
                 alias: "f".into(),
@@ -226,7 +353,7 @@ mod tests {
                 predicate: None,
             }],
         };
-        assert!(all.apply(record("t", &[], Some("{}"))).is_none());
+        assert!(all.apply_now(record("t", &[], Some("{}"))).is_none());
     }
 
     #[test]
@@ -238,6 +365,57 @@ mod tests {
             !p.test(&record("Order.événements", &[], None)),
             "\\w is ASCII in Java"
         );
+    }
+
+    impl Chain {
+        fn apply_now(&self, record: OutboxRecord) -> Option<OutboxRecord> {
+            self.apply(record, 0)
+        }
+    }
+
+    #[test]
+    fn timestamp_router_names_the_topic_after_the_records_time_in_utc() {
+        let format = DateFormat::parse("yyyyMMdd").unwrap();
+        // 2026-11-26T05:59:33.123Z
+        let t = 1_795_672_773_123;
+        assert_eq!(format.format(t), "20261126");
+        assert_eq!(
+            DateFormat::parse("yy-M-d'T'HH:mm:ss.SSS''")
+                .unwrap()
+                .format(t),
+            "26-11-26T05:59:33.123'"
+        );
+        assert_eq!(DateFormat::parse("yyyy").unwrap().format(0), "1970");
+        assert_eq!(
+            DateFormat::parse("yyyyMMdd")
+                .unwrap()
+                .format(951_782_400_000),
+            "20000229"
+        );
+        assert!(DateFormat::parse("EEE").unwrap_err().contains("'E'"));
+        assert!(DateFormat::parse("MMM").is_err());
+        let chain = Chain {
+            steps: vec![Step {
+                alias: "ts".into(),
+                transform: Transform::TimestampRouter {
+                    topic_format: "${topic}-${timestamp}".into(),
+                    timestamp: format,
+                },
+                predicate: None,
+            }],
+        };
+        let mut stamped = record("Order.events", &[], Some("{}"));
+        stamped.timestamp_ms = Some(t);
+        assert_eq!(
+            &*chain.apply(stamped, 0).unwrap().topic,
+            "Order.events-20261126"
+        );
+        // Without a timestamp of its own: now, kept on the record.
+        let out = chain
+            .apply(record("Order.events", &[], Some("{}")), 0)
+            .unwrap();
+        assert_eq!(&*out.topic, "Order.events-19700101");
+        assert_eq!(out.timestamp_ms, Some(0));
     }
 
     #[test]

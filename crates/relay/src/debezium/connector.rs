@@ -946,7 +946,14 @@ const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
 const INSERT_HEADER: &str = "org.apache.kafka.connect.transforms.InsertHeader";
 const DROP_HEADERS: &str = "org.apache.kafka.connect.transforms.DropHeaders";
 const FILTER: &str = "org.apache.kafka.connect.transforms.Filter";
-const AFTER_ROUTER: &[&str] = &[REGEX_ROUTER, INSERT_HEADER, DROP_HEADERS, FILTER];
+const TIMESTAMP_ROUTER: &str = "org.apache.kafka.connect.transforms.TimestampRouter";
+const AFTER_ROUTER: &[&str] = &[
+    REGEX_ROUTER,
+    TIMESTAMP_ROUTER,
+    INSERT_HEADER,
+    DROP_HEADERS,
+    FILTER,
+];
 const PREDICATES: &[&str] = &[
     "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
     "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
@@ -1043,6 +1050,17 @@ fn transform_chain(
                     .collect(),
             ),
             FILTER => Transform::Filter,
+            // Kafka's defaults: `${topic}-${timestamp}`, `yyyyMMdd`.
+            TIMESTAMP_ROUTER => Transform::TimestampRouter {
+                topic_format: o
+                    .get(&key("topic.format"))
+                    .unwrap_or("${topic}-${timestamp}")
+                    .to_owned(),
+                timestamp: outbox_router::transforms::DateFormat::parse(
+                    o.get(&key("timestamp.format")).unwrap_or("yyyyMMdd"),
+                )
+                .map_err(|e| format!("{}: {e}", key("timestamp.format")))?,
+            },
             _ => unreachable!("event_router() accepted only these"),
         };
         let predicate = match o.get(&key("predicate")) {

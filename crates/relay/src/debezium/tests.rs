@@ -735,6 +735,18 @@ fn transforms_after_the_event_router_are_chained_with_their_predicates() {
         unknown.contains("Flatten$Value is not supported") && unknown.contains("RegexRouter"),
         "{unknown}"
     );
+    let bad_format = refused(&[
+        ("transforms", "outbox,stamp"),
+        (
+            "transforms.stamp.type",
+            "org.apache.kafka.connect.transforms.TimestampRouter",
+        ),
+        ("transforms.stamp.timestamp.format", "EEE yyyy"),
+    ]);
+    assert!(
+        bad_format.starts_with("transforms.stamp.timestamp.format:"),
+        "{bad_format}"
+    );
     let undeclared = refused(&[
         ("transforms", "outbox,skip"),
         (

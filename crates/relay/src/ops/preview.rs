@@ -101,7 +101,10 @@ pub async fn preview(
             _ => {}
         }
         let outcome = router.route(&message);
-        match route::triage(router.transformed(outcome), Some(lsn))? {
+        match route::triage(
+            router.transformed(outcome, crate::metrics::now_ms()),
+            Some(lsn),
+        )? {
             // The router never makes canaries (the stream does).
             None | Some(Routed::Canary { .. }) => {}
             Some(Routed::Record(record)) => {

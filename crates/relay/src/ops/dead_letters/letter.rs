@@ -322,7 +322,7 @@ impl Reroute {
             },
         }));
         // The transforms after the EventRouter, as `run` applies them.
-        self.router.transformed(outcome)
+        self.router.transformed(outcome, crate::metrics::now_ms())
     }
 }
 

@@ -859,7 +859,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     ) -> Result<Option<Seq>, RelayError> {
         // Kafka Connect's transforms after the EventRouter, on every record (heartbeats and
         // transaction records too, as a worker's chain).
-        let outcome = self.router.transformed(outcome);
+        let outcome = self.router.transformed(outcome, crate::metrics::now_ms());
         let Some(routed) = route::triage(outcome, Some(position))? else {
             return Ok(None);
         };
