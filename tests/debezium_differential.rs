@@ -874,6 +874,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     if chain_rng.chance(40) {
         let mut aliases = vec![config["transforms"].as_str().unwrap().to_owned()];
         let mut predicates = Vec::new();
+        let mut uses_internal = false;
         if chain_rng.chance(70) {
             aliases.push("route".into());
             set(
@@ -885,17 +886,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             set(&mut config, "transforms.route.replacement", "$1.chained$2");
             set(&mut config, "transforms.route.predicate", "internal");
             set(&mut config, "transforms.route.negate", "true");
-            predicates.push("internal");
-            set(
-                &mut config,
-                "predicates.internal.type",
-                "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-            );
-            set(
-                &mut config,
-                "predicates.internal.pattern",
-                "__.*|.*\\.transaction",
-            );
+            uses_internal = true;
         }
         if chain_rng.chance(35) {
             // The month of the record's timestamp (a case straddling a month's end in UTC
@@ -918,19 +909,21 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             );
             set(&mut config, "transforms.stamp.predicate", "internal");
             set(&mut config, "transforms.stamp.negate", "true");
-            if !predicates.contains(&"internal") {
-                predicates.push("internal");
-                set(
-                    &mut config,
-                    "predicates.internal.type",
-                    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-                );
-                set(
-                    &mut config,
-                    "predicates.internal.pattern",
-                    "__.*|.*\\.transaction",
-                );
-            }
+            uses_internal = true;
+        }
+        // The heartbeat and transaction topics, which the routers leave alone.
+        if uses_internal {
+            predicates.push("internal");
+            set(
+                &mut config,
+                "predicates.internal.type",
+                "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            );
+            set(
+                &mut config,
+                "predicates.internal.pattern",
+                "__.*|.*\\.transaction",
+            );
         }
         if chain_rng.chance(70) {
             aliases.push("tag".into());
