@@ -107,15 +107,22 @@ impl DeadLetter {
         }
     }
 
-    /// The same dead letter without its payload, for a dead-letter topic that refused it as it
-    /// was; `None` if it already had none (nothing left to cut). The row goes too: it holds
-    /// the payload again.
+    /// The same dead letter cut down, for a dead-letter topic that refused it as it was:
+    /// first without its payload (the row, which holds the payload too, stays: the dead
+    /// letter can still be replayed), then, refused again, without the row; `None` when
+    /// nothing is left to cut.
     pub fn without_payload(&self, why: &str) -> Option<Self> {
-        let value = self.value.as_ref()?;
+        if let Some(value) = &self.value {
+            return Some(Self {
+                reason: format!("{}; payload left out: {why}", self.reason),
+                value: None,
+                original_size: Some(value.len()),
+                ..self.clone()
+            });
+        }
+        self.row.as_ref()?;
         Some(Self {
-            reason: format!("{}; payload left out: {why}", self.reason),
-            value: None,
-            original_size: Some(value.len()),
+            reason: format!("{}; row left out: {why}", self.reason),
             row: None,
             ..self.clone()
         })
@@ -227,6 +234,34 @@ mod tests {
         assert_eq!(header(&r, ORIGINAL_SIZE), None);
     }
 
+    /// A dead letter with its row: cut first to the row (still replayable), then to nothing
+    /// of either, then there is nothing left to cut.
+    #[test]
+    fn a_refused_dead_letter_keeps_its_row_as_long_as_it_can() {
+        let letter = DeadLetter {
+            row: Some(Bytes::from_static(b"{\"payload\":\"{}\"}")),
+            ..DeadLetter::from_invalid_row(
+                InvalidRow {
+                    reason: "NULL routing value".into(),
+                    table: "public.outbox".into(),
+                    original_topic: None,
+                    key: None,
+                    value: Some(Bytes::from_static(b"{}")),
+                    event_id: None,
+                    row: None,
+                },
+                None,
+            )
+        };
+        let first = letter.without_payload("too large").unwrap();
+        assert_eq!(first.value, None);
+        assert!(first.row.is_some(), "the row stays: it can be replayed");
+        let second = first.without_payload("too large").unwrap();
+        assert_eq!(second.row, None);
+        assert!(second.reason.contains("row left out"), "{}", second.reason);
+        assert!(second.without_payload("too large").is_none());
+    }
+
     #[test]
     fn rows_without_a_wal_position_carry_no_lsn_header_and_can_lose_their_payload() {
         let letter = DeadLetter::from_invalid_row(
@@ -257,10 +292,9 @@ mod tests {
             .unwrap();
         let r = cut.to_record(&"dlq".into());
         assert_eq!(r.value, None);
-        assert_eq!(
-            header(&r, SOURCE_ROW),
-            None,
-            "the row holds the payload too"
+        assert!(
+            header(&r, SOURCE_ROW).is_some(),
+            "the row stays, cut only if the topic refuses the dead letter again"
         );
         assert_eq!(header(&r, ORIGINAL_SIZE), Some(&b"10"[..]));
         assert!(std::str::from_utf8(header(&r, REASON).unwrap())
