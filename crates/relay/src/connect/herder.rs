@@ -705,6 +705,12 @@ fn start(
         let metrics = metrics.clone();
         let written = written.clone();
         move || {
+            // Retired while it waited for its predecessors (a burst of pause, resume and
+            // config changes): a later pipeline replaces it, so it never connects at all,
+            // and the burst costs one restart, not one per request.
+            if *stop_rx.borrow() {
+                return Ok(());
+            }
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
