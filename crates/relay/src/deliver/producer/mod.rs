@@ -225,7 +225,16 @@ impl KafkaProducer {
     /// windows). A broker that does not answer DescribeConfigs (or refuses the relay) is asked
     /// once per producer: no stall per topic, no stall per re-read.
     async fn topic_limits(&mut self, topics: &[Arc<str>]) -> Vec<(Arc<str>, Option<usize>)> {
-        let unknown = || topics.iter().map(|t| (t.clone(), None)).collect();
+        self.describe_topics(topics).await.0
+    }
+
+    /// [`Self::topic_limits`], and whether the broker answered that a topic does not exist
+    /// (yet: a topic created a moment ago may not have reached the broker that answers).
+    async fn describe_topics(
+        &mut self,
+        topics: &[Arc<str>],
+    ) -> (Vec<(Arc<str>, Option<usize>)>, bool) {
+        let unknown = || (topics.iter().map(|t| (t.clone(), None)).collect(), false);
         if !self.describe_configs_works || topics.is_empty() {
             return unknown();
         }
@@ -242,6 +251,9 @@ impl KafkaProducer {
                 return unknown();
             }
         };
+        let not_yet = results
+            .iter()
+            .any(|r| matches!(r, Err(RDKafkaErrorCode::UnknownTopicOrPartition)));
         let mut described: HashMap<String, rdkafka::admin::ConfigResource> = results
             .into_iter()
             .flatten()
@@ -252,7 +264,7 @@ impl KafkaProducer {
                 _ => None,
             })
             .collect();
-        topics
+        let limits = topics
             .iter()
             .map(|topic| {
                 let limit = described.remove(&**topic).and_then(|resource| {
@@ -261,13 +273,25 @@ impl KafkaProducer {
                 });
                 (topic.clone(), limit)
             })
-            .collect()
+            .collect();
+        (limits, not_yet)
     }
 
-    /// Learns `topic`'s record size limit (see [`Self::learned_limit`]).
+    /// Learns `topic`'s record size limit and rules (see [`Self::learned_limit`]). A topic
+    /// just created or found that the answering broker does not know yet is asked again for a
+    /// few seconds: its first records would otherwise go out unchecked, and a record its
+    /// timestamp window refuses would fail its whole batch at the broker.
     async fn learn_limit(&mut self, topic: &Arc<str>) {
-        for (topic, limit) in self.topic_limits(std::slice::from_ref(topic)).await {
-            self.learned_limit(&topic, limit);
+        for attempt in 0.. {
+            let (limits, not_yet) = self.describe_topics(std::slice::from_ref(topic)).await;
+            if not_yet && attempt < 30 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            for (topic, limit) in limits {
+                self.learned_limit(&topic, limit);
+            }
+            return;
         }
     }
 

@@ -27,14 +27,27 @@ pub(super) struct Refusal {
     pub(super) detail: Option<String>,
 }
 
-/// The broker's message for a record it did not take (librdkafka's per-record error string).
+/// librdkafka's per-record error text for a record it did not take, when that text is one of
+/// its own static strings (as the one for the neighbours of a refused record is).
+///
+/// librdkafka (2.12, and its master as of 2026-07) points a refused record's text at the
+/// produce response's error messages and frees them right after handling the response,
+/// before the delivery report reaches this callback (`rd_kafka_handle_Produce` destroys the
+/// result `rd_kafka_msgbatch_handle_Produce_result_record_errors` pointed the records at):
+/// reading that text read freed memory and put garbage into dead letters' reasons. So the
+/// text is read only when it lies in a loaded image (`dladdr` finds it), never on the heap.
 fn broker_message(message: &rdkafka::message::BorrowedMessage<'_>) -> Option<String> {
-    // SAFETY: the message is valid for the callback's duration; the string, when set, is
-    // owned by the message and copied before the callback returns.
+    // SAFETY: the message is valid for the callback's duration.
     let text = unsafe { rdkafka::bindings::rd_kafka_message_produce_errstr(message.ptr()) };
     if text.is_null() {
         return None;
     }
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only looks the address up among the loaded objects; it never reads it.
+    if unsafe { libc::dladdr(text.cast(), info.as_mut_ptr()) } == 0 {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string constant of an image that stays loaded.
     let text = unsafe { std::ffi::CStr::from_ptr(text) }
         .to_string_lossy()
         .trim()
