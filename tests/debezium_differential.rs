@@ -933,16 +933,19 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
                 "org.apache.kafka.connect.transforms.InsertHeader",
             );
             set(&mut config, "transforms.tag.header", "chain-source");
-            // Whole numbers with a schema'd JsonConverter header converter are refused
-            // (Connect types them INT8 to INT64 by size).
-            let json_schemas = config.get("header.converter.schemas.enable")
-                == Some(&Value::String("true".into()));
-            let literals: &[&str] = if json_schemas {
-                &["orders-service", "TRUE", "a b"]
-            } else {
-                &["orders-service", "007", "TRUE", "-12", "a b"]
-            };
-            let literal = *chain_rng.pick(literals);
+            // Whole numbers are typed INT8 to INT64 by size (a schema'd JsonConverter header
+            // converter shows which).
+            let literal = *chain_rng.pick(&[
+                "orders-service",
+                "007",
+                "TRUE",
+                "-12",
+                "a b",
+                "300",
+                "70000",
+                "5000000000",
+                "true",
+            ]);
             set(&mut config, "transforms.tag.value.literal", literal);
             if chain_rng.chance(50) {
                 set(&mut config, "transforms.tag.predicate", "hasId");

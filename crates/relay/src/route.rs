@@ -34,6 +34,9 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
             tracing::error!(%table, lsn = lsn(), "an UPDATE of an outbox row was skipped (table.op.invalid.behavior=error)");
             Ok(None)
         }
+        RouteOutcome::Connect(_) => Err(RelayError::misconfigured(
+            "a Kafka Connect record reached delivery without its transforms and converters (a bug of outbox-relay: please report it)",
+        )),
         RouteOutcome::Fatal(reason) => Err(RelayError::misconfigured(format!(
             "{reason} ({}; nothing after the last confirmed position was confirmed)",
             match position {

@@ -257,6 +257,15 @@ pub struct TransactionMetadata {
 }
 
 impl ConnectFormat {
+    /// The key, value and header converters.
+    pub fn converters(&self) -> crate::connect::Converters<'_> {
+        crate::connect::Converters {
+            key: &self.key,
+            value: &self.value,
+            header: &self.header,
+        }
+    }
+
     /// These converters with Kafka Connect's default header converter and every other
     /// option at Debezium's default (no expansion, no context headers, no heartbeat or
     /// transaction records).

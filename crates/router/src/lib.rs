@@ -21,6 +21,6 @@ pub use config::{
     Output, Placement, RouterConfig, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
-pub use record::{InvalidRow, OutboxRecord, RouteOutcome};
+pub use record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 pub use router::{Router, TransactionMark};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

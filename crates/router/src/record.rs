@@ -37,11 +37,14 @@ pub struct InvalidRow {
     pub row: Option<Vec<(String, Option<Bytes>)>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RouteOutcome {
     /// Not an event: another table, or an UPDATE/DELETE/TRUNCATE of the outbox.
     Ignored,
     Record(OutboxRecord),
+    /// A Kafka Connect record the connector's transforms and converters have yet to make
+    /// bytes of: [`crate::Router::transformed`] does, and never returns this.
+    Connect(Box<PendingRecord>),
     Invalid(InvalidRow),
     /// An UPDATE of an outbox row with `table.op.invalid.behavior` warn or error: skipped,
     /// and the relay logs it at that level.
@@ -52,4 +55,12 @@ pub enum RouteOutcome {
     /// The configuration cannot handle this stream (e.g. a column type whose Kafka Connect
     /// bytes outbox-relay does not produce, or an UPDATE with `fatal`): stop, confirm nothing more.
     Fatal(String),
+}
+
+/// A Kafka Connect record on its way to the transforms and converters, with the dead letter
+/// it becomes if one of them fails on it (its reason filled in then).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRecord {
+    pub record: crate::connect::ConnectRecord,
+    pub dead: InvalidRow,
 }

@@ -1,6 +1,6 @@
 use crate::config::{InvalidOperation, Output, Placement, RouterConfig, TableName};
 use crate::connect::ColumnFacts;
-use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use crate::record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 use crate::topic::validate_topic_name;
 use bytes::Bytes;
 use pgoutput::{ColumnValue, DecodeError, Insert, LogicalMessage, RawColumn, Relation, TupleData};
@@ -116,20 +116,55 @@ impl Router {
             .map(str::to_owned)
     }
 
-    /// The transforms configured after the EventRouter, applied to what a `route*`,
-    /// `heartbeat` or `transaction_record` call gave: every record of the connector goes
-    /// through them, as through a Kafka Connect worker's chain. A record a step filtered out
-    /// is [`RouteOutcome::Ignored`].
+    /// The transforms configured after the EventRouter, then the converters, applied to what
+    /// a `route*`, `heartbeat` or `transaction_record` call gave: every record of the
+    /// connector goes through them, as through a Kafka Connect worker's chain. A record a
+    /// step filtered out is [`RouteOutcome::Ignored`]; one a step or converter fails on is
+    /// [`RouteOutcome::Invalid`], dead-lettered with the reason. Never returns
+    /// [`RouteOutcome::Connect`].
     /// `now_ms`: the time a record without a timestamp of its own is produced at.
     pub fn transformed(&self, outcome: RouteOutcome, now_ms: i64) -> RouteOutcome {
-        match outcome {
-            RouteOutcome::Record(record) if !self.config.chain.is_empty() => {
-                match self.config.chain.apply(record, now_ms) {
-                    Some(record) => RouteOutcome::Record(record),
-                    None => RouteOutcome::Ignored,
-                }
+        let RouteOutcome::Connect(pending) = outcome else {
+            return outcome;
+        };
+        let PendingRecord { record, mut dead } = *pending;
+        let Output::Connect(format) = &self.config.output else {
+            unreachable!("only a Connect output makes Connect records")
+        };
+        match self.config.chain.apply(record, now_ms) {
+            Ok(Some(record)) => connect_record::convert(record, format, || dead),
+            Ok(None) => RouteOutcome::Ignored,
+            Err(error) => {
+                dead.reason = error.to_string();
+                RouteOutcome::Invalid(dead)
             }
-            other => other,
+        }
+    }
+
+    /// A record of the connector's own (a heartbeat, a transaction's BEGIN or END), left for
+    /// [`Self::transformed`]; its dead letter, if a transform or converter fails on it, names
+    /// `what` as its source.
+    fn connect_record(&self, record: crate::connect::ConnectRecord, what: &str) -> RouteOutcome {
+        RouteOutcome::Connect(Box::new(PendingRecord {
+            dead: InvalidRow {
+                reason: String::new(),
+                table: what.to_owned(),
+                original_topic: Some(record.topic.to_string()),
+                key: None,
+                value: None,
+                event_id: None,
+                row: None,
+            },
+            record,
+        }))
+    }
+
+    /// The Kafka record `outcome` becomes once transformed and converted (tests).
+    #[cfg(test)]
+    pub(crate) fn converted(&self, outcome: Option<RouteOutcome>) -> OutboxRecord {
+        match outcome.map(|o| self.transformed(o, 0)) {
+            Some(RouteOutcome::Record(record)) => record,
+            other => panic!("not a record: {other:?}"),
         }
     }
 
@@ -262,6 +297,7 @@ impl Router {
                 &self.config,
                 &mut self.topics,
                 &mut self.envelope_names,
+                !self.config.chain.is_empty(),
             );
             return self.with_row(outcome, insert.relation_id, &insert.new_tuple);
         }
@@ -277,8 +313,14 @@ impl Router {
         relation_id: u32,
         row: &impl RowColumns,
     ) -> RouteOutcome {
-        let RouteOutcome::Invalid(mut invalid) = outcome else {
-            return outcome;
+        let (mut invalid, pending) = match outcome {
+            RouteOutcome::Invalid(invalid) => (invalid, None),
+            // The dead letter it becomes if a transform or converter fails on it.
+            RouteOutcome::Connect(pending) => {
+                let PendingRecord { record, dead } = *pending;
+                (dead, Some(record))
+            }
+            other => return other,
         };
         invalid.row = self
             .outbox_relations
@@ -298,7 +340,13 @@ impl Router {
                     })
                     .collect()
             });
-        RouteOutcome::Invalid(invalid)
+        match pending {
+            None => RouteOutcome::Invalid(invalid),
+            Some(record) => RouteOutcome::Connect(Box::new(PendingRecord {
+                record,
+                dead: invalid,
+            })),
+        }
     }
 
     /// Routes an Insert straight from its pgoutput bytes: the relay's hot path. Column

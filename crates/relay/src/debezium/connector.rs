@@ -436,7 +436,7 @@ pub fn translate(
     let key = converter(&o, w.as_ref(), "key", &mut notes)?;
     let value = converter(&o, w.as_ref(), "value", &mut notes)?;
     let header = header_converter(&o, w.as_ref(), &mut notes)?;
-    let chain = transform_chain(&o, &after_router, &header)?;
+    let chain = transform_chain(&o, &after_router)?;
 
     // --- Kafka ---
     let bootstrap_servers = w
@@ -941,19 +941,6 @@ fn split_regex_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-/// Kafka Connect's transforms outbox-relay applies after the EventRouter.
-const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
-const INSERT_HEADER: &str = "org.apache.kafka.connect.transforms.InsertHeader";
-const DROP_HEADERS: &str = "org.apache.kafka.connect.transforms.DropHeaders";
-const FILTER: &str = "org.apache.kafka.connect.transforms.Filter";
-const TIMESTAMP_ROUTER: &str = "org.apache.kafka.connect.transforms.TimestampRouter";
-const AFTER_ROUTER: &[&str] = &[
-    REGEX_ROUTER,
-    TIMESTAMP_ROUTER,
-    INSERT_HEADER,
-    DROP_HEADERS,
-    FILTER,
-];
 const PREDICATES: &[&str] = &[
     "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
     "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
@@ -965,10 +952,8 @@ const PREDICATES: &[&str] = &[
 fn transform_chain(
     o: &Options,
     aliases: &[String],
-    header: &outbox_router::connect::HeaderConverter,
 ) -> Result<outbox_router::transforms::Chain, String> {
-    use outbox_router::connect::{Converter, HeaderConverter};
-    use outbox_router::transforms::{Chain, Predicate, Step, Transform};
+    use outbox_router::transforms::{Chain, Predicate, Step};
     let mut steps = Vec::new();
     let declared: Vec<String> = o
         .get("predicates")
@@ -982,87 +967,14 @@ fn transform_chain(
         .unwrap_or_default();
     for alias in aliases {
         let key = |name: &str| format!("transforms.{alias}.{name}");
-        let required = |name: &str| {
-            o.get(&key(name))
-                .ok_or_else(|| format!("{} is missing", key(name)))
-        };
         let class = o.get(&key("type")).unwrap_or_default();
-        let transform = match class {
-            REGEX_ROUTER => Transform::RegexRouter(
-                outbox_router::TopicTemplate::with_regex(
-                    required("regex")?,
-                    required("replacement")?,
-                )
-                .map_err(|e| format!("{}: {e}", key("regex")))?,
-            ),
-            INSERT_HEADER => {
-                use outbox_router::connect::{Schema, SchemaType, Value};
-                let literal = required("value.literal")?;
-                let text = outbox_router::transforms::simple_header_literal(literal);
-                let value = match header {
-                    HeaderConverter::Simple | HeaderConverter::Other(Converter::String) => {
-                        Some(bytes::Bytes::from(text))
-                    }
-                    // JsonConverter: the value Values.parseString made of the literal, with
-                    // its schema (a whole number is an INT8 to INT64 by size there, which
-                    // outbox-relay writes only without schemas).
-                    HeaderConverter::Other(json @ Converter::Json { schemas_enable, .. }) => {
-                        let (schema, value) = if literal == "true" || literal == "false" {
-                            (SchemaType::Boolean, Value::Boolean(text == "true"))
-                        } else if let Ok(n) = text.parse::<i64>() {
-                            if *schemas_enable {
-                                return Err(format!(
-                                    "{}: an InsertHeader whole-number literal with a JsonConverter header.converter \
-                                     and schemas.enable=true is not supported (Connect types it INT8 to INT64 by size); \
-                                     quote it or use SimpleHeaderConverter",
-                                    key("value.literal")
-                                ));
-                            }
-                            (SchemaType::Int64, Value::Int(n))
-                        } else {
-                            (
-                                SchemaType::String,
-                                Value::String(bytes::Bytes::copy_from_slice(literal.as_bytes())),
-                            )
-                        };
-                        json.encode(Some(&Schema::new(schema, false)), &value)
-                            .map_err(|e| format!("{}: {e}", key("value.literal")))?
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{}: InsertHeader is supported with the SimpleHeaderConverter, StringConverter and \
-                             JsonConverter header converters",
-                            key("type")
-                        ))
-                    }
-                };
-                Transform::InsertHeader {
-                    header: required("header")?.into(),
-                    value,
-                }
-            }
-            DROP_HEADERS => Transform::DropHeaders(
-                required("headers")?
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|h| !h.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-            ),
-            FILTER => Transform::Filter,
-            // Kafka's defaults: `${topic}-${timestamp}`, `yyyyMMdd`.
-            TIMESTAMP_ROUTER => Transform::TimestampRouter {
-                topic_format: o
-                    .get(&key("topic.format"))
-                    .unwrap_or("${topic}-${timestamp}")
-                    .to_owned(),
-                timestamp: outbox_router::transforms::DateFormat::parse(
-                    o.get(&key("timestamp.format")).unwrap_or("yyyyMMdd"),
-                )
-                .map_err(|e| format!("{}: {e}", key("timestamp.format")))?,
-            },
-            _ => unreachable!("event_router() accepted only these"),
-        };
+        let (entry, side) =
+            outbox_router::transforms::lookup(class).expect("event_router() accepted only these");
+        let get = |name: &str| o.get(name).map(str::to_owned);
+        let transform = (entry.parse)(
+            &outbox_router::transforms::Options { alias, get: &get },
+            side,
+        )?;
         let predicate = match o.get(&key("predicate")) {
             None => None,
             Some(name) => {
@@ -1103,6 +1015,7 @@ fn transform_chain(
         };
         steps.push(Step {
             alias: alias.clone(),
+            class: class.to_owned(),
             transform,
             predicate,
         });
@@ -1114,6 +1027,12 @@ fn transform_chain(
         o.get(&format!("predicates.{name}.name"));
     }
     Ok(Chain { steps })
+}
+
+/// Whether `class` is one of Kafka Connect's transforms outbox-relay applies after the
+/// EventRouter.
+fn after_router(class: &str) -> bool {
+    outbox_router::transforms::lookup(class).is_some()
 }
 
 /// The alias of the one EventRouter transform, of the `DecodeLogicalDecodingMessageContent`
@@ -1134,11 +1053,11 @@ fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), St
     for alias in aliases {
         let key = format!("transforms.{alias}.type");
         match o.get(&key) {
-            Some(class) if router.is_some() && AFTER_ROUTER.contains(&class) => {
+            Some(class) if router.is_some() && after_router(class) => {
                 after.push(alias.to_owned());
                 continue;
             }
-            Some(class) if AFTER_ROUTER.contains(&class) => {
+            Some(class) if after_router(class) => {
                 return Err(format!(
                     "{key}: {class} is supported after the EventRouter (it transforms the routed records); put it after \
                      the EventRouter's alias in transforms"
@@ -1158,7 +1077,7 @@ fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), St
                 return Err(format!(
                     "{key}: the transform {other} is not supported; outbox-relay applies {EVENT_ROUTER} (with \
                      {DECODE_MESSAGE} before it), and after it {}",
-                    AFTER_ROUTER.join(", ")
+                    outbox_router::transforms::supported_classes().join(", ")
                 ))
             }
             None => return Err(format!("{key} is missing")),

@@ -89,7 +89,125 @@ impl Converter {
     }
 }
 
+impl Converter {
+    /// The bytes of a value without a schema (a transform's schemaless result): JsonConverter
+    /// writes `{"schema":null,"payload":…}` (or the bare JSON), inferring the JSON type from
+    /// the value; the others write its text.
+    pub fn encode_schemaless(&self, value: &Value) -> Result<Option<Bytes>, String> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        match self {
+            Converter::Json { schemas_enable, .. } => {
+                let mut out = Vec::new();
+                if *schemas_enable {
+                    out.extend_from_slice(b"{\"schema\":null,\"payload\":");
+                }
+                write_schemaless(&mut out, value)?;
+                if *schemas_enable {
+                    out.push(b'}');
+                }
+                Ok(Some(out.into()))
+            }
+            Converter::String => Ok(to_java_string(None, value)),
+            Converter::ByteArray => Ok(match value {
+                Value::Bytes(b) => Some(b.clone()),
+                other => to_java_string(None, other),
+            }),
+        }
+    }
+}
+
+/// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
+/// string keys an object, any other map an array of pairs).
+fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Float(f) if !f.is_finite() => {
+            out.push(b'"');
+            write_double(out, *f);
+            out.push(b'"');
+        }
+        Value::Float(f) => write_double(out, *f),
+        Value::String(s) => write_string(
+            out,
+            std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
+        ),
+        Value::Bytes(b) => {
+            out.push(b'"');
+            out.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(b)
+                    .as_bytes(),
+            );
+            out.push(b'"');
+        }
+        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_schemaless(out, item)?;
+            }
+            out.push(b']');
+        }
+        Value::Map(entries) => {
+            let object = entries.iter().all(|(k, _)| matches!(k, Value::String(_)));
+            out.push(if object { b'{' } else { b'[' });
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if !object {
+                    out.push(b'[');
+                }
+                write_schemaless(out, k)?;
+                out.push(if object { b':' } else { b',' });
+                write_schemaless(out, v)?;
+                if !object {
+                    out.push(b']');
+                }
+            }
+            out.push(if object { b'}' } else { b']' });
+        }
+        Value::Struct(_) => {
+            return Err("a Struct without a schema cannot be converted".into());
+        }
+    }
+    Ok(())
+}
+
 impl HeaderConverter {
+    /// The bytes of a header's schema and value; a schemaless one is written as its value's
+    /// own type says (Connect infers a schema from it).
+    pub fn encode_data(&self, data: &super::record::Data) -> Result<Option<Bytes>, String> {
+        match (&data.schema, &data.value) {
+            (Some(schema), value) => self.encode(schema, value),
+            (None, Value::Null) => Ok(None),
+            (None, value) => match self {
+                HeaderConverter::Simple => match value {
+                    Value::Struct(_) | Value::Array(_) | Value::Map(_) => {
+                        let mut out = Vec::new();
+                        write_schemaless(&mut out, value)?;
+                        Ok(Some(out.into()))
+                    }
+                    Value::Bytes(b) => Ok(Some(
+                        base64::engine::general_purpose::STANDARD.encode(b).into(),
+                    )),
+                    other => Ok(to_java_string(None, other)),
+                },
+                HeaderConverter::Other(c) => match value {
+                    Value::String(text) => c.encode_schemaless_string(text),
+                    other => c.encode_schemaless(other),
+                },
+            },
+        }
+    }
+
     pub fn encode(&self, schema: &Schema, value: &Value) -> Result<Option<Bytes>, String> {
         match self {
             HeaderConverter::Simple => Ok(match value {
@@ -252,6 +370,7 @@ pub fn write_schema(out: &mut Vec<u8>, schema: &Schema) {
 fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&str>) {
     let type_name = match &schema.kind {
         SchemaType::Boolean => "boolean",
+        SchemaType::Int8 => "int8",
         SchemaType::Int16 => "int16",
         SchemaType::Int32 => "int32",
         SchemaType::Int64 => "int64",

@@ -8,6 +8,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub enum SchemaType {
     Boolean,
+    Int8,
     Int16,
     Int32,
     Int64,

@@ -9,6 +9,7 @@ mod expand;
 mod json;
 mod pg_text;
 mod postgres_types;
+mod record;
 
 pub use converter::{struct_to_java_string, write_schema, Converter, HeaderConverter};
 pub use data::{Schema, SchemaType, Value};
@@ -19,3 +20,4 @@ pub use postgres_types::{
     default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
     HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
+pub use record::{ConnectRecord, Converters, Data, Header};

@@ -5,10 +5,10 @@
 use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
-    default_value, expand, expands_to_no_schema, has_default_mapper, struct_to_java_string,
-    ColumnFacts, ColumnKind, Converter, PgType, Schema, SchemaType, Value,
+    default_value, expand, expands_to_no_schema, has_default_mapper, ColumnFacts, ColumnKind,
+    ConnectRecord, Data, Header, PgType, Schema, SchemaType, Value,
 };
-use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use crate::record::{InvalidRow, PendingRecord, RouteOutcome};
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Relation};
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub(crate) struct ConnectPlan {
     /// Whether any additional field goes into the envelope.
     envelope: bool,
     /// Debezium's context headers, converted once.
-    context: Vec<(Arc<str>, Option<Bytes>)>,
+    context: Vec<Header>,
 }
 
 /// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
@@ -132,17 +132,13 @@ impl ConnectPlan {
         let envelope = additional
             .iter()
             .any(|(p, _, _)| matches!(p, Placed::Envelope));
-        let string = Schema::new(SchemaType::String, false);
         let context = format
             .context_headers
             .iter()
             .flat_map(|c| c.entries())
             .map(|(name, value)| {
-                let bytes = format
-                    .header
-                    .encode(&string, &Value::text(value))
-                    .expect("a string header always converts");
-                (Arc::<str>::from(name), bytes)
+                Header::encoded_once(name, Data::text(value), &format.header)
+                    .expect("a string header always converts")
             })
             .collect();
         Self {
@@ -170,6 +166,9 @@ impl ConnectPlan {
         self.unsupported.as_deref()
     }
 
+    /// `transforms`: whether transforms follow the EventRouter (the record is then left
+    /// for them, unconverted).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn route(
         &self,
         columns: &[ColumnValue],
@@ -178,6 +177,7 @@ impl ConnectPlan {
         config: &RouterConfig,
         topics: &mut TopicCache,
         envelope_names: &mut EnvelopeNames,
+        transforms: bool,
     ) -> RouteOutcome {
         if let Some(reason) = &self.unsupported {
             return RouteOutcome::Fatal(reason.clone());
@@ -191,16 +191,17 @@ impl ConnectPlan {
                     _ => None,
                 })
         };
+        let dead = |reason: String, original_topic: Option<String>| InvalidRow {
+            reason,
+            table: table.to_owned(),
+            original_topic,
+            key: raw(&self.key),
+            value: raw(&self.payload),
+            event_id: raw(&self.id),
+            row: None,
+        };
         let invalid = |reason: String, original_topic: Option<String>| {
-            RouteOutcome::Invalid(InvalidRow {
-                reason,
-                table: table.to_owned(),
-                original_topic,
-                key: raw(&self.key),
-                value: raw(&self.payload),
-                event_id: raw(&self.id),
-                row: None,
-            })
+            RouteOutcome::Invalid(dead(reason, original_topic))
         };
         macro_rules! or_invalid {
             ($e:expr) => {
@@ -238,15 +239,17 @@ impl ConnectPlan {
             Some(ColumnValue::Text(b)) => Some(b.clone()),
             _ => None,
         }) {
-            headers.extend(
-                trace_headers(&context)
-                    .into_iter()
-                    .map(|(k, v)| (k, Some(v))),
-            );
+            headers.extend(trace_headers(&context).into_iter().map(|(k, v)| Header {
+                name: k,
+                data: Data::new(
+                    Schema::new(SchemaType::String, false),
+                    Value::String(v.clone()),
+                ),
+                encoded: Some(Some(v)),
+            }));
         }
         let (id, id_column) = or_invalid!(field_of(columns, &self.id));
-        let id_bytes = or_invalid!(format.header.encode(&id_column.schema, &id));
-        headers.push((Arc::<str>::from("id"), id_bytes));
+        headers.push(Header::new("id", Data::new(id_column.schema.clone(), id)));
 
         let (mut payload, payload_column) = or_invalid!(field_of(columns, &self.payload));
         let mut payload_schema = payload_column.schema.clone();
@@ -270,8 +273,10 @@ impl ConnectPlan {
             };
             match placed {
                 Placed::Header(name) => {
-                    let bytes = or_invalid!(format.header.encode(&column.schema, &value));
-                    headers.push((name.clone(), bytes));
+                    headers.push(Header::new(
+                        name.clone(),
+                        Data::new(column.schema.clone(), value),
+                    ));
                 }
                 Placed::Envelope => {
                     envelope_fields.push((alias.clone(), column.schema.clone()));
@@ -320,49 +325,82 @@ impl ConnectPlan {
         } else {
             None
         };
-        let value = match (&schemaless, &envelope) {
-            (Some(text), None) => or_invalid!(format.value.encode_schemaless_string(text)),
-            _ => or_invalid!(value_bytes(format, &payload, &payload_schema, envelope)),
-        };
-
+        let value = event_router_value(format, payload, payload_schema, schemaless, envelope);
         let (key, key_column) = or_invalid!(field_of(columns, &self.key));
-        let key = or_invalid!(format.key.encode(Some(&key_column.schema), &key));
-
-        RouteOutcome::Record(OutboxRecord {
+        let record = ConnectRecord {
             topic,
-            key,
+            partition,
+            key: Data::new(key_column.schema.clone(), key),
             value,
             headers,
-            partition,
             timestamp_ms,
-        })
+        };
+        finish(record, format, transforms, || dead(String::new(), None))
     }
 }
 
-/// The EventRouter's value: a tombstone for a NULL or blank payload when
-/// `route.tombstone.on.empty.payload` asks for one, the envelope struct when additional
-/// fields go into it (StringConverter prints it as `Struct{…}`), else the payload with its
-/// own schema.
-pub(super) fn value_bytes(
+/// A record the connector made, converted now, or left for the transforms when some follow.
+/// A converter that fails on it makes it `dead`, with the converter's reason.
+pub(super) fn finish(
+    record: ConnectRecord,
     format: &ConnectFormat,
-    payload: &Value,
-    payload_schema: &Schema,
+    transforms: bool,
+    dead: impl FnOnce() -> InvalidRow,
+) -> RouteOutcome {
+    if transforms {
+        return RouteOutcome::Connect(Box::new(PendingRecord {
+            record,
+            dead: dead(),
+        }));
+    }
+    convert(record, format, dead)
+}
+
+/// The Kafka record the worker's converters make of `record`, or the dead letter `dead`
+/// becomes when one of them fails on it.
+pub(super) fn convert(
+    record: ConnectRecord,
+    format: &ConnectFormat,
+    dead: impl FnOnce() -> InvalidRow,
+) -> RouteOutcome {
+    match record.convert(format.converters()) {
+        Ok(record) => RouteOutcome::Record(record),
+        Err(reason) => {
+            let mut row = dead();
+            row.reason = reason;
+            row.original_topic
+                .get_or_insert_with(|| record.topic.to_string());
+            RouteOutcome::Invalid(row)
+        }
+    }
+}
+
+/// The EventRouter's value: a tombstone (null, no schema) for a NULL or blank payload when
+/// `route.tombstone.on.empty.payload` asks for one, the envelope struct when additional
+/// fields go into it, a payload expanded to no schema as that string, else the payload with
+/// its own schema.
+pub(super) fn event_router_value(
+    format: &ConnectFormat,
+    payload: Value,
+    payload_schema: Schema,
+    schemaless: Option<Bytes>,
     envelope: Option<(Schema, Value)>,
-) -> Result<Option<Bytes>, String> {
-    let blank = match payload {
+) -> Data {
+    let blank = match &payload {
         Value::Null => true,
         Value::String(s) => s.iter().all(u8::is_ascii_whitespace),
         _ => false,
     };
     if blank && format.tombstone_on_empty_payload {
-        return Ok(None);
+        return Data::null();
     }
-    match (envelope, format.value) {
-        (Some((schema, value)), Converter::String | Converter::ByteArray) => {
-            Ok(struct_to_java_string(&schema, &value))
-        }
-        (Some((schema, value)), json) => json.encode(Some(&schema), &value),
-        (None, converter) => converter.encode(Some(payload_schema), payload),
+    match (envelope, schemaless) {
+        (Some((schema, value)), _) => Data::new(schema, value),
+        (None, Some(text)) => Data {
+            schema: None,
+            value: Value::String(text),
+        },
+        (None, None) => Data::new(payload_schema, payload),
     }
 }
 

@@ -6,12 +6,13 @@
 
 use super::Router;
 use crate::config::Output;
-use crate::connect::{Schema, SchemaType, Value};
-use crate::record::OutboxRecord;
+use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
+use crate::record::RouteOutcome;
 
 impl Router {
-    /// The heartbeat record at `ts_ms`, or `None` when heartbeat records are not written.
-    pub fn heartbeat(&self, ts_ms: i64) -> Option<Result<OutboxRecord, String>> {
+    /// The heartbeat record at `ts_ms`, or `None` when heartbeat records are not written;
+    /// [`Router::transformed`] makes it bytes.
+    pub fn heartbeat(&self, ts_ms: i64) -> Option<RouteOutcome> {
         let Output::Connect(format) = &self.config.output else {
             return None;
         };
@@ -32,22 +33,18 @@ impl Router {
             false,
         )
         .named("io.debezium.connector.common.Heartbeat", Some(1));
-        let record = (|| {
-            Ok(OutboxRecord {
-                topic,
-                key: format.key.encode(
-                    Some(&key_schema),
-                    &Value::Struct(vec![Value::text(&format.topic_prefix)]),
-                )?,
-                value: format
-                    .value
-                    .encode(Some(&value_schema), &Value::Struct(vec![Value::Int(ts_ms)]))?,
-                headers: Vec::new(),
-                partition: Some(0),
-                timestamp_ms: None,
-            })
-        })();
-        Some(record)
+        let record = ConnectRecord {
+            topic,
+            partition: Some(0),
+            key: Data::new(
+                key_schema,
+                Value::Struct(vec![Value::text(&format.topic_prefix)]),
+            ),
+            value: Data::new(value_schema, Value::Struct(vec![Value::Int(ts_ms)])),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        };
+        Some(self.connect_record(record, "heartbeat"))
     }
 }
 
@@ -74,10 +71,8 @@ mod tests {
             schemas_enable: true,
             replace_null_with_default: true,
         };
-        let r = router(json, Some("__debezium-heartbeat.dbserver1"))
-            .heartbeat(1_700_000_000_000)
-            .unwrap()
-            .unwrap();
+        let hb = router(json, Some("__debezium-heartbeat.dbserver1"));
+        let r = hb.converted(hb.heartbeat(1_700_000_000_000));
         assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");
         assert_eq!(r.partition, Some(0));
         assert!(r.headers.is_empty());
@@ -89,10 +84,8 @@ mod tests {
             std::str::from_utf8(r.value.as_deref().unwrap()).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":1700000000000}}"#
         );
-        let r = router(Converter::String, Some("hb"))
-            .heartbeat(5)
-            .unwrap()
-            .unwrap();
+        let hb = router(Converter::String, Some("hb"));
+        let r = hb.converted(hb.heartbeat(5));
         assert_eq!(r.key.as_deref(), Some(&b"Struct{serverName=dbserver1}"[..]));
         assert_eq!(r.value.as_deref(), Some(&b"Struct{ts_ms=5}"[..]));
         assert!(router(json, None).heartbeat(5).is_none());

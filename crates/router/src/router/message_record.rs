@@ -13,9 +13,10 @@
 use super::{Router, TopicCache};
 use crate::config::{ConnectFormat, MessageConfig, Output, Placement, RouterConfig};
 use crate::connect::{
-    decode_object, expand, expands_to_no_schema, ExpandBehaviour, Schema, SchemaType, Value,
+    decode_object, expand, expands_to_no_schema, ConnectRecord, Data, ExpandBehaviour, Header,
+    Schema, SchemaType, Value,
 };
-use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use crate::record::{InvalidRow, RouteOutcome};
 use bytes::Bytes;
 use pgoutput::{Column, ColumnValue, Relation, ReplicaIdentity, TupleData};
 use std::sync::Arc;
@@ -226,10 +227,7 @@ fn connect_message(
     // No context headers: Debezium adds them to change events only, not to messages.
     let mut headers = Vec::with_capacity(1 + config.additional.len());
     let (id, id_schema) = or_dead!(get(&config.id_column));
-    headers.push((
-        Arc::<str>::from("id"),
-        or_dead!(format.header.encode(id_schema, id)),
-    ));
+    headers.push(Header::new("id", Data::new(id_schema.clone(), id.clone())));
     // A null payload is left out of the decoded struct (unless fields.null.include): the
     // EventRouter then finds no payload field, as for a missing one.
     let (payload, payload_schema) = match get(&config.payload_column) {
@@ -266,9 +264,9 @@ fn connect_message(
             Err(e) => return with_topic(e),
         };
         match field.placement {
-            Placement::Header => headers.push((
+            Placement::Header => headers.push(Header::new(
                 field.alias.clone(),
-                or_dead!(format.header.encode(schema, value)),
+                Data::new(schema.clone(), value.clone()),
             )),
             Placement::Envelope => {
                 envelope_fields.push((field.alias.clone(), schema.clone()));
@@ -302,24 +300,30 @@ fn connect_message(
         }
         (schema, Value::Struct(envelope_values))
     });
-    let value = match (&schemaless, envelope) {
-        (Some(text), None) => or_dead!(format.value.encode_schemaless_string(text)),
-        (_, envelope) => or_dead!(super::connect_record::value_bytes(
-            format,
-            &payload,
-            &payload_schema,
-            envelope
-        )),
-    };
+    let value = super::connect_record::event_router_value(
+        format,
+        payload,
+        payload_schema,
+        schemaless,
+        envelope,
+    );
     let (key, key_schema) = or_dead!(get(&config.key_column));
-    let key = or_dead!(format.key.encode(Some(key_schema), key));
-    RouteOutcome::Record(OutboxRecord {
-        topic,
-        key,
+    let record = ConnectRecord {
+        topic: topic.clone(),
+        partition,
+        key: Data::new(key_schema.clone(), key.clone()),
         value,
         headers,
-        partition,
         timestamp_ms: None,
+    };
+    super::connect_record::finish(record, format, !config.chain.is_empty(), || InvalidRow {
+        reason: String::new(),
+        table: source.to_owned(),
+        original_topic: Some(topic.to_string()),
+        key: None,
+        value: Some(content.clone()),
+        event_id: None,
+        row: None,
     })
 }
 
@@ -365,7 +369,7 @@ mod tests {
         std::str::from_utf8(b.as_deref().expect("not null")).unwrap()
     }
 
-    fn routed(router: &mut Router, prefix: &str, content: &str) -> OutboxRecord {
+    fn routed(router: &mut Router, prefix: &str, content: &str) -> crate::OutboxRecord {
         match router.route_logical_message(prefix, &Bytes::copy_from_slice(content.as_bytes())) {
             RouteOutcome::Record(r) => r,
             other => panic!("{other:?}"),

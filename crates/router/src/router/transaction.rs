@@ -7,8 +7,8 @@
 
 use super::Router;
 use crate::config::Output;
-use crate::connect::{java_hash_map_order, Schema, SchemaType, Value};
-use crate::record::OutboxRecord;
+use crate::connect::{java_hash_map_order, ConnectRecord, Data, Schema, SchemaType, Value};
+use crate::record::RouteOutcome;
 
 /// A transaction boundary to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,10 +117,8 @@ impl Router {
     }
 
     /// The BEGIN or END record, or `None` when transaction metadata is not written.
-    pub fn transaction_record(
-        &self,
-        mark: &TransactionMark,
-    ) -> Option<Result<OutboxRecord, String>> {
+    /// [`Router::transformed`] makes it bytes.
+    pub fn transaction_record(&self, mark: &TransactionMark) -> Option<RouteOutcome> {
         let Output::Connect(format) = &self.config.output else {
             return None;
         };
@@ -153,19 +151,15 @@ impl Router {
             data_collections,
             Value::Int(ts_ms),
         ]);
-        let record = (|| {
-            Ok(OutboxRecord {
-                topic,
-                key: format
-                    .key
-                    .encode(Some(&key_schema()), &Value::Struct(vec![Value::text(id)]))?,
-                value: format.value.encode(Some(&value_schema()), &value)?,
-                headers: Vec::new(),
-                partition: None,
-                timestamp_ms: None,
-            })
-        })();
-        Some(record)
+        let record = ConnectRecord {
+            topic,
+            partition: None,
+            key: Data::new(key_schema(), Value::Struct(vec![Value::text(id)])),
+            value: Data::new(value_schema(), value),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        };
+        Some(self.connect_record(record, "transaction"))
     }
 }
 
@@ -202,28 +196,22 @@ mod tests {
     #[test]
     fn begin_and_end_records_as_debezium_writes_them() {
         let r = router();
-        let begin = r
-            .transaction_record(&TransactionMark::Begin {
-                id: "571:53195829".into(),
-                ts_ms: 1_486_500_577_125,
-            })
-            .unwrap()
-            .unwrap();
+        let begin = r.converted(r.transaction_record(&TransactionMark::Begin {
+            id: "571:53195829".into(),
+            ts_ms: 1_486_500_577_125,
+        }));
         assert_eq!(&*begin.topic, "dbserver1.transaction");
         assert_eq!(text(&begin.key), r#"{"id":"571:53195829"}"#);
         assert_eq!(
             text(&begin.value),
             r#"{"status":"BEGIN","id":"571:53195829","event_count":null,"data_collections":null,"ts_ms":1486500577125}"#
         );
-        let end = r
-            .transaction_record(&TransactionMark::End {
-                id: "571:53195832".into(),
-                ts_ms: 1_486_500_577_691,
-                // Seen in this order; java.util.HashMap puts s1.a (bucket 4) before s2.a (7).
-                per_table: vec![("s2.a".into(), 1), ("s1.a".into(), 1)],
-            })
-            .unwrap()
-            .unwrap();
+        let end = r.converted(r.transaction_record(&TransactionMark::End {
+            id: "571:53195832".into(),
+            ts_ms: 1_486_500_577_691,
+            // Seen in this order; java.util.HashMap puts s1.a (bucket 4) before s2.a (7).
+            per_table: vec![("s2.a".into(), 1), ("s1.a".into(), 1)],
+        }));
         assert_eq!(
             text(&end.value),
             concat!(

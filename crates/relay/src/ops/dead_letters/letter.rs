@@ -365,6 +365,7 @@ pub fn target(letter: &Letter, reroute: &mut Reroute) -> Target {
                 )),
                 RouteOutcome::SkippedUpdate { .. } => not("not an inserted row".into()),
                 RouteOutcome::Fatal(reason) => not(reason),
+                RouteOutcome::Connect(_) => unreachable!("route() returns it transformed"),
             }
         }
         (Format::Relay | Format::Connect, None) => {

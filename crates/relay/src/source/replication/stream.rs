@@ -803,15 +803,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let Some(record) = self.router.transaction_record(mark) else {
             return Ok(());
         };
-        let record = record
-            .map_err(|e| RelayError::misconfigured(format!("transaction metadata record: {e}")))?;
-        self.deliver_outcome(
-            RouteOutcome::Record(record),
-            position,
-            None,
-            "transaction".into(),
-        )
-        .await?;
+        self.deliver_outcome(record, position, None, "transaction".into())
+            .await?;
         Ok(())
     }
 
@@ -825,17 +818,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let Some(record) = self.router.heartbeat(now) else {
             return Ok(());
         };
-        let record =
-            record.map_err(|e| RelayError::misconfigured(format!("heartbeat record: {e}")))?;
         let position = self.tracker.confirmed();
         self.tracker.begin();
-        self.deliver_outcome(
-            RouteOutcome::Record(record),
-            position,
-            None,
-            "heartbeat".into(),
-        )
-        .await?;
+        self.deliver_outcome(record, position, None, "heartbeat".into())
+            .await?;
         if let Some(lsn) = self.tracker.commit(position) {
             self.confirm(lsn);
         }

@@ -1,0 +1,136 @@
+//! Kafka Connect's `SourceRecord`, as the EventRouter hands it to the transforms after it and
+//! they hand it to the converters: topic, partition, key and value each with its schema,
+//! headers with theirs, timestamp. Nothing here is bytes yet; [`ConnectRecord::convert`]
+//! writes them with the worker's converters.
+
+use super::converter::{Converter, HeaderConverter};
+use super::data::{Schema, SchemaType, Value};
+use crate::record::OutboxRecord;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A schema and a value (Connect's `SchemaAndValue`). A `None` schema is a schemaless value:
+/// the EventRouter's tombstones (null) and payloads expanded without a schema (a string).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    pub schema: Option<Schema>,
+    pub value: Value,
+}
+
+impl Data {
+    pub fn new(schema: Schema, value: Value) -> Self {
+        Self {
+            schema: Some(schema),
+            value,
+        }
+    }
+
+    /// A null without a schema: what a tombstone's value is.
+    pub fn null() -> Self {
+        Self {
+            schema: None,
+            value: Value::Null,
+        }
+    }
+
+    /// A required string.
+    pub fn text(text: &str) -> Self {
+        Self::new(Schema::new(SchemaType::String, false), Value::text(text))
+    }
+
+    /// Written by `converter`; `None` is a Kafka null.
+    pub fn encode(&self, converter: &Converter) -> Result<Option<Bytes>, String> {
+        match (&self.schema, &self.value) {
+            (Some(schema), value) => converter.encode(Some(schema), value),
+            (None, Value::Null) => Ok(None),
+            (None, Value::String(text)) => converter.encode_schemaless_string(text),
+            (None, other) => converter.encode_schemaless(other),
+        }
+    }
+}
+
+/// A record header: its name, its schema and value, and, when they are known already, the
+/// bytes the header converter writes for them (Debezium's context headers, converted once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub name: Arc<str>,
+    pub data: Data,
+    pub encoded: Option<Option<Bytes>>,
+}
+
+impl Header {
+    pub fn new(name: impl Into<Arc<str>>, data: Data) -> Self {
+        Self {
+            name: name.into(),
+            data,
+            encoded: None,
+        }
+    }
+
+    /// A header whose bytes are written once, here, for every record that carries it.
+    pub fn encoded_once(
+        name: impl Into<Arc<str>>,
+        data: Data,
+        converter: &HeaderConverter,
+    ) -> Result<Self, String> {
+        let encoded = Some(converter.encode_data(&data)?);
+        Ok(Self {
+            name: name.into(),
+            data,
+            encoded,
+        })
+    }
+
+    fn bytes(&self, converter: &HeaderConverter) -> Result<Option<Bytes>, String> {
+        match &self.encoded {
+            Some(bytes) => Ok(bytes.clone()),
+            None => converter.encode_data(&self.data),
+        }
+    }
+}
+
+/// A record between the EventRouter and the converters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectRecord {
+    pub topic: Arc<str>,
+    /// An explicit partition; `None` = by key.
+    pub partition: Option<i32>,
+    pub key: Data,
+    pub value: Data,
+    /// In order.
+    pub headers: Vec<Header>,
+    /// Epoch milliseconds; `None` = when the relay read the event (stamped later).
+    pub timestamp_ms: Option<i64>,
+}
+
+/// The converters of a worker: key, value, header.
+#[derive(Debug, Clone, Copy)]
+pub struct Converters<'a> {
+    pub key: &'a Converter,
+    pub value: &'a Converter,
+    pub header: &'a HeaderConverter,
+}
+
+impl ConnectRecord {
+    /// The Kafka record the converters make of it.
+    pub fn convert(&self, converters: Converters<'_>) -> Result<OutboxRecord, String> {
+        let headers = self
+            .headers
+            .iter()
+            .map(|h| Ok((h.name.clone(), h.bytes(converters.header)?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(OutboxRecord {
+            topic: self.topic.clone(),
+            key: self.key.encode(converters.key)?,
+            value: self.value.encode(converters.value)?,
+            headers,
+            partition: self.partition,
+            timestamp_ms: self.timestamp_ms,
+        })
+    }
+
+    /// The header named `name`, the last one if there are several (`Headers.lastWithName`).
+    pub fn last_header(&self, name: &str) -> Option<&Header> {
+        self.headers.iter().rev().find(|h| &*h.name == name)
+    }
+}

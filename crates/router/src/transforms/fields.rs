@@ -1,0 +1,206 @@
+//! What Kafka Connect's field transforms share (`org.apache.kafka.connect.transforms.util`):
+//! the part of the record a `$Key` or `$Value` variant works on, `Requirements.requireStruct`
+//! and `requireMap` with their messages, `SchemaUtil.copySchemaBasics`, and struct access.
+
+use super::Side;
+use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
+use std::sync::Arc;
+
+/// The key or the value.
+pub(super) fn part(record: &mut ConnectRecord, side: Side) -> &mut Data {
+    match side {
+        Side::Key => &mut record.key,
+        Side::Value => &mut record.value,
+    }
+}
+
+/// The Java class Connect names in its messages for a value of `schema`.
+pub(super) fn java_class(schema: Option<&Schema>, value: &Value) -> &'static str {
+    match (value, schema.map(|s| &s.kind)) {
+        (Value::Null, _) => "null",
+        (Value::Boolean(_), _) => "java.lang.Boolean",
+        (Value::Int(_), Some(SchemaType::Int8)) => "java.lang.Byte",
+        (Value::Int(_), Some(SchemaType::Int16)) => "java.lang.Short",
+        (Value::Int(_), Some(SchemaType::Int32)) => match schema.and_then(|s| s.name.as_deref()) {
+            Some("org.apache.kafka.connect.data.Date" | "org.apache.kafka.connect.data.Time") => {
+                "java.util.Date"
+            }
+            _ => "java.lang.Integer",
+        },
+        (Value::Int(_), _) => match schema.and_then(|s| s.name.as_deref()) {
+            Some("org.apache.kafka.connect.data.Timestamp") => "java.util.Date",
+            _ => "java.lang.Long",
+        },
+        (Value::Float(_), Some(SchemaType::Float32)) => "java.lang.Float",
+        (Value::Float(_), _) => "java.lang.Double",
+        (Value::String(_), _) => "java.lang.String",
+        (Value::Bytes(_), _) => "[B",
+        (Value::Decimal(_), _) => "java.math.BigDecimal",
+        (Value::Array(_), _) => "java.util.ArrayList",
+        (Value::Map(_), _) => "java.util.HashMap",
+        (Value::Struct(_), _) => "org.apache.kafka.connect.data.Struct",
+    }
+}
+
+/// A struct schema's fields.
+pub(super) type Fields = [(Arc<str>, Schema)];
+
+/// A struct value's schema, fields and values (`Requirements.requireStruct`).
+pub(super) fn require_struct<'a>(
+    data: &'a Data,
+    purpose: &str,
+) -> Result<(&'a Schema, &'a Fields, &'a [Value]), String> {
+    match (&data.schema, &data.value) {
+        (
+            Some(
+                schema @ Schema {
+                    kind: SchemaType::Struct(fields),
+                    ..
+                },
+            ),
+            Value::Struct(values),
+        ) => Ok((schema, fields, values)),
+        (schema, value) => Err(format!(
+            "Only Struct objects supported for [{purpose}], found: {}",
+            java_class(schema.as_ref(), value)
+        )),
+    }
+}
+
+/// A schemaless map's entries (`Requirements.requireMap`).
+pub(super) fn require_map<'a>(
+    data: &'a Data,
+    purpose: &str,
+) -> Result<&'a [(Value, Value)], String> {
+    match &data.value {
+        Value::Map(entries) => Ok(entries),
+        value => Err(format!(
+            "Only Map objects supported in absence of schema for [{purpose}], found: {}",
+            java_class(None, value)
+        )),
+    }
+}
+
+/// `SchemaUtil.copySchemaBasics`: a new schema of `kind` with `source`'s name, version, doc
+/// and parameters (not its optionality or default).
+pub(super) fn copy_schema_basics(source: &Schema, kind: SchemaType) -> Schema {
+    Schema {
+        kind,
+        optional: false,
+        name: source.name.clone(),
+        version: source.version,
+        doc: source.doc.clone(),
+        parameters: source.parameters.clone(),
+        default: None,
+    }
+}
+
+/// `Struct.get(field)`: a null value is the field's default when it has one (unless
+/// `replace.null.with.default=false`, `getWithoutDefault`).
+pub(super) fn field_value(
+    schema: &Schema,
+    value: &Value,
+    replace_null_with_default: bool,
+) -> Value {
+    match (value, &schema.default) {
+        (Value::Null, Some(default)) if replace_null_with_default => default.clone(),
+        _ => value.clone(),
+    }
+}
+
+/// A schemaless map's value under a string key.
+pub(super) fn map_get<'a>(entries: &'a [(Value, Value)], key: &str) -> Option<&'a Value> {
+    entries
+        .iter()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .map(|(_, v)| v)
+}
+
+/// Sets a string key of a schemaless map (`HashMap.put`: replaces in place, else appends).
+pub(super) fn map_put(entries: &mut Vec<(Value, Value)>, key: &str, value: Value) {
+    match entries.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
+        Some((_, v)) => *v = value,
+        None => entries.push((Value::text(key), value)),
+    }
+}
+
+/// Connect's `ConnectSchema.validateValue` for a value put into a struct field: a null for a
+/// required field is refused (its default is not considered there).
+pub(super) fn check_null(name: &str, schema: &Schema, value: &Value) -> Result<(), String> {
+    if value.is_null() && !schema.optional {
+        return Err(format!(
+            "Invalid value: null used for required field: \"{name}\", schema type: {}",
+            type_name(&schema.kind)
+        ));
+    }
+    Ok(())
+}
+
+/// Connect's `Schema.Type` name.
+pub(super) fn type_name(kind: &SchemaType) -> &'static str {
+    match kind {
+        SchemaType::Boolean => "BOOLEAN",
+        SchemaType::Int8 => "INT8",
+        SchemaType::Int16 => "INT16",
+        SchemaType::Int32 => "INT32",
+        SchemaType::Int64 => "INT64",
+        SchemaType::Float32 => "FLOAT32",
+        SchemaType::Float64 => "FLOAT64",
+        SchemaType::String => "STRING",
+        SchemaType::Bytes => "BYTES",
+        SchemaType::Array(_) => "ARRAY",
+        SchemaType::Map(..) => "MAP",
+        SchemaType::Struct(_) => "STRUCT",
+    }
+}
+
+/// `Schema.toString()`: `Schema{name:TYPE}`, or `Schema{TYPE}` without a name.
+pub(super) fn schema_string(schema: &Schema) -> String {
+    match &schema.name {
+        Some(name) => format!("Schema{{{name}:{}}}", type_name(&schema.kind)),
+        None => format!("Schema{{{}}}", type_name(&schema.kind)),
+    }
+}
+
+/// A struct schema's fields with one more, refused as `SchemaBuilder.field` refuses a name
+/// twice or an empty one.
+pub(super) fn add_field(
+    fields: &mut Vec<(Arc<str>, Schema)>,
+    name: &str,
+    schema: Schema,
+) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("fieldName cannot be null.".into());
+    }
+    if fields.iter().any(|(n, _)| &**n == name) {
+        return Err(format!(
+            "Cannot create field because of field name duplication {name}"
+        ));
+    }
+    fields.push((name.into(), schema));
+    Ok(())
+}
+
+/// A schemaless map as Kafka Connect's transforms leave it (a `java.util.HashMap`): its
+/// entries in that map's iteration order, which JsonConverter writes.
+pub(super) fn java_map(entries: Vec<(Value, Value)>) -> Value {
+    if !entries.iter().all(|(k, _)| k.as_str().is_some()) {
+        return Value::Map(entries);
+    }
+    let keyed = entries
+        .into_iter()
+        .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), v))
+        .collect();
+    Value::Map(
+        crate::connect::java_hash_map_order(keyed)
+            .into_iter()
+            .map(|(k, v)| (Value::text(&k), v))
+            .collect(),
+    )
+}
+
+/// Connect's logical Timestamp schema.
+pub(super) fn timestamp_schema(optional: bool) -> Schema {
+    Schema::new(SchemaType::Int64, optional)
+        .named("org.apache.kafka.connect.data.Timestamp", Some(1))
+}
