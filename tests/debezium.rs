@@ -1903,3 +1903,105 @@ async fn an_event_timestamp_the_broker_refuses_is_dead_lettered_not_retried_fore
         "{reason}"
     );
 }
+
+/// Kafka Connect's field transforms after the EventRouter, with `errors.tolerance=all` and a
+/// dead-letter queue (issue 35): MaskField masks the `secret` of an expanded payload; a
+/// payload that is not a JSON object (its text, no struct to mask in) goes to the dead-letter queue as
+/// Kafka Connect's reporter writes records there (its original bytes, then the
+/// `__connect.errors.*` headers), and `dead-letters list` reads it. Nothing stops, nothing is
+/// lost, the slot moves past both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_a_transform_fails_on_goes_to_connects_dead_letter_queue() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "tolerant",
+        serde_json::json!({
+            "transforms": "outbox,mask",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "transforms.mask.type": "org.apache.kafka.connect.transforms.MaskField$Value",
+            "transforms.mask.fields": "secret",
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": "dlq.orders",
+            "errors.deadletterqueue.context.headers.enable": "true",
+            "errors.log.enable": "true",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }),
+    )
+    .await;
+    insert_event(
+        &stack,
+        1,
+        Some("Order"),
+        Some(r#"{"item": "book", "secret": "s3cr3t"}"#),
+    )
+    .await;
+    insert_event(&stack, 2, Some("Order"), Some(r#"["not", "an", "object"]"#)).await;
+    insert_event(
+        &stack,
+        3,
+        Some("Order"),
+        Some(r#"{"item": "pen", "secret": "x"}"#),
+    )
+    .await;
+    wait_all_confirmed(&stack, "tolerant", &relay).await;
+
+    let orders = stack.read_topic("outbox.event.Order").await;
+    let values: Vec<_> = orders
+        .iter()
+        .map(|r| r.value_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        values,
+        [
+            r#"{"item":"book","secret":""}"#,
+            r#"{"item":"pen","secret":""}"#
+        ],
+        "{}",
+        relay.log()
+    );
+    let dead = stack.read_topic("dlq.orders").await;
+    assert_eq!(dead.len(), 1, "{}", relay.log());
+    // The key as the worker's key converter writes it (JsonConverter, Kafka's default).
+    assert_eq!(
+        dead[0].key_str(),
+        Some(r#"{"schema":{"type":"string","optional":false},"payload":"agg-2"}"#)
+    );
+    assert_eq!(
+        dead[0].value_str(),
+        Some(r#""[\"not\", \"an\", \"object\"]""#),
+        "the record before the transform (a JSON array stays the payload's text)"
+    );
+    assert_eq!(dead[0].header_str("id"), uuid(2));
+    assert_eq!(
+        dead[0].header_str("__connect.errors.topic"),
+        "outbox.event.Order"
+    );
+    assert_eq!(
+        dead[0].header_str("__connect.errors.stage"),
+        "TRANSFORMATION"
+    );
+    assert_eq!(
+        dead[0].header_str("__connect.errors.class.name"),
+        "org.apache.kafka.connect.transforms.MaskField$Value"
+    );
+    assert!(
+        dead[0]
+            .header_str("__connect.errors.exception.message")
+            .contains("Only Struct objects supported for [mask fields], found: java.lang.String"),
+        "{}",
+        dead[0].header_str("__connect.errors.exception.message")
+    );
+    assert!(
+        relay
+            .log()
+            .contains("Error encountered in task tolerant-0. Executing stage 'TRANSFORMATION'"),
+        "errors.log.enable: {}",
+        relay.log()
+    );
+    // The relay's own dead-letter topic got nothing (it was never even created).
+    assert!(!stack.topics().await.iter().any(|t| t == "outbox-relay.dlq"));
+}

@@ -487,12 +487,20 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         );
     }
     let mut placement = vec![format!("{type_column}:header:eventType")];
+    // The envelope's fields after `payload`, by the names the EventRouter gives them.
+    let mut envelope_fields: Vec<String> = Vec::new();
     for (name, extra, place) in &extras {
         let alias = if rng.chance(50) {
             format!(":{name}_alias")
         } else {
             String::new()
         };
+        if *place == "envelope" {
+            envelope_fields.push(match alias.strip_prefix(':') {
+                Some(alias) => alias.to_owned(),
+                None => name.clone(),
+            });
+        }
         placement.push(format!("{name}:{place}{alias}"));
         if let Some((option, modes)) = extra.mode {
             let mode = *rng.pick(modes);
@@ -977,6 +985,14 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         chosen.push(format!("transforms {}", aliases.join(",")));
         set(&mut config, "transforms", &aliases.join(","));
     }
+    field_transforms(
+        seed,
+        index,
+        &mut config,
+        &envelope_fields,
+        tombstones,
+        &mut chosen,
+    );
     Case {
         seed,
         index,
@@ -990,6 +1006,178 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         timestamp,
         describe: chosen.join("; "),
     }
+}
+
+/// Kafka Connect's field transforms after the EventRouter (issue 35), from a random stream
+/// of their own, where every record's value is a struct: the EventRouter's envelope (a
+/// column placed in it), no heartbeat or transaction records. The transforms Kafka Connect
+/// fails on for a tombstone run under a negated RecordIsTombstone. Names and schemas of the
+/// results (the envelope's, the key's, the headers') are compared like the rest.
+fn field_transforms(
+    seed: u64,
+    index: usize,
+    config: &mut Map<String, Value>,
+    envelope_fields: &[String],
+    tombstones: bool,
+    chosen: &mut Vec<String>,
+) {
+    let mut rng = Rng(seed ^ 0xf1e1_d5e7_0000_0000 ^ index as u64);
+    let internal = config.contains_key("heartbeat.interval.ms")
+        || config.contains_key("provide.transaction.metadata");
+    if envelope_fields.is_empty() || internal || !rng.chance(70) {
+        return;
+    }
+    let mut set = |k: &str, v: &str| {
+        config.insert(k.to_owned(), json!(v));
+    };
+    const T: &str = "org.apache.kafka.connect.transforms.";
+    let mut aliases: Vec<String> = Vec::new();
+    let mut guarded = false;
+    let mut step = |alias: &str, class: String, options: &[(&str, &str)], guard: bool| {
+        set(&format!("transforms.{alias}.type"), &class);
+        for (k, v) in options {
+            set(&format!("transforms.{alias}.{k}"), v);
+        }
+        if guard && tombstones {
+            set(&format!("transforms.{alias}.predicate"), "notTombstone");
+            set(&format!("transforms.{alias}.negate"), "true");
+            guarded = true;
+        }
+        aliases.push(alias.to_owned());
+    };
+    let first = envelope_fields[0].as_str();
+    if rng.chance(35) {
+        let version = rng.text(&["3", "12"]);
+        step(
+            "meta",
+            format!("{T}SetSchemaMetadata$Value"),
+            &[
+                ("schema.name", "shop.OutboxEnvelope"),
+                ("schema.version", version),
+            ],
+            false,
+        );
+    }
+    if rng.chance(40) {
+        let topic = rng.text(&["routed_topic", "routed_topic!"]);
+        step(
+            "insert",
+            format!("{T}InsertField$Value"),
+            &[
+                ("topic.field", topic),
+                ("static.field", "origin?"),
+                ("static.value", "orders-service"),
+            ],
+            false,
+        );
+    }
+    if rng.chance(40) {
+        let operation = rng.text(&["copy", "move"]);
+        let fields = format!("{first},payload");
+        step(
+            "hfrom",
+            format!("{T}HeaderFrom$Value"),
+            &[
+                ("fields", if operation == "move" { first } else { &fields }),
+                (
+                    "headers",
+                    if operation == "move" {
+                        "moved"
+                    } else {
+                        "copied,payload-copy"
+                    },
+                ),
+                ("operation", operation),
+            ],
+            true,
+        );
+    }
+    if rng.chance(35) {
+        let last = envelope_fields.last().map(String::as_str).unwrap_or(first);
+        let renames = format!("{last}:renamed_{last}");
+        if envelope_fields.len() > 1 && rng.chance(50) {
+            step(
+                "replace",
+                format!("{T}ReplaceField$Value"),
+                &[("exclude", last)],
+                false,
+            );
+        } else {
+            step(
+                "replace",
+                format!("{T}ReplaceField$Value"),
+                &[("renames", &renames)],
+                false,
+            );
+        }
+    }
+    if rng.chance(30) {
+        step(
+            "mask",
+            format!("{T}MaskField$Value"),
+            &[("fields", "payload")],
+            true,
+        );
+    }
+    if rng.chance(35) {
+        let operation = rng.text(&["copy", "move"]);
+        step(
+            "h2v",
+            "io.debezium.transforms.HeaderToValue".into(),
+            &[
+                ("headers", "eventType"),
+                ("fields", "event_type"),
+                ("operation", operation),
+            ],
+            false,
+        );
+    }
+    if rng.chance(30) {
+        step(
+            "tokey",
+            format!("{T}ValueToKey"),
+            &[("fields", "payload")],
+            true,
+        );
+    }
+    match rng.below(4) {
+        0 => step(
+            "extract",
+            format!("{T}ExtractField$Value"),
+            &[("field", "payload")],
+            false,
+        ),
+        1 => step(
+            "hoist",
+            format!("{T}HoistField$Value"),
+            &[("field", "wrapped")],
+            false,
+        ),
+        _ => {}
+    }
+    if aliases.is_empty() {
+        return;
+    }
+    if guarded {
+        let mut declared: Vec<String> = config
+            .get("predicates")
+            .and_then(Value::as_str)
+            .map(|p| p.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        declared.push("notTombstone".into());
+        config.insert("predicates".into(), json!(declared.join(",")));
+        config.insert(
+            "predicates.notTombstone.type".into(),
+            json!("org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"),
+        );
+    }
+    let transforms = format!(
+        "{},{}",
+        config["transforms"].as_str().unwrap_or("outbox"),
+        aliases.join(",")
+    );
+    chosen.push(format!("field transforms {}", aliases.join(",")));
+    config.insert("transforms".into(), json!(transforms));
 }
 
 /// The connector JSON for one side: its own slot and publication, all else the same.

@@ -245,6 +245,29 @@ pub struct ConnectFormat {
     pub heartbeat_topic: Option<Arc<str>>,
     /// BEGIN/END records (`provide.transaction.metadata`), if written.
     pub transaction_metadata: Option<TransactionMetadata>,
+    /// Kafka Connect's `errors.*` options: what becomes of a record a transform or converter
+    /// fails on.
+    pub errors: ErrorHandling,
+}
+
+/// Kafka Connect's error handling options, as outbox-relay applies them to a record a
+/// transform or converter fails on. It is never dropped: with `errors.tolerance=all` and
+/// `errors.deadletterqueue.topic.name` it goes to that topic as Connect's dead-letter
+/// reporter writes records; otherwise to the relay's own dead-letter topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorHandling {
+    /// `errors.tolerance=all`.
+    pub tolerate_all: bool,
+    /// `errors.deadletterqueue.topic.name`.
+    pub dead_letter_queue: Option<Arc<str>>,
+    /// `errors.deadletterqueue.context.headers.enable`: the `__connect.errors.*` headers.
+    pub context_headers: bool,
+    /// `errors.log.enable`: each failure logged as Connect's LogReporter logs it.
+    pub log: bool,
+    /// `errors.log.include.messages`: with the record.
+    pub log_messages: bool,
+    /// The connector's name, for the headers and the log (`name`).
+    pub connector: String,
 }
 
 /// Debezium's transaction metadata records.
@@ -283,6 +306,7 @@ impl ConnectFormat {
             types: TypeModes::default(),
             heartbeat_topic: None,
             transaction_metadata: None,
+            errors: ErrorHandling::default(),
         }
     }
 }

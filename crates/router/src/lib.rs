@@ -17,8 +17,8 @@ mod topic;
 pub mod transforms;
 
 pub use config::{
-    AdditionalField, ConnectFormat, ContextHeaders, InvalidOperation, ListPattern, MessageConfig,
-    Output, Placement, RouterConfig, TableName, TransactionMetadata,
+    AdditionalField, ConnectFormat, ContextHeaders, ErrorHandling, InvalidOperation, ListPattern,
+    MessageConfig, Output, Placement, RouterConfig, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
 pub use record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};

@@ -35,6 +35,10 @@ pub struct InvalidRow {
     /// fixed. `None` when there was no row (a logical decoding message, a row of an unknown
     /// relation) or a column had no value to keep (unchanged TOAST).
     pub row: Option<Vec<(String, Option<Bytes>)>>,
+    /// What Kafka Connect's dead-letter reporter writes for a record a transform or converter
+    /// failed on (`errors.tolerance=all` with `errors.deadletterqueue.topic.name`): written
+    /// instead of the relay's own dead letter.
+    pub connect_dlq: Option<Box<OutboxRecord>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

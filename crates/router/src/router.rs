@@ -131,12 +131,31 @@ impl Router {
         let Output::Connect(format) = &self.config.output else {
             unreachable!("only a Connect output makes Connect records")
         };
+        // The record before the transforms, which a failure's dead letter or log shows.
+        let errors = &format.errors;
+        let original =
+            (errors.log_messages || errors.dead_letter_queue.is_some()).then(|| record.clone());
         match self.config.chain.apply(record, now_ms) {
-            Ok(Some(record)) => connect_record::convert(record, format, || dead),
+            Ok(Some(record)) => connect_record::convert(record, original.as_ref(), format, || dead),
             Ok(None) => RouteOutcome::Ignored,
             Err(error) => {
-                dead.reason = error.to_string();
-                RouteOutcome::Invalid(dead)
+                dead.original_topic.get_or_insert_with(|| {
+                    original
+                        .as_ref()
+                        .map(|r| r.topic.to_string())
+                        .unwrap_or_default()
+                });
+                let message = error.to_string();
+                tolerance::failed(
+                    format,
+                    original.as_ref(),
+                    tolerance::Failure {
+                        stage: "TRANSFORMATION",
+                        class: &error.class,
+                        message,
+                    },
+                    dead,
+                )
             }
         }
     }
@@ -154,6 +173,7 @@ impl Router {
                 value: None,
                 event_id: None,
                 row: None,
+                connect_dlq: None,
             },
             record,
         }))
@@ -278,6 +298,7 @@ impl Router {
                     value: None,
                     event_id: None,
                     row: None,
+                    connect_dlq: None,
                 })
             }
         };
@@ -414,6 +435,7 @@ impl Router {
                 value: owned(&payload),
                 event_id: owned(&event_id),
                 row: None,
+                connect_dlq: None,
             })
         };
         let routing = match value_at(&plan.route_by) {
@@ -601,6 +623,7 @@ mod connect_record;
 mod connect_tests;
 mod heartbeat;
 mod message_record;
+mod tolerance;
 mod transaction;
 pub use transaction::TransactionMark;
 #[cfg(test)]

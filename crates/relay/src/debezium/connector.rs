@@ -41,9 +41,6 @@ const NO_EFFECT: &[&str] = &[
     "errors.max.retries",
     "errors.retry.timeout",
     "errors.retry.delay.max.ms",
-    "errors.tolerance",
-    "errors.log.enable",
-    "errors.log.include.messages",
     "offset.flush.interval.ms",
     "offset.flush.timeout.ms",
     "lsn.flush.mode",
@@ -458,6 +455,7 @@ pub fn translate(
     )
     .map_err(|e| format!("producer.{e}"))?;
 
+    let errors = error_handling(&o, connector.name.as_deref().unwrap_or("outbox-relay"))?;
     o.accept(NO_EFFECT);
     o.accept(&["exactly.once.support"]);
     o.accept_prefix("database.");
@@ -522,12 +520,48 @@ pub fn translate(
                 types,
                 heartbeat_topic,
                 transaction_metadata,
+                errors,
             }),
         },
         producer_properties,
         notes,
         unknown,
         hidden: Default::default(),
+    })
+}
+
+/// Kafka Connect's `errors.*` options (see [`outbox_router::ErrorHandling`]): a record a
+/// transform or converter fails on is never dropped; with `errors.tolerance=all` and a
+/// dead-letter queue it goes there as Connect writes records there.
+fn error_handling(o: &Options, connector: &str) -> Result<outbox_router::ErrorHandling, String> {
+    let tolerate_all = match o.get("errors.tolerance") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("none") => false,
+        Some(v) if v.eq_ignore_ascii_case("all") => true,
+        Some(v) => {
+            return Err(format!(
+                "errors.tolerance: Invalid value {v} for configuration errors.tolerance: String must be one of: none, all"
+            ))
+        }
+    };
+    let dead_letter_queue = o
+        .get("errors.deadletterqueue.topic.name")
+        .filter(|t| !t.is_empty())
+        .map(|t| -> Result<std::sync::Arc<str>, String> {
+            outbox_router::validate_topic_name(t)
+                .map_err(|e| format!("errors.deadletterqueue.topic.name: {e}"))?;
+            Ok(t.into())
+        })
+        .transpose()?;
+    // Read, so not reported as unknown: the relay's topic creation applies to it.
+    o.get("errors.deadletterqueue.topic.replication.factor");
+    Ok(outbox_router::ErrorHandling {
+        tolerate_all,
+        dead_letter_queue,
+        context_headers: flag(o, "errors.deadletterqueue.context.headers.enable", false)?,
+        log: flag(o, "errors.log.enable", false)?,
+        log_messages: flag(o, "errors.log.include.messages", false)?,
+        connector: connector.to_owned(),
     })
 }
 

@@ -70,6 +70,9 @@ pub struct DeadLetter {
     pub lsn: Option<Lsn>,
     /// The row ([`SOURCE_ROW`]'s JSON) when the router had its columns as text.
     pub row: Option<Bytes>,
+    /// The record Kafka Connect's dead-letter reporter writes for it, to its own topic
+    /// (`errors.tolerance=all` with `errors.deadletterqueue.topic.name`): written instead.
+    pub connect: Option<Box<OutboxRecord>>,
 }
 
 impl DeadLetter {
@@ -85,6 +88,7 @@ impl DeadLetter {
             original_size: None,
             lsn,
             row: row.row.as_deref().and_then(row_json),
+            connect: row.connect_dlq,
         }
     }
 
@@ -104,6 +108,7 @@ impl DeadLetter {
             original_size,
             lsn,
             row: None,
+            connect: None,
         }
     }
 
@@ -112,6 +117,19 @@ impl DeadLetter {
     /// letter can still be replayed), then, refused again, without the row; `None` when
     /// nothing is left to cut.
     pub fn without_payload(&self, why: &str) -> Option<Self> {
+        if let Some(record) = &self.connect {
+            // Kafka Connect's record: its value, then nothing more.
+            let value = record.value.as_ref()?;
+            return Some(Self {
+                reason: format!("{}; payload left out: {why}", self.reason),
+                original_size: Some(value.len()),
+                connect: Some(Box::new(OutboxRecord {
+                    value: None,
+                    ..(**record).clone()
+                })),
+                ..self.clone()
+            });
+        }
         if let Some(value) = &self.value {
             return Some(Self {
                 reason: format!("{}; payload left out: {why}", self.reason),
@@ -128,8 +146,23 @@ impl DeadLetter {
         })
     }
 
-    /// The record written to `topic`.
+    /// The topic it goes to: Kafka Connect's dead-letter queue for a record written as
+    /// Connect writes them there, else `dead_letter_topic`.
+    pub fn topic(&self, dead_letter_topic: &Arc<str>) -> Arc<str> {
+        match &self.connect {
+            Some(record) => record.topic.clone(),
+            None => dead_letter_topic.clone(),
+        }
+    }
+
+    /// The record written to `topic` (see [`Self::topic`]).
     pub fn to_record(&self, topic: &Arc<str>) -> OutboxRecord {
+        if let Some(record) = &self.connect {
+            return OutboxRecord {
+                topic: topic.clone(),
+                ..(**record).clone()
+            };
+        }
         let mut headers: Vec<(Arc<str>, Option<Bytes>)> = Vec::with_capacity(7);
         if let Some(id) = &self.event_id {
             headers.push(("id".into(), Some(id.clone())));
@@ -249,6 +282,7 @@ mod tests {
                     value: Some(Bytes::from_static(b"{}")),
                     event_id: None,
                     row: None,
+                    connect_dlq: None,
                 },
                 None,
             )
@@ -277,6 +311,7 @@ mod tests {
                     ("aggregate_type".into(), None),
                     ("payload".into(), Some(Bytes::from_static(b"{\"big\": 1}"))),
                 ]),
+                connect_dlq: None,
             },
             None,
         );

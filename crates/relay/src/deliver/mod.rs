@@ -653,26 +653,27 @@ impl<P: Producer> Deliver<P> {
         if self.dead_letters.is_empty() {
             return Ok(());
         }
-        let topic = self.dead_letter_topic.clone();
-        let partitions = self.topic(&topic).await?.map_err(|reason| {
-            RelayError::misconfigured(format!(
-                "{reason}; the dead-letter topic must exist: choose another --dead-letter-topic or create it"
-            ))
-        })?;
         while let Some((tag, letter)) = self.dead_letters.front() {
             if self.waits_for_earlier_events(tag.ticket.seq()) {
                 // Sent once the earlier events are acknowledged or refused (next_acknowledged
                 // comes back here after each report).
                 return Ok(());
             }
+            let topic = letter.topic(&self.dead_letter_topic);
             let mut record = letter.to_record(&topic);
-            if let Some(event) = tag
+            let event = tag
                 .origin
                 .event
                 .clone()
-                .filter(|_| self.exactly_once.is_some())
-            {
-                // Awaits before the letter leaves its queue: cancel-safe.
+                .filter(|_| self.exactly_once.is_some());
+            // Awaits before the letter leaves its queue: cancel-safe.
+            let partitions = self.topic(&topic).await?.map_err(|reason| {
+                RelayError::misconfigured(format!(
+                    "{reason}; the dead-letter topic must exist: choose another --dead-letter-topic (or \
+                     errors.deadletterqueue.topic.name) or create it"
+                ))
+            })?;
+            if let Some(event) = event {
                 if let Some((partition, partitions)) = self.place(&mut record, &event, partitions) {
                     if self
                         .already_in_kafka(&topic, partition, partitions, &event)

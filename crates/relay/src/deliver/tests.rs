@@ -183,6 +183,7 @@ async fn dead_letters_keep_the_order_of_their_events() {
             value: Some(Bytes::from(vec![n])),
             event_id: None,
             row: None,
+            connect_dlq: None,
         })
     };
     d.submit(invalid(1), t.produced(), origin(1)).await.unwrap();
@@ -318,6 +319,7 @@ async fn a_dead_letter_the_topic_refuses_goes_again_without_payload_then_stops_t
             value: Some(Bytes::from(vec![0; 4000])),
             event_id: None,
             row: None,
+            connect_dlq: None,
         }),
         t.produced(),
         origin(7),
@@ -752,6 +754,7 @@ mod exactly_once_mode {
                 value: None,
                 event_id: None,
                 row: None,
+                connect_dlq: None,
             })
         };
         d.submit(invalid(), t.produced(), at(100, 0)).await.unwrap();
@@ -824,6 +827,7 @@ mod exactly_once_mode {
                 value: None,
                 event_id: None,
                 row: None,
+                connect_dlq: None,
             }),
             t.produced(),
             at(100, 1),

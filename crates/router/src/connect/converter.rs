@@ -30,6 +30,15 @@ pub enum HeaderConverter {
 }
 
 impl Converter {
+    /// Kafka Connect's class of this converter.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Converter::Json { .. } => "org.apache.kafka.connect.json.JsonConverter",
+            Converter::String => "org.apache.kafka.connect.storage.StringConverter",
+            Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
+        }
+    }
+
     /// The bytes of a record key or value; `None` is a Kafka null (a tombstone for values).
     /// `schema` is `None` only for the EventRouter's tombstones.
     pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, String> {
@@ -182,6 +191,14 @@ fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
 }
 
 impl HeaderConverter {
+    /// Kafka Connect's class of this header converter.
+    pub fn class(&self) -> &'static str {
+        match self {
+            HeaderConverter::Simple => "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+            HeaderConverter::Other(c) => c.class(),
+        }
+    }
+
     /// The bytes of a header's schema and value; a schemaless one is written as its value's
     /// own type says (Connect infers a schema from it).
     pub fn encode_data(&self, data: &super::record::Data) -> Result<Option<Bytes>, String> {

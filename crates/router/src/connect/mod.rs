@@ -20,4 +20,4 @@ pub use postgres_types::{
     default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
     HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
-pub use record::{ConnectRecord, Converters, Data, Header};
+pub use record::{ConnectRecord, ConvertError, Converters, Data, Header};

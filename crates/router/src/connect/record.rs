@@ -111,18 +111,42 @@ pub struct Converters<'a> {
     pub header: &'a HeaderConverter,
 }
 
+/// A converter that failed on a record: Kafka Connect's stage (`HEADER_CONVERTER`,
+/// `KEY_CONVERTER`, `VALUE_CONVERTER`), the converter's class, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConvertError {
+    pub stage: &'static str,
+    pub class: &'static str,
+    pub message: String,
+}
+
 impl ConnectRecord {
-    /// The Kafka record the converters make of it.
-    pub fn convert(&self, converters: Converters<'_>) -> Result<OutboxRecord, String> {
+    /// The Kafka record the converters make of it: headers first, then key, then value, as
+    /// a Connect worker converts them.
+    pub fn convert(&self, converters: Converters<'_>) -> Result<OutboxRecord, ConvertError> {
+        let failed = |stage, class| {
+            move |message| ConvertError {
+                stage,
+                class,
+                message,
+            }
+        };
         let headers = self
             .headers
             .iter()
             .map(|h| Ok((h.name.clone(), h.bytes(converters.header)?)))
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(failed("HEADER_CONVERTER", converters.header.class()))?;
         Ok(OutboxRecord {
             topic: self.topic.clone(),
-            key: self.key.encode(converters.key)?,
-            value: self.value.encode(converters.value)?,
+            key: self
+                .key
+                .encode(converters.key)
+                .map_err(failed("KEY_CONVERTER", converters.key.class()))?,
+            value: self
+                .value
+                .encode(converters.value)
+                .map_err(failed("VALUE_CONVERTER", converters.value.class()))?,
             headers,
             partition: self.partition,
             timestamp_ms: self.timestamp_ms,

@@ -199,6 +199,7 @@ impl ConnectPlan {
             value: raw(&self.payload),
             event_id: raw(&self.id),
             row: None,
+            connect_dlq: None,
         };
         let invalid = |reason: String, original_topic: Option<String>| {
             RouteOutcome::Invalid(dead(reason, original_topic))
@@ -353,24 +354,34 @@ pub(super) fn finish(
             dead: dead(),
         }));
     }
-    convert(record, format, dead)
+    convert(record, None, format, dead)
 }
 
 /// The Kafka record the worker's converters make of `record`, or the dead letter `dead`
-/// becomes when one of them fails on it.
+/// becomes when one of them fails on it. `original`: the record before the transforms, when
+/// some ran (the one a dead letter keeps).
 pub(super) fn convert(
     record: ConnectRecord,
+    original: Option<&ConnectRecord>,
     format: &ConnectFormat,
     dead: impl FnOnce() -> InvalidRow,
 ) -> RouteOutcome {
     match record.convert(format.converters()) {
         Ok(record) => RouteOutcome::Record(record),
-        Err(reason) => {
+        Err(error) => {
             let mut row = dead();
-            row.reason = reason;
             row.original_topic
                 .get_or_insert_with(|| record.topic.to_string());
-            RouteOutcome::Invalid(row)
+            super::tolerance::failed(
+                format,
+                Some(original.unwrap_or(&record)),
+                super::tolerance::Failure {
+                    stage: error.stage,
+                    class: error.class,
+                    message: error.message,
+                },
+                row,
+            )
         }
     }
 }

@@ -130,6 +130,7 @@ fn invalid_message(
         value: Some(content.clone()),
         event_id: None,
         row: None,
+        connect_dlq: None,
     })
 }
 
@@ -324,6 +325,7 @@ fn connect_message(
         value: Some(content.clone()),
         event_id: None,
         row: None,
+        connect_dlq: None,
     })
 }
 

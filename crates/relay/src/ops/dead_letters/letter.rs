@@ -446,6 +446,7 @@ mod tests {
                 value: b(r#"{"n": 1}"#),
                 event_id: b("e-1"),
                 row: Some(row),
+                connect_dlq: None,
             },
             Some(pgoutput::Lsn::from_u64(0x16_B374_D848)),
         );
