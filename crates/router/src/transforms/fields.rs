@@ -204,3 +204,39 @@ pub(super) fn timestamp_schema(optional: bool) -> Schema {
     Schema::new(SchemaType::Int64, optional)
         .named("org.apache.kafka.connect.data.Timestamp", Some(1))
 }
+
+/// A schemaless map as `new HashMap<>(source)` and then `put`s leave it (Cast,
+/// TimestampConverter): `entries` are the source's, in its order, then the keys put after
+/// them, in order; `copied` is how many came from the source. Iterated as Java iterates it:
+/// by bucket, then in insertion order. The copy is sized for the source (JDK 17: the power
+/// of two from `copied / 0.75 + 1`, so `{id}` plus `at` share a bucket of four and keep
+/// their order) and doubles as the puts fill it past three quarters.
+pub(super) fn java_map_copy(entries: Vec<(Value, Value)>, copied: usize) -> Value {
+    if !entries.iter().all(|(k, _)| k.as_str().is_some()) {
+        return Value::Map(entries);
+    }
+    let mut capacity = if copied == 0 {
+        16
+    } else {
+        ((copied as f32 / 0.75 + 1.0) as usize).next_power_of_two()
+    };
+    while entries.len() > capacity * 3 / 4 {
+        capacity *= 2;
+    }
+    let mut keyed: Vec<(usize, (Value, Value))> = entries
+        .into_iter()
+        .map(|entry| {
+            let h = entry
+                .0
+                .as_str()
+                .unwrap_or_default()
+                .encode_utf16()
+                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+            let spread = (h ^ ((h as u32) >> 16) as i32) as u32 as usize;
+            (spread & (capacity - 1), entry)
+        })
+        .collect();
+    // A stable sort: insertion order within a bucket.
+    keyed.sort_by_key(|(bucket, _)| *bucket);
+    Value::Map(keyed.into_iter().map(|(_, entry)| entry).collect())
+}

@@ -10,11 +10,13 @@
 //! Predicates (`org.apache.kafka.connect.transforms.predicates.*`): `TopicNameMatches`
 //! (`pattern`, whole topic), `HasHeaderKey` (`name`), `RecordIsTombstone` (a null value).
 
+mod cast;
 mod date_format;
 mod drop_headers;
 mod extract_field;
 mod fields;
 mod filter;
+mod flatten;
 mod header_from;
 mod header_to_value;
 mod hoist_field;
@@ -24,6 +26,7 @@ mod mask_field;
 mod regex_router;
 mod replace_field;
 mod set_schema_metadata;
+mod timestamp_converter;
 mod timestamp_router;
 mod value_to_key;
 
@@ -145,6 +148,9 @@ pub const REGISTRY: &[Entry] = &[
     extract_field::ENTRY,
     hoist_field::ENTRY,
     set_schema_metadata::ENTRY,
+    cast::ENTRY,
+    timestamp_converter::ENTRY,
+    flatten::ENTRY,
     filter::ENTRY,
     header_to_value::ENTRY,
 ];

@@ -481,3 +481,956 @@ fn debeziums_header_to_value_adds_the_headers_in_record_order_and_moves_them() {
     )
     .contains("Element(s) containing space not permitted"));
 }
+
+fn named(kind: SchemaType, optional: bool, name: &str) -> Schema {
+    Schema::new(kind, optional).named(name, Some(1))
+}
+
+fn decimal_schema(scale: &str) -> Schema {
+    let mut schema = named(
+        SchemaType::Bytes,
+        false,
+        "org.apache.kafka.connect.data.Decimal",
+    );
+    schema.parameters = vec![("scale".into(), scale.into())];
+    schema
+}
+
+fn decimal(text: &str) -> Value {
+    Value::Decimal(crate::connect::Numeric::parse(text).unwrap())
+}
+
+/// A record whose value is `schema` and `value` (`None`: schemaless).
+fn valued(schema: Option<Schema>, value: Value) -> ConnectRecord {
+    let mut r = record("t", &[], None);
+    r.value = Data { schema, value };
+    r
+}
+
+/// What a one-step chain of `class` with `options` makes of the value, or its error.
+fn value_of(class: &str, options: &[(&str, &str)], r: ConnectRecord) -> Result<Data, String> {
+    value_at(class, options, r, 0)
+}
+
+fn value_at(
+    class: &str,
+    options: &[(&str, &str)],
+    r: ConnectRecord,
+    now_ms: i64,
+) -> Result<Data, String> {
+    one(&format!("{T}{class}"), options)
+        .apply(r, now_ms)
+        .map(|out| out.unwrap().value)
+        .map_err(|e| e.reason)
+}
+
+/// A struct of a field of each type Cast casts from, as Kafka's `Cast` tests were run
+/// against Kafka 4.3.0.
+fn castable() -> ConnectRecord {
+    let schema = Schema::new(
+        SchemaType::Struct(vec![
+            ("big".into(), Schema::new(SchemaType::Float64, false)),
+            ("half".into(), Schema::new(SchemaType::Float64, false)),
+            (
+                "count".into(),
+                Schema {
+                    default: Some(Value::Int(5)),
+                    ..Schema::new(SchemaType::Int32, true)
+                },
+            ),
+            ("amount".into(), decimal_schema("2")),
+            ("at".into(), super::fields::timestamp_schema(false)),
+            (
+                "day".into(),
+                named(
+                    SchemaType::Int32,
+                    false,
+                    "org.apache.kafka.connect.data.Date",
+                ),
+            ),
+            ("raw".into(), Schema::new(SchemaType::Bytes, false)),
+            ("f".into(), Schema::new(SchemaType::Float32, false)),
+            ("keep".into(), Schema::new(SchemaType::String, false)),
+        ]),
+        false,
+    )
+    .named("shop.Cast", Some(1));
+    valued(
+        Some(schema),
+        Value::Struct(vec![
+            Value::Float(300.7),
+            Value::Float(0.5),
+            Value::Null,
+            decimal("12.34"),
+            Value::Int(1_700_000_000_123),
+            Value::Int(19_000),
+            Value::Bytes(bytes::Bytes::from_static(&[1, 2, 3])),
+            Value::Float(0.1),
+            Value::text("x"),
+        ]),
+    )
+}
+
+#[test]
+fn cast_casts_struct_fields_as_java_narrows_and_prints() {
+    let out = value_of(
+        "Cast$Value",
+        &[(
+            "spec",
+            "big:int8, half:boolean,count:string,amount:float64,at:string,day:string,raw:string,f:float64",
+        )],
+        castable(),
+    )
+    .unwrap();
+    // 300.7 → (byte)(int) 300.7 = 44; 0.5 → longValue() 0 → false; the null count is its
+    // default 5, cast; a float widened exactly; dates in UTC; bytes base64.
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int8","optional":false,"field":"big"},"#,
+            r#"{"type":"boolean","optional":false,"field":"half"},"#,
+            r#"{"type":"string","optional":true,"default":"5","field":"count"},"#,
+            r#"{"type":"double","optional":false,"field":"amount"},{"type":"string","optional":false,"field":"at"},"#,
+            r#"{"type":"string","optional":false,"field":"day"},{"type":"string","optional":false,"field":"raw"},"#,
+            r#"{"type":"double","optional":false,"field":"f"},{"type":"string","optional":false,"field":"keep"}],"#,
+            r#""optional":false,"name":"shop.Cast","version":1},"#,
+            r#""payload":{"big":44,"half":false,"count":"5","amount":12.34,"at":"2023-11-14T22:13:20.123Z","#,
+            r#""day":"2022-01-08","raw":"AQID","f":0.10000000149011612,"keep":"x"}}"#
+        )
+    );
+    let out = value_of(
+        "Cast$Value",
+        &[(
+            "spec",
+            "big:int16,half:int64,amount:int8,f:string,day:int32,at:int64",
+        )],
+        castable(),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int16","optional":false,"field":"big"},"#,
+            r#"{"type":"int64","optional":false,"field":"half"},{"type":"int32","optional":true,"default":5,"field":"count"},"#,
+            r#"{"type":"int8","optional":false,"field":"amount"},{"type":"int64","optional":false,"field":"at"},"#,
+            r#"{"type":"int32","optional":false,"field":"day"},{"type":"bytes","optional":false,"field":"raw"},"#,
+            r#"{"type":"string","optional":false,"field":"f"},{"type":"string","optional":false,"field":"keep"}],"#,
+            r#""optional":false,"name":"shop.Cast","version":1},"#,
+            r#""payload":{"big":300,"half":0,"count":5,"amount":12,"at":1700000000123,"day":19000,"raw":"AQID","f":"0.1","keep":"x"}}"#
+        )
+    );
+    // replace.null.with.default=false casts the null itself (the converter writes the
+    // default then).
+    let out = value_of(
+        "Cast$Value",
+        &[
+            ("spec", "count:string"),
+            ("replace.null.with.default", "false"),
+        ],
+        castable(),
+    )
+    .unwrap();
+    let Value::Struct(values) = &out.value else {
+        panic!()
+    };
+    assert_eq!(values[2], Value::Null);
+}
+
+#[test]
+fn cast_of_the_whole_value_keeps_its_schemas_name() {
+    let micros = named(SchemaType::Int64, false, "io.debezium.time.MicroTimestamp");
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "string")],
+        valued(Some(micros), Value::Int(1_700_000_000_123_456)),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        r#"{"schema":{"type":"string","optional":false,"name":"io.debezium.time.MicroTimestamp","version":1},"payload":"1700000000123456"}"#
+    );
+    // A Timestamp cast to int64 is still named Timestamp (Kafka's JsonConverter then refuses
+    // the record: "Invalid type for Timestamp, expected Date but was class java.lang.Long").
+    let timestamp = super::fields::timestamp_schema(true);
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "int64")],
+        valued(Some(timestamp.clone()), Value::Int(1_700_000_000_123)),
+    )
+    .unwrap();
+    let schema = out.schema.unwrap();
+    assert_eq!(
+        (&schema.kind, schema.name.as_deref(), schema.optional),
+        (
+            &SchemaType::Int64,
+            Some("org.apache.kafka.connect.data.Timestamp"),
+            true
+        )
+    );
+    assert_eq!(out.value, Value::Int(1_700_000_000_123));
+    // Its default, cast, no longer fits the logical type it is named after.
+    let with_default = Schema {
+        default: Some(Value::Int(5)),
+        ..timestamp
+    };
+    assert_eq!(
+        value_of(
+            "Cast$Value",
+            &[("spec", "int64")],
+            valued(Some(with_default), Value::Int(1))
+        )
+        .unwrap_err(),
+        "Invalid default value"
+    );
+    // A timestamp before the epoch prints as a time of day, as Values.dateFormatFor does.
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "string")],
+        valued(
+            Some(super::fields::timestamp_schema(false)),
+            Value::Int(-5000),
+        ),
+    )
+    .unwrap();
+    assert_eq!(out.value, Value::text("23:59:55.000Z"));
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "string")],
+        valued(Some(decimal_schema("8")), decimal("0.00000001")),
+    )
+    .unwrap();
+    assert_eq!(out.value, Value::text("1E-8"));
+    // An optional schema stays optional, its default cast.
+    let seven = Schema {
+        default: Some(Value::Int(7)),
+        ..Schema::new(SchemaType::Int32, true)
+    };
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "string")],
+        valued(Some(seven), Value::Int(12)),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        r#"{"schema":{"type":"string","optional":true,"default":"7"},"payload":"12"}"#
+    );
+    // The key side.
+    let mut r = record("t", &[], Some("v"));
+    r.key = Data::text("42");
+    let out = one(&format!("{T}Cast$Key"), &[("spec", "INT32")])
+        .apply_now(r)
+        .unwrap();
+    assert_eq!(
+        json(&out.key),
+        r#"{"schema":{"type":"int32","optional":false},"payload":42}"#
+    );
+    assert_eq!(out.value, Data::text("v"));
+}
+
+#[test]
+fn cast_parses_and_narrows_like_java() {
+    let cast = |spec: &str, kind: SchemaType, value: Value| {
+        value_of(
+            "Cast$Value",
+            &[("spec", spec)],
+            valued(Some(Schema::new(kind, false)), value),
+        )
+        .map(|d| json(&d))
+    };
+    let payload = |spec: &str, kind: SchemaType, value: Value| {
+        let json = cast(spec, kind, value).unwrap();
+        json[json.find(r#""payload":"#).unwrap() + 10..json.len() - 1].to_owned()
+    };
+    assert_eq!(
+        payload("int8", SchemaType::Float64, Value::Float(1e10)),
+        "-1"
+    );
+    assert_eq!(payload("int8", SchemaType::Int64, Value::Int(300)), "44");
+    assert_eq!(
+        payload("int32", SchemaType::Float64, Value::Float(f64::NAN)),
+        "0"
+    );
+    assert_eq!(
+        payload("float32", SchemaType::String, Value::text(" 1.5f ")),
+        "1.5"
+    );
+    assert_eq!(
+        payload("float64", SchemaType::String, Value::text("0x1.8p1")),
+        "3.0"
+    );
+    assert_eq!(
+        payload("string", SchemaType::Float32, Value::Float(0.1)),
+        r#""0.1""#
+    );
+    assert_eq!(
+        payload("float32", SchemaType::Float64, Value::Float(0.1)),
+        "0.1"
+    );
+    assert_eq!(
+        payload("string", SchemaType::Float64, Value::Float(1e7)),
+        r#""1.0E7""#
+    );
+    assert_eq!(
+        payload("boolean", SchemaType::String, Value::text("TRUE")),
+        "true"
+    );
+    assert_eq!(
+        payload("boolean", SchemaType::String, Value::text("yes")),
+        "false"
+    );
+    assert_eq!(
+        payload("int64", SchemaType::Boolean, Value::Boolean(true)),
+        "1"
+    );
+    assert_eq!(
+        cast("int32", SchemaType::String, Value::text("abc")).unwrap_err(),
+        "Value (abc) was out of range for requested data type"
+    );
+    assert_eq!(
+        cast("int8", SchemaType::String, Value::text("128")).unwrap_err(),
+        "Value (128) was out of range for requested data type"
+    );
+    assert_eq!(
+        cast("float64", SchemaType::String, Value::text("inf")).unwrap_err(),
+        "Value (inf) was out of range for requested data type"
+    );
+    assert_eq!(
+        cast(
+            "int32",
+            SchemaType::Bytes,
+            Value::Bytes(bytes::Bytes::from_static(&[1]))
+        )
+        .unwrap_err(),
+        "Unexpected type in Cast transformation: class [B"
+    );
+    // Time.fromLogical refuses a time outside the day before it is cast.
+    assert_eq!(
+        value_of(
+            "Cast$Value",
+            &[("spec", "int32")],
+            valued(
+                Some(named(
+                    SchemaType::Int32,
+                    false,
+                    "org.apache.kafka.connect.data.Time"
+                )),
+                Value::Int(86_400_001)
+            )
+        )
+        .unwrap_err(),
+        "Kafka Connect Time type should not have any date fields set to non-zero values."
+    );
+}
+
+#[test]
+fn cast_of_schemaless_maps_and_refusals() {
+    let map = Value::Map(vec![
+        (Value::text("a"), Value::text("12")),
+        (Value::text("b"), Value::Float(1.9)),
+    ]);
+    let out = value_of(
+        "Cast$Value",
+        &[("spec", "a:int16,b:int32,c:boolean")],
+        valued(None, map),
+    )
+    .unwrap();
+    // An absent field is put as null.
+    assert_eq!(
+        json(&out),
+        r#"{"schema":null,"payload":{"a":12,"b":1,"c":null}}"#
+    );
+    let cast = |spec: &str, r: ConnectRecord| value_of("Cast$Value", &[("spec", spec)], r);
+    assert_eq!(
+        cast("int32", valued(None, decimal("1.5"))).unwrap_err(),
+        "Cast transformation was passed a value of type class java.math.BigDecimal which is not supported by Connect's data API"
+    );
+    assert_eq!(
+        cast("string", valued(None, Value::Array(vec![Value::Int(1)]))).unwrap_err(),
+        "Cast transformation does not support casting from ARRAY; supported types are [INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES]"
+    );
+    // A struct schema with a default: Cast tries to cast the default struct.
+    let fields = vec![("a".into(), Schema::new(SchemaType::Int32, false))];
+    let with_default = Schema {
+        default: Some(Value::Struct(vec![Value::Int(1)])),
+        ..Schema::new(SchemaType::Struct(fields), false)
+    };
+    assert_eq!(
+        cast(
+            "a:string",
+            valued(Some(with_default), Value::Struct(vec![Value::Int(2)]))
+        )
+        .unwrap_err(),
+        "Cast transformation does not support casting from STRUCT; supported types are [INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES]"
+    );
+    assert_eq!(
+        cast(
+            "a:string",
+            valued(Some(Schema::new(SchemaType::Int32, false)), Value::Int(5))
+        )
+        .unwrap_err(),
+        "Cannot list fields on non-struct type"
+    );
+    // A tombstone is left alone.
+    let tombstone = record("t", &[], None);
+    assert_eq!(
+        one(&format!("{T}Cast$Value"), &[("spec", "string")])
+            .apply_now(tombstone.clone())
+            .unwrap(),
+        tombstone
+    );
+    let spec = |spec: &str| refused(&format!("{T}Cast$Value"), &[("spec", spec)]);
+    assert_eq!(
+        spec("a:int8:x"),
+        "transforms.t.spec: Invalid value [a:int8:x] for configuration renames: Invalid rename mapping: a:int8:x"
+    );
+    assert_eq!(
+        spec("a:foo"),
+        "transforms.t.spec: Invalid value java.lang.IllegalArgumentException: No enum constant \
+         org.apache.kafka.connect.data.Schema.Type.FOO for configuration Invalid type found in casting spec: foo"
+    );
+    assert_eq!(
+        spec("foo"),
+        "transforms.t.spec: Invalid value java.lang.IllegalArgumentException: No enum constant \
+         org.apache.kafka.connect.data.Schema.Type.FOO for configuration Invalid type found in casting spec: foo"
+    );
+    assert_eq!(
+        spec("bytes"),
+        "transforms.t.spec: Cast transformation does not support casting to BYTES; supported types are [INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING]"
+    );
+    assert_eq!(
+        spec("int8,a:int16"),
+        "transforms.t.spec: Cast transformations that specify a type to cast the entire value to may only specify a single cast in their spec"
+    );
+    assert_eq!(
+        spec(" "),
+        "transforms.t.spec: Must specify at least one field to cast."
+    );
+    assert_eq!(
+        spec(":"),
+        "transforms.t.spec: Index 1 out of bounds for length 0"
+    );
+    assert!(spec("a:int8,")
+        .ends_with("Schema.Type. for configuration Invalid type found in casting spec: "));
+    assert_eq!(
+        refused(&format!("{T}Cast$Value"), &[]),
+        "transforms.t.spec is missing"
+    );
+}
+
+/// `{id: int32, at: optional Timestamp (doc "when"), day: optional string default
+/// "2024-01-31"}`, named `shop.Event` v3, optional.
+fn event(value: Option<Value>) -> ConnectRecord {
+    let schema = Schema::new(
+        SchemaType::Struct(vec![
+            ("id".into(), Schema::new(SchemaType::Int32, false)),
+            (
+                "at".into(),
+                Schema {
+                    doc: Some("when".into()),
+                    ..super::fields::timestamp_schema(true)
+                },
+            ),
+            (
+                "day".into(),
+                Schema {
+                    default: Some(Value::text("2024-01-31")),
+                    ..Schema::new(SchemaType::String, true)
+                },
+            ),
+        ]),
+        true,
+    )
+    .named("shop.Event", Some(3));
+    valued(
+        Some(schema),
+        value.unwrap_or(Value::Struct(vec![
+            Value::Int(1),
+            Value::Int(1_700_000_000_123),
+            Value::Null,
+        ])),
+    )
+}
+
+const TS: &str = "TimestampConverter$Value";
+
+#[test]
+fn timestamp_converter_converts_a_field_and_keeps_the_struct() {
+    let out = value_of(
+        TS,
+        &[
+            ("field", "at"),
+            ("target.type", "string"),
+            ("format", "yyyy-MM-dd'T'HH:mm:ss.SSS"),
+        ],
+        event(None),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},"#,
+            r#"{"type":"string","optional":true,"field":"at"},"#,
+            r#"{"type":"string","optional":true,"default":"2024-01-31","field":"day"}],"optional":true,"name":"shop.Event","version":3},"#,
+            r#""payload":{"id":1,"at":"2023-11-14T22:13:20.123","day":"2024-01-31"}}"#
+        )
+    );
+    // A null field is its default, parsed (unless replace.null.with.default=false).
+    let day = [
+        ("field", " day "),
+        ("target.type", "Date"),
+        ("format", "yyyy-MM-dd"),
+    ];
+    let out = value_of(TS, &day, event(None)).unwrap();
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},"#,
+            r#"{"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1,"doc":"when","field":"at"},"#,
+            r#"{"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1,"field":"day"}],"optional":true,"name":"shop.Event","version":3},"#,
+            r#""payload":{"id":1,"at":1700000000123,"day":19753}}"#
+        )
+    );
+    let without_default = [&day[..], &[("replace.null.with.default", "false")]].concat();
+    assert!(
+        json(&value_of(TS, &without_default, event(None)).unwrap()).ends_with(r#""day":null}}"#)
+    );
+    // A null struct: the new schema, no value.
+    let out = value_of(
+        TS,
+        &[("field", "at"), ("target.type", "unix")],
+        event(Some(Value::Null)),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},"#,
+            r#"{"type":"int64","optional":true,"field":"at"},"#,
+            r#"{"type":"string","optional":true,"default":"2024-01-31","field":"day"}],"optional":true,"name":"shop.Event","version":3},"#,
+            r#""payload":null}"#
+        )
+    );
+    // Schemaless: an absent field is put as null (after the others: Java's HashMap copy).
+    let map = Value::Map(vec![(Value::text("id"), Value::Int(1))]);
+    let out = value_of(
+        TS,
+        &[("field", "at"), ("target.type", "unix")],
+        valued(None, map),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        r#"{"schema":null,"payload":{"id":1,"at":null}}"#
+    );
+}
+
+#[test]
+fn timestamp_converter_truncates_unix_time_toward_zero() {
+    let whole = |options: &[(&str, &str)], schema: Schema, value: i64| {
+        json(&value_of(TS, options, valued(Some(schema), Value::Int(value))).unwrap())
+    };
+    let int64 = Schema::new(SchemaType::Int64, false);
+    let timestamp = super::fields::timestamp_schema(false);
+    // −1500 µs is −1 ms (a floor would say −2).
+    assert_eq!(
+        whole(
+            &[
+                ("target.type", "Timestamp"),
+                ("unix.precision", "microseconds")
+            ],
+            int64.clone(),
+            -1500
+        ),
+        r#"{"schema":{"type":"int64","optional":false,"name":"org.apache.kafka.connect.data.Timestamp","version":1},"payload":-1}"#
+    );
+    assert_eq!(
+        whole(
+            &[("target.type", "unix"), ("unix.precision", "seconds")],
+            timestamp.clone(),
+            -1500
+        ),
+        r#"{"schema":{"type":"int64","optional":false},"payload":-1}"#
+    );
+    assert_eq!(
+        whole(
+            &[("target.type", "unix"), ("unix.precision", "nanoseconds")],
+            super::fields::timestamp_schema(true),
+            1_700_000_000_123
+        ),
+        r#"{"schema":{"type":"int64","optional":true},"payload":1700000000123000000}"#
+    );
+    assert_eq!(
+        whole(
+            &[("target.type", "unix"), ("unix.precision", "nanoseconds")],
+            timestamp.clone(),
+            i64::MAX / 1000
+        ),
+        format!(
+            r#"{{"schema":{{"type":"int64","optional":false}},"payload":{}}}"#,
+            i64::MAX
+        )
+    );
+    // Date floors to the day, Time keeps the time of day.
+    assert_eq!(
+        whole(&[("target.type", "Date")], timestamp.clone(), -1),
+        r#"{"schema":{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Date","version":1},"payload":-1}"#
+    );
+    assert_eq!(
+        whole(&[("target.type", "Time")], timestamp.clone(), -1),
+        r#"{"schema":{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Time","version":1},"payload":86399999}"#
+    );
+    // S is milliseconds, padded to the pattern's width.
+    assert_eq!(
+        whole(
+            &[("target.type", "string"), ("format", "HH:mm:ss.SSSSSS")],
+            int64,
+            1_700_000_000_123
+        ),
+        r#"{"schema":{"type":"string","optional":false},"payload":"22:13:20.000123"}"#
+    );
+}
+
+#[test]
+fn timestamp_converter_parses_strings_leniently() {
+    let parse = |format: &str, text: &str| {
+        value_at(
+            TS,
+            &[("target.type", "unix"), ("format", format)],
+            valued(
+                Some(Schema::new(SchemaType::String, false)),
+                Value::text(text),
+            ),
+            // 2026-06-01: two-digit years fall in 1946-06-01 .. 2046-05-31.
+            1_780_272_000_000,
+        )
+        .map(|d| d.value)
+    };
+    let ms = |v: i64| Ok(Value::Int(v));
+    // 30 February is 1 March; what follows the pattern is ignored.
+    assert_eq!(
+        parse("yyyy-MM-dd", "2024-02-30garbage"),
+        ms(1_709_251_200_000)
+    );
+    assert_eq!(
+        parse("yyyy-MM-dd", "x2024").unwrap_err(),
+        "Could not parse timestamp: value (x2024) does not match pattern (yyyy-MM-dd)"
+    );
+    // Abutting fields read their width (spaces before a number count in it).
+    assert_eq!(
+        parse("yyyyMMddHHmmss", "20240305 71503"),
+        ms(1_709_622_903_000)
+    );
+    assert_eq!(parse("yyyyMMdd", "2024035"), ms(1_709_596_800_000));
+    assert_eq!(parse("yyyyMMdd", "202403051"), ms(1_713_571_200_000));
+    // Every field rolls over; a month of −1 is November of the year before.
+    assert_eq!(
+        parse("yyyy-MM-dd HH:mm:ss.SSS", "2023-13-01  25:61:61.1234"),
+        ms(1_704_160_922_234)
+    );
+    assert_eq!(parse("yyyy-MM-dd", "2024--1-01"), ms(1_698_796_800_000));
+    assert_eq!(parse("'at' yyyy", "at 1999"), ms(915_148_800_000));
+    assert!(parse("'at' yyyy", "At 1999").is_err());
+    // Two-digit years: within 80 years before and 20 after now; 46 is 2046 before June.
+    assert_eq!(parse("yy-MM-dd", "24-06-15"), ms(1_718_409_600_000));
+    assert_eq!(parse("yy-MM-dd", "70-06-15"), ms(14_256_000_000));
+    assert_eq!(parse("yy-MM-dd", "2024-06-15"), ms(1_718_409_600_000));
+    assert_eq!(parse("yy-MM-dd", "46-01-01"), ms(2_398_377_600_000));
+    assert_eq!(parse("yy-MM-dd", "46-12-01"), ms(-728_524_800_000));
+}
+
+#[test]
+fn timestamp_converter_refusals_are_kafkas() {
+    let refused = |options: &[(&str, &str)]| refused(&format!("{T}{TS}"), options);
+    assert_eq!(
+        refused(&[("target.type", "string")]),
+        "transforms.t.format: TimestampConverter requires format option to be specified when using string timestamps"
+    );
+    assert_eq!(
+        refused(&[("target.type", "string"), ("format", "  ")]),
+        "transforms.t.format: TimestampConverter requires format option to be specified when using string timestamps"
+    );
+    assert_eq!(
+        refused(&[("target.type", "string"), ("format", "yyyy-qq")]),
+        "transforms.t.format: Invalid value java.lang.IllegalArgumentException: Illegal pattern character 'q' for configuration \
+         TimestampConverter requires a SimpleDateFormat-compatible pattern for string timestamps: yyyy-qq"
+    );
+    assert_eq!(
+        refused(&[("target.type", "string"), ("format", "yyyy 'x")]),
+        "transforms.t.format: Invalid value java.lang.IllegalArgumentException: Unterminated quote for configuration \
+         TimestampConverter requires a SimpleDateFormat-compatible pattern for string timestamps: yyyy 'x"
+    );
+    // Java formats day names; outbox-relay does not.
+    assert!(refused(&[("target.type", "unix"), ("format", "EEE yyyy")])
+        .starts_with("transforms.t.format: \"EEE yyyy\": the pattern letter 'E' is not supported"));
+    assert_eq!(
+        refused(&[("target.type", "date")]),
+        "Invalid value date for configuration transforms.t.target.type: String must be one of: string, unix, Date, Time, Timestamp"
+    );
+    assert_eq!(
+        refused(&[("target.type", "unix"), ("unix.precision", "millis")]),
+        "Invalid value millis for configuration transforms.t.unix.precision: String must be one of: nanoseconds, microseconds, milliseconds, seconds"
+    );
+    assert_eq!(refused(&[]), "transforms.t.target.type is missing");
+
+    let convert = |options: &[(&str, &str)], schema: Option<Schema>, value: Value| {
+        value_of(TS, options, valued(schema, value)).unwrap_err()
+    };
+    // The source's kind is read from the schema even for a null.
+    assert_eq!(
+        convert(
+            &[("target.type", "unix")],
+            Some(Schema::new(SchemaType::Int32, true)),
+            Value::Null
+        ),
+        "Schema Schema{INT32} does not correspond to a known timestamp type format"
+    );
+    assert_eq!(
+        convert(
+            &[("target.type", "unix")],
+            Some(Schema::new(SchemaType::String, false)),
+            Value::text("2024")
+        ),
+        "Cannot invoke \"java.text.SimpleDateFormat.parse(String)\" because \"config.format\" is null"
+    );
+    assert_eq!(
+        convert(&[("target.type", "unix")], None, Value::Float(1.5)),
+        "TimestampConverter does not support class java.lang.Double objects as timestamps"
+    );
+    assert_eq!(
+        convert(
+            &[("target.type", "unix")],
+            Some(Schema::new(SchemaType::Int64, false)),
+            Value::text("x")
+        ),
+        "Expected Unix timestamp to be a Long, but found class java.lang.String"
+    );
+    // Schemaless: a long is Unix time.
+    let out = value_of(
+        TS,
+        &[("target.type", "string"), ("format", "yyyy")],
+        valued(None, Value::Int(5)),
+    )
+    .unwrap();
+    assert_eq!(json(&out), r#"{"schema":null,"payload":"1970"}"#);
+}
+
+/// `shop.Order` v2 ("an order"), optional: `{id: int32, customer: optional shop.Customer
+/// {name: string, address: shop.Address {city: string default "?", zip: optional
+/// string}}, tags: [string], amount: Decimal(2)}`.
+fn nested(customer: Value) -> ConnectRecord {
+    let address = Schema::new(
+        SchemaType::Struct(vec![
+            (
+                "city".into(),
+                Schema {
+                    default: Some(Value::text("?")),
+                    ..Schema::new(SchemaType::String, false)
+                },
+            ),
+            ("zip".into(), Schema::new(SchemaType::String, true)),
+        ]),
+        false,
+    )
+    .named("shop.Address", None);
+    let customer_schema = Schema::new(
+        SchemaType::Struct(vec![
+            ("name".into(), Schema::new(SchemaType::String, false)),
+            ("address".into(), address),
+        ]),
+        true,
+    )
+    .named("shop.Customer", None);
+    let schema = Schema {
+        doc: Some("an order".into()),
+        ..Schema::new(
+            SchemaType::Struct(vec![
+                ("id".into(), Schema::new(SchemaType::Int32, false)),
+                ("customer".into(), customer_schema),
+                (
+                    "tags".into(),
+                    Schema::new(
+                        SchemaType::Array(Box::new(Schema::new(SchemaType::String, false))),
+                        false,
+                    ),
+                ),
+                ("amount".into(), decimal_schema("2")),
+            ]),
+            true,
+        )
+        .named("shop.Order", Some(2))
+    };
+    valued(
+        Some(schema),
+        Value::Struct(vec![
+            Value::Int(7),
+            customer,
+            Value::Array(vec![Value::text("a"), Value::text("b")]),
+            decimal("1.50"),
+        ]),
+    )
+}
+
+#[test]
+fn flatten_names_leaves_by_path_and_keeps_the_structs_name() {
+    let customer = Value::Struct(vec![
+        Value::text("Ann"),
+        Value::Struct(vec![Value::text("Paris"), Value::text("123")]),
+    ]);
+    let out = value_of("Flatten$Value", &[], nested(customer)).unwrap();
+    // The root is optional, so every leaf is; the flat struct is required.
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},"#,
+            r#"{"type":"string","optional":true,"field":"customer.name"},"#,
+            r#"{"type":"string","optional":true,"default":"?","field":"customer.address.city"},"#,
+            r#"{"type":"string","optional":true,"field":"customer.address.zip"},"#,
+            r#"{"type":"array","items":{"type":"string","optional":false},"optional":true,"field":"tags"},"#,
+            r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"},"field":"amount"}],"#,
+            r#""optional":false,"name":"shop.Order","version":2,"doc":"an order"},"#,
+            r#""payload":{"id":7,"customer.name":"Ann","customer.address.city":"Paris","customer.address.zip":"123","tags":["a","b"],"amount":"AJY="}}"#
+        )
+    );
+    // A null nested struct leaves its leaves null (the converter writes their defaults); a
+    // blank delimiter is an empty one.
+    let out = value_of("Flatten$Value", &[("delimiter", " ")], nested(Value::Null)).unwrap();
+    assert!(json(&out).ends_with(
+        r#""payload":{"id":7,"customername":null,"customeraddresscity":"?","customeraddresszip":null,"tags":["a","b"],"amount":"AJY="}}"#
+    ));
+    let out = value_of("Flatten$Value", &[("delimiter", "_")], nested(Value::Null)).unwrap();
+    assert!(json(&out).contains(r#""field":"customer_address_city""#));
+    // A leaf's default can come from its parent struct's default.
+    let parent = Schema {
+        default: Some(Value::Struct(vec![Value::Int(3), Value::Null])),
+        ..Schema::new(
+            SchemaType::Struct(vec![
+                ("x".into(), Schema::new(SchemaType::Int32, false)),
+                (
+                    "y".into(),
+                    Schema {
+                        default: Some(Value::Int(9)),
+                        ..Schema::new(SchemaType::Int32, false)
+                    },
+                ),
+            ]),
+            true,
+        )
+    };
+    let root = Schema::new(SchemaType::Struct(vec![("p".into(), parent)]), false);
+    let out = value_of(
+        "Flatten$Value",
+        &[],
+        valued(Some(root), Value::Struct(vec![Value::Null])),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&out),
+        concat!(
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"default":3,"field":"p.x"},"#,
+            r#"{"type":"int32","optional":true,"default":9,"field":"p.y"}],"optional":false},"payload":{"p.x":3,"p.y":9}}"#
+        )
+    );
+}
+
+#[test]
+fn flatten_of_schemaless_maps_and_refusals() {
+    let map = |entries: Vec<(&str, Value)>| {
+        Value::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| (Value::text(k), v))
+                .collect(),
+        )
+    };
+    let top = map(vec![
+        ("z", Value::text("first")),
+        (
+            "a",
+            map(vec![
+                ("b", Value::Int(1)),
+                ("c", map(vec![("d", Value::Null)])),
+                ("e", map(vec![])),
+            ]),
+        ),
+        ("l", Value::Array(vec![Value::Int(1), Value::Int(2)])),
+    ]);
+    let out = value_of("Flatten$Value", &[], valued(None, top)).unwrap();
+    // In order (a LinkedHashMap); nulls kept, empty maps gone, lists left whole.
+    assert_eq!(
+        json(&out),
+        r#"{"schema":null,"payload":{"z":"first","a.b":1,"a.c.d":null,"l":[1,2]}}"#
+    );
+    // A name met twice keeps its first place and its last value.
+    let collide = map(vec![
+        ("a.b", Value::Int(1)),
+        ("a", map(vec![("b", Value::Int(2))])),
+    ]);
+    assert_eq!(
+        json(&value_of("Flatten$Value", &[], valued(None, collide)).unwrap()),
+        r#"{"schema":null,"payload":{"a.b":2}}"#
+    );
+    let flatten = |r: ConnectRecord| value_of("Flatten$Value", &[], r).unwrap_err();
+    assert_eq!(
+        flatten(valued(None, map(vec![("d", decimal("1"))]))),
+        "Flatten transformation was passed a value of type class java.math.BigDecimal which is not supported by Connect's data API"
+    );
+    assert_eq!(
+        flatten(valued(None, map(vec![("s", Value::Struct(vec![]))]))),
+        "Flatten transformation does not support class org.apache.kafka.connect.data.Struct for record without schemas (for field s)."
+    );
+    assert_eq!(
+        flatten(valued(None, Value::text("x"))),
+        "Only Map objects supported in absence of schema for [flattening], found: java.lang.String"
+    );
+    assert_eq!(
+        flatten(valued(
+            Some(Schema::new(SchemaType::String, false)),
+            Value::text("x")
+        )),
+        "Only Struct objects supported for [flattening], found: java.lang.String"
+    );
+    let string_map = Schema::new(
+        SchemaType::Map(
+            Box::new(Schema::new(SchemaType::String, false)),
+            Box::new(Schema::new(SchemaType::String, false)),
+        ),
+        false,
+    );
+    assert_eq!(
+        flatten(valued(
+            Some(Schema::new(
+                SchemaType::Struct(vec![("m".into(), string_map)]),
+                false
+            )),
+            Value::Struct(vec![Value::Map(vec![])])
+        )),
+        "Flatten transformation does not support MAP for record with schemas (for field m)."
+    );
+    let inner = Schema::new(
+        SchemaType::Struct(vec![("b".into(), Schema::new(SchemaType::Int32, false))]),
+        false,
+    );
+    let colliding = Schema::new(
+        SchemaType::Struct(vec![
+            ("a.b".into(), Schema::new(SchemaType::Int32, false)),
+            ("a".into(), inner),
+        ]),
+        false,
+    );
+    assert_eq!(
+        flatten(valued(
+            Some(colliding),
+            Value::Struct(vec![Value::Int(1), Value::Struct(vec![Value::Int(2)])])
+        )),
+        "Cannot create field because of field name duplication a.b"
+    );
+    // A tombstone is left alone.
+    let tombstone = record("t", &[], None);
+    assert_eq!(
+        one(&format!("{T}Flatten$Value"), &[])
+            .apply_now(tombstone.clone())
+            .unwrap(),
+        tombstone
+    );
+}
