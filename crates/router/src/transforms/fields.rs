@@ -181,24 +181,6 @@ pub(super) fn add_field(
     Ok(())
 }
 
-/// A schemaless map as Kafka Connect's transforms leave it (a `java.util.HashMap`): its
-/// entries in that map's iteration order, which JsonConverter writes.
-pub(super) fn java_map(entries: Vec<(Value, Value)>) -> Value {
-    if !entries.iter().all(|(k, _)| k.as_str().is_some()) {
-        return Value::Map(entries);
-    }
-    let keyed = entries
-        .into_iter()
-        .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), v))
-        .collect();
-    Value::Map(
-        crate::connect::java_hash_map_order(keyed)
-            .into_iter()
-            .map(|(k, v)| (Value::text(&k), v))
-            .collect(),
-    )
-}
-
 /// Connect's logical Timestamp schema.
 pub(super) fn timestamp_schema(optional: bool) -> Schema {
     Schema::new(SchemaType::Int64, optional)
@@ -212,14 +194,25 @@ pub(super) fn timestamp_schema(optional: bool) -> Schema {
 /// of two from `copied / 0.75 + 1`, so `{id}` plus `at` share a bucket of four and keep
 /// their order) and doubles as the puts fill it past three quarters.
 pub(super) fn java_map_copy(entries: Vec<(Value, Value)>, copied: usize) -> Value {
-    if !entries.iter().all(|(k, _)| k.as_str().is_some()) {
-        return Value::Map(entries);
-    }
-    let mut capacity = if copied == 0 {
+    let capacity = if copied == 0 {
         16
     } else {
         ((copied as f32 / 0.75 + 1.0) as usize).next_power_of_two()
     };
+    java_map_sized(entries, capacity)
+}
+
+/// A schemaless map as `new HashMap<>(expected)` and then `put`s in order leave it
+/// (ReplaceField, ValueToKey): sized to the power of two at or above `expected`.
+pub(super) fn java_map_presized(entries: Vec<(Value, Value)>, expected: usize) -> Value {
+    java_map_sized(entries, expected.max(1).next_power_of_two())
+}
+
+/// A `java.util.HashMap` of `capacity` buckets filled with `entries` in order.
+fn java_map_sized(entries: Vec<(Value, Value)>, mut capacity: usize) -> Value {
+    if !entries.iter().all(|(k, _)| k.as_str().is_some()) {
+        return Value::Map(entries);
+    }
     while entries.len() > capacity * 3 / 4 {
         capacity *= 2;
     }

@@ -4,7 +4,7 @@
 //! and becomes required). A null key/value is refused, as Kafka Connect refuses it.
 
 use super::fields::{
-    copy_schema_basics, field_value, java_map, map_get, part, require_map, require_struct,
+    copy_schema_basics, field_value, java_map_copy, map_get, part, require_map, require_struct,
     schema_string,
 };
 use super::{Entry, Options, Side, Transformation};
@@ -79,6 +79,7 @@ impl Transformation for HeaderFrom {
         match &data.schema {
             None => {
                 let mut entries = require_map(data, purpose)?.to_vec();
+                let copied = entries.len();
                 for (field, header) in self.fields.iter().zip(&self.headers) {
                     let value = map_get(&entries, field).cloned().unwrap_or(Value::Null);
                     if self.moves {
@@ -95,7 +96,7 @@ impl Transformation for HeaderFrom {
                 if self.moves {
                     *data = Data {
                         schema: None,
-                        value: java_map(entries),
+                        value: java_map_copy(entries, copied),
                     };
                 }
             }

@@ -5,7 +5,7 @@
 //! and becomes required (`SchemaUtil.copySchemaBasics`).
 
 use super::fields::{
-    add_field, copy_schema_basics, field_value, java_map, map_put, part, require_map,
+    add_field, copy_schema_basics, field_value, java_map_copy, map_put, part, require_map,
     require_struct, timestamp_schema,
 };
 use super::{Entry, Options, Side, Transformation};
@@ -121,6 +121,7 @@ impl Transformation for InsertField {
         let updated = match &data.schema {
             None => {
                 let mut entries = require_map(data, PURPOSE)?.to_vec();
+                let copied = entries.len();
                 if let Some(spec) = &self.topic {
                     map_put(&mut entries, &spec.name, Value::text(&topic));
                 }
@@ -135,7 +136,7 @@ impl Transformation for InsertField {
                 }
                 Data {
                     schema: None,
-                    value: java_map(entries),
+                    value: java_map_copy(entries, copied),
                 }
             }
             Some(_) => {

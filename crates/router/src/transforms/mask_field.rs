@@ -3,7 +3,7 @@
 //! key/value is refused, as Kafka Connect refuses it; bytes and structs cannot be masked.
 
 use super::fields::{
-    field_value, java_class, java_map, map_get, map_put, part, require_map, require_struct,
+    field_value, java_class, java_map_copy, map_get, map_put, part, require_map, require_struct,
 };
 use super::{Entry, Options, Side, Transformation};
 use crate::connect::{ConnectRecord, Data, Numeric, Schema, SchemaType, Value};
@@ -186,6 +186,7 @@ impl Transformation for MaskField {
         let updated = match &data.schema {
             None => {
                 let mut entries = require_map(data, PURPOSE)?.to_vec();
+                let copied = entries.len();
                 for name in &self.fields {
                     let value = map_get(&entries, name).cloned().unwrap_or(Value::Null);
                     let masked = self.masked(None, &value)?;
@@ -193,7 +194,7 @@ impl Transformation for MaskField {
                 }
                 Data {
                     schema: None,
-                    value: java_map(entries),
+                    value: java_map_copy(entries, copied),
                 }
             }
             Some(_) => {

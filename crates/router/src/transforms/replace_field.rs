@@ -3,7 +3,8 @@
 //! name, version, doc and parameters and becomes required.
 
 use super::fields::{
-    add_field, copy_schema_basics, field_value, java_map, part, require_map, require_struct,
+    add_field, copy_schema_basics, field_value, java_map_presized, part, require_map,
+    require_struct,
 };
 use super::{Entry, Options, Side, Transformation};
 use crate::connect::{ConnectRecord, Data, SchemaType, Value};
@@ -79,7 +80,8 @@ impl Transformation for ReplaceField {
         let updated = match &data.schema {
             None => {
                 let mut entries: Vec<(Value, Value)> = Vec::new();
-                for (k, v) in require_map(data, PURPOSE)? {
+                let source = require_map(data, PURPOSE)?;
+                for (k, v) in source {
                     let Some(name) = k.as_str() else { continue };
                     if !self.keeps(name) {
                         continue;
@@ -90,7 +92,7 @@ impl Transformation for ReplaceField {
                 }
                 Data {
                     schema: None,
-                    value: java_map(entries),
+                    value: java_map_presized(entries, source.len()),
                 }
             }
             Some(_) => {

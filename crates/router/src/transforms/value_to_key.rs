@@ -1,7 +1,7 @@
 //! `ValueToKey`: the key replaced by a struct of the value's `fields` (no name, required,
 //! the fields' own schemas, in the order configured). A null value is refused.
 
-use super::fields::{field_value, java_map, map_get, require_map, require_struct};
+use super::fields::{field_value, java_map_presized, map_get, require_map, require_struct};
 use super::mask_field::dedup;
 use super::{Entry, Options, Side, Transformation};
 use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
@@ -45,7 +45,7 @@ impl Transformation for ValueToKey {
                 let entries = require_map(&record.value, PURPOSE)?;
                 Data {
                     schema: None,
-                    value: java_map(
+                    value: java_map_presized(
                         self.fields
                             .iter()
                             .map(|f| {
@@ -55,6 +55,7 @@ impl Transformation for ValueToKey {
                                 )
                             })
                             .collect(),
+                        self.fields.len(),
                     ),
                 }
             }
