@@ -426,13 +426,19 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         *rng.pick(&["json", "json-schemaless", "bytearray"])
     };
     let expand = jsonish && value_converter != "string" && rng.chance(40);
-    let extras_count = rng.below(3);
+    // Whether Kafka Connect's field transforms follow the EventRouter (see
+    // `field_transforms`): they need the envelope, so one column goes there. From a stream
+    // of its own, so that the other cases stay as they were.
+    let envelope_possible = value_converter.starts_with("json") && !expand;
+    let field_case =
+        envelope_possible && Rng(seed ^ 0xf1e1_d000_0000_0000 ^ index as u64).chance(40);
+    let extras_count = rng.below(3).max(usize::from(field_case));
     let mut extras: Vec<(String, &Extra, &str)> = Vec::new();
     for i in 0..extras_count {
         let extra = rng.pick(EXTRAS);
         // An expanded payload in an envelope fails Debezium's task (the envelope keeps the
         // column's string schema, the value is a Struct): not generated.
-        let placement = if value_converter.starts_with("json") && !expand && rng.chance(40) {
+        let placement = if envelope_possible && (rng.chance(40) || (field_case && i == 0)) {
             "envelope"
         } else {
             "header"
@@ -1009,10 +1015,12 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
 }
 
 /// Kafka Connect's field transforms after the EventRouter (issue 35), from a random stream
-/// of their own, where every record's value is a struct: the EventRouter's envelope (a
-/// column placed in it), no heartbeat or transaction records. The transforms Kafka Connect
-/// fails on for a tombstone run under a negated RecordIsTombstone. Names and schemas of the
-/// results (the envelope's, the key's, the headers') are compared like the rest.
+/// of their own, on cases whose records' values are structs: the EventRouter's envelope (a
+/// column placed in it). Heartbeat and transaction records (other structs) are left alone
+/// by a negated TopicNameMatches; the transforms Kafka Connect fails on for a tombstone run
+/// under a negated RecordIsTombstone (or not at all when both are needed: one predicate per
+/// transform). Names and schemas of the results (the envelope's, the key's, the headers')
+/// are compared like the rest.
 fn field_transforms(
     seed: u64,
     index: usize,
@@ -1024,28 +1032,35 @@ fn field_transforms(
     let mut rng = Rng(seed ^ 0xf1e1_d5e7_0000_0000 ^ index as u64);
     let internal = config.contains_key("heartbeat.interval.ms")
         || config.contains_key("provide.transaction.metadata");
-    if envelope_fields.is_empty() || internal || !rng.chance(70) {
+    let Some(first) = envelope_fields.first().cloned() else {
         return;
-    }
-    let mut set = |k: &str, v: &str| {
-        config.insert(k.to_owned(), json!(v));
     };
     const T: &str = "org.apache.kafka.connect.transforms.";
-    let mut aliases: Vec<String> = Vec::new();
-    let mut guarded = false;
+    // Alias, class, options.
+    type Step = (String, String, Vec<(String, String)>);
+    let mut steps: Vec<Step> = Vec::new();
+    let mut predicates: Vec<&str> = Vec::new();
+    // `guard`: Kafka Connect fails on a tombstone with this transform.
     let mut step = |alias: &str, class: String, options: &[(&str, &str)], guard: bool| {
-        set(&format!("transforms.{alias}.type"), &class);
-        for (k, v) in options {
-            set(&format!("transforms.{alias}.{k}"), v);
+        let mut options: Vec<(String, String)> = options
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let predicate = match (guard && tombstones, internal) {
+            (true, true) => return,
+            (true, false) => Some("notTombstone"),
+            (false, true) => Some("notInternal"),
+            (false, false) => None,
+        };
+        if let Some(p) = predicate {
+            options.push(("predicate".into(), p.into()));
+            options.push(("negate".into(), "true".into()));
+            if !predicates.contains(&p) {
+                predicates.push(p);
+            }
         }
-        if guard && tombstones {
-            set(&format!("transforms.{alias}.predicate"), "notTombstone");
-            set(&format!("transforms.{alias}.negate"), "true");
-            guarded = true;
-        }
-        aliases.push(alias.to_owned());
+        steps.push((alias.to_owned(), class, options));
     };
-    let first = envelope_fields[0].as_str();
     if rng.chance(35) {
         let version = rng.text(&["3", "12"]);
         step(
@@ -1078,7 +1093,7 @@ fn field_transforms(
             "hfrom",
             format!("{T}HeaderFrom$Value"),
             &[
-                ("fields", if operation == "move" { first } else { &fields }),
+                ("fields", if operation == "move" { &first } else { &fields }),
                 (
                     "headers",
                     if operation == "move" {
@@ -1093,13 +1108,13 @@ fn field_transforms(
         );
     }
     if rng.chance(35) {
-        let last = envelope_fields.last().map(String::as_str).unwrap_or(first);
+        let last = envelope_fields.last().unwrap_or(&first).clone();
         let renames = format!("{last}:renamed_{last}");
         if envelope_fields.len() > 1 && rng.chance(50) {
             step(
                 "replace",
                 format!("{T}ReplaceField$Value"),
-                &[("exclude", last)],
+                &[("exclude", &last)],
                 false,
             );
         } else {
@@ -1140,6 +1155,15 @@ fn field_transforms(
             true,
         );
     }
+    if rng.chance(30) {
+        // A fresh string schema for the payload (its io.debezium.data.Json name dropped).
+        step(
+            "cast",
+            format!("{T}Cast$Value"),
+            &[("spec", "payload:string")],
+            false,
+        );
+    }
     match rng.below(4) {
         0 => step(
             "extract",
@@ -1147,30 +1171,56 @@ fn field_transforms(
             &[("field", "payload")],
             false,
         ),
-        1 => step(
-            "hoist",
-            format!("{T}HoistField$Value"),
-            &[("field", "wrapped")],
-            false,
-        ),
+        1 => {
+            step(
+                "hoist",
+                format!("{T}HoistField$Value"),
+                &[("field", "wrapped")],
+                false,
+            );
+            if rng.chance(60) {
+                let delimiter = rng.text(&["_", "."]);
+                step(
+                    "flat",
+                    format!("{T}Flatten$Value"),
+                    &[("delimiter", delimiter)],
+                    false,
+                );
+            }
+        }
         _ => {}
     }
-    if aliases.is_empty() {
+    if steps.is_empty() {
         return;
     }
-    if guarded {
+    for (alias, class, options) in &steps {
+        config.insert(format!("transforms.{alias}.type"), json!(class));
+        for (k, v) in options {
+            config.insert(format!("transforms.{alias}.{k}"), json!(v));
+        }
+    }
+    if !predicates.is_empty() {
         let mut declared: Vec<String> = config
             .get("predicates")
             .and_then(Value::as_str)
             .map(|p| p.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
-        declared.push("notTombstone".into());
+        declared.extend(predicates.iter().map(|p| (*p).to_owned()));
         config.insert("predicates".into(), json!(declared.join(",")));
         config.insert(
             "predicates.notTombstone.type".into(),
             json!("org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"),
         );
+        config.insert(
+            "predicates.notInternal.type".into(),
+            json!("org.apache.kafka.connect.transforms.predicates.TopicNameMatches"),
+        );
+        config.insert(
+            "predicates.notInternal.pattern".into(),
+            json!("__.*|.*\\.transaction"),
+        );
     }
+    let aliases: Vec<&str> = steps.iter().map(|(a, _, _)| a.as_str()).collect();
     let transforms = format!(
         "{},{}",
         config["transforms"].as_str().unwrap_or("outbox"),
@@ -1641,13 +1691,33 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             .map(|(_, r)| r.len())
             .sum();
         // A message names its source `message <prefix>`, the case's table and `_msg`.
+        // A record a transform failed on names its table and the transform.
         let dead: usize = dead_letters
             .iter()
             .filter(|r| {
-                r.header_str("outbox-relay.source.table")
-                    .starts_with(&format!("message {}_", case.table))
+                let table = r.header_str("outbox-relay.source.table");
+                table.starts_with(&format!("message {}_", case.table))
+                    || (table.starts_with(&format!("public.{}", case.table))
+                        && r.header_str("outbox-relay.error.reason")
+                            .starts_with("transform \""))
             })
             .count();
+        // The relay's reason carries Kafka Connect's own message for the failure.
+        if documented_behaviour(why) == Some(Behaviour::DeadLettersTheRecord) {
+            let message = why
+                .split_once("Exception: ")
+                .map_or(why.as_str(), |(_, m)| m);
+            let reasons: Vec<&str> = dead_letters
+                .iter()
+                .map(|r| r.header_str("outbox-relay.error.reason"))
+                .filter(|reason| reason.starts_with("transform \""))
+                .collect();
+            if !reasons.iter().any(|reason| reason.contains(message)) {
+                report.push(format!(
+                    "{name}: Debezium's transform failed with {message:?}; no dead letter says so: {reasons:?}"
+                ));
+            }
+        }
         dead_lettered += dead;
         let written = written + dead;
         match documented_behaviour(why) {
@@ -1850,7 +1920,7 @@ fn cause(trace: &str) -> String {
 
 /// What the relay does where Debezium's task fails, as README documents it: it writes every
 /// event, as follows.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum Behaviour {
     /// ByteArrayConverter on a value that is not bytes (a bytea column under
     /// binary.handling.mode=base64/hex, a text column): the relay writes its text.
@@ -1877,6 +1947,11 @@ enum Behaviour {
     /// ("is not of type INT64") or a java.util.Date (a ClassCastException) where it reads a
     /// long; the relay takes the time the column holds.
     TakesTheTime,
+    /// A Kafka Connect transform after the EventRouter fails on a record (MaskField on bytes,
+    /// a struct transform on a value that is not one): Debezium's task dies (errors.tolerance
+    /// none); the relay dead-letters that record, its reason Kafka Connect's message, and
+    /// goes on.
+    DeadLettersTheRecord,
     /// `DecodeLogicalDecodingMessageContent` in the chain and a DELETE of an outbox row:
     /// Debezium's transform dies on the delete's tombstone (a NullPointerException on its
     /// null value schema); the relay ignores deletes, as always.
@@ -1902,6 +1977,20 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         || cause.contains("java.util.Date cannot be cast to class java.lang.Long")
     {
         Some(Behaviour::TakesTheTime)
+    } else if [
+        "Cannot mask value of type",
+        "Only Struct objects supported for [",
+        "Only Map objects supported in absence of schema for [",
+        "Field does not exist: ",
+        "Unknown field: ",
+        "Cannot list fields on non-struct type",
+        "A null value requires an optional schema",
+        "Invalid value: null used for required field",
+    ]
+    .iter()
+    .any(|m| cause.contains(m))
+    {
+        Some(Behaviour::DeadLettersTheRecord)
     } else if cause.contains("NullPointerException")
         && cause.contains("ConnectRecord.valueSchema()\" is null")
     {

@@ -347,7 +347,8 @@ fn cast(schema: Option<&Schema>, value: &Value, target: Target) -> Result<Value,
         format!(
             "Unexpected type in Cast transformation: class {}",
             match java {
-                Java::Bytes(_) => "[B",
+                // Debezium hands bytea values over as ByteBuffers.
+                Java::Bytes(_) => "java.nio.HeapByteBuffer",
                 _ => "java.util.Date",
             }
         )

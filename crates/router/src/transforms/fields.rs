@@ -34,7 +34,8 @@ pub(super) fn java_class(schema: Option<&Schema>, value: &Value) -> &'static str
         (Value::Float(_), Some(SchemaType::Float32)) => "java.lang.Float",
         (Value::Float(_), _) => "java.lang.Double",
         (Value::String(_), _) => "java.lang.String",
-        (Value::Bytes(_), _) => "[B",
+        // Debezium hands bytea values to the transforms as ByteBuffers.
+        (Value::Bytes(_), _) => "java.nio.HeapByteBuffer",
         (Value::Decimal(_), _) => "java.math.BigDecimal",
         (Value::Array(_), _) => "java.util.ArrayList",
         (Value::Map(_), _) => "java.util.HashMap",
