@@ -495,6 +495,18 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
         1,
         "{validation}"
     );
+    // Each option's definition comes from the relay's option catalog: where it applies, its
+    // default, its documentation and what the relay does with it.
+    let definition = &entry["definition"];
+    assert_eq!(definition["group"], "Connector", "{validation}");
+    assert_eq!(definition["default_value"], "initial", "{validation}");
+    assert!(
+        definition["documentation"]
+            .as_str()
+            .unwrap()
+            .contains("outbox-relay: applied"),
+        "{validation}"
+    );
 
     // Valid options are checked against the database, as Debezium's connector does: the
     // running configuration passes, a missing outbox table is filed under its option.

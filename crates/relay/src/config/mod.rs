@@ -110,6 +110,9 @@ pub struct Preset {
     pub notes: Vec<String>,
     /// Options that were not recognised (one warning lists them).
     pub unknown: Vec<String>,
+    /// Each option given and what outbox-relay does with it (from the option catalog), for
+    /// `check`: `key: treatment (doc)`, never its value.
+    pub described: Vec<String>,
     /// The values config providers expanded: no message shows them.
     pub hidden: crate::secret::Redaction,
 }
@@ -129,6 +132,8 @@ pub struct PresetSummary {
     pub connector_name: Option<String>,
     pub notes: Vec<String>,
     pub unknown_options: Vec<String>,
+    /// Each option given and what outbox-relay does with it (see [`Preset::described`]).
+    pub described: Vec<String>,
     /// The values config providers expanded: no message shows them.
     pub hidden: crate::secret::Redaction,
 }
@@ -285,6 +290,7 @@ impl Settings {
                 connector_name: p.connector_name,
                 notes: p.notes,
                 unknown_options: p.unknown,
+                described: p.described,
                 hidden: p.hidden,
             }),
         })

@@ -366,11 +366,31 @@ async fn validate(
             .1
             .push(e.clone());
     }
+    // Each option's definition (ConfigKeyInfo) from the option catalog: its group, its
+    // default, its documentation line and what outbox-relay does with it; null for an option
+    // outbox-relay does not know.
     let configs: Vec<Value> = values
         .into_iter()
-        .map(|(key, (value, errors))| {
+        .enumerate()
+        .map(|(order, (key, (value, errors)))| {
+            let definition = match crate::debezium::option_doc(&key, &config) {
+                Some(d) => json!({
+                    "name": key,
+                    "type": "STRING",
+                    "required": false,
+                    "default_value": d.default,
+                    "importance": "MEDIUM",
+                    "documentation": format!("{}; outbox-relay: {}", d.doc, d.treatment),
+                    "group": d.group,
+                    "width": "MEDIUM",
+                    "display_name": key,
+                    "dependents": [],
+                    "order": order,
+                }),
+                None => Value::Null,
+            };
             json!({
-                "definition": Value::Null,
+                "definition": definition,
                 "value": { "name": key, "value": value, "recommended_values": [], "errors": errors, "visible": true },
             })
         })

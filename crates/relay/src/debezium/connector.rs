@@ -6,526 +6,209 @@
 
 use super::options::Options;
 use super::properties::RawConfig;
-use crate::config::{Heartbeat, Preset as DebeziumSetup, PublicationMode, SnapshotMode};
+use crate::config::{Preset as DebeziumSetup, SnapshotMode};
 use crate::secret::Secret;
 use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter, TypeModes};
 use outbox_router::{
-    AdditionalField, ConnectFormat, InvalidOperation, ListPattern, MessageConfig, Output,
-    RouterConfig, TableName, TopicTemplate, TransactionMetadata, DEFAULT_TOPIC_REGEX,
+    ConnectFormat, InvalidOperation, ListPattern, MessageConfig, Output, RouterConfig, TableName,
+    TransactionMetadata,
 };
-use std::time::Duration;
 
-const POSTGRES_CONNECTOR: &str = "io.debezium.connector.postgresql.PostgresConnector";
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
 const DECODE_MESSAGE: &str =
     "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
-/// Options that do not change what reaches Kafka from an outbox table, or that
-/// outbox-relay does better by construction (it confirms after every ack, holds no queue
-/// beyond its in-flight bound, reconnects on its own).
-const NO_EFFECT: &[&str] = &[
-    "tasks.max",
-    "tombstones.on.delete",
-    "database.tcpKeepAlive",
-    "database.server.id",
-    "include.schema.changes",
-    "max.batch.size",
-    "max.queue.size",
-    "max.queue.size.in.bytes",
-    "poll.interval.ms",
-    "slot.max.retries",
-    "slot.retry.delay.ms",
-    "slot.drop.on.stop",
-    "slot.stream.params",
-    "retriable.restart.connector.wait.ms",
-    "errors.max.retries",
-    "errors.retry.timeout",
-    "errors.retry.delay.max.ms",
-    "offset.flush.interval.ms",
-    "offset.flush.timeout.ms",
-    "lsn.flush.mode",
-    "flush.lsn.source",
-    "offset.mismatch.strategy",
-    "snapshot.lock.timeout.ms",
-    "snapshot.max.threads",
-    "snapshot.delay.ms",
-    "snapshot.isolation.mode",
-    "schema.refresh.mode",
-    "topic.creation.enable",
-    "key.converter.schemas.enable",
-    "value.converter.schemas.enable",
-    "header.converter.schemas.enable",
-    "value.converter.schemas.cache.size",
-    "key.converter.schemas.cache.size",
-    "table.field.event.type",
-    "tracing.operation.name",
-    "tracing.with.context.field.only",
-    "database.history.kafka.bootstrap.servers",
-    "schema.history.internal.kafka.bootstrap.servers",
-    "schema.history.internal.kafka.topic",
-    "database.history.kafka.topic",
-    "message.key.columns",
-    "status.update.interval.ms",
-];
-
-/// Options that would change the records, which outbox-relay does not implement: refused.
-const REFUSED: &[(&str, &str)] = &[
-    (
-        "column.include.list",
-        "columns are never dropped from outbox rows",
-    ),
-    (
-        "column.exclude.list",
-        "columns are never dropped from outbox rows",
-    ),
-    (
-        "column.whitelist",
-        "columns are never dropped from outbox rows",
-    ),
-    (
-        "column.blacklist",
-        "columns are never dropped from outbox rows",
-    ),
-    ("transaction.boundary", "Kafka transactions are not used"),
-    ("converters", "custom converters are not supported"),
-];
-
+/// Translates a connector configuration (and its worker's): each option of the catalog in
+/// its order, parsed, accepted or refused (see `catalog.rs`), then the settings assembled.
 pub fn translate(
     connector: &RawConfig,
     worker: Option<&RawConfig>,
 ) -> Result<DebeziumSetup, String> {
+    use super::catalog::{Applies, Ctx, Draft, Treatment, CATALOG};
     let o = Options::new(&connector.entries);
     let w = worker.map(|w| Options::new(&w.entries));
-    let mut notes = Vec::new();
-
-    if let Some(class) = o.get("connector.class") {
-        if class != POSTGRES_CONNECTOR && class != "PostgresConnector" {
-            return Err(format!(
-                "connector.class: {class} is not Debezium's PostgreSQL connector ({POSTGRES_CONNECTOR})"
-            ));
-        }
-    }
-    match o.get("plugin.name") {
-        None | Some("pgoutput") => {}
-        Some(plugin @ ("decoderbufs" | "wal2json" | "wal2json_streaming" | "wal2json_rds" | "wal2json_rds_streaming")) => {
-            return Err(format!(
-                "plugin.name: outbox-relay reads pgoutput only, not {plugin}; set \"plugin.name\": \"pgoutput\" \
-                 (built into PostgreSQL 10+). An existing {plugin} slot cannot be reused: give outbox-relay a new \
-                 slot.name, or drop and recreate the slot with pgoutput"
-            ))
-        }
-        Some(other) => return Err(format!("plugin.name: unknown decoding plugin {other:?}; use pgoutput")),
-    }
-    for (key, why) in REFUSED {
-        if let Some(value) = o.get(key) {
-            return Err(format!(
-                "{key}={value} is not supported by outbox-relay: {why}"
-            ));
-        }
-    }
-    // Kafka Connect runs a source connector exactly-once when the connector requires it or
-    // the worker enables exactly-once source support; outbox-relay's --exactly-once gives
-    // the same promise without transactions (see the README's "Exactly-once").
-    let worker_exactly_once = w
-        .as_ref()
-        .and_then(|w| w.get("exactly.once.source.support"))
-        .is_some_and(|v| v == "enabled");
-    let exactly_once = match o.get("exactly.once.support").map(str::to_ascii_lowercase).as_deref() {
-        Some("required") => true,
-        None | Some("requested") => worker_exactly_once,
-        Some("disabled") => false,
-        Some(other) => {
-            return Err(format!(
-                "exactly.once.support: {other:?} is not a value Kafka Connect accepts; use requested or required"
-            ))
-        }
+    let ctx = Ctx {
+        o: &o,
+        w: w.as_ref(),
     };
-    if exactly_once {
-        notes.push("exactly-once delivery (exactly.once.support / exactly.once.source.support): every record carries \
-            its source position in the __outbox_relay.position header; replays skip what Kafka already has".into());
-    }
-    if let Some(key) = o
-        .keys_with_prefix("column.mask.")
-        .chain(o.keys_with_prefix("column.truncate."))
-        .next()
-    {
-        return Err(format!(
-            "{key} is not supported by outbox-relay: outbox columns are relayed unchanged"
-        ));
-    }
-    let types = type_modes(&o, w.as_ref())?;
-    refuse_byte_changing_options(&o, w.as_ref())?;
-
-    // --- PostgreSQL ---
-    let postgres_url = postgres_url(&o)?;
-    let slot = o.get("slot.name").unwrap_or("debezium").to_owned();
-    let slot_failover = flag(&o, "slot.failover", false)?;
-    let cleanup = relay_cleanup(&o)?;
-    let publication = o
-        .get("publication.name")
-        .unwrap_or("dbz_publication")
-        .to_owned();
-    let publication_mode = match o
-        .get("publication.autocreate.mode")
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-        .unwrap_or("all_tables")
-    {
-        "all_tables" => PublicationMode::AllTables,
-        "filtered" => PublicationMode::Filtered,
-        "no_tables" => PublicationMode::NoTables,
-        "disabled" => PublicationMode::Disabled,
-        other => {
-            return Err(format!(
-                "publication.autocreate.mode: {other:?} is not one of all_tables, filtered, no_tables, disabled"
-            ))
+    let mut d = Draft::default();
+    d.errors.connector = connector
+        .name
+        .clone()
+        .unwrap_or_else(|| "outbox-relay".into());
+    for spec in CATALOG {
+        let names = || std::iter::once(spec.name).chain(spec.aliases.iter().copied());
+        let full = |name: &str| match spec.applies {
+            Applies::EventRouter => d.t(name),
+            _ => name.to_owned(),
+        };
+        match spec.treatment {
+            Treatment::Parsed(parse) => parse(&ctx, &mut d)?,
+            Treatment::Refused(why) => {
+                for name in names() {
+                    match name.strip_suffix('*') {
+                        Some(prefix) => {
+                            if let Some(key) = o.keys_with_prefix(prefix).next() {
+                                return Err(format!(
+                                    "{key} is not supported by outbox-relay: {why}"
+                                ));
+                            }
+                        }
+                        None => {
+                            if let Some(value) = o.get(name) {
+                                return Err(format!(
+                                    "{name}={value} is not supported by outbox-relay: {why}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            // Known options: never listed as unknown, whether or not they mattered here. A
+            // family read with another option is left to that option's parser, which marks
+            // the keys it knows (a misspelt transform option stays unknown).
+            Treatment::NoEffect | Treatment::With(_) => {
+                for name in names() {
+                    match name.strip_suffix('*') {
+                        Some(prefix) if matches!(spec.treatment, Treatment::NoEffect) => {
+                            o.accept_prefix(&full(prefix))
+                        }
+                        Some(_) => {}
+                        None => o.accept(&[full(name).as_str()]),
+                    }
+                }
+            }
         }
-    };
-    let snapshot_mode = o
-        .get("snapshot.mode")
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_else(|| "initial".into());
+    }
+    finish(d, &o, connector)
+}
+
+/// The settings a draft makes: what depends on several options is decided here.
+fn finish(
+    d: super::catalog::Draft,
+    o: &Options,
+    connector: &RawConfig,
+) -> Result<DebeziumSetup, String> {
     // when_needed: a snapshot when there is no position (a new slot), and again when the
     // position is lost (the slot dropped or invalidated): --on-missing-slot reread.
     let on_missing_slot =
-        (snapshot_mode == "when_needed").then_some(crate::config::OnMissingSlot::Reread);
-    let snapshot = match snapshot_mode.as_str() {
-        "initial" | "when_needed" => SnapshotMode::Initial,
+        (d.snapshot_mode == "when_needed").then_some(crate::config::OnMissingSlot::Reread);
+    let snapshot = match d.snapshot_mode.as_str() {
         "no_data" | "never" => SnapshotMode::NoData,
-        other => {
-            return Err(format!(
-                "snapshot.mode={other} is not supported by outbox-relay; use initial (existing outbox rows once, \
-                 when the slot is created) or no_data"
-            ))
-        }
+        _ => SnapshotMode::Initial,
     };
-    let skipped = o.get("skipped.operations").unwrap_or("t");
-    let skipped: Vec<&str> = skipped
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if skipped.contains(&"c") {
-        return Err("skipped.operations includes c (inserts): nothing would be relayed from an outbox table".into());
-    }
-    if let Some(bad) = skipped
-        .iter()
-        .find(|s| !matches!(**s, "c" | "u" | "d" | "t" | "none"))
-    {
-        return Err(format!(
-            "skipped.operations: unknown operation {bad:?}; expected c, u, d, t or none"
-        ));
-    }
-    let heartbeat = match o.get("heartbeat.interval.ms") {
-        None | Some("0") => None,
-        Some(ms) => Some(Heartbeat {
-            interval: Duration::from_millis(ms.parse().map_err(|_| {
-                format!("heartbeat.interval.ms: {ms:?} is not a number of milliseconds")
-            })?),
-            action_query: o.get("heartbeat.action.query").map(str::to_owned),
-        }),
-    };
-    if heartbeat.is_none() && o.get("heartbeat.action.query").is_some() {
-        notes.push("heartbeat.action.query is set but heartbeat.interval.ms is 0: the query never runs (as in Debezium)".into());
-    }
-    // The initial snapshot reads the outbox through a cursor, this many rows at a time at
-    // most (fewer when rows are large).
-    let snapshot_fetch_size = match o.get("snapshot.fetch.size") {
-        None => None,
-        Some(n) => match n.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                return Err(format!(
-                    "snapshot.fetch.size: {n:?} is not a positive number of rows"
-                ))
-            }
-        },
-    };
-    let status_interval = match o.get("status.update.interval.ms") {
-        None => None,
-        Some(ms) => Some(Duration::from_millis(ms.parse().map_err(|_| {
-            format!("status.update.interval.ms: {ms:?} is not a number of milliseconds")
-        })?)),
-    };
-    let int_option = |key: &str| -> Result<Option<i32>, String> {
-        o.get(key)
-            .map(|v| {
-                v.parse::<i32>()
-                    .map_err(|_| format!("{key}: {v:?} is not a number"))
-            })
-            .transpose()
-    };
-    let topic_partitions = int_option("topic.creation.default.partitions")?;
-    let topic_creation = topic_creation(&o)?;
-    let topic_replication_factor = int_option("topic.creation.default.replication.factor")?;
-    let topic_prefix = o
-        .get("topic.prefix")
-        .or_else(|| o.get("database.server.name"))
-        .ok_or(
-            "topic.prefix (database.server.name before Debezium 2.0) is required, as in Debezium",
-        )?
-        .to_owned();
     // HeartbeatImpl's records, every heartbeat.interval.ms (AbstractTopicNamingStrategy.heartbeatTopic).
-    let heartbeat_topic = heartbeat.as_ref().map(|_| {
-        match o
-            .get("topic.heartbeat.name")
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        {
-            Some(name) => name.to_owned(),
-            None => format!(
-                "{}.{topic_prefix}",
-                o.get("topic.heartbeat.prefix")
-                    .or_else(|| o.get("heartbeat.topics.prefix"))
-                    .unwrap_or("__debezium-heartbeat")
-            ),
-        }
-        .into()
+    let heartbeat_topic = d.heartbeat.as_ref().map(|_| {
+        d.heartbeat_topic_name
+            .clone()
+            .unwrap_or_else(|| {
+                format!(
+                    "{}.{}",
+                    d.heartbeat_topic_prefix
+                        .as_deref()
+                        .unwrap_or("__debezium-heartbeat"),
+                    d.topic_prefix
+                )
+            })
+            .into()
     });
-    o.accept(&[
-        "topic.heartbeat.name",
-        "topic.heartbeat.prefix",
-        "heartbeat.topics.prefix",
-    ]);
     // TransactionMonitor's BEGIN/END records (AbstractTopicNamingStrategy.transactionTopic).
-    let transaction_metadata =
-        flag(&o, "provide.transaction.metadata", false)?.then(|| TransactionMetadata {
-            topic: format!(
-                "{topic_prefix}.{}",
-                o.get("topic.transaction").unwrap_or("transaction")
-            )
-            .into(),
-            skipped: skipped
-                .iter()
-                .filter_map(|s| s.chars().next().filter(|_| s.len() == 1))
-                .collect(),
-        });
-    // Debezium 3.2+ adds its context headers to every record unless this is false.
-    let extended_headers = flag(&o, "extended.headers.enabled", true)?;
-
-    // --- the EventRouter ---
-    let topic_prefix_for_headers = topic_prefix.clone();
-    let (transform, decode_messages, after_router) = event_router(&o)?;
-    let messages = messages(&o, decode_messages.as_deref())?;
-    let (tables, table_patterns) = outbox_tables(&o, messages.is_some())?;
-    let t = |name: &str| format!("transforms.{transform}.{name}");
-    let get = |name: &str| o.get(&t(name));
-    let bool_option = |names: &[&str], default: bool| -> Result<bool, String> {
-        for name in names {
-            if let Some(v) = get(name) {
-                return match v.trim().to_ascii_lowercase().as_str() {
-                    "true" => Ok(true),
-                    "false" => Ok(false),
-                    _ => Err(format!("{}: {v:?} is not true or false", t(name))),
-                };
-            }
-        }
-        Ok(default)
-    };
-    let column = |names: &[&str], default: &str| -> String {
-        names
-            .iter()
-            .find_map(|n| get(n))
-            .unwrap_or(default)
-            .trim()
-            .to_owned()
-    };
-    let id_column = column(&["table.field.event.id"], "id");
-    let key_column = column(
-        &["table.field.event.key", "table.field.event.payload.id"],
-        "aggregateid",
-    );
-    let payload_column = column(&["table.field.event.payload"], "payload");
-    let route_by_column = column(&["route.by.field"], "aggregatetype");
-    let regex = get("route.topic.regex").unwrap_or(DEFAULT_TOPIC_REGEX);
-    let replacement = get("route.topic.replacement").unwrap_or("outbox.event.${routedByValue}");
-    let topic_template = TopicTemplate::with_regex(regex, replacement).map_err(|e| {
-        format!(
-            "{} / {}: {e}",
-            t("route.topic.regex"),
-            t("route.topic.replacement")
+    let transaction_metadata = d.transaction_metadata.then(|| TransactionMetadata {
+        topic: format!(
+            "{}.{}",
+            d.topic_prefix,
+            d.transaction_topic.as_deref().unwrap_or("transaction")
         )
-    })?;
-    let additional =
-        AdditionalField::parse_list(get("table.fields.additional.placement").unwrap_or(""))
-            .map_err(|e| format!("{}: {e}", t("table.fields.additional.placement")))?;
-    let ignore_missing_additional = match get("table.field.additional.missing")
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("ignore") => true,
-        Some("error") => false,
-        Some(other) => {
-            return Err(format!(
-                "{}: {other:?} is not error or ignore",
-                t("table.field.additional.missing")
-            ))
-        }
-        None => !bool_option(&["table.fields.additional.error.on.missing"], true)?,
-    };
-    let on_update = match get("table.op.invalid.behavior")
-        .or_else(|| get("debezium.op.invalid.behavior"))
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        None | Some("warn") => InvalidOperation::Warn,
-        Some("error") => InvalidOperation::Error,
-        Some("fatal") => InvalidOperation::Fatal,
-        Some(other) => {
-            return Err(format!(
-                "{}: {other:?} is not warn, error or fatal",
-                t("table.op.invalid.behavior")
-            ))
-        }
-    };
+        .into(),
+        skipped: d
+            .skipped
+            .iter()
+            .filter_map(|s| s.chars().next().filter(|_| s.len() == 1))
+            .collect(),
+    });
     // Debezium never sees UPDATEs it was told to skip.
-    let on_update = if skipped.contains(&"u") {
+    let on_update = if d.skipped.iter().any(|s| s == "u") {
         InvalidOperation::Ignore
     } else {
-        on_update
+        d.on_update
     };
-    let expand = bool_option(
-        &["table.expand.json.payload", "debezium.expand.json.payload"],
-        false,
-    )?;
-    let keep_nulls = match get("table.json.payload.null.behavior")
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        None | Some("ignore") => false,
-        Some("optional_bytes") => true,
-        Some(other) => {
-            return Err(format!(
-                "{}: {other:?} is not ignore or optional_bytes",
-                t("table.json.payload.null.behavior")
-            ))
-        }
-    };
-    let keep_empty_arrays = match get("table.json.payload.empty.array.behavior")
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        None | Some("ignore") => false,
-        Some("optional_string") => true,
-        Some(other) => {
-            return Err(format!(
-                "{}: {other:?} is not ignore or optional_string",
-                t("table.json.payload.empty.array.behavior")
-            ))
-        }
-    };
-    let tombstone_on_empty_payload = bool_option(&["route.tombstone.on.empty.payload"], false)?;
-    let timestamp_column = get("table.field.event.timestamp").map(str::to_owned);
-    let schema_version_column = get("table.field.event.schema.version").map(str::to_owned);
-    let tracing_span_context_column = Some(column(
-        &["tracing.span.context.field"],
-        "tracingspancontext",
-    ));
-    for name in [
-        "table.field.event.type",
-        "tracing.operation.name",
-        "tracing.with.context.field.only",
-    ] {
-        get(name);
-    }
-
-    // --- converters: connector config, else worker config, else Kafka Connect's defaults ---
-    let key = converter(&o, w.as_ref(), "key", &mut notes)?;
-    let value = converter(&o, w.as_ref(), "value", &mut notes)?;
-    let header = header_converter(&o, w.as_ref(), &mut notes)?;
-    let chain = transform_chain(&o, &after_router)?;
-
-    // --- Kafka ---
-    let bootstrap_servers = w
-        .as_ref()
-        .and_then(|w| w.get("bootstrap.servers"))
-        .map(str::to_owned);
-    let mut producer_properties = Vec::new();
-    let mut producer_unknown = Vec::new();
-    // The worker's producer.*, then the connector's producer.override.* (the last one wins).
-    let mut producer_settings = Vec::new();
-    if let Some(w) = &w {
-        producer_settings.extend(w.with_prefix("producer."));
-    }
-    producer_settings.extend(o.with_prefix("producer.override."));
-    super::producer::translate_all(
-        producer_settings,
-        &mut producer_properties,
-        &mut producer_unknown,
-    )
-    .map_err(|e| format!("producer.{e}"))?;
-
-    let errors = error_handling(&o, connector.name.as_deref().unwrap_or("outbox-relay"))?;
-    o.accept(NO_EFFECT);
-    o.accept(&["exactly.once.support"]);
-    o.accept_prefix("database.");
     let mut unknown = o.unused();
-    unknown.extend(producer_unknown);
+    unknown.extend(d.producer_unknown);
+    let described = connector
+        .entries
+        .keys()
+        .filter(|k| !unknown.contains(k))
+        .filter_map(|k| {
+            let d = super::option_doc(k, &connector.entries)?;
+            Some(format!("{k} [{}]: {} ({})", d.group, d.treatment, d.doc))
+        })
+        .collect();
+    let topic_template = d
+        .topic_template
+        .ok_or("transforms: no Outbox EventRouter configured")?;
     Ok(DebeziumSetup {
         connector_name: connector.name.clone(),
-        postgres_url: Some(postgres_url),
-        initial_statements: o
-            .get("database.initial.statements")
-            .map(crate::source::postgres::split_statements)
-            .unwrap_or_default(),
-        bootstrap_servers,
-        tables: tables.clone(),
-        table_patterns: table_patterns.clone(),
-        slot,
-        publication,
-        publication_mode,
+        postgres_url: d.postgres_url,
+        initial_statements: d.initial_statements,
+        bootstrap_servers: d.bootstrap_servers,
+        tables: d.tables.clone(),
+        table_patterns: d.table_patterns.clone(),
+        slot: d.slot,
+        publication: d.publication,
+        publication_mode: d.publication_mode,
         snapshot,
-        snapshot_fetch_size,
-        heartbeat,
-        status_interval,
-        exactly_once,
-        slot_failover,
-        cleanup,
+        snapshot_fetch_size: d.snapshot_fetch_size,
+        heartbeat: d.heartbeat,
+        status_interval: d.status_interval,
+        exactly_once: d.exactly_once,
+        slot_failover: d.slot_failover,
+        cleanup: d.cleanup,
         on_missing_slot,
-        topic_partitions,
-        topic_replication_factor,
-        topic_creation,
+        topic_partitions: d.topic_partitions,
+        topic_replication_factor: d.topic_replication_factor,
+        topic_creation: d.topic_creation,
         router: RouterConfig {
-            chain,
-            tables,
-            table_patterns,
-            messages,
-            id_column,
-            key_column,
-            payload_column,
-            route_by_column,
+            chain: d.chain,
+            tables: d.tables,
+            table_patterns: d.table_patterns,
+            messages: d.messages,
+            id_column: d.id_column,
+            key_column: d.key_column,
+            payload_column: d.payload_column,
+            route_by_column: d.route_by_column,
             topic_template,
-            additional,
-            tombstone_on_null_payload: tombstone_on_empty_payload,
+            additional: d.additional,
+            tombstone_on_null_payload: d.tombstone_on_empty_payload,
             expand_json_payload: false,
-            timestamp_column,
-            ignore_missing_additional,
+            timestamp_column: d.timestamp_column,
+            ignore_missing_additional: d.ignore_missing_additional,
             on_update,
             output: Output::Connect(ConnectFormat {
-                key,
-                value,
-                header,
-                topic_prefix,
-                expand: expand.then_some(ExpandBehaviour {
-                    keep_nulls,
-                    keep_empty_arrays,
+                key: d.key.expect("the key.converter entry sets it"),
+                value: d.value.expect("the value.converter entry sets it"),
+                header: d.header.unwrap_or(HeaderConverter::Simple),
+                expand: d.expand.then_some(ExpandBehaviour {
+                    keep_nulls: d.keep_nulls,
+                    keep_empty_arrays: d.keep_empty_arrays,
                 }),
-                schema_version_column,
-                tracing_span_context_column,
-                tombstone_on_empty_payload,
+                schema_version_column: d.schema_version_column,
+                tracing_span_context_column: Some(d.tracing_span_context_column),
+                tombstone_on_empty_payload: d.tombstone_on_empty_payload,
                 // The run id (a UUIDv7 per start) is the relay's to fill in when it starts.
-                context_headers: extended_headers.then(|| {
-                    outbox_router::ContextHeaders::postgres(&topic_prefix_for_headers, None)
-                }),
-                types,
+                context_headers: d
+                    .extended_headers
+                    .then(|| outbox_router::ContextHeaders::postgres(&d.topic_prefix, None)),
+                topic_prefix: d.topic_prefix,
+                types: d.types,
                 heartbeat_topic,
                 transaction_metadata,
-                errors,
+                errors: d.errors,
             }),
         },
-        producer_properties,
-        notes,
+        producer_properties: d.producer_properties,
+        notes: d.notes,
         unknown,
+        described,
         hidden: Default::default(),
     })
 }
@@ -533,7 +216,10 @@ pub fn translate(
 /// Kafka Connect's `errors.*` options (see [`outbox_router::ErrorHandling`]): a record a
 /// transform or converter fails on is never dropped; with `errors.tolerance=all` and a
 /// dead-letter queue it goes there as Connect writes records there.
-fn error_handling(o: &Options, connector: &str) -> Result<outbox_router::ErrorHandling, String> {
+pub(super) fn error_handling(
+    o: &Options,
+    connector: &str,
+) -> Result<outbox_router::ErrorHandling, String> {
     let tolerate_all = match o.get("errors.tolerance") {
         None => false,
         Some(v) if v.eq_ignore_ascii_case("none") => false,
@@ -569,7 +255,7 @@ fn error_handling(o: &Options, connector: &str) -> Result<outbox_router::ErrorHa
 /// `SourceConnectorConfig`, `TopicCreationGroup`): every setting of a group other than
 /// include, exclude, partitions and replication.factor is a topic config; a group without
 /// partitions or replication.factor takes the default group's.
-fn topic_creation(o: &Options) -> Result<crate::config::TopicCreation, String> {
+pub(super) fn topic_creation(o: &Options) -> Result<crate::config::TopicCreation, String> {
     const GROUP_SETTINGS: &[&str] = &["include", "exclude", "partitions", "replication.factor"];
     let configs_of = |group: &str| -> Vec<(String, String)> {
         o.with_prefix(&format!("topic.creation.{group}."))
@@ -631,7 +317,7 @@ fn topic_creation(o: &Options) -> Result<crate::config::TopicCreation, String> {
 /// Options that would change the records' bytes, accepted at their default (or harmless)
 /// values and refused otherwise: outbox-relay does not implement them, and a warning would
 /// let records differ from Debezium's silently.
-fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), String> {
+pub(super) fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), String> {
     let is = |key: &str, allowed: &[&str]| -> Result<(), String> {
         match o.get(key) {
             Some(v) if !allowed.iter().any(|a| a.eq_ignore_ascii_case(v.trim())) => Err(format!(
@@ -688,7 +374,7 @@ fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), 
 
 /// The relay's own `--cleanup` options in a connector configuration (Debezium has none):
 /// `outbox.relay.cleanup`, `.batch`, `.interval.seconds`, `.grace.minutes`.
-fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
+pub(super) fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
     let number = |key: &str| -> Result<Option<u64>, String> {
         o.get(key)
             .map(|v| {
@@ -715,7 +401,7 @@ fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
 }
 
 /// A true/false option (any case), `default` when absent.
-fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     choice(o, key, &[("true", true), ("false", false)], default)
 }
 
@@ -737,7 +423,7 @@ fn choice<T: Copy>(o: &Options, key: &str, choices: &[(&str, T)], default: T) ->
 }
 
 /// The connector options that change how columns are typed and written.
-fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
+pub(super) fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
     use outbox_router::connect::{
         BinaryMode, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
     };
@@ -824,7 +510,7 @@ fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
     })
 }
 
-fn postgres_url(o: &Options) -> Result<Secret, String> {
+pub(super) fn postgres_url(o: &Options) -> Result<Secret, String> {
     use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
     let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
     let host = o
@@ -879,7 +565,7 @@ fn postgres_url(o: &Options) -> Result<Secret, String> {
 /// expressions in Debezium: an entry that is a plain `schema.table` (dots escaped or not)
 /// names one table; any other entry is a pattern matched against `schema.table` (whole,
 /// without regard to case), now and for tables created later.
-fn outbox_tables(
+pub(super) fn outbox_tables(
     o: &Options,
     messages: bool,
 ) -> Result<(Vec<TableName>, Vec<ListPattern>), String> {
@@ -919,7 +605,7 @@ fn outbox_tables(
 /// Logical decoding messages, relayed when the transform chain decodes them before the
 /// EventRouter (`DecodeLogicalDecodingMessageContent`, as Debezium documents it), filtered
 /// by `message.prefix.include.list` / `exclude.list` (Debezium's `LogicalDecodingMessageFilter`).
-fn messages(o: &Options, decode: Option<&str>) -> Result<Option<MessageConfig>, String> {
+pub(super) fn messages(o: &Options, decode: Option<&str>) -> Result<Option<MessageConfig>, String> {
     let list = |key: &str| -> Result<Vec<ListPattern>, String> {
         split_regex_list(o.get(key).unwrap_or(""))
             .iter()
@@ -983,7 +669,7 @@ const PREDICATES: &[&str] = &[
 
 /// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
 /// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
-fn transform_chain(
+pub(super) fn transform_chain(
     o: &Options,
     aliases: &[String],
 ) -> Result<outbox_router::transforms::Chain, String> {
@@ -1072,7 +758,7 @@ fn after_router(class: &str) -> bool {
 /// The alias of the one EventRouter transform, of the `DecodeLogicalDecodingMessageContent`
 /// transform before it, if any, and of the transforms after it (Kafka Connect's own, see
 /// [`transform_chain`]).
-fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), String> {
+pub(super) fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), String> {
     let list = o.get("transforms").ok_or(
         "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
     )?;
@@ -1161,7 +847,7 @@ fn schemas_enable(o: &Options, prefix: &str) -> Result<Option<bool>, String> {
 
 /// `key.converter` / `value.converter`: the connector's, else the worker's, else
 /// JsonConverter with schemas (Kafka Connect's stock worker configuration).
-fn converter(
+pub(super) fn converter(
     o: &Options,
     w: Option<&Options>,
     part: &str,
@@ -1198,7 +884,7 @@ fn converter(
     Ok(converter)
 }
 
-fn header_converter(
+pub(super) fn header_converter(
     o: &Options,
     w: Option<&Options>,
     notes: &mut Vec<String>,

@@ -1,12 +1,14 @@
 //! `--debezium-config` / `--worker-config`: run from the connector JSON (or .properties)
 //! a Debezium user POSTs to Kafka Connect today, and their worker's properties.
 
+mod catalog;
 mod connector;
 mod options;
 mod producer;
 mod properties;
 mod providers;
 
+pub use catalog::{describe, Spec, CATALOG};
 pub use connector::translate;
 pub use producer::worker_client;
 pub use properties::{parse, parse_properties, read_file, RawConfig};
@@ -84,4 +86,59 @@ pub fn expand_worker(
         &mut hidden,
     )?;
     Ok((worker, crate::secret::Redaction::new(hidden)))
+}
+
+/// What the option catalog says of `key` in a connector configuration (`entries`): its
+/// group, its documentation line, and what outbox-relay does with it. A transform's option
+/// after the EventRouter is described by that transform's registry entry. `None` for an
+/// option outbox-relay does not know.
+pub fn option_doc(
+    key: &str,
+    entries: &std::collections::BTreeMap<String, String>,
+) -> Option<OptionDoc> {
+    const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+    let class_of = |alias: &str| {
+        entries
+            .get(&format!("transforms.{alias}.type"))
+            .map(|c| c.trim())
+    };
+    let router = entries
+        .iter()
+        .find(|(k, v)| {
+            k.starts_with("transforms.") && k.ends_with(".type") && v.trim() == EVENT_ROUTER
+        })
+        .and_then(|(k, _)| k.strip_prefix("transforms.")?.strip_suffix(".type"))
+        .unwrap_or("outbox");
+    if let Some(rest) = key.strip_prefix("transforms.") {
+        if let Some((alias, option)) = rest.split_once('.') {
+            if alias != router {
+                let class = class_of(alias).unwrap_or_default();
+                if let Some((entry, _)) = outbox_router::transforms::lookup(class) {
+                    return Some(OptionDoc {
+                        group: "Transforms",
+                        doc: format!("{}: {}", entry.class, entry.doc),
+                        treatment: format!("applied ({option} of transform {alias})"),
+                        default: None,
+                    });
+                }
+            }
+        }
+    }
+    let spec = catalog::describe(key, router)?;
+    Some(OptionDoc {
+        group: spec.applies.group(),
+        doc: spec.doc.to_owned(),
+        treatment: spec.treatment_text(),
+        default: spec.default,
+    })
+}
+
+/// What the option catalog says of one option.
+pub struct OptionDoc {
+    /// Connect's `group`: where the option applies.
+    pub group: &'static str,
+    pub doc: String,
+    /// Applied, accepted without effect, or refused (and why).
+    pub treatment: String,
+    pub default: Option<&'static str>,
 }

@@ -762,3 +762,66 @@ fn transforms_after_the_event_router_are_chained_with_their_predicates() {
         "{undeclared}"
     );
 }
+
+/// The option catalog: one entry per option, no name twice; every option a configuration
+/// gives is described from it (by the transform registry for a transform after the
+/// EventRouter), never with its value; an option nobody knows is not.
+#[test]
+fn each_option_is_described_by_the_catalog() {
+    use super::{option_doc, CATALOG};
+    let mut names: Vec<&str> = CATALOG
+        .iter()
+        .flat_map(|s| std::iter::once(s.name).chain(s.aliases.iter().copied()))
+        .collect();
+    let all = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), all, "an option named twice in the catalog");
+    assert!(CATALOG.iter().all(|s| !s.doc.is_empty()));
+
+    let s = translate(
+        &config(&[
+            ("slot.name", "orders"),
+            ("database.password", "s3cr3t-value"),
+            ("transforms", "outbox,mask"),
+            ("transforms.outbox.route.by.field", "aggregate_type"),
+            (
+                "transforms.mask.type",
+                "org.apache.kafka.connect.transforms.MaskField$Value",
+            ),
+            ("transforms.mask.fields", "secret"),
+            ("snapshot.delay.ms", "100"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let line = |key: &str| {
+        s.described
+            .iter()
+            .find(|d| d.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{key} not described: {:?}", s.described))
+            .clone()
+    };
+    assert_eq!(
+        line("slot.name"),
+        "slot.name [Connector]: applied (the replication slot)"
+    );
+    assert!(line("transforms.outbox.route.by.field").contains("[Outbox EventRouter]: applied"));
+    assert!(line("transforms.mask.fields").contains("MaskField"));
+    assert!(line("snapshot.delay.ms").contains("no effect"));
+    assert!(line("database.password").contains("applied (with database.hostname)"));
+    assert!(
+        s.described.iter().all(|d| !d.contains("s3cr3t-value")),
+        "a value is never shown: {:?}",
+        s.described
+    );
+    let entries: std::collections::BTreeMap<String, String> =
+        [("frobnicate".to_owned(), "1".to_owned())].into();
+    assert!(option_doc("frobnicate", &entries).is_none());
+    let refused = option_doc("column.exclude.list", &entries).unwrap();
+    assert!(
+        refused.treatment.starts_with("refused"),
+        "{}",
+        refused.treatment
+    );
+}

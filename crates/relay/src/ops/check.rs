@@ -16,6 +16,13 @@ pub async fn check(settings: &Settings) -> bool {
                 .iter()
                 .map(|n| Finding::holds(format!("Debezium configuration: {n}"))),
         );
+        // Each option given, as the option catalog describes it (never its value).
+        findings.extend(
+            debezium
+                .described
+                .iter()
+                .map(|d| Finding::holds(format!("option {d}"))),
+        );
         if !debezium.unknown_options.is_empty() {
             println!(
                 "warn unknown connector options, ignored: {}",
