@@ -425,6 +425,15 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     } else {
         *rng.pick(&["json", "json-schemaless", "bytearray"])
     };
+    // Debezium's BinaryDataConverter for half of the bytea payloads (from a stream of its
+    // own: the other choices stay as they were), with a
+    // JsonConverter delegate for what is not bytes (heartbeats, envelopes, base64 text).
+    let value_converter =
+        if payload_type == "bytea" && Rng(seed ^ 0xb1da_7a00_0000_0000 ^ index as u64).chance(50) {
+            "binarydata"
+        } else {
+            value_converter
+        };
     let expand = jsonish && value_converter != "string" && rng.chance(40);
     // Whether Kafka Connect's field transforms follow the EventRouter (see
     // `field_transforms`): they need the envelope, so one column goes there. From a stream
@@ -456,6 +465,19 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             "json" => ("org.apache.kafka.connect.json.JsonConverter", Some("true")),
             "json-schemaless" => ("org.apache.kafka.connect.json.JsonConverter", Some("false")),
             "string" => ("org.apache.kafka.connect.storage.StringConverter", None),
+            "binarydata" => {
+                set(
+                    &mut config,
+                    &format!("{key}.delegate.converter.type"),
+                    "org.apache.kafka.connect.json.JsonConverter",
+                );
+                set(
+                    &mut config,
+                    &format!("{key}.delegate.converter.type.schemas.enable"),
+                    "false",
+                );
+                ("io.debezium.converters.BinaryDataConverter", None)
+            }
             _ => (
                 "org.apache.kafka.connect.converters.ByteArrayConverter",
                 None,

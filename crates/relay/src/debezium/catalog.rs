@@ -557,11 +557,13 @@ pub const CATALOG: &[Spec] = &[
     spec!("key.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.key = Some(c::converter(c.o, c.w, "key", &mut d.notes)?);
         Ok(())
-    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter or ByteArrayConverter"),
+    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
+        Debezium's BinaryDataConverter"),
     spec!("value.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.value = Some(c::converter(c.o, c.w, "value", &mut d.notes)?);
         Ok(())
-    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter or ByteArrayConverter"),
+    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
+        Debezium's BinaryDataConverter"),
     spec!("header.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.storage.SimpleHeaderConverter"), Parsed(|c, d| {
         d.header = Some(c::header_converter(c.o, c.w, &mut d.notes)?);
         Ok(())
@@ -570,6 +572,9 @@ pub const CATALOG: &[Spec] = &[
         "key.converter.replace.null.with.default", "value.converter.replace.null.with.default",
         "header.converter.replace.null.with.default"], ConnectorOrWorker, Some("true"),
         With("value.converter"), "JsonConverter's options"),
+    spec!("value.converter.delegate.converter.type*", ["key.converter.delegate.converter.type*",
+        "header.converter.delegate.converter.type*"], ConnectorOrWorker, None, With("value.converter"),
+        "BinaryDataConverter's delegate for what is not bytes, and its options"),
     spec!("value.converter.schemas.cache.size", ["key.converter.schemas.cache.size"], ConnectorOrWorker, None,
         NoEffect, "JsonConverter's schema cache"),
     spec!("transforms.*", [], Connector, None, With("predicates"),

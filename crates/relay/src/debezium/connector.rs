@@ -827,8 +827,35 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }),
         "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
         "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
+        // Debezium's: bytes as they are, anything else through its delegate, configured
+        // under `<key>.delegate.converter.type` (the class) and `.delegate.converter.type.*`.
+        "io.debezium.converters.BinaryDataConverter" => {
+            use outbox_router::connect::Delegate;
+            let delegate_key = format!("{key}.delegate.converter.type");
+            let delegate = match options.get(&delegate_key) {
+                None => None,
+                Some(class) => Some(match converter_class(class, &delegate_key, options)? {
+                    Converter::Json {
+                        schemas_enable,
+                        replace_null_with_default,
+                    } => Delegate::Json {
+                        schemas_enable,
+                        replace_null_with_default,
+                    },
+                    Converter::String => Delegate::String,
+                    Converter::ByteArray => Delegate::ByteArray,
+                    Converter::BinaryData { .. } => {
+                        return Err(format!(
+                            "{delegate_key}: a BinaryDataConverter cannot delegate to another"
+                        ))
+                    }
+                }),
+            };
+            Ok(Converter::BinaryData { delegate })
+        }
         other => Err(format!(
-            "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter or ByteArrayConverter would"
+            "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
+             ByteArrayConverter or Debezium's BinaryDataConverter would"
         )),
     }
 }

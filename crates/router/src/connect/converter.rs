@@ -19,6 +19,39 @@ pub enum Converter {
     },
     String,
     ByteArray,
+    /// Debezium's `io.debezium.converters.BinaryDataConverter`: a BYTES value (or one
+    /// without a schema) as its bytes, anything else through the `delegate.converter.type`
+    /// converter, refused without one.
+    BinaryData {
+        delegate: Option<Delegate>,
+    },
+}
+
+/// The converter `BinaryDataConverter` hands what is not bytes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delegate {
+    Json {
+        schemas_enable: bool,
+        replace_null_with_default: bool,
+    },
+    String,
+    ByteArray,
+}
+
+impl Delegate {
+    pub fn converter(self) -> Converter {
+        match self {
+            Delegate::Json {
+                schemas_enable,
+                replace_null_with_default,
+            } => Converter::Json {
+                schemas_enable,
+                replace_null_with_default,
+            },
+            Delegate::String => Converter::String,
+            Delegate::ByteArray => Converter::ByteArray,
+        }
+    }
 }
 
 /// A header converter (`header.converter`).
@@ -36,6 +69,7 @@ impl Converter {
             Converter::Json { .. } => "org.apache.kafka.connect.json.JsonConverter",
             Converter::String => "org.apache.kafka.connect.storage.StringConverter",
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
+            Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
         }
     }
 
@@ -72,6 +106,14 @@ impl Converter {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(schema, other),
             }),
+            Converter::BinaryData { delegate } => match (schema, value) {
+                (Some(s), _) if s.kind != SchemaType::Bytes => {
+                    binary_delegate(*delegate, value)?.encode(schema, value)
+                }
+                (_, Value::Bytes(b)) => Ok(Some(b.clone())),
+                (_, Value::Null) => Ok(None),
+                _ => binary_delegate(*delegate, value)?.encode(schema, value),
+            },
         }
     }
 
@@ -123,8 +165,24 @@ impl Converter {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(None, other),
             }),
+            Converter::BinaryData { delegate } => match value {
+                Value::Bytes(b) => Ok(Some(b.clone())),
+                other => binary_delegate(*delegate, other)?.encode_schemaless(other),
+            },
         }
     }
+}
+
+/// `BinaryDataConverter`'s delegate for a value that is not bytes, or its refusal.
+fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converter, String> {
+    delegate.map(Delegate::converter).ok_or_else(|| {
+        let mut text = Vec::new();
+        java_string(&mut text, None, value);
+        format!(
+            "A record of type '{}' requires a delegate.converter.type to be configured",
+            String::from_utf8_lossy(&text)
+        )
+    })
 }
 
 /// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
@@ -815,6 +873,42 @@ mod tests {
                 .unwrap()
             ),
             "\"6b1c0e4e-0000-4000-8000-000000000001\""
+        );
+    }
+}
+
+#[cfg(test)]
+mod binary_data_tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// Debezium's BinaryDataConverter: bytes as they are, a tombstone as null, anything
+    /// else through its delegate, refused without one.
+    #[test]
+    fn binary_data_writes_bytes_and_delegates_the_rest() {
+        let bytes = Value::Bytes(Bytes::from_static(b"\x00\xffraw"));
+        let plain = Converter::BinaryData { delegate: None };
+        let schema = Schema::new(SchemaType::Bytes, true);
+        assert_eq!(
+            plain.encode(Some(&schema), &bytes).unwrap().as_deref(),
+            Some(&b"\x00\xffraw"[..])
+        );
+        assert_eq!(plain.encode(None, &Value::Null).unwrap(), None);
+        let text = Schema::new(SchemaType::String, false);
+        let err = plain.encode(Some(&text), &Value::text("x")).unwrap_err();
+        assert!(err.contains("requires a delegate.converter.type"), "{err}");
+        let delegating = Converter::BinaryData {
+            delegate: Some(Delegate::Json {
+                schemas_enable: false,
+                replace_null_with_default: true,
+            }),
+        };
+        assert_eq!(
+            delegating
+                .encode(Some(&text), &Value::text("x"))
+                .unwrap()
+                .as_deref(),
+            Some(&b"\"x\""[..])
         );
     }
 }

@@ -11,7 +11,7 @@ mod pg_text;
 mod postgres_types;
 mod record;
 
-pub use converter::{struct_to_java_string, write_schema, Converter, HeaderConverter};
+pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
