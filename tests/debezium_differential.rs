@@ -517,6 +517,8 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     let mut placement = vec![format!("{type_column}:header:eventType")];
     // The envelope's fields after `payload`, by the names the EventRouter gives them.
     let mut envelope_fields: Vec<String> = Vec::new();
+    // Those of a timestamp type (TimestampConverter's).
+    let mut envelope_timestamps: Vec<String> = Vec::new();
     for (name, extra, place) in &extras {
         let alias = if rng.chance(50) {
             format!(":{name}_alias")
@@ -524,10 +526,14 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
             String::new()
         };
         if *place == "envelope" {
-            envelope_fields.push(match alias.strip_prefix(':') {
+            let field = match alias.strip_prefix(':') {
                 Some(alias) => alias.to_owned(),
                 None => name.clone(),
-            });
+            };
+            if extra.sql.starts_with("timestamp") {
+                envelope_timestamps.push(field.clone());
+            }
+            envelope_fields.push(field);
         }
         placement.push(format!("{name}:{place}{alias}"));
         if let Some((option, modes)) = extra.mode {
@@ -1017,7 +1023,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         seed,
         index,
         &mut config,
-        &envelope_fields,
+        (&envelope_fields, &envelope_timestamps),
         tombstones,
         &mut chosen,
     );
@@ -1047,7 +1053,7 @@ fn field_transforms(
     seed: u64,
     index: usize,
     config: &mut Map<String, Value>,
-    envelope_fields: &[String],
+    (envelope_fields, timestamps): (&[String], &[String]),
     tombstones: bool,
     chosen: &mut Vec<String>,
 ) {
@@ -1092,6 +1098,27 @@ fn field_transforms(
                 ("schema.name", "shop.OutboxEnvelope"),
                 ("schema.version", version),
             ],
+            false,
+        );
+    }
+    // From a stream of its own: the other draws stay as they were.
+    let mut ts_rng = Rng(seed ^ 0x7153_7a00_0000_0000 ^ index as u64);
+    if let (Some(field), true) = (timestamps.first(), ts_rng.chance(60)) {
+        let target = ts_rng.text(&["unix", "string", "Timestamp", "Date", "Time"]);
+        let mut options = vec![("field", field.as_str()), ("target.type", target)];
+        if target == "string" || ts_rng.chance(30) {
+            options.push((
+                "format",
+                ts_rng.text(&["yyyy-MM-dd'T'HH:mm:ss.SSS", "yyyyMMdd HH:mm"]),
+            ));
+        }
+        if ts_rng.chance(30) {
+            options.push(("unix.precision", ts_rng.text(&["seconds", "microseconds"])));
+        }
+        step(
+            "tsconv",
+            format!("{T}TimestampConverter$Value"),
+            &options,
             false,
         );
     }
@@ -2008,6 +2035,9 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         "Cannot list fields on non-struct type",
         "A null value requires an optional schema",
         "Invalid value: null used for required field",
+        "does not correspond to a known timestamp type format",
+        "Could not parse timestamp",
+        "TimestampConverter",
     ]
     .iter()
     .any(|m| cause.contains(m))
