@@ -115,7 +115,9 @@ pub async fn preview(
                 found.dead_letters += 1;
                 let reason = invalid.reason.clone();
                 let letter = DeadLetter::from_invalid_row(invalid, Some(lsn));
-                let record = letter.to_record(&settings.kafka.dead_letter_topic.as_str().into());
+                // The relay's dead-letter topic, or Kafka Connect's dead-letter queue.
+                let topic = letter.topic(&settings.kafka.dead_letter_topic.as_str().into());
+                let record = letter.to_record(&topic);
                 print_record(&record, lsn, commit, Some(&reason), json);
             }
         }
