@@ -173,6 +173,26 @@ impl Converter {
     }
 }
 
+/// A text value as a JSON string.
+fn write_text(out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
+    write_string(
+        out,
+        std::str::from_utf8(text).map_err(|_| "text value is not valid UTF-8".to_owned())?,
+    );
+    Ok(())
+}
+
+/// Bytes as JsonConverter writes them: a string of their standard base64.
+fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    out.extend_from_slice(
+        base64::engine::general_purpose::STANDARD
+            .encode(bytes)
+            .as_bytes(),
+    );
+    out.push(b'"');
+}
+
 /// `BinaryDataConverter`'s delegate for a value that is not bytes, or its refusal.
 fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converter, String> {
     delegate.map(Delegate::converter).ok_or_else(|| {
@@ -198,19 +218,8 @@ fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
             out.push(b'"');
         }
         Value::Float(f) => write_double(out, *f),
-        Value::String(s) => write_string(
-            out,
-            std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
-        ),
-        Value::Bytes(b) => {
-            out.push(b'"');
-            out.extend_from_slice(
-                base64::engine::general_purpose::STANDARD
-                    .encode(b)
-                    .as_bytes(),
-            );
-            out.push(b'"');
-        }
+        Value::String(s) => write_text(out, s)?,
+        Value::Bytes(b) => write_base64(out, b),
         Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
             out.push(b'[');
@@ -335,16 +344,7 @@ fn kafka_date_string(millis: i64) -> String {
     if millis < DAY {
         return time;
     }
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = super::pg_text::civil_from_days(days);
     let date = format!("{year:04}-{month:02}-{day:02}");
     if in_day == 0 {
         date
@@ -601,19 +601,8 @@ impl Json {
                 }
                 out.push(if object { b'}' } else { b']' });
             }
-            Value::String(s) => write_string(
-                out,
-                std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
-            ),
-            Value::Bytes(b) => {
-                out.push(b'"');
-                out.extend_from_slice(
-                    base64::engine::general_purpose::STANDARD
-                        .encode(b)
-                        .as_bytes(),
-                );
-                out.push(b'"');
-            }
+            Value::String(s) => write_text(out, s)?,
+            Value::Bytes(b) => write_base64(out, b),
             Value::Array(items) => {
                 let SchemaType::Array(item_schema) = &schema.kind else {
                     return Err("array value for a non-array schema".into());

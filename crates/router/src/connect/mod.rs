@@ -15,6 +15,7 @@ pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, He
 pub use data::{Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
+pub(crate) use pg_text::{civil_from_days, days_from_civil};
 pub(crate) use postgres_types::java_hash_map_order;
 pub use postgres_types::{
     default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,

@@ -234,3 +234,25 @@ fn java_map_sized(entries: Vec<(Value, Value)>, mut capacity: usize) -> Value {
     keyed.sort_by_key(|(bucket, _)| *bucket);
     Value::Map(keyed.into_iter().map(|(_, entry)| entry).collect())
 }
+
+/// A required, non-empty list option (Kafka 4.3's `ValidList.anyNonDuplicateValues`):
+/// repeated items dropped, the first kept.
+pub(super) fn required_list(o: &super::Options<'_>, name: &str) -> Result<Vec<String>, String> {
+    o.required(name)?;
+    let mut items = o.list(name);
+    if items.is_empty() {
+        return Err(format!(
+            "Configuration '{}' must not be empty. Valid values include: any non-empty value",
+            o.key(name)
+        ));
+    }
+    let mut seen = Vec::new();
+    items.retain(|i| {
+        let new = !seen.contains(i);
+        if new {
+            seen.push(i.clone());
+        }
+        new
+    });
+    Ok(items)
+}

@@ -27,15 +27,7 @@ struct MaskField {
 }
 
 fn parse(o: &Options<'_>, side: Option<Side>) -> Result<Arc<dyn Transformation>, String> {
-    o.required("fields")?;
-    let mut fields = o.list("fields");
-    if fields.is_empty() {
-        return Err(format!(
-            "Configuration '{}' must not be empty. Valid values include: any non-empty value",
-            o.key("fields")
-        ));
-    }
-    dedup(&mut fields);
+    let fields = super::fields::required_list(o, "fields")?;
     let replacement = o.get("replacement");
     if replacement.as_deref() == Some("") {
         return Err(format!(
@@ -49,18 +41,6 @@ fn parse(o: &Options<'_>, side: Option<Side>) -> Result<Arc<dyn Transformation>,
         replacement,
         replace_null_with_default: o.flag("replace.null.with.default", true)?,
     }))
-}
-
-/// Kafka 4.3's list options drop repeated items (keeping the first).
-pub(super) fn dedup(items: &mut Vec<String>) {
-    let mut seen = Vec::new();
-    items.retain(|i| {
-        let new = !seen.contains(i);
-        if new {
-            seen.push(i.clone());
-        }
-        new
-    });
 }
 
 impl MaskField {

@@ -2,7 +2,6 @@
 //! the fields' own schemas, in the order configured). A null value is refused.
 
 use super::fields::{field_value, java_map_presized, map_get, require_map, require_struct};
-use super::mask_field::dedup;
 use super::{Entry, Options, Side, Transformation};
 use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
 use std::sync::Arc;
@@ -23,15 +22,7 @@ struct ValueToKey {
 }
 
 fn parse(o: &Options<'_>, _: Option<Side>) -> Result<Arc<dyn Transformation>, String> {
-    o.required("fields")?;
-    let mut fields = o.list("fields");
-    if fields.is_empty() {
-        return Err(format!(
-            "Configuration '{}' must not be empty. Valid values include: any non-empty value",
-            o.key("fields")
-        ));
-    }
-    dedup(&mut fields);
+    let fields = super::fields::required_list(o, "fields")?;
     Ok(Arc::new(ValueToKey {
         fields,
         replace_null_with_default: o.flag("replace.null.with.default", true)?,
