@@ -2038,6 +2038,8 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         "does not correspond to a known timestamp type format",
         "Could not parse timestamp",
         "TimestampConverter",
+        // A string timestamp without a `format`: Kafka's transform dereferences it.
+        "because \"config.format\" is null",
     ]
     .iter()
     .any(|m| cause.contains(m))
