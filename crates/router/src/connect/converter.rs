@@ -5,11 +5,13 @@
 
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
+use super::avro::AvroConverter;
 use base64::Engine;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// A key or value converter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Converter {
     Json {
         schemas_enable: bool,
@@ -19,10 +21,12 @@ pub enum Converter {
     },
     String,
     ByteArray,
+    /// A schema-registry Avro converter (Confluent's or Apicurio's).
+    Avro(Arc<AvroConverter>),
 }
 
 /// A header converter (`header.converter`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderConverter {
     /// Kafka Connect's default: strings as they are, numbers and booleans as text.
     Simple,
@@ -36,6 +40,7 @@ impl Converter {
             Converter::Json { .. } => "org.apache.kafka.connect.json.JsonConverter",
             Converter::String => "org.apache.kafka.connect.storage.StringConverter",
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
+            Converter::Avro(avro) => avro.class.name(),
         }
     }
 
@@ -72,6 +77,7 @@ impl Converter {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(schema, other),
             }),
+            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 
@@ -123,9 +129,14 @@ impl Converter {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(None, other),
             }),
+            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 }
+
+/// An Avro converter writes a record's key or value ([`super::Data::encode_to`]), for its
+/// topic's subject; nothing else.
+const AVRO_NEEDS_TOPIC: &str = "the Avro converter writes only record keys and values";
 
 /// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
 /// string keys an object, any other map an array of pairs).
