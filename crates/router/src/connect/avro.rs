@@ -39,7 +39,7 @@ pub enum RegistryError {
 }
 
 /// How an id is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lookup {
     /// `auto.register.schemas=true`: registered under the subject (an existing identical
     /// schema keeps its id).
@@ -74,8 +74,12 @@ pub enum Framing {
     /// Magic byte 0 and a four-byte big-endian id (Confluent; Apicurio with
     /// `apicurio.registry.as-confluent=true`).
     Confluent,
-    /// Magic byte 0 and an eight-byte big-endian id (Apicurio 2.x's default id handler).
+    /// Magic byte 0 and an eight-byte big-endian id (Apicurio 2.x's default id handler,
+    /// with `apicurio.registry.headers.enabled=false`).
     Long,
+    /// The body alone; the id in an eight-byte header `apicurio.{key|value}.globalId` (or
+    /// `.contentId`), then `apicurio.{key|value}.encoding: BINARY` (Apicurio 2.x's default).
+    Headers { content_id: bool },
 }
 
 /// Which converter class this is (what Kafka Connect names in errors and dead letters).
@@ -204,11 +208,13 @@ impl AvroConverter {
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
+    /// Apicurio's default framing adds its headers to `headers`.
     pub fn encode(
         &self,
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
     ) -> Result<Option<Bytes>, AvroError> {
         let Some(schema) = schema else {
             return match value {
@@ -241,9 +247,23 @@ impl AvroConverter {
                     "Failed to serialize Avro data from topic {topic} : {m}"
                 )),
             })?;
+        if let Framing::Headers { content_id } = self.framing {
+            let part = if self.is_key { "key" } else { "value" };
+            let id_name = if content_id { "contentId" } else { "globalId" };
+            headers.push((
+                format!("apicurio.{part}.{id_name}").into(),
+                Some(Bytes::copy_from_slice(&id.to_be_bytes())),
+            ));
+            headers.push((
+                format!("apicurio.{part}.encoding").into(),
+                Some(Bytes::from_static(b"BINARY")),
+            ));
+            return Ok(Some(body.into()));
+        }
         let mut out = Vec::with_capacity(body.len() + 9);
         out.push(0);
         match self.framing {
+            Framing::Headers { .. } => unreachable!("returned above"),
             Framing::Confluent => {
                 let id = u32::try_from(id).map_err(|_| {
                     AvroError::Record(format!("schema id {id} does not fit in four bytes"))
@@ -397,7 +417,9 @@ impl FromConnect {
                 }
                 Avro::Primitive("bytes", Vec::new())
             }
-            SchemaType::Array(items) => Avro::Array(Box::new(self.schema(items, false)), Vec::new()),
+            SchemaType::Array(items) => {
+                Avro::Array(Box::new(self.schema(items, false)), Vec::new())
+            }
             SchemaType::Map(keys, values)
                 if matches!(keys.kind, SchemaType::String) && !keys.optional =>
             {
@@ -405,16 +427,21 @@ impl FromConnect {
             }
             SchemaType::Map(keys, values) => {
                 let (namespace, entry_name, mut entry_props) = match name {
-                    None => (Some(NAMESPACE.to_owned()), "MapEntry".to_owned(), Vec::new()),
+                    None => (
+                        Some(NAMESPACE.to_owned()),
+                        "MapEntry".to_owned(),
+                        Vec::new(),
+                    ),
                     Some(_) => {
                         let (ns, n) = self.name_or_default(name);
-                        (ns, n, vec![("connect.internal.type", json_text("MapEntry"))])
+                        (
+                            ns,
+                            n,
+                            vec![("connect.internal.type", json_text("MapEntry"))],
+                        )
                     }
                 };
-                let fields = vec![
-                    self.field("key", keys),
-                    self.field("value", values),
-                ];
+                let fields = vec![self.field("key", keys), self.field("value", values)];
                 entry_props.shrink_to_fit();
                 Avro::Array(
                     Box::new(Avro::Record(Arc::new(Record {
@@ -782,9 +809,7 @@ fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
             write_long(out, i64::from(*i as i32))
         }
         (SchemaType::Int64, Value::Int(i)) => write_long(out, *i),
-        (SchemaType::Float32, Value::Float(f)) => {
-            out.extend_from_slice(&(*f as f32).to_le_bytes())
-        }
+        (SchemaType::Float32, Value::Float(f)) => out.extend_from_slice(&(*f as f32).to_le_bytes()),
         (SchemaType::Float64, Value::Float(f)) => out.extend_from_slice(&f.to_le_bytes()),
         (SchemaType::String, Value::String(s)) => write_bytes(out, s),
         (SchemaType::Bytes, Value::Bytes(b)) => write_bytes(out, b),
@@ -948,7 +973,9 @@ mod tests {
     /// Writes `value` with a registry answering `id`; the bytes and the schema registered.
     fn write(id: u64, topic: &str, schema: &Schema, value: &Value) -> (String, String, String) {
         let (c, registry) = converter(id);
-        let bytes = c.encode(topic, Some(schema), value).unwrap();
+        let bytes = c
+            .encode(topic, Some(schema), value, &mut Vec::new())
+            .unwrap();
         let (subject, json) = registry.asked.lock().unwrap().pop().unwrap();
         (hex(&bytes.unwrap()), subject, json)
     }
@@ -1010,12 +1037,24 @@ mod tests {
                 ("raw".into(), s(SchemaType::Bytes, true)),
                 ("amount".into(), decimal("2", Some("10"), true)),
                 ("neg".into(), decimal("0", None, false)),
-                ("day".into(), s(SchemaType::Int32, false).named(DATE, Some(1))),
-                ("tm".into(), s(SchemaType::Int32, false).named(TIME, Some(1))),
-                ("ts".into(), s(SchemaType::Int64, false).named(TIMESTAMP, Some(1))),
+                (
+                    "day".into(),
+                    s(SchemaType::Int32, false).named(DATE, Some(1)),
+                ),
+                (
+                    "tm".into(),
+                    s(SchemaType::Int32, false).named(TIME, Some(1)),
+                ),
+                (
+                    "ts".into(),
+                    s(SchemaType::Int64, false).named(TIMESTAMP, Some(1)),
+                ),
                 (
                     "tags".into(),
-                    s(SchemaType::Array(Box::new(s(SchemaType::String, false))), true),
+                    s(
+                        SchemaType::Array(Box::new(s(SchemaType::String, false))),
+                        true,
+                    ),
                 ),
                 (
                     "attrs".into(),
@@ -1103,17 +1142,34 @@ mod tests {
     fn top_level_primitives_and_nulls() {
         let optional = s(SchemaType::String, true);
         let (bytes, subject, json) = write(3, "strs", &optional, &Value::text("x"));
-        assert_eq!((bytes.as_str(), json.as_str()), ("0000000003020278", r#"["null","string"]"#));
+        assert_eq!(
+            (bytes.as_str(), json.as_str()),
+            ("0000000003020278", r#"["null","string"]"#)
+        );
         assert_eq!(subject, "strs-value");
         let (c, _) = converter(3);
-        assert_eq!(c.encode("strs", Some(&optional), &Value::Null), Ok(None));
-        assert_eq!(c.encode("strs", None, &Value::Null), Ok(None));
+        assert_eq!(
+            c.encode("strs", Some(&optional), &Value::Null, &mut Vec::new()),
+            Ok(None)
+        );
+        assert_eq!(
+            c.encode("strs", None, &Value::Null, &mut Vec::new()),
+            Ok(None)
+        );
         assert!(matches!(
-            c.encode("strs", Some(&s(SchemaType::String, false)), &Value::Null),
+            c.encode(
+                "strs",
+                Some(&s(SchemaType::String, false)),
+                &Value::Null,
+                &mut Vec::new()
+            ),
             Err(AvroError::Record(_))
         ));
         let (bytes, _, json) = write(4, "keys", &s(SchemaType::String, false), &Value::text("k1"));
-        assert_eq!((bytes.as_str(), json.as_str()), ("0000000004046b31", r#""string""#));
+        assert_eq!(
+            (bytes.as_str(), json.as_str()),
+            ("0000000004046b31", r#""string""#)
+        );
     }
 
     #[test]
@@ -1156,11 +1212,31 @@ mod tests {
         c.strategy = SubjectNameStrategy::TopicRecord;
         assert_eq!(c.subject("t", &avro), "t-a.B");
         c.framing = Framing::Long;
+        let mut headers = Vec::new();
         let bytes = c
-            .encode("t", Some(&schema), &Value::Struct(vec![]))
+            .encode("t", Some(&schema), &Value::Struct(vec![]), &mut headers)
             .unwrap()
             .unwrap();
         assert_eq!(hex(&bytes), "000000000000000007");
+        assert!(headers.is_empty());
+        c.is_key = false;
+        c.framing = Framing::Headers { content_id: false };
+        let value = Value::Struct(vec![]);
+        let bytes = c.encode("t", Some(&schema), &value, &mut headers).unwrap();
+        assert_eq!(bytes.as_deref(), Some(&[][..]));
+        assert_eq!(
+            headers,
+            vec![
+                (
+                    Arc::from("apicurio.value.globalId"),
+                    Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 7]))
+                ),
+                (
+                    Arc::from("apicurio.value.encoding"),
+                    Some(Bytes::from_static(b"BINARY"))
+                ),
+            ]
+        );
     }
 
     #[test]

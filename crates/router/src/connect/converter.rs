@@ -3,9 +3,9 @@
 //! without `schemas.enable`), `...storage.StringConverter`, `...converters.ByteArrayConverter`
 //! and the default header converter `...storage.SimpleHeaderConverter`.
 
+use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
-use super::avro::AvroConverter;
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;

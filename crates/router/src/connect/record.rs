@@ -41,10 +41,16 @@ impl Data {
 
     /// A record's key or value written by `converter` for `topic` (schema-registry
     /// converters register its schema under the topic's subject); `None` is a Kafka null.
-    pub fn encode_to(&self, converter: &Converter, topic: &str) -> Result<Option<Bytes>, Failed> {
+    /// Apicurio's converter adds its headers to `headers`.
+    pub fn encode_to(
+        &self,
+        converter: &Converter,
+        topic: &str,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, Failed> {
         match converter {
             Converter::Avro(avro) => avro
-                .encode(topic, self.schema.as_ref(), &self.value)
+                .encode(topic, self.schema.as_ref(), &self.value, headers)
                 .map_err(|e| match e {
                     AvroError::Record(m) => Failed(m, None),
                     AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
@@ -164,23 +170,26 @@ impl ConnectRecord {
                 stop,
             }
         };
-        let headers = self
+        let mut headers = self
             .headers
             .iter()
             .map(|h| Ok((h.name.clone(), h.bytes(converters.header)?)))
             .collect::<Result<Vec<_>, String>>()
             .map_err(|m| Failed(m, None))
             .map_err(failed("HEADER_CONVERTER", converters.header.class()))?;
+        // Kafka Connect hands the converters the record's headers: Apicurio's adds its own.
+        let key = self
+            .key
+            .encode_to(converters.key, &self.topic, &mut headers)
+            .map_err(failed("KEY_CONVERTER", converters.key.class()))?;
+        let value = self
+            .value
+            .encode_to(converters.value, &self.topic, &mut headers)
+            .map_err(failed("VALUE_CONVERTER", converters.value.class()))?;
         Ok(OutboxRecord {
             topic: self.topic.clone(),
-            key: self
-                .key
-                .encode_to(converters.key, &self.topic)
-                .map_err(failed("KEY_CONVERTER", converters.key.class()))?,
-            value: self
-                .value
-                .encode_to(converters.value, &self.topic)
-                .map_err(failed("VALUE_CONVERTER", converters.value.class()))?,
+            key,
+            value,
             headers,
             partition: self.partition,
             timestamp_ms: self.timestamp_ms,
