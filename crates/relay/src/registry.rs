@@ -180,7 +180,8 @@ impl RegistryClient {
                 (status, body, "id")
             }
             Api::Apicurio { content_id } => {
-                let artifacts = "/apis/registry/v2/groups/default/artifacts";
+                // `apicurio.registry.url` is the API root (`…/apis/registry/v2`).
+                let artifacts = "/groups/default/artifacts";
                 let json = [("Content-Type", "application/json")];
                 let (status, body) = match lookup {
                     Lookup::Register => self.call(
