@@ -235,7 +235,7 @@ impl AvroConverter {
         }
         let avro = self.translate(schema);
         let mut body = Vec::with_capacity(64);
-        write_top(&mut body, schema, value).map_err(AvroError::Record)?;
+        write_value(&mut body, schema, value).map_err(AvroError::Record)?;
         let subject = self.subject(topic, &avro);
         let id = self
             .registry
@@ -753,11 +753,6 @@ fn write_props(out: &mut Vec<u8>, props: &Props) {
 // AvroData.fromConnectData + Avro's binary encoding
 // ---------------------------------------------------------------------------------------
 
-/// A top-level value (not null): a union's branch index first when the schema is optional.
-fn write_top(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
-    write_value(out, schema, value)
-}
-
 fn write_long(out: &mut Vec<u8>, v: i64) {
     let mut n = ((v << 1) ^ (v >> 63)) as u64;
     loop {
@@ -786,11 +781,11 @@ fn null_first(schema: &Schema) -> bool {
 fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
     if schema.optional {
         let first = null_first(schema);
-        match (value.is_null(), first) {
-            (true, true) => return Ok(out.push(0)),
-            (true, false) => return Ok(out.push(2)),
-            (false, true) => out.push(2),
-            (false, false) => out.push(0),
+        // Branch 0 or 1, zigzag-encoded.
+        let branch = if value.is_null() == first { 0 } else { 2 };
+        out.push(branch);
+        if value.is_null() {
+            return Ok(());
         }
     } else if value.is_null() {
         return Err("Found null value for non-optional schema".into());
