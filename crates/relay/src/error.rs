@@ -6,7 +6,7 @@
 //! | kind | consequence |
 //! |---|---|
 //! | [`SlotBusy`](RelayError::SlotBusy) | stand by: retry about every second, take over when free |
-//! | [`ConnectionLost`](RelayError::ConnectionLost), [`BrokerUnavailable`](RelayError::BrokerUnavailable) | back off, resume from the last confirmed position |
+//! | [`ConnectionLost`](RelayError::ConnectionLost), [`BrokerUnavailable`](RelayError::BrokerUnavailable), [`RegistryUnavailable`](RelayError::RegistryUnavailable) | back off, resume from the last confirmed position |
 //! | [`Authentication`](RelayError::Authentication), [`MissingPrivilege`](RelayError::MissingPrivilege), [`Misconfiguration`](RelayError::Misconfiguration), [`Undecodable`](RelayError::Undecodable) | exit non-zero with the fix |
 //!
 //! A broker refusing one record for what it is (too large, invalid, a partition the topic
@@ -35,6 +35,10 @@ pub enum RelayError {
     /// nothing after the last acknowledged event is confirmed, the session resumes.
     #[error("{0:#}")]
     BrokerUnavailable(anyhow::Error),
+    /// The schema registry a converter needs could not be reached, timed out or answered
+    /// 5xx: nothing from the record it was converting on is confirmed, the session resumes.
+    #[error("{0:#}")]
+    RegistryUnavailable(anyhow::Error),
     /// The credentials were refused (PostgreSQL or Kafka) or a certificate does not verify.
     #[error("{error:#}; {fix}")]
     Authentication { error: anyhow::Error, fix: String },
@@ -112,7 +116,8 @@ impl RelayError {
             RelayError::SlotBusy { .. } => Consequence::StandBy,
             RelayError::ConnectionLost(_)
             | RelayError::ServerError { .. }
-            | RelayError::BrokerUnavailable(_) => Consequence::Resume,
+            | RelayError::BrokerUnavailable(_)
+            | RelayError::RegistryUnavailable(_) => Consequence::Resume,
             RelayError::Authentication { .. }
             | RelayError::MissingPrivilege { .. }
             | RelayError::Misconfiguration(_)

@@ -37,6 +37,13 @@ pub fn triage(outcome: RouteOutcome, position: Option<Lsn>) -> Result<Option<Rou
         RouteOutcome::Connect(_) => Err(RelayError::misconfigured(
             "a Kafka Connect record reached delivery without its transforms and converters (a bug of outbox-relay: please report it)",
         )),
+        RouteOutcome::Unavailable(reason) => Err(RelayError::RegistryUnavailable(anyhow::anyhow!(
+            "{reason} ({}; nothing after the last confirmed position was confirmed: the record is converted again when the session resumes)",
+            match position {
+                Some(p) => format!("at LSN {p}"),
+                None => "in a polled row, which stays in the outbox".into(),
+            }
+        ))),
         RouteOutcome::Fatal(reason) => Err(RelayError::misconfigured(format!(
             "{reason} ({}; nothing after the last confirmed position was confirmed)",
             match position {

@@ -59,6 +59,9 @@ pub enum RouteOutcome {
     /// The configuration cannot handle this stream (e.g. a column type whose Kafka Connect
     /// bytes outbox-relay does not produce, or an UPDATE with `fatal`): stop, confirm nothing more.
     Fatal(String),
+    /// A service the converters need (a schema registry) is unavailable: the relay stops the
+    /// session without confirming this record and converts it again when it resumes.
+    Unavailable(String),
 }
 
 /// A Kafka Connect record on its way to the transforms and converters, with the dead letter

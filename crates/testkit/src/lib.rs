@@ -12,6 +12,7 @@ pub mod locale;
 pub mod net;
 pub mod postgres;
 pub mod proxy;
+pub mod registry;
 pub mod relay;
 pub mod slot;
 

@@ -558,12 +558,12 @@ pub const CATALOG: &[Spec] = &[
         d.key = Some(c::converter(c.o, c.w, "key", &mut d.notes)?);
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
-        Debezium's BinaryDataConverter"),
+        Debezium's BinaryDataConverter, or a schema-registry AvroConverter (Confluent's, Apicurio's)"),
     spec!("value.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.value = Some(c::converter(c.o, c.w, "value", &mut d.notes)?);
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
-        Debezium's BinaryDataConverter"),
+        Debezium's BinaryDataConverter, or a schema-registry AvroConverter (Confluent's, Apicurio's)"),
     spec!("header.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.storage.SimpleHeaderConverter"), Parsed(|c, d| {
         d.header = Some(c::header_converter(c.o, c.w, &mut d.notes)?);
         Ok(())
@@ -575,6 +575,9 @@ pub const CATALOG: &[Spec] = &[
     spec!("value.converter.delegate.converter.type*", ["key.converter.delegate.converter.type*",
         "header.converter.delegate.converter.type*"], ConnectorOrWorker, None, With("value.converter"),
         "BinaryDataConverter's delegate for what is not bytes, and its options"),
+    spec!("value.converter.*", ["key.converter.*", "header.converter.*"], ConnectorOrWorker, None,
+        With("value.converter"), "a converter's own options: a schema registry's URL, credentials (never shown), \
+        subject name strategy, auto.register.schemas, use.latest.version, Apicurio's apicurio.registry.*"),
     spec!("value.converter.schemas.cache.size", ["key.converter.schemas.cache.size"], ConnectorOrWorker, None,
         NoEffect, "JsonConverter's schema cache"),
     spec!("transforms.*", [], Connector, None, With("predicates"),

@@ -844,18 +844,33 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     },
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
-                    Converter::BinaryData { .. } => {
+                    Converter::BinaryData { .. } | Converter::Avro(_) => {
                         return Err(format!(
-                            "{delegate_key}: a BinaryDataConverter cannot delegate to another"
+                            "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
                         ))
                     }
                 }),
             };
             Ok(Converter::BinaryData { delegate })
         }
+        "io.confluent.connect.avro.AvroConverter"
+        | "io.apicurio.registry.utils.converter.AvroConverter"
+            if key == "header.converter" =>
+        {
+            Err(format!(
+                "{key}: {class} is not supported as a header converter; outbox-relay writes Avro keys and values"
+            ))
+        }
+        "io.confluent.connect.avro.AvroConverter" => {
+            super::avro::confluent(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+        }
+        "io.apicurio.registry.utils.converter.AvroConverter" => {
+            super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+        }
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
-             ByteArrayConverter or Debezium's BinaryDataConverter would"
+             ByteArrayConverter, Debezium's BinaryDataConverter or a schema-registry AvroConverter (Confluent's, \
+             Apicurio's) would"
         )),
     }
 }
@@ -893,13 +908,14 @@ pub(super) fn converter(
     let converter = converter_class(class, &key, options)?;
     notes.push(format!(
         "{key} = {class}{} ({source})",
-        match converter {
+        match &converter {
+            Converter::Avro(avro) => super::avro::describe(avro),
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,
             } => format!(
                 ", schemas.enable={schemas_enable}{}",
-                if replace_null_with_default {
+                if *replace_null_with_default {
                     ""
                 } else {
                     ", replace.null.with.default=false"

@@ -1,6 +1,7 @@
 //! `--debezium-config` / `--worker-config`: run from the connector JSON (or .properties)
 //! a Debezium user POSTs to Kafka Connect today, and their worker's properties.
 
+mod avro;
 mod catalog;
 mod connector;
 mod options;

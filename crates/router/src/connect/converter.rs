@@ -3,13 +3,15 @@
 //! without `schemas.enable`), `...storage.StringConverter`, `...converters.ByteArrayConverter`
 //! and the default header converter `...storage.SimpleHeaderConverter`.
 
+use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use base64::Engine;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// A key or value converter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Converter {
     Json {
         schemas_enable: bool,
@@ -25,6 +27,8 @@ pub enum Converter {
     BinaryData {
         delegate: Option<Delegate>,
     },
+    /// A schema-registry Avro converter (Confluent's or Apicurio's).
+    Avro(Arc<AvroConverter>),
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
@@ -55,7 +59,7 @@ impl Delegate {
 }
 
 /// A header converter (`header.converter`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderConverter {
     /// Kafka Connect's default: strings as they are, numbers and booleans as text.
     Simple,
@@ -70,6 +74,7 @@ impl Converter {
             Converter::String => "org.apache.kafka.connect.storage.StringConverter",
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
             Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
+            Converter::Avro(avro) => avro.class.name(),
         }
     }
 
@@ -114,6 +119,7 @@ impl Converter {
                 (_, Value::Null) => Ok(None),
                 _ => binary_delegate(*delegate, value)?.encode(schema, value),
             },
+            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 
@@ -169,6 +175,7 @@ impl Converter {
                 Value::Bytes(b) => Ok(Some(b.clone())),
                 other => binary_delegate(*delegate, other)?.encode_schemaless(other),
             },
+            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 }
@@ -204,6 +211,9 @@ fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converte
         )
     })
 }
+/// An Avro converter writes a record's key or value ([`super::Data::encode_to`]), for its
+/// topic's subject; nothing else.
+const AVRO_NEEDS_TOPIC: &str = "the Avro converter writes only record keys and values";
 
 /// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
 /// string keys an object, any other map an array of pairs).

@@ -3,6 +3,7 @@
 //! converters (JsonConverter with or without schemas, StringConverter, ByteArrayConverter,
 //! SimpleHeaderConverter) that turn them into bytes. Pure.
 
+mod avro;
 mod converter;
 mod data;
 mod expand;
@@ -11,6 +12,10 @@ mod pg_text;
 mod postgres_types;
 mod record;
 
+pub use avro::{
+    avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing, Lookup, RegistryError,
+    SchemaRegistry, SubjectNameStrategy,
+};
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
@@ -21,4 +26,4 @@ pub use postgres_types::{
     default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
     HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
-pub use record::{ConnectRecord, ConvertError, Converters, Data, Header};
+pub use record::{ConnectRecord, ConvertError, Converters, Data, Failed, Header, Stop};

@@ -3,6 +3,7 @@
 //! headers with theirs, timestamp. Nothing here is bytes yet; [`ConnectRecord::convert`]
 //! writes them with the worker's converters.
 
+use super::avro::AvroError;
 use super::converter::{Converter, HeaderConverter};
 use super::data::{Schema, SchemaType, Value};
 use crate::record::OutboxRecord;
@@ -36,6 +37,27 @@ impl Data {
     /// A required string.
     pub fn text(text: &str) -> Self {
         Self::new(Schema::new(SchemaType::String, false), Value::text(text))
+    }
+
+    /// A record's key or value written by `converter` for `topic` (schema-registry
+    /// converters register its schema under the topic's subject); `None` is a Kafka null.
+    /// Apicurio's converter adds its headers to `headers`.
+    pub fn encode_to(
+        &self,
+        converter: &Converter,
+        topic: &str,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, Failed> {
+        match converter {
+            Converter::Avro(avro) => avro
+                .encode(topic, self.schema.as_ref(), &self.value, headers)
+                .map_err(|e| match e {
+                    AvroError::Record(m) => Failed(m, None),
+                    AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
+                    AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
+                }),
+            other => self.encode(other).map_err(|m| Failed(m, None)),
+        }
     }
 
     /// Written by `converter`; `None` is a Kafka null.
@@ -118,35 +140,56 @@ pub struct ConvertError {
     pub stage: &'static str,
     pub class: &'static str,
     pub message: String,
+    /// Set when the failure is not the record's: the relay stops (and retries, or exits)
+    /// instead of dead-lettering it.
+    pub stop: Option<Stop>,
 }
+
+/// A converter failure that is not the record's problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A schema registry that cannot be reached, timed out or answered 5xx: passes.
+    Unavailable,
+    /// The schema registry refused the credentials.
+    Unauthorized,
+}
+
+/// A key or value converter's failure: why, and whether it stops the relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed(pub String, pub Option<Stop>);
 
 impl ConnectRecord {
     /// The Kafka record the converters make of it: headers first, then key, then value, as
     /// a Connect worker converts them.
     pub fn convert(&self, converters: Converters<'_>) -> Result<OutboxRecord, ConvertError> {
         let failed = |stage, class| {
-            move |message| ConvertError {
+            move |Failed(message, stop)| ConvertError {
                 stage,
                 class,
                 message,
+                stop,
             }
         };
-        let headers = self
+        let mut headers = self
             .headers
             .iter()
             .map(|h| Ok((h.name.clone(), h.bytes(converters.header)?)))
             .collect::<Result<Vec<_>, String>>()
+            .map_err(|m| Failed(m, None))
             .map_err(failed("HEADER_CONVERTER", converters.header.class()))?;
+        // Kafka Connect hands the converters the record's headers: Apicurio's adds its own.
+        let key = self
+            .key
+            .encode_to(converters.key, &self.topic, &mut headers)
+            .map_err(failed("KEY_CONVERTER", converters.key.class()))?;
+        let value = self
+            .value
+            .encode_to(converters.value, &self.topic, &mut headers)
+            .map_err(failed("VALUE_CONVERTER", converters.value.class()))?;
         Ok(OutboxRecord {
             topic: self.topic.clone(),
-            key: self
-                .key
-                .encode(converters.key)
-                .map_err(failed("KEY_CONVERTER", converters.key.class()))?,
-            value: self
-                .value
-                .encode(converters.value)
-                .map_err(failed("VALUE_CONVERTER", converters.value.class()))?,
+            key,
+            value,
             headers,
             partition: self.partition,
             timestamp_ms: self.timestamp_ms,

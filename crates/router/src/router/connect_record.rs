@@ -368,6 +368,12 @@ pub(super) fn convert(
 ) -> RouteOutcome {
     match record.convert(format.converters()) {
         Ok(record) => RouteOutcome::Record(record),
+        Err(error) if error.stop == Some(crate::connect::Stop::Unavailable) => {
+            RouteOutcome::Unavailable(format!("{}: {}", error.class, error.message))
+        }
+        Err(error) if error.stop == Some(crate::connect::Stop::Unauthorized) => {
+            RouteOutcome::Fatal(format!("{}: {}", error.class, error.message))
+        }
         Err(error) => {
             let mut row = dead();
             row.original_topic

@@ -58,7 +58,7 @@ mod tests {
         Router::new(RouterConfig {
             output: Output::Connect(ConnectFormat {
                 heartbeat_topic: heartbeat_topic.map(Into::into),
-                ..ConnectFormat::new(converter, converter, "dbserver1")
+                ..ConnectFormat::new(converter.clone(), converter, "dbserver1")
             }),
             ..RouterConfig::default()
         })
@@ -71,7 +71,7 @@ mod tests {
             schemas_enable: true,
             replace_null_with_default: true,
         };
-        let hb = router(json, Some("__debezium-heartbeat.dbserver1"));
+        let hb = router(json.clone(), Some("__debezium-heartbeat.dbserver1"));
         let r = hb.converted(hb.heartbeat(1_700_000_000_000));
         assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");
         assert_eq!(r.partition, Some(0));

@@ -181,7 +181,7 @@ mod tests {
                     topic: "dbserver1.transaction".into(),
                     skipped: vec!['t'],
                 }),
-                ..ConnectFormat::new(json, json, "dbserver1")
+                ..ConnectFormat::new(json.clone(), json, "dbserver1")
             }),
             ..RouterConfig::default()
         })

@@ -364,7 +364,7 @@ pub fn target(letter: &Letter, reroute: &mut Reroute) -> Target {
                     "{table} is not an outbox table of the current configuration (--table)"
                 )),
                 RouteOutcome::SkippedUpdate { .. } => not("not an inserted row".into()),
-                RouteOutcome::Fatal(reason) => not(reason),
+                RouteOutcome::Fatal(reason) | RouteOutcome::Unavailable(reason) => not(reason),
                 RouteOutcome::Connect(_) => unreachable!("route() returns it transformed"),
             }
         }

@@ -1,0 +1,192 @@
+//! The schema-registry Avro converters of a Debezium configuration: Confluent's
+//! `io.confluent.connect.avro.AvroConverter` and Apicurio 2.x's
+//! `io.apicurio.registry.utils.converter.AvroConverter`, with their options as Kafka Connect
+//! hands them over (`value.converter.schema.registry.url`, ...).
+
+use super::options::Options;
+use crate::registry::{Api, Credentials, RegistryClient};
+use crate::secret::Secret;
+use outbox_router::connect::{AvroClass, AvroConverter, Framing, Lookup, SubjectNameStrategy};
+use std::sync::Arc;
+
+fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+    match o.get(key) {
+        None => Ok(default),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(format!("{key}: {v:?} is not true or false")),
+    }
+}
+
+/// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
+pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+    let is_key = key.starts_with("key.");
+    let url_key = format!("{key}.schema.registry.url");
+    let url = o
+        .get(&url_key)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| format!("{url_key} is required by {}", AvroClass::Confluent.name()))?;
+    let credentials = match o
+        .get(&format!("{key}.basic.auth.credentials.source"))
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None | Some("USER_INFO") if o.get(&format!("{key}.basic.auth.user.info")).is_some() => {
+            let option = format!("{key}.basic.auth.user.info");
+            Credentials::Basic {
+                user_info: Secret::new(o.get(&option).unwrap_or_default()),
+                option,
+            }
+        }
+        None | Some("USER_INFO") | Some("URL") => Credentials::None,
+        Some(other) => {
+            return Err(format!(
+                "{key}.basic.auth.credentials.source={other} is not supported; use USER_INFO with {key}.basic.auth.user.info"
+            ))
+        }
+    };
+    let credentials = match o
+        .get(&format!("{key}.bearer.auth.credentials.source"))
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None => credentials,
+        Some("STATIC_TOKEN") => {
+            let option = format!("{key}.bearer.auth.token");
+            let token = o
+                .get(&option)
+                .ok_or_else(|| format!("{option} is required with bearer.auth.credentials.source=STATIC_TOKEN"))?;
+            Credentials::Bearer {
+                token: Secret::new(token),
+                option,
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "{key}.bearer.auth.credentials.source={other} is not supported; use STATIC_TOKEN with {key}.bearer.auth.token"
+            ))
+        }
+    };
+    let auto_register = flag(o, &format!("{key}.auto.register.schemas"), true)?;
+    let use_latest = flag(o, &format!("{key}.use.latest.version"), false)?;
+    let lookup = match (use_latest, auto_register) {
+        (true, _) => Lookup::Latest,
+        (false, true) => Lookup::Register,
+        (false, false) => Lookup::Find,
+    };
+    let part = if is_key { "key" } else { "value" };
+    let strategy_key = format!("{key}.{part}.subject.name.strategy");
+    let strategy = match o.get(&strategy_key) {
+        None => SubjectNameStrategy::Topic,
+        Some(class) => match class.rsplit('.').next().unwrap_or(class) {
+            "TopicNameStrategy" => SubjectNameStrategy::Topic,
+            "RecordNameStrategy" => SubjectNameStrategy::Record,
+            "TopicRecordNameStrategy" => SubjectNameStrategy::TopicRecord,
+            _ => {
+                return Err(format!(
+                    "{strategy_key}: {class} is not supported; use TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy (io.confluent.kafka.serializers.subject)"
+                ))
+            }
+        },
+    };
+    // The other part's strategy is read (and ignored) as Confluent's converter does.
+    o.get(&format!(
+        "{key}.{}.subject.name.strategy",
+        if is_key { "value" } else { "key" }
+    ));
+    // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
+    flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
+    let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
+    let registry = RegistryClient::new(Api::Confluent, url, credentials)
+        .map_err(|e| format!("{url_key}: {e}"))?;
+    let mut c = AvroConverter::new(
+        AvroClass::Confluent,
+        is_key,
+        strategy,
+        lookup,
+        Framing::Confluent,
+        Arc::new(registry),
+    );
+    c.connect_meta_data = meta;
+    Ok(c)
+}
+
+/// Apicurio Registry 2.x's AvroConverter under `key`.
+pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> {
+    let is_key = key.starts_with("key.");
+    let url_key = format!("{key}.apicurio.registry.url");
+    let url = o
+        .get(&url_key)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| format!("{url_key} is required by {}", AvroClass::Apicurio.name()))?;
+    let credentials = match o.get(&format!("{key}.apicurio.auth.username")) {
+        None => Credentials::None,
+        Some(user) => {
+            let option = format!("{key}.apicurio.auth.password");
+            let password = o.get(&option).unwrap_or_default();
+            Credentials::Basic {
+                user_info: Secret::new(format!("{user}:{password}")),
+                option,
+            }
+        }
+    };
+    let auto_register = flag(o, &format!("{key}.apicurio.registry.auto-register"), false)?;
+    let find_latest = flag(o, &format!("{key}.apicurio.registry.find-latest"), false)?;
+    let lookup = match (auto_register, find_latest) {
+        (true, _) => Lookup::Register,
+        (false, true) => Lookup::Latest,
+        (false, false) => Lookup::Find,
+    };
+    let use_id_key = format!("{key}.apicurio.registry.use-id");
+    let content_id = match o.get(&use_id_key) {
+        None | Some("globalId") => false,
+        Some("contentId") => true,
+        Some(other) => {
+            return Err(format!(
+                "{use_id_key}: {other:?} is not globalId or contentId"
+            ))
+        }
+    };
+    let as_confluent = flag(o, &format!("{key}.apicurio.registry.as-confluent"), false)?;
+    let headers = flag(o, &format!("{key}.apicurio.registry.headers.enabled"), true)?;
+    let framing = match (headers, as_confluent) {
+        (true, _) => Framing::Headers { content_id },
+        (false, true) => Framing::Confluent,
+        (false, false) => Framing::Long,
+    };
+    let strategy_key = format!("{key}.apicurio.registry.artifact-resolver-strategy");
+    if let Some(class) = o.get(&strategy_key) {
+        if !class.ends_with(".TopicIdStrategy") {
+            return Err(format!(
+                "{strategy_key}: {class} is not supported; outbox-relay names artifacts <topic>-key / <topic>-value (TopicIdStrategy)"
+            ));
+        }
+    }
+    let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
+    let registry = RegistryClient::new(Api::Apicurio { content_id }, url, credentials)
+        .map_err(|e| format!("{url_key}: {e}"))?;
+    let mut c = AvroConverter::new(
+        AvroClass::Apicurio,
+        is_key,
+        SubjectNameStrategy::Topic,
+        lookup,
+        framing,
+        Arc::new(registry),
+    );
+    c.connect_meta_data = meta;
+    Ok(c)
+}
+
+/// What the relay's notes say about the converter (never its credentials).
+pub(super) fn describe(c: &AvroConverter) -> String {
+    format!(
+        ", {:?} ids, {:?} subjects, {}",
+        c.framing,
+        c.strategy,
+        match c.lookup {
+            Lookup::Register => "schemas registered automatically",
+            Lookup::Find => "schemas looked up",
+            Lookup::Latest => "the subject's latest version",
+        }
+    )
+}

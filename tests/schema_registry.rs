@@ -1,0 +1,291 @@
+//! Debezium configurations with schema-registry Avro converters, against a real registry
+//! (Apicurio Registry 2.6, whose ccompat API is Confluent's): Confluent's AvroConverter
+//! writes magic byte 0, the schema id the registry gave `<topic>-value`, then the Avro body;
+//! Apicurio's converter the body with its global id in a header. A registry that goes away
+//! stops nothing for good and dead-letters nothing; a wrong password ends the relay with the
+//! option to fix, never the secret.
+
+mod common;
+
+use common::*;
+use outbox_relay_testkit::registry::{BasicAuthGate, Registry};
+use outbox_relay_testkit::ConsumedRecord;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// `GET path` on loopback `port`, as JSON.
+fn get_json(port: u16, path: &str) -> serde_json::Value {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: registry\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains(" 200 "), "GET {path}: {head}\n{body}");
+    serde_json::from_str(body).unwrap()
+}
+
+/// Avro's zigzag varint at `at`: the value and the next position.
+fn read_long(b: &[u8], mut at: usize) -> (i64, usize) {
+    let (mut n, mut shift) = (0u64, 0);
+    loop {
+        let byte = b[at];
+        at += 1;
+        n |= u64::from(byte & 0x7F) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return (((n >> 1) as i64) ^ -((n & 1) as i64), at);
+        }
+    }
+}
+
+fn read_string(b: &[u8], at: usize) -> (String, usize) {
+    let (len, at) = read_long(b, at);
+    let end = at + len as usize;
+    (String::from_utf8(b[at..end].to_vec()).unwrap(), end)
+}
+
+/// The envelope `{payload: ["null", Json string], type: string}`'s body: (payload, type).
+fn decode_envelope(body: &[u8]) -> (String, String) {
+    let (branch, at) = read_long(body, 0);
+    assert_eq!(branch, 1, "payload is not null");
+    let (payload, at) = read_string(body, at);
+    let (event_type, at) = read_string(body, at);
+    assert_eq!(at, body.len());
+    (payload, event_type)
+}
+
+async fn insert(stack: &Stack, n: u64, aggregate_type: &str) {
+    stack
+        .db
+        .execute(
+            "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1::text::uuid, $2, $3, 'Created', $4::text::jsonb)",
+            &[&event_uuid(n), &aggregate_type, &format!("agg-{n}"), &format!("{{\"n\": {n}}}")],
+        )
+        .await
+        .unwrap();
+}
+
+/// Reads `topic` until it holds `count` records (or 30 s pass).
+async fn read_until(stack: &Stack, topic: &str, count: usize) -> Vec<ConsumedRecord> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if !stack.topics().await.iter().any(|t| t == topic) {
+            assert!(Instant::now() < deadline, "no topic {topic} after 30 s");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            continue;
+        }
+        let records = stack.read_topic(topic).await;
+        if records.len() >= count || Instant::now() > deadline {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+const ENVELOPE: (&str, &str) = (
+    "transforms.outbox.table.fields.additional.placement",
+    "event_type:envelope:type",
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_converters_write_what_kafka_connect_writes() {
+    let mut registry = Registry::start().expect("a schema registry");
+    let gate = BasicAuthGate::start(registry.port(), "relay", "s3cret-pass").unwrap();
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // --- Confluent's AvroConverter, through a registry that checks the password ---
+    let url = format!("http://127.0.0.1:{}/apis/ccompat/v7", gate.port());
+    let config = outbox_connector(
+        dir.path(),
+        "avro_confluent",
+        &[
+            ENVELOPE,
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.avro",
+            ),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter",
+            ),
+            ("value.converter", "io.confluent.connect.avro.AvroConverter"),
+            ("value.converter.schema.registry.url", &url),
+            ("value.converter.basic.auth.credentials.source", "USER_INFO"),
+            ("value.converter.basic.auth.user.info", "relay:s3cret-pass"),
+        ],
+    );
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot("avro_confluent", &["--debezium-config", &config])
+        .await;
+    for n in 0..4 {
+        insert(&stack, n, "Order").await;
+    }
+    let records = read_until(&stack, "Order.avro", 4).await;
+    assert_eq!(records.len(), 4, "{}", relay.log());
+    let latest = get_json(
+        registry.port(),
+        "/apis/ccompat/v7/subjects/Order.avro-value/versions/latest",
+    );
+    let id = latest["id"].as_u64().unwrap() as u32;
+    let schema: serde_json::Value =
+        serde_json::from_str(latest["schema"].as_str().unwrap()).unwrap();
+    assert_eq!(schema["type"], "record", "{schema}");
+    assert_eq!(
+        schema["connect.name"], "app.public.outbox.Order.Value",
+        "{schema}"
+    );
+    let fields: Vec<&str> = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["payload", "type"]);
+    for (n, r) in records.iter().enumerate() {
+        let value = r.value.as_deref().unwrap();
+        assert_eq!(value[0], 0, "magic byte");
+        assert_eq!(u32::from_be_bytes(value[1..5].try_into().unwrap()), id);
+        let (payload, event_type) = decode_envelope(&value[5..]);
+        assert_eq!(payload, format!("{{\"n\": {n}}}"));
+        assert_eq!(event_type, "Created");
+        assert_eq!(r.key_str(), Some(format!("agg-{n}").as_str()));
+    }
+
+    // The registry goes away: a new subject cannot be registered. Nothing is dead-lettered,
+    // the relay keeps retrying, and the events arrive once the registry is back.
+    registry.stop();
+    for n in 10..13 {
+        insert(&stack, n, "Late").await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(relay.is_running(), "{}", relay.log());
+    assert!(
+        relay.log().contains("schema registry"),
+        "the relay says what it waits for:\n{}",
+        relay.log()
+    );
+    registry.restart().unwrap();
+    let late = read_until(&stack, "Late.avro", 3).await;
+    let mut payloads: Vec<String> = late
+        .iter()
+        .map(|r| decode_envelope(&r.value.as_deref().unwrap()[5..]).0)
+        .collect();
+    payloads.dedup();
+    assert_eq!(
+        payloads,
+        ["{\"n\": 10}", "{\"n\": 11}", "{\"n\": 12}"],
+        "{}",
+        relay.log()
+    );
+    let id = get_json(
+        registry.port(),
+        "/apis/ccompat/v7/subjects/Late.avro-value/versions/latest",
+    )["id"]
+        .as_u64()
+        .unwrap() as u32;
+    assert!(late
+        .iter()
+        .all(|r| r.value.as_deref().unwrap()[1..5] == id.to_be_bytes()));
+    let topics = stack.topics().await;
+    assert!(
+        !topics.iter().any(|t| t.contains("dlq")),
+        "nothing dead-lettered: {topics:?}"
+    );
+    relay.terminate(Duration::from_secs(10)).unwrap();
+
+    // --- Apicurio's AvroConverter: the body, its global id in a header ---
+    let config = outbox_connector(
+        dir.path(),
+        "avro_apicurio",
+        &[
+            ENVELOPE,
+            ("slot.drop.on.stop", "false"),
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.apicurio",
+            ),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter",
+            ),
+            (
+                "value.converter",
+                "io.apicurio.registry.utils.converter.AvroConverter",
+            ),
+            (
+                "value.converter.apicurio.registry.url",
+                &registry.apicurio_url(),
+            ),
+            ("value.converter.apicurio.registry.auto-register", "true"),
+        ],
+    );
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot("avro_apicurio", &["--debezium-config", &config])
+        .await;
+    insert(&stack, 20, "Order").await;
+    // The snapshot's four Order rows, then the new one.
+    let records = read_until(&stack, "Order.apicurio", 5).await;
+    assert_eq!(records.len(), 5, "{}", relay.log());
+    let meta = get_json(
+        registry.port(),
+        "/apis/registry/v2/groups/default/artifacts/Order.apicurio-value/meta",
+    );
+    let global_id = meta["globalId"].as_u64().unwrap();
+    let mut payloads = Vec::new();
+    for r in &records {
+        assert_eq!(
+            r.header("apicurio.value.globalId"),
+            Some(&global_id.to_be_bytes()[..])
+        );
+        assert_eq!(r.header("apicurio.value.encoding"), Some(&b"BINARY"[..]));
+        let (payload, event_type) = decode_envelope(r.value.as_deref().unwrap());
+        assert_eq!(event_type, "Created");
+        payloads.push(payload);
+    }
+    payloads.sort();
+    assert_eq!(
+        payloads,
+        [
+            "{\"n\": 0}",
+            "{\"n\": 1}",
+            "{\"n\": 20}",
+            "{\"n\": 2}",
+            "{\"n\": 3}"
+        ]
+    );
+    relay.terminate(Duration::from_secs(10)).unwrap();
+
+    // --- A wrong password: the relay exits naming the option, never the secret ---
+    let config = outbox_connector(
+        dir.path(),
+        "avro_denied",
+        &[
+            ENVELOPE,
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.denied",
+            ),
+            ("value.converter", "io.confluent.connect.avro.AvroConverter"),
+            ("value.converter.schema.registry.url", &url),
+            ("value.converter.basic.auth.credentials.source", "USER_INFO"),
+            (
+                "value.converter.basic.auth.user.info",
+                "relay:Wr0ng-Secret-9",
+            ),
+        ],
+    );
+    // The outbox's rows are snapshotted first: the first of them meets the refusal.
+    let mut relay = stack.spawn_relay(&["--debezium-config", &config]);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+    let log = relay.log();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("value.converter.basic.auth.user.info"),
+        "{log}"
+    );
+    assert!(!log.contains("Wr0ng-Secret-9"), "{log}");
+}
