@@ -794,8 +794,8 @@ fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
     let mismatch = || {
         format!(
             "Invalid Java object for schema with type {}: {}",
-            type_name(&schema.kind),
-            value_class(value)
+            schema.kind.type_name(),
+            super::data::java_class(Some(schema), value)
         )
     };
     match (&schema.kind, value) {
@@ -884,38 +884,6 @@ fn write_field(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
                 .into(),
         ),
         _ => write_value(out, schema, value),
-    }
-}
-
-fn type_name(kind: &SchemaType) -> &'static str {
-    match kind {
-        SchemaType::Boolean => "BOOLEAN",
-        SchemaType::Int8 => "INT8",
-        SchemaType::Int16 => "INT16",
-        SchemaType::Int32 => "INT32",
-        SchemaType::Int64 => "INT64",
-        SchemaType::Float32 => "FLOAT32",
-        SchemaType::Float64 => "FLOAT64",
-        SchemaType::String => "STRING",
-        SchemaType::Bytes => "BYTES",
-        SchemaType::Array(_) => "ARRAY",
-        SchemaType::Map(..) => "MAP",
-        SchemaType::Struct(_) => "STRUCT",
-    }
-}
-
-fn value_class(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Boolean(_) => "java.lang.Boolean",
-        Value::Int(_) => "java.lang.Long",
-        Value::Float(_) => "java.lang.Double",
-        Value::String(_) => "java.lang.String",
-        Value::Bytes(_) => "[B",
-        Value::Array(_) => "java.util.ArrayList",
-        Value::Map(_) => "java.util.HashMap",
-        Value::Struct(_) => "org.apache.kafka.connect.data.Struct",
-        Value::Decimal(_) => "java.math.BigDecimal",
     }
 }
 

@@ -22,6 +22,26 @@ pub enum SchemaType {
     Struct(Vec<(Arc<str>, Schema)>),
 }
 
+impl SchemaType {
+    /// Connect's `Schema.Type` name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            SchemaType::Boolean => "BOOLEAN",
+            SchemaType::Int8 => "INT8",
+            SchemaType::Int16 => "INT16",
+            SchemaType::Int32 => "INT32",
+            SchemaType::Int64 => "INT64",
+            SchemaType::Float32 => "FLOAT32",
+            SchemaType::Float64 => "FLOAT64",
+            SchemaType::String => "STRING",
+            SchemaType::Bytes => "BYTES",
+            SchemaType::Array(_) => "ARRAY",
+            SchemaType::Map(..) => "MAP",
+            SchemaType::Struct(_) => "STRUCT",
+        }
+    }
+}
+
 /// A Connect schema: type plus the optional, name, version and default attributes that
 /// JsonConverter writes when `schemas.enable=true`.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,5 +108,34 @@ impl Value {
             Value::String(b) => std::str::from_utf8(b).ok(),
             _ => None,
         }
+    }
+}
+
+/// The Java class Connect names in its messages for a value of `schema`.
+pub fn java_class(schema: Option<&Schema>, value: &Value) -> &'static str {
+    match (value, schema.map(|s| &s.kind)) {
+        (Value::Null, _) => "null",
+        (Value::Boolean(_), _) => "java.lang.Boolean",
+        (Value::Int(_), Some(SchemaType::Int8)) => "java.lang.Byte",
+        (Value::Int(_), Some(SchemaType::Int16)) => "java.lang.Short",
+        (Value::Int(_), Some(SchemaType::Int32)) => match schema.and_then(|s| s.name.as_deref()) {
+            Some("org.apache.kafka.connect.data.Date" | "org.apache.kafka.connect.data.Time") => {
+                "java.util.Date"
+            }
+            _ => "java.lang.Integer",
+        },
+        (Value::Int(_), _) => match schema.and_then(|s| s.name.as_deref()) {
+            Some("org.apache.kafka.connect.data.Timestamp") => "java.util.Date",
+            _ => "java.lang.Long",
+        },
+        (Value::Float(_), Some(SchemaType::Float32)) => "java.lang.Float",
+        (Value::Float(_), _) => "java.lang.Double",
+        (Value::String(_), _) => "java.lang.String",
+        // Debezium hands bytea values to the transforms as ByteBuffers.
+        (Value::Bytes(_), _) => "java.nio.HeapByteBuffer",
+        (Value::Decimal(_), _) => "java.math.BigDecimal",
+        (Value::Array(_), _) => "java.util.ArrayList",
+        (Value::Map(_), _) => "java.util.HashMap",
+        (Value::Struct(_), _) => "org.apache.kafka.connect.data.Struct",
     }
 }

@@ -17,7 +17,7 @@ pub use avro::{
     SchemaRegistry, SubjectNameStrategy,
 };
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
-pub use data::{Schema, SchemaType, Value};
+pub use data::{java_class, Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
 pub(crate) use pg_text::{civil_from_days, days_from_civil};

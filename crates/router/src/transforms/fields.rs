@@ -14,34 +14,7 @@ pub(super) fn part(record: &mut ConnectRecord, side: Side) -> &mut Data {
     }
 }
 
-/// The Java class Connect names in its messages for a value of `schema`.
-pub(super) fn java_class(schema: Option<&Schema>, value: &Value) -> &'static str {
-    match (value, schema.map(|s| &s.kind)) {
-        (Value::Null, _) => "null",
-        (Value::Boolean(_), _) => "java.lang.Boolean",
-        (Value::Int(_), Some(SchemaType::Int8)) => "java.lang.Byte",
-        (Value::Int(_), Some(SchemaType::Int16)) => "java.lang.Short",
-        (Value::Int(_), Some(SchemaType::Int32)) => match schema.and_then(|s| s.name.as_deref()) {
-            Some("org.apache.kafka.connect.data.Date" | "org.apache.kafka.connect.data.Time") => {
-                "java.util.Date"
-            }
-            _ => "java.lang.Integer",
-        },
-        (Value::Int(_), _) => match schema.and_then(|s| s.name.as_deref()) {
-            Some("org.apache.kafka.connect.data.Timestamp") => "java.util.Date",
-            _ => "java.lang.Long",
-        },
-        (Value::Float(_), Some(SchemaType::Float32)) => "java.lang.Float",
-        (Value::Float(_), _) => "java.lang.Double",
-        (Value::String(_), _) => "java.lang.String",
-        // Debezium hands bytea values to the transforms as ByteBuffers.
-        (Value::Bytes(_), _) => "java.nio.HeapByteBuffer",
-        (Value::Decimal(_), _) => "java.math.BigDecimal",
-        (Value::Array(_), _) => "java.util.ArrayList",
-        (Value::Map(_), _) => "java.util.HashMap",
-        (Value::Struct(_), _) => "org.apache.kafka.connect.data.Struct",
-    }
-}
+pub(super) use crate::connect::java_class;
 
 /// A struct schema's fields.
 pub(super) type Fields = [(Arc<str>, Schema)];
@@ -139,20 +112,7 @@ pub(super) fn check_null(name: &str, schema: &Schema, value: &Value) -> Result<(
 
 /// Connect's `Schema.Type` name.
 pub(super) fn type_name(kind: &SchemaType) -> &'static str {
-    match kind {
-        SchemaType::Boolean => "BOOLEAN",
-        SchemaType::Int8 => "INT8",
-        SchemaType::Int16 => "INT16",
-        SchemaType::Int32 => "INT32",
-        SchemaType::Int64 => "INT64",
-        SchemaType::Float32 => "FLOAT32",
-        SchemaType::Float64 => "FLOAT64",
-        SchemaType::String => "STRING",
-        SchemaType::Bytes => "BYTES",
-        SchemaType::Array(_) => "ARRAY",
-        SchemaType::Map(..) => "MAP",
-        SchemaType::Struct(_) => "STRUCT",
-    }
+    kind.type_name()
 }
 
 /// `Schema.toString()`: `Schema{name:TYPE}`, or `Schema{TYPE}` without a name.
