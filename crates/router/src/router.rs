@@ -135,16 +135,13 @@ impl Router {
         let errors = &format.errors;
         let original =
             (errors.log_messages || errors.dead_letter_queue.is_some()).then(|| record.clone());
+        let topic = record.topic.clone();
         match self.config.chain.apply(record, now_ms) {
             Ok(Some(record)) => connect_record::convert(record, original.as_ref(), format, || dead),
             Ok(None) => RouteOutcome::Ignored,
             Err(error) => {
-                dead.original_topic.get_or_insert_with(|| {
-                    original
-                        .as_ref()
-                        .map(|r| r.topic.to_string())
-                        .unwrap_or_default()
-                });
+                // The topic the EventRouter gave it.
+                dead.original_topic.get_or_insert_with(|| topic.to_string());
                 let message = error.to_string();
                 tolerance::failed(
                     format,
