@@ -451,6 +451,9 @@ fn is_password(key: &str) -> bool {
     key.ends_with("password")
         || key.ends_with("sasl.jaas.config")
         || key.ends_with("ssl.keystore.key")
+        // A schema registry's credentials (Confluent's converters type them PASSWORD).
+        || key.ends_with("basic.auth.user.info")
+        || key.ends_with("bearer.auth.token")
 }
 
 async fn list(State(herder): State<Arc<Herder>>, query: axum::extract::RawQuery) -> Json<Value> {
@@ -857,4 +860,22 @@ async fn reset_offsets(
          to start over, drop the slot (SELECT pg_drop_replication_slot(...)) and resume the connector"
             .into(),
     ))
+}
+
+#[cfg(test)]
+mod password_tests {
+    /// validate shows these as `[hidden]`: passwords, JAAS configs, key material and a
+    /// schema registry's credentials.
+    #[test]
+    fn secrets_are_options_validate_hides() {
+        for key in [
+            "database.password",
+            "producer.override.sasl.jaas.config",
+            "value.converter.basic.auth.user.info",
+            "key.converter.bearer.auth.token",
+        ] {
+            assert!(super::is_password(key), "{key}");
+        }
+        assert!(!super::is_password("value.converter.schema.registry.url"));
+    }
 }
