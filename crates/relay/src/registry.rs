@@ -9,7 +9,7 @@
 //! refused (409 incompatible, 422 invalid, 404 not registered) → the record's problem.
 
 use crate::secret::Secret;
-use outbox_router::connect::{Lookup, RegistryError, SchemaRegistry};
+use outbox_router::connect::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -35,7 +35,7 @@ pub struct RegistryClient {
     /// The option the credentials came from, for an error that must name it.
     credentials_option: Option<String>,
     agent: ureq::Agent,
-    ids: Mutex<HashMap<(String, String, Lookup), u64>>,
+    ids: Mutex<HashMap<IdKey, u64>>,
 }
 
 impl fmt::Debug for RegistryClient {
@@ -154,9 +154,14 @@ impl RegistryClient {
         Ok((status, text))
     }
 
-    fn ask(&self, subject: &str, schema: &str, lookup: Lookup) -> Result<u64, RegistryError> {
+    fn ask(
+        &self,
+        subject: &str,
+        schema: &SchemaText<'_>,
+        lookup: Lookup,
+    ) -> Result<u64, RegistryError> {
         let subject_path = percent_encoding::utf8_percent_encode(subject, SEGMENT).to_string();
-        let schema_body = serde_json::json!({ "schema": schema }).to_string();
+        let schema_body = confluent_body(schema);
         let confluent = [("Content-Type", "application/vnd.schemaregistry.v1+json")];
         let (status, body, id_field) = match self.api {
             Api::Confluent => {
@@ -188,18 +193,18 @@ impl RegistryClient {
                         "POST",
                         &format!("{artifacts}?ifExists=RETURN_OR_UPDATE&canonical=false"),
                         Some((
-                            schema,
+                            schema.text,
                             &[
                                 ("Content-Type", "application/json"),
                                 ("X-Registry-ArtifactId", subject),
-                                ("X-Registry-ArtifactType", "AVRO"),
+                                ("X-Registry-ArtifactType", schema.format.name()),
                             ],
                         )),
                     )?,
                     Lookup::Find => self.call(
                         "POST",
                         &format!("{artifacts}/{subject_path}/meta?canonical=false"),
-                        Some((schema, &json)),
+                        Some((schema.text, &json)),
                     )?,
                     Lookup::Latest => {
                         self.call("GET", &format!("{artifacts}/{subject_path}/meta"), None)?
@@ -255,6 +260,38 @@ impl RegistryClient {
     }
 }
 
+/// What an id is cached under: the subject, and the schema as sent (its text and references).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct IdKey {
+    subject: String,
+    format: SchemaFormat,
+    schema: String,
+    lookup: Lookup,
+}
+
+/// The body of Confluent's register and look-up requests: `schemaType` only when it is not
+/// Avro, and `references` only when there are some, as Confluent's client sends them.
+fn confluent_body(schema: &SchemaText<'_>) -> String {
+    let mut body = serde_json::Map::new();
+    if schema.format != SchemaFormat::Avro {
+        body.insert("schemaType".into(), schema.format.name().into());
+    }
+    if !schema.references.is_empty() {
+        body.insert(
+            "references".into(),
+            schema
+                .references
+                .iter()
+                .map(|r| {
+                    serde_json::json!({ "name": r.name, "subject": r.subject, "version": r.version })
+                })
+                .collect(),
+        );
+    }
+    body.insert("schema".into(), schema.text.into());
+    serde_json::Value::Object(body).to_string()
+}
+
 /// The registry's error message (`{"error_code":…,"message":…}`), else the body.
 fn message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
@@ -271,16 +308,22 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'~');
 
 impl SchemaRegistry for RegistryClient {
-    fn id(&self, subject: &str, schema: &str, lookup: Lookup) -> Result<u64, RegistryError> {
-        let key = (
-            subject.to_owned(),
-            if lookup == Lookup::Latest {
+    fn id(
+        &self,
+        subject: &str,
+        schema: &SchemaText<'_>,
+        lookup: Lookup,
+    ) -> Result<u64, RegistryError> {
+        let key = IdKey {
+            subject: subject.to_owned(),
+            format: schema.format,
+            schema: if lookup == Lookup::Latest {
                 String::new()
             } else {
-                schema.to_owned()
+                confluent_body(schema)
             },
             lookup,
-        );
+        };
         if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(*id);
         }

@@ -12,6 +12,7 @@
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use super::postgres_types::java_hash_map_order;
+use super::registry::{Lookup, RegistryError, SchemaRegistry, SchemaText};
 use bytes::Bytes;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -25,36 +26,6 @@ const TIMESTAMP: &str = "org.apache.kafka.connect.data.Timestamp";
 /// Connect's Decimal precision parameter (Debezium sets it) and AvroData's default.
 const PRECISION_PARAM: &str = "connect.decimal.precision";
 const DEFAULT_PRECISION: u32 = 64;
-
-/// Why the registry did not give an id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegistryError {
-    /// Unreachable, timed out, 5xx: passes; the record is converted again later.
-    Unavailable(String),
-    /// 401/403: the credentials must change (the message names the option, never its value).
-    Unauthorized(String),
-    /// The registry refused this schema (409 incompatible, 422 invalid, or not found when
-    /// schemas are not registered automatically): the record's problem.
-    Rejected(String),
-}
-
-/// How an id is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lookup {
-    /// `auto.register.schemas=true`: registered under the subject (an existing identical
-    /// schema keeps its id).
-    Register,
-    /// `auto.register.schemas=false`: the schema must already be registered under the subject.
-    Find,
-    /// `use.latest.version=true`: the subject's latest version, whatever its schema.
-    Latest,
-}
-
-/// A schema registry: the id of an Avro schema under a subject. Implementations cache, so
-/// that each schema is asked for once.
-pub trait SchemaRegistry: Send + Sync + fmt::Debug {
-    fn id(&self, subject: &str, schema: &str, lookup: Lookup) -> Result<u64, RegistryError>;
-}
 
 /// Kafka Connect's subject name strategies (`key.subject.name.strategy`,
 /// `value.subject.name.strategy`).
@@ -239,7 +210,7 @@ impl AvroConverter {
         let subject = self.subject(topic, &avro);
         let id = self
             .registry
-            .id(&subject, &avro.json, self.lookup)
+            .id(&subject, &SchemaText::avro(&avro.json), self.lookup)
             .map_err(|e| match e {
                 RegistryError::Unavailable(m) => AvroError::Unavailable(m),
                 RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
@@ -900,11 +871,16 @@ mod tests {
     }
 
     impl SchemaRegistry for Fixed {
-        fn id(&self, subject: &str, schema: &str, _: Lookup) -> Result<u64, RegistryError> {
+        fn id(
+            &self,
+            subject: &str,
+            schema: &SchemaText<'_>,
+            _: Lookup,
+        ) -> Result<u64, RegistryError> {
             self.asked
                 .lock()
                 .unwrap()
-                .push((subject.to_owned(), schema.to_owned()));
+                .push((subject.to_owned(), schema.text.to_owned()));
             Ok(self.id)
         }
     }

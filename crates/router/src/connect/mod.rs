@@ -11,10 +11,10 @@ mod json;
 mod pg_text;
 mod postgres_types;
 mod record;
+mod registry;
 
 pub use avro::{
-    avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing, Lookup, RegistryError,
-    SchemaRegistry, SubjectNameStrategy,
+    avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing, SubjectNameStrategy,
 };
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Schema, SchemaType, Value};
@@ -27,3 +27,6 @@ pub use postgres_types::{
     HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
 pub use record::{ConnectRecord, ConvertError, Converters, Data, Failed, Header, Stop};
+pub use registry::{
+    Lookup, RegistryError, SchemaFormat, SchemaReference, SchemaRegistry, SchemaText,
+};
