@@ -13,6 +13,11 @@ pub fn now_micros() -> i64 {
     unix - PG_EPOCH_UNIX_MICROS
 }
 
+/// A commit time (microseconds since 2000-01-01) in Unix epoch microseconds.
+pub fn epoch_micros(micros_since_2000: i64) -> i64 {
+    micros_since_2000 + PG_EPOCH_UNIX_MICROS
+}
+
 /// A commit time (microseconds since 2000-01-01) in Unix epoch milliseconds.
 pub fn epoch_millis(micros_since_2000: i64) -> i64 {
     (micros_since_2000 + PG_EPOCH_UNIX_MICROS).div_euclid(1000)

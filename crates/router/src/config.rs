@@ -187,6 +187,8 @@ pub struct RouterConfig {
     pub output: Output,
     /// Kafka Connect's transforms after the EventRouter (`transforms=outbox,route,…`).
     pub chain: crate::transforms::Chain,
+    /// The transforms before the EventRouter (on the change events), if any.
+    pub before: Option<crate::BeforeRouter>,
 }
 
 /// `table.op.invalid.behavior`: UPDATEs are not events; `warn`/`error` skip them with a
@@ -277,6 +279,13 @@ pub struct TransactionMetadata {
     pub topic: Arc<str>,
     /// `skipped.operations` (`u`, `d`, `t`): changes Debezium does not dispatch, so does not count.
     pub skipped: Vec<char>,
+}
+
+impl RouterConfig {
+    /// Whether any transform runs besides the EventRouter (before or after it).
+    pub fn has_transforms(&self) -> bool {
+        !self.chain.is_empty() || self.before.is_some()
+    }
 }
 
 impl ConnectFormat {
@@ -412,6 +421,7 @@ impl Default for RouterConfig {
             on_update: InvalidOperation::Ignore,
             output: Output::Raw,
             chain: crate::transforms::Chain::default(),
+            before: None,
         }
     }
 }

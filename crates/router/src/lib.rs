@@ -21,6 +21,6 @@ pub use config::{
     MessageConfig, Output, Placement, RouterConfig, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
-pub use record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
-pub use router::{Router, TransactionMark};
+pub use record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
+pub use router::{BeforeRouter, Router, SourcePosition, TransactionMark, CHANGE_EVENT_FIELDS};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

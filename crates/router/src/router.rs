@@ -40,6 +40,9 @@ pub struct Router {
     envelope_names: connect_record::EnvelopeNames,
     /// Column positions of the Insert being routed by [`Router::route_message`] (reused).
     positions: Vec<RawColumn>,
+    /// Where the change being routed is, for the change events of the transforms before
+    /// the EventRouter ([`Router::set_position`]).
+    position: SourcePosition,
 }
 
 /// routing value -> topic name (or why it is invalid), so that the template is rendered
@@ -60,7 +63,19 @@ impl Router {
             topics: TopicCache::default(),
             envelope_names: Default::default(),
             positions: Vec::new(),
+            position: SourcePosition::default(),
         }
+    }
+
+    /// Whether transforms run before the EventRouter: the relay then tells the router where
+    /// each change is ([`Router::set_position`]) before routing it.
+    pub fn wants_position(&self) -> bool {
+        self.config.before.is_some()
+    }
+
+    /// Where the next change routed is (its LSN, transaction, commit time).
+    pub fn set_position(&mut self, position: SourcePosition) {
+        self.position = position;
     }
 
     /// Whether `table` is one of the outbox tables.
@@ -127,14 +142,64 @@ impl Router {
         let RouteOutcome::Connect(pending) = outcome else {
             return outcome;
         };
-        let PendingRecord { record, mut dead } = *pending;
+        let PendingRecord {
+            record,
+            mut dead,
+            event,
+        } = *pending;
         let Output::Connect(format) = &self.config.output else {
             unreachable!("only a Connect output makes Connect records")
         };
         // The record before the transforms, which a failure's dead letter or log shows.
         let errors = &format.errors;
-        let original =
-            (errors.log_messages || errors.dead_letter_queue.is_some()).then(|| record.clone());
+        let keep_original = errors.log_messages || errors.dead_letter_queue.is_some();
+        let mut record = record;
+        if let Some(before) = &self.config.before {
+            // The transforms before the EventRouter see the change event an outbox row came
+            // from (their headers become the routed record's first ones), and the
+            // connector's own records (heartbeats, transaction metadata) themselves.
+            let input = match &event {
+                Some(at) => change_event::insert_event(
+                    before,
+                    &format.topic_prefix,
+                    &at.schema,
+                    &at.table,
+                    &at.position,
+                    &record.headers[..at.context.min(record.headers.len())],
+                    now_ms,
+                ),
+                None => record.clone(),
+            };
+            let original = keep_original.then(|| input.clone());
+            let topic = input.topic.clone();
+            match before.chain.apply(input, now_ms) {
+                Ok(Some(out)) => match &event {
+                    Some(at) => {
+                        let routed = record
+                            .headers
+                            .split_off(at.context.min(record.headers.len()));
+                        record.headers = out.headers;
+                        record.headers.extend(routed);
+                    }
+                    None => record = out,
+                },
+                Ok(None) => return RouteOutcome::Ignored,
+                Err(error) => {
+                    dead.original_topic.get_or_insert_with(|| topic.to_string());
+                    return tolerance::failed(
+                        format,
+                        original.as_ref(),
+                        tolerance::Failure {
+                            stage: "TRANSFORMATION",
+                            class: &error.class,
+                            message: error.to_string(),
+                        },
+                        dead,
+                    );
+                }
+            }
+        }
+        let original = keep_original.then(|| record.clone());
         let topic = record.topic.clone();
         match self.config.chain.apply(record, now_ms) {
             Ok(Some(record)) => connect_record::convert(record, original.as_ref(), format, || dead),
@@ -162,6 +227,7 @@ impl Router {
     /// `what` as its source.
     fn connect_record(&self, record: crate::connect::ConnectRecord, what: &str) -> RouteOutcome {
         RouteOutcome::Connect(Box::new(PendingRecord {
+            event: None,
             dead: InvalidRow {
                 reason: String::new(),
                 table: what.to_owned(),
@@ -315,7 +381,8 @@ impl Router {
                 &self.config,
                 &mut self.topics,
                 &mut self.envelope_names,
-                !self.config.chain.is_empty(),
+                self.config.has_transforms(),
+                self.config.before.as_ref().map(|_| &self.position),
             );
             return self.with_row(outcome, insert.relation_id, &insert.new_tuple);
         }
@@ -335,8 +402,12 @@ impl Router {
             RouteOutcome::Invalid(invalid) => (invalid, None),
             // The dead letter it becomes if a transform or converter fails on it.
             RouteOutcome::Connect(pending) => {
-                let PendingRecord { record, dead } = *pending;
-                (dead, Some(record))
+                let PendingRecord {
+                    record,
+                    dead,
+                    event,
+                } = *pending;
+                (dead, Some((record, event)))
             }
             other => return other,
         };
@@ -360,8 +431,9 @@ impl Router {
             });
         match pending {
             None => RouteOutcome::Invalid(invalid),
-            Some(record) => RouteOutcome::Connect(Box::new(PendingRecord {
+            Some((record, event)) => RouteOutcome::Connect(Box::new(PendingRecord {
                 record,
+                event,
                 dead: invalid,
             })),
         }
@@ -615,6 +687,7 @@ impl TopicCache {
     }
 }
 
+mod change_event;
 mod connect_record;
 #[cfg(test)]
 mod connect_tests;
@@ -622,6 +695,7 @@ mod heartbeat;
 mod message_record;
 mod tolerance;
 mod transaction;
+pub use change_event::{BeforeRouter, SourcePosition, READABLE_FIELDS as CHANGE_EVENT_FIELDS};
 pub use transaction::TransactionMark;
 #[cfg(test)]
 mod tests;

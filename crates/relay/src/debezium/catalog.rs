@@ -125,7 +125,9 @@ pub struct Draft {
     /// after the EventRouter.
     pub router_alias: String,
     pub decode_alias: Option<String>,
+    pub before_router: Vec<String>,
     pub after_router: Vec<String>,
+    pub before_chain: Option<Chain>,
     pub messages: Option<MessageConfig>,
     pub tables: Vec<TableName>,
     pub table_patterns: Vec<ListPattern>,
@@ -440,8 +442,9 @@ pub const CATALOG: &[Spec] = &[
     }), "Debezium's __debezium.context.* headers on every record"),
     // --- the transform chain ---
     spec!("transforms", [], Connector, None, Parsed(|c, d| {
-        let (router, decode, after) = c::event_router(c.o)?;
+        let c::RouterAliases { router, decode, before, after } = c::event_router(c.o)?;
         d.router_alias = router;
+        d.before_router = before;
         d.after_router = after;
         d.messages = c::messages(c.o, decode.as_deref())?;
         d.decode_alias = decode;
@@ -456,8 +459,11 @@ pub const CATALOG: &[Spec] = &[
         "the outbox tables (names or patterns)"),
     spec!("predicates", [], Connector, None, Parsed(|c, d| {
         d.chain = c::transform_chain(c.o, &d.after_router)?;
+        if !d.before_router.is_empty() {
+            d.before_chain = Some(c::transform_chain(c.o, &d.before_router)?);
+        }
         Ok(())
-    }), "Kafka Connect's predicates of the transforms after the EventRouter"),
+    }), "Kafka Connect's predicates of the transforms before and after the EventRouter"),
     // --- the EventRouter (transforms.<alias>.*) ---
     spec!("table.field.event.id", [], EventRouter, Some("id"), Parsed(|c, d| {
         d.id_column = router_column(c, d, &["table.field.event.id"], "id");

@@ -85,7 +85,7 @@ pub fn translate(
 
 /// The settings a draft makes: what depends on several options is decided here.
 fn finish(
-    d: super::catalog::Draft,
+    mut d: super::catalog::Draft,
     o: &Options,
     connector: &RawConfig,
 ) -> Result<DebeziumSetup, String> {
@@ -146,6 +146,27 @@ fn finish(
     let topic_template = d
         .topic_template
         .ok_or("transforms: no Outbox EventRouter configured")?;
+    if let (Some(Converter::CloudEvents(ce)), true) = (&mut d.value, d.expand) {
+        ce.expanded_payload = Some((
+            d.payload_column.clone(),
+            ExpandBehaviour {
+                keep_nulls: d.keep_nulls,
+                keep_empty_arrays: d.keep_empty_arrays,
+            },
+        ));
+    }
+    if let Some(value) = &d.value {
+        super::cloudevents::check_header_converter(
+            value,
+            d.header.as_ref().unwrap_or(&HeaderConverter::Simple),
+        )?;
+    }
+    // The change events the transforms before the EventRouter read name the database.
+    let before = d.before_chain.map(|chain| outbox_router::BeforeRouter {
+        chain,
+        version: super::DEBEZIUM_VERSION.into(),
+        database: o.get("database.dbname").unwrap_or_default().to_owned(),
+    });
     Ok(DebeziumSetup {
         connector_name: connector.name.clone(),
         postgres_url: d.postgres_url,
@@ -169,6 +190,7 @@ fn finish(
         topic_creation: d.topic_creation,
         router: RouterConfig {
             chain: d.chain,
+            before,
             tables: d.tables,
             table_patterns: d.table_patterns,
             messages: d.messages,
@@ -758,7 +780,7 @@ fn after_router(class: &str) -> bool {
 /// The alias of the one EventRouter transform, of the `DecodeLogicalDecodingMessageContent`
 /// transform before it, if any, and of the transforms after it (Kafka Connect's own, see
 /// [`transform_chain`]).
-pub(super) fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<String>), String> {
+pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
     let list = o.get("transforms").ok_or(
         "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
     )?;
@@ -769,6 +791,7 @@ pub(super) fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<S
         .collect();
     let mut router = None;
     let mut decode = None;
+    let mut before = Vec::new();
     let mut after = Vec::new();
     for alias in aliases {
         let key = format!("transforms.{alias}.type");
@@ -778,10 +801,9 @@ pub(super) fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<S
                 continue;
             }
             Some(class) if after_router(class) => {
-                return Err(format!(
-                    "{key}: {class} is supported after the EventRouter (it transforms the routed records); put it after \
-                     the EventRouter's alias in transforms"
-                ))
+                before_router(o, alias, class)?;
+                before.push(alias.to_owned());
+                continue;
             }
             Some(EVENT_ROUTER) if router.is_none() => router = Some(alias.to_owned()),
             Some(EVENT_ROUTER) => return Err("transforms: more than one EventRouter".into()),
@@ -810,7 +832,70 @@ pub(super) fn event_router(o: &Options) -> Result<(String, Option<String>, Vec<S
         o.get(&format!("transforms.{alias}.negate"));
     }
     let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
-    Ok((router, decode, after))
+    if let (Some(decode), Some(first)) = (&decode, before.first()) {
+        return Err(format!(
+            "transforms.{first}: transforms before the EventRouter are not supported together with {DECODE_MESSAGE} \
+             (transforms.{decode})"
+        ));
+    }
+    Ok(RouterAliases {
+        router,
+        decode,
+        before,
+        after,
+    })
+}
+
+/// The aliases of `transforms`: the EventRouter's, `DecodeLogicalDecodingMessageContent`'s
+/// before it, Kafka Connect's transforms before and after it.
+pub(super) struct RouterAliases {
+    pub router: String,
+    pub decode: Option<String>,
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+}
+
+/// The transforms outbox-relay applies before the EventRouter, to the change events: those
+/// that read headers, the envelope's metadata (`source`, `transaction`, `op`, timestamps),
+/// the topic or the record's nullness. Others would read the row images (`before`,
+/// `after`) or the change event's key, which outbox-relay does not build.
+const BEFORE_ROUTER: &[&str] = &[
+    "org.apache.kafka.connect.transforms.InsertHeader",
+    "org.apache.kafka.connect.transforms.DropHeaders",
+    "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+    "org.apache.kafka.connect.transforms.Filter",
+];
+
+fn before_router(o: &Options, alias: &str, class: &str) -> Result<(), String> {
+    let key = format!("transforms.{alias}.type");
+    if !BEFORE_ROUTER.contains(&class) {
+        return Err(format!(
+            "{key}: {class} is supported after the EventRouter (it transforms the routed records); before it, \
+             outbox-relay applies {} (the change event's row images and key are not built); put it after the \
+             EventRouter's alias in transforms",
+            BEFORE_ROUTER.join(", ")
+        ));
+    }
+    if class.starts_with("org.apache.kafka.connect.transforms.HeaderFrom") {
+        let option = format!("transforms.{alias}.operation");
+        if o.get(&option).map(str::trim) == Some("move") {
+            return Err(format!(
+                "{option}=move before the EventRouter is not supported: the EventRouter needs the change event's \
+                 fields; use copy, as Debezium's CloudEvents documentation does"
+            ));
+        }
+        let option = format!("transforms.{alias}.fields");
+        for field in o.get(&option).unwrap_or_default().split(',').map(str::trim) {
+            if !field.is_empty() && !outbox_router::CHANGE_EVENT_FIELDS.contains(&field) {
+                return Err(format!(
+                    "{option}: {field:?} is not one of the change event's fields outbox-relay provides before the \
+                     EventRouter ({})",
+                    outbox_router::CHANGE_EVENT_FIELDS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The converter `class` configured under `key` (`value.converter`…), with the
@@ -844,7 +929,9 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     },
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
-                    Converter::BinaryData { .. } | Converter::Avro(_) => {
+                    Converter::BinaryData { .. }
+                    | Converter::Avro(_)
+                    | Converter::CloudEvents(_) => {
                         return Err(format!(
                             "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
                         ))
@@ -855,12 +942,15 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }
         "io.confluent.connect.avro.AvroConverter"
         | "io.apicurio.registry.utils.converter.AvroConverter"
+        | outbox_router::connect::cloudevents::CLASS
             if key == "header.converter" =>
         {
             Err(format!(
-                "{key}: {class} is not supported as a header converter; outbox-relay writes Avro keys and values"
+                "{key}: {class} is not a HeaderConverter (Kafka Connect refuses it there too); it converts keys and values"
             ))
         }
+        outbox_router::connect::cloudevents::CLASS => super::cloudevents::converter(key, options)
+            .map(|c| Converter::CloudEvents(Box::new(c))),
         "io.confluent.connect.avro.AvroConverter" => {
             super::avro::confluent(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
@@ -869,8 +959,8 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
-             ByteArrayConverter, Debezium's BinaryDataConverter or a schema-registry AvroConverter (Confluent's, \
-             Apicurio's) would"
+             ByteArrayConverter, Debezium's BinaryDataConverter or CloudEventsConverter, or a schema-registry \
+             AvroConverter (Confluent's, Apicurio's) would"
         )),
     }
 }

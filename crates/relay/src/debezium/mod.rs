@@ -3,6 +3,7 @@
 
 mod avro;
 mod catalog;
+mod cloudevents;
 mod connector;
 mod options;
 mod producer;
@@ -16,6 +17,9 @@ pub use properties::{parse, parse_properties, read_file, RawConfig};
 
 #[cfg(test)]
 mod tests;
+
+/// The Debezium release whose records outbox-relay writes (the change events' `source.version`).
+pub const DEBEZIUM_VERSION: &str = "3.6.1.Final";
 
 /// Reads the connector configuration at `connector` (and the worker's at `worker`) into the
 /// native settings they mean.

@@ -29,6 +29,8 @@ pub enum Converter {
     },
     /// A schema-registry Avro converter (Confluent's or Apicurio's).
     Avro(Arc<AvroConverter>),
+    /// Debezium's CloudEventsConverter (JSON), which reads the record's headers.
+    CloudEvents(Box<super::cloudevents::CloudEvents>),
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
@@ -75,6 +77,7 @@ impl Converter {
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
             Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
             Converter::Avro(avro) => avro.class.name(),
+            Converter::CloudEvents(_) => super::cloudevents::CLASS,
         }
     }
 
@@ -120,6 +123,8 @@ impl Converter {
                 _ => binary_delegate(*delegate, value)?.encode(schema, value),
             },
             Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            // Without the record's headers, as for a record without metadata.
+            Converter::CloudEvents(ce) => ce.encode(schema, value, &[]),
         }
     }
 
@@ -176,6 +181,8 @@ impl Converter {
                 other => binary_delegate(*delegate, other)?.encode_schemaless(other),
             },
             Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            // No schema: a Kafka null.
+            Converter::CloudEvents(_) => Ok(None),
         }
     }
 }

@@ -17,15 +17,107 @@ pub struct ExpandBehaviour {
 
 /// The expanded payload, or `None` when Debezium keeps the payload as a string: text that
 /// does not start with `{` (arrays included: Debezium cannot expand a top-level array),
-/// text that is not JSON, arrays mixing element types.
+/// text that is not JSON, arrays mixing element types, and documents whose values do not
+/// fit the schema inferred from them ([`botched`]).
 pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option<(Schema, Value)> {
     if !payload.starts_with(b"{") {
         return None;
     }
     let json: Json = serde_json::from_slice(payload).ok()?;
     let schema = infer(Some(field), &json, behaviour).ok()??;
+    if !fits(&json, &schema) || has_big_integer(payload) {
+        return None;
+    }
     let value = to_value(&json, &schema);
     Some((schema, value))
+}
+
+/// Whether Debezium's EventRouter infers a struct schema for `payload` and then fails to
+/// fill it (`JsonSchemaData.toConnectData` puts a value its schema refuses, e.g. a string
+/// where an array's first object had a number): it then keeps the payload as a string under
+/// that struct schema, which converters refuse.
+pub fn botched(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> bool {
+    if !payload.starts_with(b"{") {
+        return false;
+    }
+    let Ok(json) = serde_json::from_slice::<Json>(payload) else {
+        return false;
+    };
+    match infer(Some(field), &json, behaviour) {
+        Ok(Some(schema)) => !fits(&json, &schema) || has_big_integer(payload),
+        _ => false,
+    }
+}
+
+/// Whether the JSON text holds an integer beyond a long (jsonb writes `1e21` as
+/// `1000000000000000000000`): Jackson reads it as a BigInteger, which JsonSchemaData types
+/// FLOAT64 and then puts as a BigDecimal, which no schema takes.
+fn has_big_integer(text: &[u8]) -> bool {
+    let mut i = 0;
+    let mut in_string = false;
+    while i < text.len() {
+        let b = text[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < text.len()
+                    && matches!(text[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let token = &text[start..i];
+                let integer = !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+                if integer
+                    && std::str::from_utf8(token)
+                        .ok()
+                        .and_then(|t| t.parse::<i64>().ok())
+                        .is_none()
+                {
+                    return true;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether Connect's `Struct.put` takes the value `JsonSchemaData` reads from `node` for
+/// `schema`: Jackson's int as an Integer (INT32), its long as a Long (INT64), its double as
+/// a Double (FLOAT64), a big integer as a BigDecimal (no schema takes it).
+fn fits(node: &Json, schema: &Schema) -> bool {
+    match (node, &schema.kind) {
+        (Json::Null, _) => true,
+        (Json::String(_), SchemaType::String) | (Json::Bool(_), SchemaType::Boolean) => true,
+        (Json::Number(n), kind) => {
+            if n.is_f64() {
+                *kind == SchemaType::Float64
+            } else {
+                match n.as_i64() {
+                    Some(i) if i32::try_from(i).is_ok() => *kind == SchemaType::Int32,
+                    Some(_) => *kind == SchemaType::Int64,
+                    None => false,
+                }
+            }
+        }
+        (Json::Array(items), SchemaType::Array(item)) => items.iter().all(|i| fits(i, item)),
+        (Json::Object(map), SchemaType::Struct(fields)) => fields
+            .iter()
+            .all(|(name, s)| map.get(&**name).is_none_or(|v| fits(v, s))),
+        _ => false,
+    }
 }
 
 /// Whether Debezium expands `payload` to no schema at all, keeping the text with a null
@@ -230,5 +322,35 @@ mod tests {
         assert!(expand("payload", b"[1, 2]", b).is_none());
         assert!(expand("payload", b"not json", b).is_none());
         assert!(expand("payload", br#"{"a": [1, "x"]}"#, b).is_none());
+        assert!(!botched("payload", br#"{"a": [1, "x"]}"#, b));
+    }
+
+    #[test]
+    fn a_document_that_does_not_fit_its_own_schema_stays_a_string() {
+        let b = ExpandBehaviour::default();
+        // The array's first object types `k` as a number; the second's string does not fit.
+        let doc = br#"{"items": [{"k": 1}, {"k": "x"}]}"#;
+        assert!(expand("payload", doc, b).is_none());
+        assert!(botched("payload", doc, b));
+        // An int where the first element made the field a long.
+        let doc = br#"{"items": [{"k": 5000000000}, {"k": 1}]}"#;
+        assert!(botched("payload", doc, b));
+        assert!(!botched(
+            "payload",
+            br#"{"items": [{"k": 1}, {"k": 2}]}"#,
+            b
+        ));
+        // An integer beyond a long (jsonb's text of 1e21); as a double it fits.
+        assert!(botched(
+            "payload",
+            br#"{"n": 1000000000000000000000, "s": "9999999999999999999"}"#,
+            b
+        ));
+        assert!(!botched(
+            "payload",
+            br#"{"n": 1e21, "s": "9999999999999999999"}"#,
+            b
+        ));
+        assert!(expand("payload", br#"{"n": 1e21}"#, b).is_some());
     }
 }

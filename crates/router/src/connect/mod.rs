@@ -4,6 +4,7 @@
 //! SimpleHeaderConverter) that turn them into bytes. Pure.
 
 mod avro;
+pub mod cloudevents;
 mod converter;
 mod data;
 mod expand;

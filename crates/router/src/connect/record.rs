@@ -182,10 +182,14 @@ impl ConnectRecord {
             .key
             .encode_to(converters.key, &self.topic, &mut headers)
             .map_err(failed("KEY_CONVERTER", converters.key.class()))?;
-        let value = self
-            .value
-            .encode_to(converters.value, &self.topic, &mut headers)
-            .map_err(failed("VALUE_CONVERTER", converters.value.class()))?;
+        let value = match converters.value {
+            // Debezium's CloudEventsConverter reads the record's headers.
+            Converter::CloudEvents(ce) => ce
+                .encode(self.value.schema.as_ref(), &self.value.value, &self.headers)
+                .map_err(|m| Failed(m, None)),
+            other => self.value.encode_to(other, &self.topic, &mut headers),
+        }
+        .map_err(failed("VALUE_CONVERTER", converters.value.class()))?;
         Ok(OutboxRecord {
             topic: self.topic.clone(),
             key,

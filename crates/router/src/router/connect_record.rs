@@ -8,7 +8,8 @@ use crate::connect::{
     default_value, expand, expands_to_no_schema, has_default_mapper, ColumnFacts, ColumnKind,
     ConnectRecord, Data, Header, PgType, Schema, SchemaType, Value,
 };
-use crate::record::{InvalidRow, PendingRecord, RouteOutcome};
+use crate::record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
+use crate::SourcePosition;
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Relation};
 use std::sync::Arc;
@@ -47,6 +48,9 @@ pub(crate) struct ConnectPlan {
     envelope: bool,
     /// Debezium's context headers, converted once.
     context: Vec<Header>,
+    /// The table's schema and name (the change event's source block).
+    namespace: String,
+    name: String,
 }
 
 /// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
@@ -157,6 +161,8 @@ impl ConnectPlan {
             ),
             envelope,
             context,
+            namespace: relation.namespace.clone(),
+            name: relation.name.clone(),
         }
     }
 
@@ -178,6 +184,7 @@ impl ConnectPlan {
         topics: &mut TopicCache,
         envelope_names: &mut EnvelopeNames,
         transforms: bool,
+        position: Option<&SourcePosition>,
     ) -> RouteOutcome {
         if let Some(reason) = &self.unsupported {
             return RouteOutcome::Fatal(reason.clone());
@@ -336,21 +343,34 @@ impl ConnectPlan {
             headers,
             timestamp_ms,
         };
-        finish(record, format, transforms, || dead(String::new(), None))
+        let event = position.map(|position| {
+            Box::new(ChangeEventAt {
+                position: position.clone(),
+                schema: self.namespace.clone(),
+                table: self.name.clone(),
+                context: self.context.len(),
+            })
+        });
+        finish(record, format, transforms, event, || {
+            dead(String::new(), None)
+        })
     }
 }
 
 /// A record the connector made, converted now, or left for the transforms when some follow.
 /// A converter that fails on it makes it `dead`, with the converter's reason.
+/// `event`: the change event the transforms before the EventRouter see, when some do.
 pub(super) fn finish(
     record: ConnectRecord,
     format: &ConnectFormat,
     transforms: bool,
+    event: Option<Box<ChangeEventAt>>,
     dead: impl FnOnce() -> InvalidRow,
 ) -> RouteOutcome {
-    if transforms {
+    if transforms || event.is_some() {
         return RouteOutcome::Connect(Box::new(PendingRecord {
             record,
+            event,
             dead: dead(),
         }));
     }

@@ -1,7 +1,7 @@
 //! The Connect path on the seeds' table: bytes as Kafka Connect + Debezium write them.
 
 use super::*;
-use crate::connect::{ColumnFacts, Converter, ExpandBehaviour};
+use crate::connect::{ColumnFacts, Converter, ExpandBehaviour, HeaderConverter};
 use crate::{AdditionalField, ConnectFormat, Output};
 use pgoutput::{Column, ReplicaIdentity, TupleData};
 
@@ -242,5 +242,134 @@ fn updates_follow_table_op_invalid_behavior() {
         });
         let outcome = format!("{:?}", r.route(&update));
         assert!(outcome.starts_with(expected), "{behaviour:?}: {outcome}");
+    }
+}
+
+/// Debezium's CloudEvents recipe for the outbox: `HeaderFrom$Value` before the EventRouter
+/// copies the change event's `source`, `op` and `transaction` into headers (JsonConverter
+/// with schemas), the CloudEventsConverter reads them back. The bytes below are what the
+/// differential test found Debezium 3.6.1 writing for such a record (its `time` and `id`
+/// from the commit time and WAL position given).
+#[test]
+fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
+    use crate::connect::cloudevents::{CloudEvents, Source};
+    use crate::transforms::{lookup, Chain, Options, Step};
+    let class = "org.apache.kafka.connect.transforms.HeaderFrom$Value";
+    let (entry, side) = lookup(class).unwrap();
+    let get = |k: &str| match k {
+        "transforms.meta.fields" | "transforms.meta.headers" => {
+            Some("source,op,transaction".to_owned())
+        }
+        "transforms.meta.operation" => Some("copy".to_owned()),
+        _ => None,
+    };
+    let transform = (entry.parse)(
+        &Options {
+            alias: "meta",
+            get: &get,
+        },
+        side,
+    )
+    .unwrap();
+    let cloudevents = |metadata: &str, extensions: bool| {
+        let (global, id, kind, trace, name) =
+            CloudEvents::metadata_source(metadata, false, false).unwrap();
+        assert_eq!(trace, Source::Generate);
+        Converter::CloudEvents(Box::new(CloudEvents {
+            global,
+            id,
+            kind,
+            trace_parent: None,
+            data_schema_name: name,
+            extension_attributes: extensions,
+            data: JSON_OFF,
+            expanded_payload: None,
+        }))
+    };
+    let mut format = format(JSON_OFF, cloudevents("header,id:generate", true), false);
+    format.header = HeaderConverter::Other(JSON_ON);
+    format.expand = Some(ExpandBehaviour::default());
+    format.context_headers = None;
+    let config = RouterConfig {
+        additional: vec![AdditionalField {
+            column: "event_type".into(),
+            placement: crate::Placement::Header,
+            alias: "type".into(),
+        }],
+        output: Output::Connect(format),
+        before: Some(crate::BeforeRouter {
+            chain: Chain {
+                steps: vec![Step {
+                    alias: "meta".into(),
+                    class: class.into(),
+                    transform,
+                    predicate: None,
+                }],
+            },
+            version: "3.6.1.Final".into(),
+            database: "postgres".into(),
+        }),
+        ..RouterConfig::default()
+    };
+    let mut r = router_with(config);
+    r.set_position(crate::SourcePosition {
+        lsn: 28_844_416,
+        xid: Some(983),
+        commit_time_us: Some(1_764_152_870_824_123),
+        last_commit_lsn: Some(28_844_176),
+        snapshot: None,
+        transaction: None,
+    });
+    let outcome = r.route(&seed_insert(Some(r#"{"total": 42, "note": "ü"}"#)));
+    let rec = r.converted(Some(outcome));
+    assert_eq!(
+        text(&rec.value),
+        concat!(
+            r#"{"id":"name:orders-server;lsn:28844416;txId:983;sequence:[\"28844176\",\"28844416\"]","#,
+            r#""source":"/debezium/postgresql/orders-server","specversion":"1.0","type":"OrderCreated","#,
+            r#""time":"2025-11-26T10:27:50.824Z","datacontenttype":"application/json","#,
+            r#""iodebeziumop":"c","iodebeziumversion":"3.6.1.Final","iodebeziumconnector":"postgresql","#,
+            r#""iodebeziumname":"orders-server","iodebeziumtsms":"1764152870824","iodebeziumsnapshot":"false","#,
+            r#""iodebeziumdb":"postgres","iodebeziumsequence":"[\"28844176\",\"28844416\"]","#,
+            r#""iodebeziumtsus":"1764152870824123","iodebeziumtsns":"1764152870824123000","#,
+            r#""iodebeziumschema":"public","iodebeziumtable":"outbox","iodebeziumtxId":"983","#,
+            r#""iodebeziumlsn":"28844416","iodebeziumxmin":null,"iodebeziumorigin":null,"#,
+            r#""iodebeziumoriginlsn":null,"iodebeziumtxid":null,"iodebeziumtxtotalorder":null,"#,
+            r#""iodebeziumtxdatacollectionorder":null,"data":{"total":42,"note":"ü"}}"#
+        )
+    );
+    // The metadata headers come first, then the EventRouter's own.
+    let names: Vec<&str> = rec.headers.iter().map(|(n, _)| &**n).collect();
+    assert_eq!(names, ["source", "op", "transaction", "id", "type"]);
+    assert_eq!(
+        text(&rec.headers[1].1),
+        r#"{"schema":{"type":"string","optional":false},"payload":"c"}"#
+    );
+
+    // Without extension attributes, and with the id and type generated.
+    let mut r2 = {
+        let mut config = r.config.clone();
+        if let Output::Connect(f) = &mut config.output {
+            f.value = cloudevents("header,id:generate,type:generate", false);
+        }
+        router_with(config)
+    };
+    r2.set_position(r.position.clone());
+    let outcome = r2.route(&seed_insert(Some(r#"{"total": 42}"#)));
+    let value = text(&r2.converted(Some(outcome)).value).to_owned();
+    assert!(
+        value.contains(r#""type":"io.debezium.connector.postgresql.DataChangeEvent","time""#)
+            && value.contains(r#""datacontenttype":"application/json","data":{"total":42}}"#),
+        "{value}"
+    );
+
+    // A payload that is not a struct fails the converter as Debezium's does.
+    let outcome = r.route(&seed_insert(Some(r#"[1, 2]"#)));
+    match r.transformed(outcome, 0) {
+        RouteOutcome::Invalid(dead) => assert_eq!(
+            dead.reason,
+            "value converter io.debezium.converters.CloudEventsConverter failed: Mismatching schema"
+        ),
+        other => panic!("{other:?}"),
     }
 }

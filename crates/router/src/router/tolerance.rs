@@ -54,7 +54,16 @@ pub(crate) fn failed(
             format, original, &failure, &dead, topic,
         )));
     }
-    dead.reason = failure.message;
+    // A converter's failure names the converter, as a transform's names the transform.
+    dead.reason = match failure.stage {
+        "TRANSFORMATION" => failure.message,
+        stage => format!(
+            "{} {} failed: {}",
+            stage.to_ascii_lowercase().replace('_', " "),
+            failure.class,
+            failure.message
+        ),
+    };
     RouteOutcome::Invalid(dead)
 }
 
@@ -120,6 +129,7 @@ mod tests {
 
     fn pending() -> RouteOutcome {
         RouteOutcome::Connect(Box::new(PendingRecord {
+            event: None,
             record: ConnectRecord {
                 topic: "Order.events".into(),
                 partition: None,

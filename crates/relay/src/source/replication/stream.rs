@@ -154,6 +154,10 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     cleanup_flush: Option<tokio::time::Interval>,
     /// The open transaction's commit time (PostgreSQL micros), for the ledger.
     commit_time_micros: Option<i64>,
+    /// The open transaction's id, and the end of the last transaction this session
+    /// committed: the change events' source block (transforms before the EventRouter).
+    xid: Option<u32>,
+    last_commit: Option<Lsn>,
     /// The last position reported to the source.
     reported: Lsn,
 }
@@ -164,6 +168,8 @@ struct OpenTransaction {
     ts_ms: i64,
     /// Whether its BEGIN record went out (at its first change, whose position names it).
     begun: bool,
+    /// Its id (`<xid>:<first change's position>`), once its BEGIN record went out.
+    id: Option<String>,
     /// Events per outbox table, in the order first seen.
     per_table: Vec<(String, i64)>,
 }
@@ -209,6 +215,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             cleanup: None,
             cleanup_flush: None,
             commit_time_micros: None,
+            xid: None,
+            last_commit: None,
             reported: start,
         }
     }
@@ -411,6 +419,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     snapshot: snapshot.clone(),
                     row,
                 };
+                if self.router.wants_position() {
+                    self.set_position(position, Some("true"), &[]);
+                }
                 self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
                     .await?;
                 row += 1;
@@ -514,6 +525,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 self.tracker.begin();
                 self.commit = commit;
                 self.commit_time_micros = Some(commit_time_micros);
+                self.xid = Some(xid);
                 self.change_index = 0;
                 self.transaction =
                     self.router
@@ -522,6 +534,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                             xid,
                             ts_ms: crate::pg_time::epoch_millis(commit_time_micros),
                             begun: false,
+                            id: None,
                             per_table: Vec::new(),
                         });
             }
@@ -542,6 +555,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     self.transaction_record(&end, end_lsn).await?;
                 }
                 self.confirmations.committed(end_lsn, commit_time_micros);
+                self.last_commit = Some(end_lsn);
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
                 }
@@ -580,6 +594,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 });
                 // Inserts, nearly all of the stream, take the router's zero-allocation path.
                 if data.first() == Some(&b'I') {
+                    if self.router.wants_position() {
+                        self.set_position(wal_start, None, &data);
+                    }
                     let outcome = self.router.route_message(&data).map_err(undecodable)?;
                     let table = data
                         .get(1..5)
@@ -770,6 +787,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         };
         let result = self.begin_record(&open, position).await;
         open.begun = true;
+        open.id
+            .get_or_insert_with(|| format!("{}:{}", open.xid, position.as_u64()));
         for table in tables {
             match open.per_table.iter_mut().find(|(t, _)| *t == table) {
                 Some((_, n)) => *n += 1,
@@ -826,6 +845,34 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             self.confirm(lsn);
         }
         Ok(())
+    }
+
+    /// Tells the router where the change it routes next is: its source block and, with
+    /// transaction metadata, its place in the open transaction (counted already).
+    fn set_position(&mut self, lsn: Lsn, snapshot: Option<&'static str>, data: &[u8]) {
+        let transaction = self.transaction.as_ref().and_then(|open| {
+            let id = open.id.clone()?;
+            let total = open.per_table.iter().map(|(_, n)| n).sum();
+            let table = self.router.counted_tables(data)?.first()?.to_string();
+            let in_table = open
+                .per_table
+                .iter()
+                .find(|(t, _)| *t == table)
+                .map_or(0, |(_, n)| *n);
+            Some((id, total, in_table))
+        });
+        self.router.set_position(outbox_router::SourcePosition {
+            lsn: lsn.as_u64(),
+            xid: if snapshot.is_some() { None } else { self.xid },
+            commit_time_us: if snapshot.is_some() {
+                None
+            } else {
+                self.commit_time_micros.map(crate::pg_time::epoch_micros)
+            },
+            last_commit_lsn: self.last_commit.map(Lsn::as_u64),
+            snapshot,
+            transaction,
+        });
     }
 
     fn table_of(&self, relation_id: u32) -> Arc<str> {

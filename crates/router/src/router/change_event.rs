@@ -1,0 +1,258 @@
+//! The change event Debezium's PostgreSQL connector makes of an outbox INSERT, as far as the
+//! transforms before the EventRouter can read it: the envelope
+//! (`<topic.prefix>.<schema>.<table>.Envelope`, version 2) with its `source` block
+//! (`io.debezium.connector.postgresql.Source`), `transaction` block (`event.block`), `op`
+//! and timestamps, the connector's context headers, on topic `<topic.prefix>.<schema>.<table>`.
+//! Its `before` and `after` row images are not built: the configuration refuses transforms
+//! before the EventRouter that read them (see the relay's `debezium/connector.rs`).
+//!
+//! The source block's values are Debezium 3.6's for a streamed change (`SourceInfo`,
+//! `PostgresSourceInfoStructMaker`, `AbstractSourceInfoStructMaker`): `ts_ms`, `ts_us`,
+//! `ts_ns` from the transaction's commit time, `sequence` = `["<last commit LSN>","<LSN>"]`
+//! (the LSN of the last COMMIT the session processed, `null` before the first), `txId`, `lsn`
+//! of the change, `xmin` null (`xmin.fetch.interval.ms=0`), `snapshot` `"false"`.
+
+use crate::connect::{ConnectRecord, Data, Header, Schema, SchemaType, Value};
+use crate::transforms::Chain;
+use std::sync::Arc;
+
+/// The transforms before the EventRouter, and what the change events they read carry.
+#[derive(Debug, Clone, Default)]
+pub struct BeforeRouter {
+    pub chain: Chain,
+    /// The source block's `version` (Debezium's, e.g. `3.6.1.Final`).
+    pub version: String,
+    /// The source block's `db`: the database the connector reads.
+    pub database: String,
+}
+
+/// Where a change is in the WAL and in its transaction: what the source and transaction
+/// blocks say of it. The replication stream sets it before each change it routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourcePosition {
+    /// The change's LSN (its XLogData's start).
+    pub lsn: u64,
+    pub xid: Option<u32>,
+    /// The transaction's commit time, microseconds since the Unix epoch.
+    pub commit_time_us: Option<i64>,
+    /// The end of the last transaction the session committed (`lastCommitLsn`).
+    pub last_commit_lsn: Option<u64>,
+    /// `snapshot`: `None` for a streamed change (`"false"`, the field's default).
+    pub snapshot: Option<&'static str>,
+    /// The transaction block (`provide.transaction.metadata=true`): id, total order, order
+    /// in its table.
+    pub transaction: Option<(String, i64, i64)>,
+}
+
+fn string(optional: bool) -> Schema {
+    Schema::new(SchemaType::String, optional)
+}
+
+fn int64(optional: bool) -> Schema {
+    Schema::new(SchemaType::Int64, optional)
+}
+
+/// `SchemaFactory.snapshotRecordSchema`: an optional `io.debezium.data.Enum` of
+/// `SnapshotRecord`'s values, default `false`.
+fn snapshot_schema() -> Schema {
+    let mut schema = string(true).named("io.debezium.data.Enum", Some(1));
+    schema.parameters = vec![(
+        "allowed".into(),
+        "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental".into(),
+    )];
+    schema.default = Some(Value::text("false"));
+    schema
+}
+
+/// `io.debezium.connector.postgresql.Source`, version 1.
+pub fn source_schema() -> Schema {
+    let fields: Vec<(Arc<str>, Schema)> = vec![
+        ("version".into(), string(false)),
+        ("connector".into(), string(false)),
+        ("name".into(), string(false)),
+        ("ts_ms".into(), int64(false)),
+        ("snapshot".into(), snapshot_schema()),
+        ("db".into(), string(false)),
+        ("sequence".into(), string(true)),
+        ("ts_us".into(), int64(true)),
+        ("ts_ns".into(), int64(true)),
+        ("schema".into(), string(false)),
+        ("table".into(), string(false)),
+        ("txId".into(), int64(true)),
+        ("lsn".into(), int64(true)),
+        ("xmin".into(), int64(true)),
+        ("origin".into(), string(true)),
+        ("origin_lsn".into(), int64(true)),
+    ];
+    Schema::new(SchemaType::Struct(fields), false)
+        .named("io.debezium.connector.postgresql.Source", Some(1))
+}
+
+/// `SchemaFactory.transactionBlockSchema`: `event.block`, version 1, optional.
+pub fn transaction_schema() -> Schema {
+    Schema::new(
+        SchemaType::Struct(vec![
+            ("id".into(), string(false)),
+            ("total_order".into(), int64(false)),
+            ("data_collection_order".into(), int64(false)),
+        ]),
+        true,
+    )
+    .named("event.block", Some(1))
+}
+
+/// The source block of a change of `schema.table`.
+pub fn source_value(
+    before: &BeforeRouter,
+    topic_prefix: &str,
+    schema: &str,
+    table: &str,
+    position: &SourcePosition,
+    now_ms: i64,
+) -> Value {
+    // Instant of the commit (now when unknown, as `AbstractSourceInfoStructMaker`).
+    let micros = position.commit_time_us.unwrap_or(now_ms * 1000);
+    let lsn_text = |lsn: Option<u64>| match lsn {
+        Some(l) => format!("\"{l}\""),
+        None => "null".into(),
+    };
+    Value::Struct(vec![
+        Value::text(&before.version),
+        Value::text("postgresql"),
+        Value::text(topic_prefix),
+        Value::Int(micros.div_euclid(1000)),
+        Value::text(position.snapshot.unwrap_or("false")),
+        Value::text(&before.database),
+        Value::text(&format!(
+            "[{},{}]",
+            lsn_text(position.last_commit_lsn),
+            lsn_text(Some(position.lsn))
+        )),
+        Value::Int(micros),
+        Value::Int(micros.saturating_mul(1000)),
+        Value::text(schema),
+        Value::text(table),
+        position
+            .xid
+            .map_or(Value::Null, |x| Value::Int(i64::from(x))),
+        Value::Int(position.lsn as i64),
+        Value::Null,
+        Value::Null,
+        Value::Null,
+    ])
+}
+
+/// The change event of an INSERT of `schema.table` as the transforms before the EventRouter
+/// see it: topic `<prefix>.<schema>.<table>`, the connector's context headers, and the
+/// envelope without its row images.
+pub fn insert_event(
+    before: &BeforeRouter,
+    topic_prefix: &str,
+    schema: &str,
+    table: &str,
+    position: &SourcePosition,
+    context: &[Header],
+    now_ms: i64,
+) -> ConnectRecord {
+    let name = format!("{topic_prefix}.{schema}.{table}");
+    let envelope = Schema::new(
+        SchemaType::Struct(vec![
+            ("source".into(), source_schema()),
+            ("transaction".into(), transaction_schema()),
+            ("op".into(), string(false)),
+            ("ts_ms".into(), int64(true)),
+            ("ts_us".into(), int64(true)),
+            ("ts_ns".into(), int64(true)),
+        ]),
+        false,
+    )
+    .named(&format!("{name}.Envelope"), Some(2));
+    let transaction = match &position.transaction {
+        Some((id, total, in_table)) => Value::Struct(vec![
+            Value::text(id),
+            Value::Int(*total),
+            Value::Int(*in_table),
+        ]),
+        None => Value::Null,
+    };
+    ConnectRecord {
+        topic: name.into(),
+        partition: None,
+        key: Data::null(),
+        value: Data::new(
+            envelope,
+            Value::Struct(vec![
+                source_value(before, topic_prefix, schema, table, position, now_ms),
+                transaction,
+                Value::text("c"),
+                Value::Int(now_ms),
+                Value::Int(now_ms * 1000),
+                Value::Int(now_ms * 1_000_000),
+            ]),
+        ),
+        headers: context.to_vec(),
+        timestamp_ms: None,
+    }
+}
+
+/// The fields of the envelope a transform before the EventRouter may read.
+pub const READABLE_FIELDS: &[&str] = &["source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connect::{Converter, HeaderConverter};
+
+    #[test]
+    fn the_source_block_is_written_as_debeziums_json_header_converter_writes_it() {
+        let before = BeforeRouter {
+            chain: Chain::default(),
+            version: "3.6.1.Final".into(),
+            database: "postgres".into(),
+        };
+        let position = SourcePosition {
+            lsn: 23_456_789,
+            xid: Some(771),
+            commit_time_us: Some(1_764_151_521_123_456),
+            last_commit_lsn: Some(23_450_000),
+            snapshot: None,
+            transaction: None,
+        };
+        let value = source_value(&before, "dbserver1", "public", "outbox", &position, 0);
+        let json = HeaderConverter::Other(Converter::Json {
+            schemas_enable: true,
+            replace_null_with_default: true,
+        })
+        .encode(&source_schema(), &value)
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&json).unwrap(),
+            concat!(
+                r#"{"schema":{"type":"struct","fields":["#,
+                r#"{"type":"string","optional":false,"field":"version"},"#,
+                r#"{"type":"string","optional":false,"field":"connector"},"#,
+                r#"{"type":"string","optional":false,"field":"name"},"#,
+                r#"{"type":"int64","optional":false,"field":"ts_ms"},"#,
+                r#"{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"},"#,
+                r#"{"type":"string","optional":false,"field":"db"},"#,
+                r#"{"type":"string","optional":true,"field":"sequence"},"#,
+                r#"{"type":"int64","optional":true,"field":"ts_us"},"#,
+                r#"{"type":"int64","optional":true,"field":"ts_ns"},"#,
+                r#"{"type":"string","optional":false,"field":"schema"},"#,
+                r#"{"type":"string","optional":false,"field":"table"},"#,
+                r#"{"type":"int64","optional":true,"field":"txId"},"#,
+                r#"{"type":"int64","optional":true,"field":"lsn"},"#,
+                r#"{"type":"int64","optional":true,"field":"xmin"},"#,
+                r#"{"type":"string","optional":true,"field":"origin"},"#,
+                r#"{"type":"int64","optional":true,"field":"origin_lsn"}],"#,
+                r#""optional":false,"name":"io.debezium.connector.postgresql.Source","version":1},"#,
+                r#""payload":{"version":"3.6.1.Final","connector":"postgresql","name":"dbserver1","#,
+                r#""ts_ms":1764151521123,"snapshot":"false","db":"postgres","#,
+                r#""sequence":"[\"23450000\",\"23456789\"]","ts_us":1764151521123456,"#,
+                r#""ts_ns":1764151521123456000,"schema":"public","table":"outbox","txId":771,"#,
+                r#""lsn":23456789,"xmin":null,"origin":null,"origin_lsn":null}}"#
+            )
+        );
+    }
+}
