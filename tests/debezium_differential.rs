@@ -1039,6 +1039,22 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         tombstones,
         &mut chosen,
     );
+    // A topic prefix that is not a valid Avro name (a hyphen), and
+    // `schema.name.adjustment.mode=avro` for half of those: the envelope's schema name, the
+    // change events' names before the EventRouter. From a stream of its own.
+    let mut names = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ 0xa7d0_0000_0000_0000);
+    if heartbeat_topic.is_none() && names.chance(25) {
+        set(&mut config, "topic.prefix", &format!("dbz-S{seed}C{index}"));
+        let avro = names.chance(50);
+        if avro {
+            set(&mut config, "schema.name.adjustment.mode", "avro");
+        }
+        chosen.push(format!(
+            "topic.prefix with a hyphen, schema names adjusted {avro}"
+        ));
+    }
     if cloudevents {
         cloudevents_recipe(
             seed,

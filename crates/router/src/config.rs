@@ -220,6 +220,9 @@ pub enum Output {
 /// The Kafka Connect side of a Debezium setup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectFormat {
+    /// `schema.name.adjustment.mode=avro`: the connector's schema names made valid Avro
+    /// full names (Debezium's `SchemaNameAdjuster`).
+    pub avro_schema_names: bool,
     pub key: Converter,
     pub value: Converter,
     pub header: HeaderConverter,
@@ -316,6 +319,17 @@ impl ConnectFormat {
             heartbeat_topic: None,
             transaction_metadata: None,
             errors: ErrorHandling::default(),
+            avro_schema_names: false,
+        }
+    }
+
+    /// A schema name the connector makes (`<topic.prefix>.<schema>.<table>…`), as
+    /// `schema.name.adjustment.mode` adjusts it.
+    pub fn schema_name(&self, name: String) -> String {
+        if self.avro_schema_names {
+            crate::connect::avro_fullname(&name)
+        } else {
+            name
         }
     }
 }

@@ -161,6 +161,10 @@ impl Router {
             let input = match &event {
                 Some(at) => change_event::insert_event(
                     before,
+                    &format.schema_name(format!(
+                        "{}.{}.{}.Envelope",
+                        format.topic_prefix, at.schema, at.table
+                    )),
                     &format.topic_prefix,
                     &at.schema,
                     &at.table,

@@ -297,7 +297,8 @@ pub const CATALOG: &[Spec] = &[
     spec!("topic.delimiter", [], Connector, Some("."), With("time.precision.mode"), "\".\" only"),
     spec!("topic.naming.strategy", [], Connector, None, With("time.precision.mode"),
         "Debezium's default topic naming strategies only"),
-    spec!("schema.name.adjustment.mode", [], Connector, Some("none"), With("time.precision.mode"), "none only"),
+    spec!("schema.name.adjustment.mode", [], Connector, Some("none"), With("time.precision.mode"),
+        "none, or avro: the connector's schema names made valid Avro names"),
     spec!("field.name.adjustment.mode", [], Connector, Some("none"), With("time.precision.mode"), "none only"),
     spec!("sanitize.field.names", [], Connector, Some("false"), With("time.precision.mode"), "false only"),
     spec!("producer.override.partitioner.class", [], Connector, None, With("time.precision.mode"),
@@ -452,7 +453,7 @@ pub const CATALOG: &[Spec] = &[
         d.tables = tables;
         d.table_patterns = patterns;
         Ok(())
-    }), "the Outbox EventRouter, DecodeLogicalDecodingMessageContent before it, Kafka Connect's transforms after it"),
+    }), "the Outbox EventRouter, with DecodeLogicalDecodingMessageContent or Kafka Connect's header and record transforms before it, and Kafka Connect's transforms after it"),
     spec!("message.prefix.include.list", ["message.prefix.exclude.list"], Connector, None, With("transforms"),
         "the logical decoding messages relayed, by prefix"),
     spec!("table.include.list", ["table.whitelist"], Connector, None, With("transforms"),

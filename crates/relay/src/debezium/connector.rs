@@ -206,6 +206,9 @@ fn finish(
             ignore_missing_additional: d.ignore_missing_additional,
             on_update,
             output: Output::Connect(ConnectFormat {
+                avro_schema_names: o
+                    .get("schema.name.adjustment.mode")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("avro")),
                 key: d.key.expect("the key.converter entry sets it"),
                 value: d.value.expect("the value.converter entry sets it"),
                 header: d.header.unwrap_or(HeaderConverter::Simple),
@@ -369,7 +372,7 @@ pub(super) fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> 
             "io.debezium.schema.DefaultTopicNamingStrategy",
         ],
     )?;
-    is("schema.name.adjustment.mode", &["none"])?;
+    is("schema.name.adjustment.mode", &["none", "avro"])?;
     is("field.name.adjustment.mode", &["none"])?;
     is("sanitize.field.names", &["false"])?;
     // A partitioner other than Kafka's default (murmur2 of the key) moves keys to other

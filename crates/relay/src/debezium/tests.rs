@@ -438,7 +438,7 @@ fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
         ("topic.delimiter", "_", "topic.delimiter"),
         (
             "schema.name.adjustment.mode",
-            "avro",
+            "avro_unicode",
             "schema.name.adjustment.mode",
         ),
         (
@@ -462,6 +462,9 @@ fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
         None,
     )
     .unwrap();
+    // avro: the connector's schema names made valid Avro names.
+    let setup = translate(&config(&[("schema.name.adjustment.mode", "avro")]), None).unwrap();
+    assert!(connect(&setup).avro_schema_names);
 }
 
 /// `table.include.list` is a list of regular expressions in Debezium (`Selectors`,

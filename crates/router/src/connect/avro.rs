@@ -27,6 +27,34 @@ const TIMESTAMP: &str = "org.apache.kafka.connect.data.Timestamp";
 const PRECISION_PARAM: &str = "connect.decimal.precision";
 const DEFAULT_PRECISION: u32 = 64;
 
+/// `name` as a valid Avro full name, the way Debezium's `SchemaNameAdjuster` (`avro` mode)
+/// makes it: a first character other than a letter or `_` becomes `_` (a digit is kept after
+/// it), any later one other than a letter, digit, `_` or `.` becomes `_`.
+pub fn avro_fullname(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 1);
+    for (i, c) in name.chars().enumerate() {
+        let letter = c.is_ascii_alphabetic() || c == '_';
+        if i == 0 {
+            if letter {
+                out.push(c);
+            } else {
+                out.push('_');
+                if c.is_ascii_digit() {
+                    out.push(c);
+                }
+            }
+        } else if letter || c.is_ascii_digit() || c == '.' {
+            out.push(c);
+        } else {
+            // Java replaces each UTF-16 unit.
+            for _ in 0..c.len_utf16() {
+                out.push('_');
+            }
+        }
+    }
+    out
+}
+
 /// Kafka Connect's subject name strategies (`key.subject.name.strategy`,
 /// `value.subject.name.strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1186,5 +1214,17 @@ mod tests {
             avro_schema(&schema, true).json,
             r#"{"type":"int","connect.version":2,"connect.name":"x.Y","connect.type":"int16"}"#
         );
+    }
+
+    #[test]
+    fn schema_names_are_adjusted_as_debeziums_avro_mode_adjusts_them() {
+        assert_eq!(
+            avro_fullname("orders-server.public.outbox.Value"),
+            "orders_server.public.outbox.Value"
+        );
+        assert_eq!(avro_fullname("1st.public.t"), "_1st.public.t");
+        assert_eq!(avro_fullname("-x"), "_x");
+        assert_eq!(avro_fullname("a.ü🚀"), "a.___");
+        assert_eq!(avro_fullname("fine_Name.v1"), "fine_Name.v1");
     }
 }

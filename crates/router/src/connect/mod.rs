@@ -15,7 +15,8 @@ mod record;
 mod registry;
 
 pub use avro::{
-    avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing, SubjectNameStrategy,
+    avro_fullname, avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing,
+    SubjectNameStrategy,
 };
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Schema, SchemaType, Value};

@@ -145,8 +145,10 @@ pub fn source_value(
 /// The change event of an INSERT of `schema.table` as the transforms before the EventRouter
 /// see it: topic `<prefix>.<schema>.<table>`, the connector's context headers, and the
 /// envelope without its row images.
+#[allow(clippy::too_many_arguments)]
 pub fn insert_event(
     before: &BeforeRouter,
+    envelope_name: &str,
     topic_prefix: &str,
     schema: &str,
     table: &str,
@@ -166,7 +168,7 @@ pub fn insert_event(
         ]),
         false,
     )
-    .named(&format!("{name}.Envelope"), Some(2));
+    .named(envelope_name, Some(2));
     let transaction = match &position.transaction {
         Some((id, total, in_table)) => Value::Struct(vec![
             Value::text(id),

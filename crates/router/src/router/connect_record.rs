@@ -155,10 +155,10 @@ impl ConnectPlan {
             timestamp,
             schema_version,
             tracing,
-            value_schema_prefix: format!(
+            value_schema_prefix: format.schema_name(format!(
                 "{}.{}.{}",
                 format.topic_prefix, relation.namespace, relation.name
-            ),
+            )),
             envelope,
             context,
             namespace: relation.namespace.clone(),
