@@ -62,6 +62,13 @@ impl Rng {
     fn text<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
+    /// A generator of its own for one family of choices (`salt`) of a case: seed and index
+    /// multiplied apart (XORed into the state, neighbouring cases' draws come out related).
+    fn stream(seed: u64, index: usize, salt: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+            ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ salt.rotate_left(40))
+    }
     fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
@@ -438,8 +445,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     // before the EventRouter copies the change event's source, op and transaction into
     // headers, which the CloudEventsConverter reads back (JsonConverter headers). From a
     // stream of its own; its data must be a struct: the payload expanded from a JSON object.
-    let cloudevents =
-        value_converter == "json" && Rng(seed ^ 0xc10d_e7e0_0000_0000 ^ index as u64).chance(30);
+    let cloudevents = value_converter == "json" && Rng::stream(seed, index, 0xc10d_e7e0).chance(30);
     let expand = (jsonish && value_converter != "string" && rng.chance(40)) || cloudevents;
     // Whether Kafka Connect's field transforms follow the EventRouter (see
     // `field_transforms`): they need the envelope, so one column goes there. From a stream
@@ -1042,9 +1048,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
     // A topic prefix that is not a valid Avro name (a hyphen), and
     // `schema.name.adjustment.mode=avro` for half of those: the envelope's schema name, the
     // change events' names before the EventRouter. From a stream of its own.
-    let mut names = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ 0xa7d0_0000_0000_0000);
+    let mut names = Rng::stream(seed, index, 0xa7d0);
     if heartbeat_topic.is_none() && names.chance(25) {
         set(&mut config, "topic.prefix", &format!("dbz-S{seed}C{index}"));
         let avro = names.chance(50);
@@ -1093,7 +1097,7 @@ fn cloudevents_recipe(
     (transactions, type_column, text_id): (bool, &str, bool),
     chosen: &mut Vec<String>,
 ) {
-    let mut rng = Rng(seed ^ 0xc10d_e7e1_0000_0000 ^ index as u64);
+    let mut rng = Rng::stream(seed, index, 0xc10d_e7e1);
     let mut set = |k: &str, v: &str| {
         config.insert(k.to_owned(), json!(v));
     };
@@ -2178,8 +2182,10 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
     } else if [
         "Cannot mask value of type",
         "Only Struct objects supported for [",
-        // CloudEventsConverter on a value that is not a struct.
+        // CloudEventsConverter on a value that is not a struct, or without a metadata header
+        // (a DropHeaders after the EventRouter took it).
         "DataException: Mismatching schema",
+        "was not provided",
         "Only Map objects supported in absence of schema for [",
         "Field does not exist: ",
         "Unknown field: ",

@@ -168,8 +168,6 @@ struct OpenTransaction {
     ts_ms: i64,
     /// Whether its BEGIN record went out (at its first change, whose position names it).
     begun: bool,
-    /// Its id (`<xid>:<first change's position>`), once its BEGIN record went out.
-    id: Option<String>,
     /// Events per outbox table, in the order first seen.
     per_table: Vec<(String, i64)>,
 }
@@ -534,7 +532,6 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                             xid,
                             ts_ms: crate::pg_time::epoch_millis(commit_time_micros),
                             begun: false,
-                            id: None,
                             per_table: Vec::new(),
                         });
             }
@@ -787,8 +784,6 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         };
         let result = self.begin_record(&open, position).await;
         open.begun = true;
-        open.id
-            .get_or_insert_with(|| format!("{}:{}", open.xid, position.as_u64()));
         for table in tables {
             match open.per_table.iter_mut().find(|(t, _)| *t == table) {
                 Some((_, n)) => *n += 1,
@@ -851,7 +846,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// transaction metadata, its place in the open transaction (counted already).
     fn set_position(&mut self, lsn: Lsn, snapshot: Option<&'static str>, data: &[u8]) {
         let transaction = self.transaction.as_ref().and_then(|open| {
-            let id = open.id.clone()?;
+            open.begun.then_some(())?;
+            // PostgresTransactionMonitor names the transaction by the position of the change
+            // being processed (each event's block carries its own).
+            let id = format!("{}:{}", open.xid, lsn.as_u64());
             let total = open.per_table.iter().map(|(_, n)| n).sum();
             let table = self.router.counted_tables(data)?.first()?.to_string();
             let in_table = open
