@@ -569,8 +569,9 @@ pub const CATALOG: &[Spec] = &[
     spec!("value.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.value = Some(c::converter(c.o, c.w, "value", &mut d.notes)?);
         Ok(())
-    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
-        Debezium's BinaryDataConverter, or a schema-registry AvroConverter (Confluent's, Apicurio's)"),
+    }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter, \
+        Debezium's BinaryDataConverter or CloudEventsConverter (JSON), or a schema-registry AvroConverter \
+        (Confluent's, Apicurio's)"),
     spec!("header.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.storage.SimpleHeaderConverter"), Parsed(|c, d| {
         d.header = Some(c::header_converter(c.o, c.w, &mut d.notes)?);
         Ok(())
