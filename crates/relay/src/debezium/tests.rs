@@ -828,3 +828,80 @@ fn each_option_is_described_by_the_catalog() {
         refused.treatment
     );
 }
+
+/// Debezium's CloudEvents recipe runs as documented; what the relay cannot do like Debezium
+/// around it is refused at start, naming the option.
+#[test]
+fn the_cloudevents_recipe_is_accepted_and_its_impossible_variants_refused() {
+    let recipe: &[(&str, &str)] = &[
+        ("transforms", "meta,outbox"),
+        (
+            "transforms.meta.type",
+            "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+        ),
+        ("transforms.meta.fields", "source,op,transaction"),
+        ("transforms.meta.headers", "source,op,transaction"),
+        ("transforms.meta.operation", "copy"),
+        (
+            "value.converter",
+            "io.debezium.converters.CloudEventsConverter",
+        ),
+        ("value.converter.metadata.source", "header"),
+        (
+            "header.converter",
+            "org.apache.kafka.connect.json.JsonConverter",
+        ),
+        ("header.converter.schemas.enable", "true"),
+    ];
+    let setup = translate(&config(recipe), None).unwrap();
+    assert!(setup.router.before.is_some());
+    assert_eq!(setup.router.before.as_ref().unwrap().database, "app");
+
+    let with = |changes: &[(&str, &str)]| {
+        let mut all = recipe.to_vec();
+        all.extend_from_slice(changes);
+        translate(&config(&all), None)
+    };
+    for (changes, named) in [
+        (
+            &[("header.converter.schemas.enable", "false")][..],
+            "header.converter",
+        ),
+        (
+            &[("transforms.meta.operation", "move")][..],
+            "transforms.meta.operation",
+        ),
+        (
+            &[("transforms.meta.fields", "after,op")][..],
+            "transforms.meta.fields",
+        ),
+        (
+            &[(
+                "transforms.meta.type",
+                "org.apache.kafka.connect.transforms.ReplaceField$Value",
+            )][..],
+            "transforms.meta.type",
+        ),
+        (
+            &[("value.converter.serializer.type", "avro")][..],
+            "value.converter.serializer.type",
+        ),
+        (
+            &[("value.converter.metadata.source", "generate")][..],
+            "value.converter.metadata.source",
+        ),
+        (
+            &[(
+                "key.converter",
+                "io.debezium.converters.CloudEventsConverter",
+            )][..],
+            "key.converter",
+        ),
+    ] {
+        let e = match with(changes) {
+            Ok(_) => panic!("{changes:?} accepted"),
+            Err(e) => e,
+        };
+        assert!(e.contains(named), "{changes:?}: {e}");
+    }
+}
