@@ -73,6 +73,8 @@ pub async fn preview(
         dead_letters: 0,
     };
     let mut commit = Lsn::ZERO;
+    // The source block of the change events transforms before the EventRouter read.
+    let (mut xid, mut commit_time, mut last_commit) = (None, None, None);
     for row in rows {
         if found.events + found.dead_letters >= limit {
             break;
@@ -86,7 +88,22 @@ pub async fn preview(
         match &message {
             // The end-to-end canary is no event.
             LogicalMessage::Message(m) if m.prefix == crate::source::canary::PREFIX => continue,
-            LogicalMessage::Begin(begin) => commit = begin.final_lsn,
+            LogicalMessage::Begin(begin) => {
+                commit = begin.final_lsn;
+                xid = Some(begin.xid);
+                commit_time = Some(crate::pg_time::epoch_micros(begin.commit_time_micros));
+            }
+            LogicalMessage::Commit(c) => last_commit = Some(c.end_lsn.as_u64()),
+            LogicalMessage::Insert(_) if router.wants_position() => {
+                router.set_position(outbox_router::SourcePosition {
+                    lsn: lsn.as_u64(),
+                    xid,
+                    commit_time_us: commit_time,
+                    last_commit_lsn: last_commit,
+                    snapshot: None,
+                    transaction: None,
+                })
+            }
             LogicalMessage::Relation(relation)
                 if router.wants_column_facts()
                     && router.is_outbox_table(&relation.namespace, &relation.name) =>
