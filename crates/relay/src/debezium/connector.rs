@@ -857,10 +857,11 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }
         "io.confluent.connect.avro.AvroConverter"
         | "io.apicurio.registry.utils.converter.AvroConverter"
+        | "io.confluent.connect.json.JsonSchemaConverter"
             if key == "header.converter" =>
         {
             Err(format!(
-                "{key}: {class} is not supported as a header converter; outbox-relay writes Avro keys and values"
+                "{key}: {class} is not supported as a header converter; outbox-relay writes schema-registry keys and values"
             ))
         }
         "io.confluent.connect.avro.AvroConverter" => {
@@ -869,10 +870,12 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         "io.apicurio.registry.utils.converter.AvroConverter" => {
             super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
+        "io.confluent.connect.json.JsonSchemaConverter" => super::json_schema::confluent(key, options)
+            .map(|c| Converter::JsonSchema(std::sync::Arc::new(c))),
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
-             ByteArrayConverter, Debezium's BinaryDataConverter or a schema-registry AvroConverter (Confluent's, \
-             Apicurio's) would"
+             ByteArrayConverter, Debezium's BinaryDataConverter, a schema-registry AvroConverter (Confluent's, \
+             Apicurio's) or Confluent's JsonSchemaConverter would"
         )),
     }
 }
@@ -912,6 +915,7 @@ pub(super) fn converter(
         "{key} = {class}{} ({source})",
         match &converter {
             Converter::Avro(avro) => super::avro::describe(avro),
+            Converter::JsonSchema(json) => super::json_schema::describe(json),
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,

@@ -4,6 +4,7 @@
 mod avro;
 mod catalog;
 mod connector;
+mod json_schema;
 mod options;
 mod producer;
 mod properties;
