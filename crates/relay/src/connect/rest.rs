@@ -346,6 +346,9 @@ async fn validate(
         .map(|(k, v)| {
             let shown = if is_password(k) {
                 "[hidden]".to_owned()
+            } else if k.ends_with("schema.registry.url") {
+                // basic.auth.credentials.source=URL: the password is in the URL.
+                crate::registry::shown_url(v)
             } else {
                 v.clone()
             };

@@ -51,10 +51,13 @@ pub(super) fn confluent_serde(
                 option,
             }
         }
-        None | Some("USER_INFO") | Some("URL") => Credentials::None,
+        None | Some("USER_INFO") => Credentials::None,
+        Some("URL") => Credentials::Url {
+            option: url_key.clone(),
+        },
         Some(other) => {
             return Err(format!(
-                "{key}.basic.auth.credentials.source={other} is not supported; use USER_INFO with {key}.basic.auth.user.info"
+                "{key}.basic.auth.credentials.source={other} is not supported; use USER_INFO with {key}.basic.auth.user.info, or URL"
             ))
         }
     };
