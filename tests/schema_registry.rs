@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use outbox_relay_testkit::registry::{BasicAuthGate, Registry};
-use outbox_relay_testkit::ConsumedRecord;
+use outbox_relay_testkit::{ConsumedRecord, RelayProcess};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,44 @@ async fn read_until(stack: &Stack, topic: &str, count: usize) -> Vec<ConsumedRec
     }
 }
 
+/// Runs the relay on `config` (its slot `name`), inserts Order events 0..`count` and reads
+/// them from `Order.<suffix>`: the relay, the records, and the registry's latest version of
+/// `Order.<suffix>-value`.
+async fn run_orders(
+    stack: &Stack,
+    registry: &Registry,
+    name: &str,
+    config: &str,
+    suffix: &str,
+    count: u64,
+) -> (RelayProcess, Vec<ConsumedRecord>, serde_json::Value) {
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(name, &["--debezium-config", config])
+        .await;
+    for n in 0..count {
+        insert(stack, n, "Order").await;
+    }
+    let records = read_until(stack, &format!("Order.{suffix}"), count as usize).await;
+    assert_eq!(records.len(), count as usize, "{}", relay.log());
+    let latest = get_json(
+        registry.port(),
+        &format!("/apis/ccompat/v7/subjects/Order.{suffix}-value/versions/latest"),
+    );
+    (relay, records, latest)
+}
+
+/// Runs the relay on `config`, which must fail within 30 s: its log.
+fn refused_log(stack: &Stack, config: &str) -> String {
+    let mut relay = stack.spawn_relay(&["--debezium-config", config]);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+    let log = relay.log();
+    assert!(!status.success(), "{log}");
+    log
+}
+
 const ENVELOPE: (&str, &str) = (
     "transforms.outbox.table.fields.additional.placement",
     "event_type:envelope:type",
@@ -116,18 +154,8 @@ async fn avro_converters_write_what_kafka_connect_writes() {
             ("value.converter.basic.auth.user.info", "relay:s3cret-pass"),
         ],
     );
-    let mut relay = stack
-        .spawn_relay_and_wait_for_slot("avro_confluent", &["--debezium-config", &config])
-        .await;
-    for n in 0..4 {
-        insert(&stack, n, "Order").await;
-    }
-    let records = read_until(&stack, "Order.avro", 4).await;
-    assert_eq!(records.len(), 4, "{}", relay.log());
-    let latest = get_json(
-        registry.port(),
-        "/apis/ccompat/v7/subjects/Order.avro-value/versions/latest",
-    );
+    let (mut relay, records, latest) =
+        run_orders(&stack, &registry, "avro_confluent", &config, "avro", 4).await;
     let id = latest["id"].as_u64().unwrap() as u32;
     let schema: serde_json::Value =
         serde_json::from_str(latest["schema"].as_str().unwrap()).unwrap();
@@ -277,13 +305,7 @@ async fn avro_converters_write_what_kafka_connect_writes() {
         ],
     );
     // The outbox's rows are snapshotted first: the first of them meets the refusal.
-    let mut relay = stack.spawn_relay(&["--debezium-config", &config]);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
-    let log = relay.log();
-    assert!(!status.success(), "{log}");
+    let log = refused_log(&stack, &config);
     assert!(
         log.contains("value.converter.basic.auth.user.info"),
         "{log}"
@@ -327,18 +349,8 @@ async fn json_schema_converter_writes_what_kafka_connect_writes() {
             ("value.converter.basic.auth.credentials.source", "URL"),
         ],
     );
-    let mut relay = stack
-        .spawn_relay_and_wait_for_slot("json_schema", &["--debezium-config", &config])
-        .await;
-    for n in 0..3 {
-        insert(&stack, n, "Order").await;
-    }
-    let records = read_until(&stack, "Order.jsonschema", 3).await;
-    assert_eq!(records.len(), 3, "{}", relay.log());
-    let latest = get_json(
-        registry.port(),
-        "/apis/ccompat/v7/subjects/Order.jsonschema-value/versions/latest",
-    );
+    let (mut relay, records, latest) =
+        run_orders(&stack, &registry, "json_schema", &config, "jsonschema", 3).await;
     assert_eq!(latest["schemaType"], "JSON", "{latest}");
     // JsonSchemaData.fromConnectSchema of the EventRouter's value (7.0.16): properties in
     // Java's HashMap order, the optional payload a oneOf with null.
@@ -386,13 +398,7 @@ async fn json_schema_converter_writes_what_kafka_connect_writes() {
             ("value.converter.basic.auth.credentials.source", "URL"),
         ],
     );
-    let mut relay = stack.spawn_relay(&["--debezium-config", &config]);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
-    let log = relay.log();
-    assert!(!status.success(), "{log}");
+    let log = refused_log(&stack, &config);
     assert!(log.contains("value.converter.schema.registry.url"), "{log}");
     assert!(log.contains("relay:[hidden]@127.0.0.1"), "{log}");
     assert!(!log.contains("Wr0ng-Url-Secret"), "{log}");
