@@ -195,8 +195,28 @@ fn write_text(out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A boolean, number, text or bytes value as Jackson writes its node (JsonConverter's and
+/// the JSON Schema converter's): doubles in Java's layout, non-finite ones quoted
+/// (`QUOTE_NON_NUMERIC_NUMBERS`), bytes as base64. False, writing nothing, for the others.
+pub(super) fn write_scalar(out: &mut Vec<u8>, value: &Value) -> Result<bool, String> {
+    match value {
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Float(f) if !f.is_finite() => {
+            out.push(b'"');
+            write_double(out, *f);
+            out.push(b'"');
+        }
+        Value::Float(f) => write_double(out, *f),
+        Value::String(s) => write_text(out, s)?,
+        Value::Bytes(b) => write_base64(out, b),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Bytes as JsonConverter writes them: a string of their standard base64.
-fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(super) fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'"');
     out.extend_from_slice(
         base64::engine::general_purpose::STANDARD
@@ -228,16 +248,6 @@ const JSON_SCHEMA_NEEDS_TOPIC: &str =
 fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Float(f) if !f.is_finite() => {
-            out.push(b'"');
-            write_double(out, *f);
-            out.push(b'"');
-        }
-        Value::Float(f) => write_double(out, *f),
-        Value::String(s) => write_text(out, s)?,
-        Value::Bytes(b) => write_base64(out, b),
         Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
             out.push(b'[');
@@ -270,6 +280,10 @@ fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
         }
         Value::Struct(_) => {
             return Err("a Struct without a schema cannot be converted".into());
+        }
+        // Booleans, numbers, text, bytes.
+        _ => {
+            write_scalar(out, value)?;
         }
     }
     Ok(())
@@ -577,15 +591,6 @@ impl Json {
                 }
                 out.extend_from_slice(b"null");
             }
-            Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-            Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-            // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
-            Value::Float(f) if !f.is_finite() => {
-                out.push(b'"');
-                write_double(out, *f);
-                out.push(b'"');
-            }
-            Value::Float(f) => write_double(out, *f),
             // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
             Value::Decimal(d) => {
                 out.push(b'"');
@@ -619,8 +624,6 @@ impl Json {
                 }
                 out.push(if object { b'}' } else { b']' });
             }
-            Value::String(s) => write_text(out, s)?,
-            Value::Bytes(b) => write_base64(out, b),
             Value::Array(items) => {
                 let SchemaType::Array(item_schema) = &schema.kind else {
                     return Err("array value for a non-array schema".into());
@@ -648,6 +651,10 @@ impl Json {
                     self.write(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
                 }
                 out.push(b'}');
+            }
+            // Booleans, numbers, text, bytes.
+            _ => {
+                write_scalar(out, value)?;
             }
         }
         Ok(())

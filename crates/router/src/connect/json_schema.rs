@@ -22,6 +22,7 @@
 //! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
 
 use super::avro::{AvroError, SubjectNameStrategy};
+use super::converter::{write_base64, write_scalar};
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string, write_string_as_text};
 use super::pg_text::Numeric;
@@ -572,33 +573,13 @@ fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool,
             }
             out.extend_from_slice(b"null");
         }
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
-        Value::Float(f) if !f.is_finite() => {
-            out.push(b'"');
-            write_double(out, *f);
-            out.push(b'"');
-        }
-        Value::Float(f) => write_double(out, *f),
-        Value::String(s) => write_string(
-            out,
-            std::str::from_utf8(s).map_err(|_| "text value is not valid UTF-8".to_owned())?,
-        ),
-        Value::Bytes(b) => {
-            out.push(b'"');
-            out.extend_from_slice(base64(b).as_bytes());
-            out.push(b'"');
-        }
         // decimal.format=BASE64 (the only one the relay writes): Decimal.fromLogical's
         // bytes; a BigDecimal under a plain BYTES schema is a number.
         Value::Decimal(d) if schema.name.as_deref() == Some(DECIMAL) => {
             let bytes = d
                 .unscaled_bytes()
                 .ok_or_else(|| format!("{} is not a Connect Decimal", d.java_string()))?;
-            out.push(b'"');
-            out.extend_from_slice(base64(&bytes).as_bytes());
-            out.push(b'"');
+            write_base64(out, &bytes);
         }
         Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
@@ -670,6 +651,10 @@ fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool,
                 }
             }
             out.push(b'}');
+        }
+        // Booleans, numbers, text, bytes.
+        _ => {
+            write_scalar(out, value)?;
         }
     }
     Ok(true)
