@@ -207,8 +207,8 @@ pub fn json_schema(schema: &Schema, additional_properties: bool) -> Result<JsonS
     .schema(schema, None)?;
     Ok(JsonSchemaText {
         json,
-        title: if schema.optional && matches!(schema.kind, SchemaType::Struct(_)) {
-            // An optional struct is a `oneOf` without a title of its own.
+        title: if schema.optional {
+            // An optional schema is a `oneOf` without a title of its own.
             None
         } else {
             schema.name.as_deref().map(str::to_owned)
@@ -1008,6 +1008,14 @@ mod tests {
             .subject("t", &nameless)
             .unwrap_err()
             .contains("must only be a record schema"));
+        // JsonSchema.name() is the document's title: an optional schema's oneOf has none.
+        let optional =
+            json_schema(&s(SchemaType::Int16, true).named("x.Y", Some(1)), true).unwrap();
+        assert_eq!(
+            optional.json,
+            r#"{"oneOf":[{"type":"null"},{"type":"integer","title":"x.Y","connect.version":1,"connect.type":"int16"}]}"#
+        );
+        assert_eq!(optional.title, None);
     }
 
     #[test]
