@@ -310,7 +310,8 @@ impl RegistryClient {
                 match &self.credentials_option {
                     Some(option) => format!("; check {option}"),
                     None =>
-                        "; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info"
+                        "; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info, \
+                         or basic.auth.credentials.source=URL and user:password@ in the URL"
                             .into(),
                 }
             ))),
