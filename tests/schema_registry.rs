@@ -1,4 +1,5 @@
-//! Debezium configurations with schema-registry Avro converters, against a real registry
+//! Debezium configurations with schema-registry converters (Avro; Confluent's JSON Schema
+//! further down), against a real registry
 //! (Apicurio Registry 2.6, whose ccompat API is Confluent's): Confluent's AvroConverter
 //! writes magic byte 0, the schema id the registry gave `<topic>-value`, then the Avro body;
 //! Apicurio's converter the body with its global id in a header. A registry that goes away
@@ -9,7 +10,7 @@ mod common;
 
 use common::*;
 use outbox_relay_testkit::registry::{BasicAuthGate, Registry};
-use outbox_relay_testkit::ConsumedRecord;
+use outbox_relay_testkit::{ConsumedRecord, RelayProcess};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,44 @@ async fn read_until(stack: &Stack, topic: &str, count: usize) -> Vec<ConsumedRec
     }
 }
 
+/// Runs the relay on `config` (its slot `name`), inserts Order events 0..`count` and reads
+/// them from `Order.<suffix>`: the relay, the records, and the registry's latest version of
+/// `Order.<suffix>-value`.
+async fn run_orders(
+    stack: &Stack,
+    registry: &Registry,
+    name: &str,
+    config: &str,
+    suffix: &str,
+    count: u64,
+) -> (RelayProcess, Vec<ConsumedRecord>, serde_json::Value) {
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(name, &["--debezium-config", config])
+        .await;
+    for n in 0..count {
+        insert(stack, n, "Order").await;
+    }
+    let records = read_until(stack, &format!("Order.{suffix}"), count as usize).await;
+    assert_eq!(records.len(), count as usize, "{}", relay.log());
+    let latest = get_json(
+        registry.port(),
+        &format!("/apis/ccompat/v7/subjects/Order.{suffix}-value/versions/latest"),
+    );
+    (relay, records, latest)
+}
+
+/// Runs the relay on `config`, which must fail within 30 s: its log.
+fn refused_log(stack: &Stack, config: &str) -> String {
+    let mut relay = stack.spawn_relay(&["--debezium-config", config]);
+    let status = relay
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
+    let log = relay.log();
+    assert!(!status.success(), "{log}");
+    log
+}
+
 const ENVELOPE: (&str, &str) = (
     "transforms.outbox.table.fields.additional.placement",
     "event_type:envelope:type",
@@ -115,18 +154,8 @@ async fn avro_converters_write_what_kafka_connect_writes() {
             ("value.converter.basic.auth.user.info", "relay:s3cret-pass"),
         ],
     );
-    let mut relay = stack
-        .spawn_relay_and_wait_for_slot("avro_confluent", &["--debezium-config", &config])
-        .await;
-    for n in 0..4 {
-        insert(&stack, n, "Order").await;
-    }
-    let records = read_until(&stack, "Order.avro", 4).await;
-    assert_eq!(records.len(), 4, "{}", relay.log());
-    let latest = get_json(
-        registry.port(),
-        "/apis/ccompat/v7/subjects/Order.avro-value/versions/latest",
-    );
+    let (mut relay, records, latest) =
+        run_orders(&stack, &registry, "avro_confluent", &config, "avro", 4).await;
     let id = latest["id"].as_u64().unwrap() as u32;
     let schema: serde_json::Value =
         serde_json::from_str(latest["schema"].as_str().unwrap()).unwrap();
@@ -276,16 +305,101 @@ async fn avro_converters_write_what_kafka_connect_writes() {
         ],
     );
     // The outbox's rows are snapshotted first: the first of them meets the refusal.
-    let mut relay = stack.spawn_relay(&["--debezium-config", &config]);
-    let status = relay
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
-        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log()));
-    let log = relay.log();
-    assert!(!status.success(), "{log}");
+    let log = refused_log(&stack, &config);
     assert!(
         log.contains("value.converter.basic.auth.user.info"),
         "{log}"
     );
     assert!(!log.contains("Wr0ng-Secret-9"), "{log}");
+}
+
+/// Confluent's JsonSchemaConverter (7.0.16's documents and bytes), its credentials in the
+/// registry URL (`basic.auth.credentials.source=URL`, taken as written, not decoded): the
+/// registered schema's text is what Confluent's converter registers, the records magic byte
+/// 0, the id, then the JSON; the password shows nowhere, not even when it is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_converter_writes_what_kafka_connect_writes() {
+    let registry = Registry::start().expect("a schema registry");
+    let gate = BasicAuthGate::start(registry.port(), "relay", "Url-S3cret%3A9").unwrap();
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+
+    let url = format!(
+        "http://relay:Url-S3cret%3A9@127.0.0.1:{}/apis/ccompat/v7",
+        gate.port()
+    );
+    let config = outbox_connector(
+        dir.path(),
+        "json_schema",
+        &[
+            ENVELOPE,
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.jsonschema",
+            ),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter",
+            ),
+            (
+                "value.converter",
+                "io.confluent.connect.json.JsonSchemaConverter",
+            ),
+            ("value.converter.schema.registry.url", &url),
+            ("value.converter.basic.auth.credentials.source", "URL"),
+        ],
+    );
+    let (mut relay, records, latest) =
+        run_orders(&stack, &registry, "json_schema", &config, "jsonschema", 3).await;
+    assert_eq!(latest["schemaType"], "JSON", "{latest}");
+    // JsonSchemaData.fromConnectSchema of the EventRouter's value (7.0.16): properties in
+    // Java's HashMap order, the optional payload a oneOf with null.
+    assert_eq!(
+        latest["schema"].as_str().unwrap(),
+        concat!(
+            r#"{"type":"object","title":"app.public.outbox.Order.Value","properties":{"#,
+            r#""payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},"#,
+            r#""type":{"type":"string","connect.index":1}}}"#
+        )
+    );
+    let id = latest["id"].as_u64().unwrap() as u32;
+    for (n, r) in records.iter().enumerate() {
+        let value = r.value.as_deref().unwrap();
+        assert_eq!(value[0], 0, "magic byte");
+        assert_eq!(u32::from_be_bytes(value[1..5].try_into().unwrap()), id);
+        assert_eq!(
+            std::str::from_utf8(&value[5..]).unwrap(),
+            format!(r#"{{"payload":"{{\"n\": {n}}}","type":"Created"}}"#)
+        );
+        assert_eq!(r.key_str(), Some(format!("agg-{n}").as_str()));
+    }
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    assert!(!relay.log().contains("Url-S3cret"), "{}", relay.log());
+
+    // --- A wrong password in the URL: the relay exits naming the option, not the secret ---
+    let wrong = format!(
+        "http://relay:Wr0ng-Url-Secret@127.0.0.1:{}/apis/ccompat/v7",
+        gate.port()
+    );
+    let config = outbox_connector(
+        dir.path(),
+        "json_schema_denied",
+        &[
+            ENVELOPE,
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.denied",
+            ),
+            (
+                "value.converter",
+                "io.confluent.connect.json.JsonSchemaConverter",
+            ),
+            ("value.converter.schema.registry.url", &wrong),
+            ("value.converter.basic.auth.credentials.source", "URL"),
+        ],
+    );
+    let log = refused_log(&stack, &config);
+    assert!(log.contains("value.converter.schema.registry.url"), "{log}");
+    assert!(log.contains("relay:[hidden]@127.0.0.1"), "{log}");
+    assert!(!log.contains("Wr0ng-Url-Secret"), "{log}");
 }

@@ -28,8 +28,10 @@ pub enum Api {
 
 pub struct RegistryClient {
     api: Api,
-    /// The base URL, without a trailing slash.
+    /// The base URL, without a trailing slash and without user-info.
     base: String,
+    /// The base URL as messages show it: a password in its user-info `[hidden]`.
+    shown: String,
     /// The `Authorization` header's value.
     authorization: Option<Secret>,
     /// The option the credentials came from, for an error that must name it.
@@ -42,7 +44,7 @@ impl fmt::Debug for RegistryClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegistryClient")
             .field("api", &self.api)
-            .field("base", &self.base)
+            .field("base", &self.shown)
             .field("authorization", &self.authorization.as_ref().map(|_| "***"))
             .finish()
     }
@@ -61,31 +63,104 @@ pub enum Credentials {
         token: Secret,
         option: String,
     },
+    /// `basic.auth.credentials.source=URL`: the user-info of the registry's URL, as it is
+    /// written (Confluent's `UrlBasicAuthCredentialProvider` returns `URL.getUserInfo()`,
+    /// which does not percent-decode); none when the URL has none.
+    Url {
+        option: String,
+    },
+}
+
+/// A schema registry URL split at its user-info (`java.net.URL`'s reading: the authority up
+/// to its `@`; more than one `@` is no user-info and no host).
+struct SplitUrl<'a> {
+    /// The URL without `user-info@`.
+    bare: String,
+    user_info: Option<&'a str>,
+}
+
+fn split_url(url: &str) -> Result<SplitUrl<'_>, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(SplitUrl {
+            bare: url.to_owned(),
+            user_info: None,
+        });
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    match authority.matches('@').count() {
+        0 => Ok(SplitUrl {
+            bare: url.to_owned(),
+            user_info: None,
+        }),
+        1 => {
+            let (user_info, host) = authority.split_once('@').expect("one @");
+            Ok(SplitUrl {
+                bare: format!("{scheme}://{host}{}", &rest[end..]),
+                user_info: Some(user_info),
+            })
+        }
+        _ => Err("a schema registry URL's authority has more than one '@'".into()),
+    }
+}
+
+/// A schema registry URL (or a comma-separated list of them) as outbox-relay shows it:
+/// the password of a URL's user-info replaced by `[hidden]` (`http://user:[hidden]@host`).
+pub fn shown_url(urls: &str) -> String {
+    urls.split(',')
+        .map(|url| {
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return url.to_owned();
+            };
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                None => url.to_owned(),
+                Some(at) => {
+                    let user = match rest[..at].split_once(':') {
+                        Some((user, _)) => format!("{user}:[hidden]"),
+                        None => "[hidden]".to_owned(),
+                    };
+                    format!("{scheme}://{user}{}", &rest[at..])
+                }
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl RegistryClient {
     /// A client of the registry at `url` (the first of a comma-separated list).
     pub fn new(api: Api, url: &str, credentials: Credentials) -> Result<Self, String> {
-        let base = url
+        let first = url
             .split(',')
             .map(str::trim)
             .find(|u| !u.is_empty())
             .ok_or("no schema registry URL")?
-            .trim_end_matches('/')
-            .to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!("{base:?} is not an http:// or https:// URL"));
+            .trim_end_matches('/');
+        let shown = shown_url(first);
+        if !(first.starts_with("http://") || first.starts_with("https://")) {
+            return Err(format!("{shown:?} is not an http:// or https:// URL"));
         }
-        if base.split("//").nth(1).is_some_and(|rest| {
-            rest.split('/')
-                .next()
-                .is_some_and(|authority| authority.contains('@'))
-        }) {
+        let split = split_url(first)?;
+        let base = split.bare;
+        if split.user_info.is_some() && api != Api::Confluent {
             return Err(
-                "credentials in the schema registry URL are not supported; use basic.auth.user.info"
+                "credentials in the registry URL are not supported; use apicurio.auth.username and apicurio.auth.password"
                     .into(),
             );
         }
+        // Confluent's client reads the URL's user-info only with
+        // basic.auth.credentials.source=URL (the request itself never carries it).
+        let credentials = match credentials {
+            Credentials::Url { option } => match split.user_info {
+                Some(user_info) => Credentials::Basic {
+                    user_info: Secret::new(user_info),
+                    option,
+                },
+                None => Credentials::None,
+            },
+            other => other,
+        };
         use base64::Engine;
         let (authorization, credentials_option) = match credentials {
             Credentials::None => (None, None),
@@ -100,6 +175,7 @@ impl RegistryClient {
                 Some(Secret::new(format!("Bearer {}", token.expose()))),
                 Some(option),
             ),
+            Credentials::Url { .. } => unreachable!("read from the URL above"),
         };
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -109,6 +185,7 @@ impl RegistryClient {
         Ok(Self {
             api,
             base,
+            shown,
             authorization,
             credentials_option,
             agent: ureq::Agent::new_with_config(config),
@@ -125,7 +202,7 @@ impl RegistryClient {
     ) -> Result<(u16, String), RegistryError> {
         let url = format!("{}{path}", self.base);
         let unavailable = |e: ureq::Error| {
-            RegistryError::Unavailable(format!("schema registry at {}: {e}", self.base))
+            RegistryError::Unavailable(format!("schema registry at {}: {e}", self.shown))
         };
         let response = match body {
             None => {
@@ -224,22 +301,23 @@ impl RegistryClient {
                 .ok_or_else(|| {
                     RegistryError::Unavailable(format!(
                         "schema registry at {} answered without an {id_field}",
-                        self.base
+                        self.shown
                     ))
                 }),
             401 | 403 => Err(RegistryError::Unauthorized(format!(
                 "schema registry at {} refused the credentials (HTTP {status}){}",
-                self.base,
+                self.shown,
                 match &self.credentials_option {
                     Some(option) => format!("; check {option}"),
                     None =>
-                        "; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info"
+                        "; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info, \
+                         or basic.auth.credentials.source=URL and user:password@ in the URL"
                             .into(),
                 }
             ))),
             408 | 429 | 500..=599 => Err(RegistryError::Unavailable(format!(
                 "schema registry at {} answered HTTP {status}: {}",
-                self.base,
+                self.shown,
                 message(&body)
             ))),
             _ => Err(RegistryError::Rejected(format!(
@@ -333,5 +411,74 @@ impl SchemaRegistry for RegistryClient {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, id);
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_credentials_are_read_as_written_and_never_shown() {
+        // Confluent's UrlBasicAuthCredentialProvider: `URL.getUserInfo()`, not decoded.
+        let client = RegistryClient::new(
+            Api::Confluent,
+            " http://us%40er:p%3Ass@registry:8081/ ,http://other:8081",
+            Credentials::Url {
+                option: "value.converter.schema.registry.url".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(client.base, "http://registry:8081");
+        assert_eq!(client.shown, "http://us%40er:[hidden]@registry:8081");
+        use base64::Engine;
+        assert_eq!(
+            client.authorization.as_ref().map(Secret::expose),
+            Some(
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode("us%40er:p%3Ass")
+                )
+                .as_str()
+            )
+        );
+        assert!(!format!("{client:?}").contains("p%3Ass"));
+        // Without source=URL the user-info is not sent (nor kept in the requests' URL).
+        let client = RegistryClient::new(
+            Api::Confluent,
+            "https://u:secret@registry/apis/ccompat/v7",
+            Credentials::None,
+        )
+        .unwrap();
+        assert_eq!(client.base, "https://registry/apis/ccompat/v7");
+        assert!(client.authorization.is_none());
+        // source=URL with a URL without user-info: no credentials.
+        let client = RegistryClient::new(
+            Api::Confluent,
+            "http://registry:8081",
+            Credentials::Url {
+                option: "value.converter.schema.registry.url".into(),
+            },
+        )
+        .unwrap();
+        assert!(client.authorization.is_none());
+        let e = RegistryClient::new(Api::Confluent, "ftp://u:secret@host", Credentials::None)
+            .unwrap_err();
+        assert!(!e.contains("secret"), "{e}");
+        assert!(RegistryClient::new(Api::Confluent, "http://a@b@host", Credentials::None).is_err());
+        assert!(RegistryClient::new(
+            Api::Apicurio { content_id: false },
+            "http://u:p@host/apis/registry/v2",
+            Credentials::None
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn shown_urls_hide_passwords() {
+        assert_eq!(
+            shown_url("http://user:pw@host:1/x?y=a@b,https://h2,http://token@h3"),
+            "http://user:[hidden]@host:1/x?y=a@b,https://h2,http://[hidden]@h3"
+        );
     }
 }

@@ -343,14 +343,7 @@ async fn validate(
     // Connect shows the value of an option of type PASSWORD as "[hidden]".
     let mut values: BTreeMap<String, (Option<String>, Vec<String>)> = config
         .iter()
-        .map(|(k, v)| {
-            let shown = if is_password(k) {
-                "[hidden]".to_owned()
-            } else {
-                v.clone()
-            };
-            (k.clone(), (Some(shown), Vec::new()))
-        })
+        .map(|(k, v)| (k.clone(), (Some(shown_value(k, v)), Vec::new())))
         .collect();
     for e in &errors {
         values
@@ -442,6 +435,18 @@ fn hidden(settings: &crate::config::Settings, text: &str) -> String {
     match &settings.preset {
         Some(preset) => preset.hidden.apply(text),
         None => text.to_owned(),
+    }
+}
+
+/// An option's value as validate shows it: `[hidden]` for a password, a schema registry URL
+/// with the password of its user-info hidden (basic.auth.credentials.source=URL).
+fn shown_value(key: &str, value: &str) -> String {
+    if is_password(key) {
+        "[hidden]".to_owned()
+    } else if key.ends_with("schema.registry.url") {
+        crate::registry::shown_url(value)
+    } else {
+        value.to_owned()
     }
 }
 
@@ -877,5 +882,16 @@ mod password_tests {
             assert!(super::is_password(key), "{key}");
         }
         assert!(!super::is_password("value.converter.schema.registry.url"));
+        assert_eq!(
+            super::shown_value(
+                "value.converter.schema.registry.url",
+                "http://relay:s3cret@registry:8081"
+            ),
+            "http://relay:[hidden]@registry:8081"
+        );
+        assert_eq!(
+            super::shown_value("key.converter.basic.auth.user.info", "u:p"),
+            "[hidden]"
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::secret::Secret;
 use outbox_router::connect::{AvroClass, AvroConverter, Framing, Lookup, SubjectNameStrategy};
 use std::sync::Arc;
 
-fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     match o.get(key) {
         None => Ok(default),
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
@@ -18,14 +18,27 @@ fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     }
 }
 
-/// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
-pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+/// What Confluent's schema-registry converters read alike under `key`
+/// (`AbstractKafkaSchemaSerDeConfig`): the registry's URL and credentials, how ids are
+/// asked for, and the subject name strategy.
+pub(super) struct ConfluentSerde {
+    pub registry: RegistryClient,
+    pub lookup: Lookup,
+    pub strategy: SubjectNameStrategy,
+}
+
+/// Confluent's serializer options under `key` for the converter `class`.
+pub(super) fn confluent_serde(
+    key: &str,
+    o: &Options,
+    class: &str,
+) -> Result<ConfluentSerde, String> {
     let is_key = key.starts_with("key.");
     let url_key = format!("{key}.schema.registry.url");
     let url = o
         .get(&url_key)
         .filter(|u| !u.is_empty())
-        .ok_or_else(|| format!("{url_key} is required by {}", AvroClass::Confluent.name()))?;
+        .ok_or_else(|| format!("{url_key} is required by {class}"))?;
     let credentials = match o
         .get(&format!("{key}.basic.auth.credentials.source"))
         .map(str::to_ascii_uppercase)
@@ -38,10 +51,13 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String>
                 option,
             }
         }
-        None | Some("USER_INFO") | Some("URL") => Credentials::None,
+        None | Some("USER_INFO") => Credentials::None,
+        Some("URL") => Credentials::Url {
+            option: url_key.clone(),
+        },
         Some(other) => {
             return Err(format!(
-                "{key}.basic.auth.credentials.source={other} is not supported; use USER_INFO with {key}.basic.auth.user.info"
+                "{key}.basic.auth.credentials.source={other} is not supported; use USER_INFO with {key}.basic.auth.user.info, or URL"
             ))
         }
     };
@@ -94,18 +110,29 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String>
         "{key}.{}.subject.name.strategy",
         if is_key { "value" } else { "key" }
     ));
+    let registry = RegistryClient::new(Api::Confluent, url, credentials)
+        .map_err(|e| format!("{url_key}: {e}"))?;
+    Ok(ConfluentSerde {
+        registry,
+        lookup,
+        strategy,
+    })
+}
+
+/// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
+pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+    let is_key = key.starts_with("key.");
+    let serde = confluent_serde(key, o, AvroClass::Confluent.name())?;
     // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
     flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
     let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
-    let registry = RegistryClient::new(Api::Confluent, url, credentials)
-        .map_err(|e| format!("{url_key}: {e}"))?;
     let mut c = AvroConverter::new(
         AvroClass::Confluent,
         is_key,
-        strategy,
-        lookup,
+        serde.strategy,
+        serde.lookup,
         Framing::Confluent,
-        Arc::new(registry),
+        Arc::new(serde.registry),
     );
     c.connect_meta_data = meta;
     Ok(c)
@@ -183,10 +210,15 @@ pub(super) fn describe(c: &AvroConverter) -> String {
         ", {:?} ids, {:?} subjects, {}",
         c.framing,
         c.strategy,
-        match c.lookup {
-            Lookup::Register => "schemas registered automatically",
-            Lookup::Find => "schemas looked up",
-            Lookup::Latest => "the subject's latest version",
-        }
+        lookup_text(c.lookup)
     )
+}
+
+/// How a converter's notes say ids are asked for.
+pub(super) fn lookup_text(lookup: Lookup) -> &'static str {
+    match lookup {
+        Lookup::Register => "schemas registered automatically",
+        Lookup::Find => "schemas looked up",
+        Lookup::Latest => "the subject's latest version",
+    }
 }

@@ -934,7 +934,8 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     Converter::ByteArray => Delegate::ByteArray,
                     Converter::BinaryData { .. }
                     | Converter::Avro(_)
-                    | Converter::CloudEvents(_) => {
+                    | Converter::CloudEvents(_)
+                    | Converter::JsonSchema(_) => {
                         return Err(format!(
                             "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
                         ))
@@ -946,6 +947,7 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         "io.confluent.connect.avro.AvroConverter"
         | "io.apicurio.registry.utils.converter.AvroConverter"
         | outbox_router::connect::cloudevents::CLASS
+        | "io.confluent.connect.json.JsonSchemaConverter"
             if key == "header.converter" =>
         {
             Err(format!(
@@ -960,10 +962,12 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         "io.apicurio.registry.utils.converter.AvroConverter" => {
             super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
+        "io.confluent.connect.json.JsonSchemaConverter" => super::json_schema::confluent(key, options)
+            .map(|c| Converter::JsonSchema(std::sync::Arc::new(c))),
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
-             ByteArrayConverter, Debezium's BinaryDataConverter or CloudEventsConverter, or a schema-registry \
-             AvroConverter (Confluent's, Apicurio's) would"
+             ByteArrayConverter, Debezium's BinaryDataConverter or CloudEventsConverter, a schema-registry \
+             AvroConverter (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter would"
         )),
     }
 }
@@ -1003,6 +1007,7 @@ pub(super) fn converter(
         "{key} = {class}{} ({source})",
         match &converter {
             Converter::Avro(avro) => super::avro::describe(avro),
+            Converter::JsonSchema(json) => super::json_schema::describe(json),
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,

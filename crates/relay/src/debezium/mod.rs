@@ -5,6 +5,7 @@ mod avro;
 mod catalog;
 mod cloudevents;
 mod connector;
+mod json_schema;
 mod options;
 mod producer;
 mod properties;

@@ -905,3 +905,71 @@ fn the_cloudevents_recipe_is_accepted_and_its_impossible_variants_refused() {
         assert!(e.contains(named), "{changes:?}: {e}");
     }
 }
+
+#[test]
+fn json_schema_converter_options_are_read_and_unsupported_ones_refused() {
+    let json = |extra: &[(&str, &str)]| {
+        let mut options = vec![
+            (
+                "value.converter",
+                "io.confluent.connect.json.JsonSchemaConverter",
+            ),
+            (
+                "value.converter.schema.registry.url",
+                "http://registry:8081",
+            ),
+        ];
+        options.extend_from_slice(extra);
+        translate(&config(&options), None)
+    };
+    let s = json(&[
+        ("value.converter.object.additional.properties", "false"),
+        ("value.converter.auto.register.schemas", "false"),
+        (
+            "value.converter.value.subject.name.strategy",
+            "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+        ),
+        ("value.converter.json.fail.unknown.properties", "false"),
+        ("value.converter.use.optional.for.nonrequired", "true"),
+        ("value.converter.json.fail.invalid.schema", "false"),
+    ])
+    .unwrap();
+    let Converter::JsonSchema(c) = &connect(&s).value else {
+        panic!("{:?}", connect(&s).value);
+    };
+    assert!(!c.additional_properties);
+    assert_eq!(c.lookup, outbox_router::connect::Lookup::Find);
+    assert_eq!(
+        c.strategy,
+        outbox_router::connect::SubjectNameStrategy::Record
+    );
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    for (key, value) in [
+        ("value.converter.json.fail.invalid.schema", "true"),
+        ("value.converter.json.indent.output", "true"),
+        ("value.converter.ignore.default.for.nullables", "true"),
+        ("value.converter.normalize.schemas", "true"),
+        (
+            "value.converter.json.default.property.inclusion",
+            "NON_NULL",
+        ),
+        ("value.converter.use.schema.id", "3"),
+        ("value.converter.decimal.format", "NUMERIC"),
+        (
+            "header.converter",
+            "io.confluent.connect.json.JsonSchemaConverter",
+        ),
+    ] {
+        let err = json(&[(key, value)]).unwrap_err();
+        assert!(err.contains(key), "{key}={value}: {err}");
+    }
+    assert!(translate(
+        &config(&[(
+            "key.converter",
+            "io.confluent.connect.json.JsonSchemaConverter"
+        )]),
+        None
+    )
+    .unwrap_err()
+    .contains("key.converter.schema.registry.url is required"));
+}

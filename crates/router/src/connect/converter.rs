@@ -6,6 +6,7 @@
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
+use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -31,6 +32,8 @@ pub enum Converter {
     Avro(Arc<AvroConverter>),
     /// Debezium's CloudEventsConverter (JSON), which reads the record's headers.
     CloudEvents(Box<super::cloudevents::CloudEvents>),
+    /// Confluent's schema-registry JSON Schema converter.
+    JsonSchema(Arc<JsonSchemaConverter>),
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
@@ -78,6 +81,7 @@ impl Converter {
             Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
             Converter::Avro(avro) => avro.class.name(),
             Converter::CloudEvents(_) => super::cloudevents::CLASS,
+            Converter::JsonSchema(_) => JSON_SCHEMA_CONVERTER,
         }
     }
 
@@ -125,6 +129,7 @@ impl Converter {
             Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // Without the record's headers, as for a record without metadata.
             Converter::CloudEvents(ce) => ce.encode(schema, value, &[]),
+            Converter::JsonSchema(_) => Err(JSON_SCHEMA_NEEDS_TOPIC.into()),
         }
     }
 
@@ -183,6 +188,7 @@ impl Converter {
             Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // No schema: a Kafka null.
             Converter::CloudEvents(_) => Ok(None),
+            Converter::JsonSchema(_) => Err(JSON_SCHEMA_NEEDS_TOPIC.into()),
         }
     }
 }
@@ -196,8 +202,28 @@ fn write_text(out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A boolean, number, text or bytes value as Jackson writes its node (JsonConverter's and
+/// the JSON Schema converter's): doubles in Java's layout, non-finite ones quoted
+/// (`QUOTE_NON_NUMERIC_NUMBERS`), bytes as base64. False, writing nothing, for the others.
+pub(super) fn write_scalar(out: &mut Vec<u8>, value: &Value) -> Result<bool, String> {
+    match value {
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Float(f) if !f.is_finite() => {
+            out.push(b'"');
+            write_double(out, *f);
+            out.push(b'"');
+        }
+        Value::Float(f) => write_double(out, *f),
+        Value::String(s) => write_text(out, s)?,
+        Value::Bytes(b) => write_base64(out, b),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Bytes as JsonConverter writes them: a string of their standard base64.
-fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(super) fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'"');
     out.extend_from_slice(
         base64::engine::general_purpose::STANDARD
@@ -221,22 +247,14 @@ fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converte
 /// An Avro converter writes a record's key or value ([`super::Data::encode_to`]), for its
 /// topic's subject; nothing else.
 const AVRO_NEEDS_TOPIC: &str = "the Avro converter writes only record keys and values";
+const JSON_SCHEMA_NEEDS_TOPIC: &str =
+    "the JSON Schema converter writes only record keys and values";
 
 /// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
 /// string keys an object, any other map an array of pairs).
 fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Float(f) if !f.is_finite() => {
-            out.push(b'"');
-            write_double(out, *f);
-            out.push(b'"');
-        }
-        Value::Float(f) => write_double(out, *f),
-        Value::String(s) => write_text(out, s)?,
-        Value::Bytes(b) => write_base64(out, b),
         Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
             out.push(b'[');
@@ -269,6 +287,10 @@ fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
         }
         Value::Struct(_) => {
             return Err("a Struct without a schema cannot be converted".into());
+        }
+        // Booleans, numbers, text, bytes.
+        _ => {
+            write_scalar(out, value)?;
         }
     }
     Ok(())
@@ -576,15 +598,6 @@ impl Json {
                 }
                 out.extend_from_slice(b"null");
             }
-            Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-            Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-            // Jackson quotes non-finite numbers (QUOTE_NON_NUMERIC_NUMBERS).
-            Value::Float(f) if !f.is_finite() => {
-                out.push(b'"');
-                write_double(out, *f);
-                out.push(b'"');
-            }
-            Value::Float(f) => write_double(out, *f),
             // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
             Value::Decimal(d) => {
                 out.push(b'"');
@@ -618,8 +631,6 @@ impl Json {
                 }
                 out.push(if object { b'}' } else { b']' });
             }
-            Value::String(s) => write_text(out, s)?,
-            Value::Bytes(b) => write_base64(out, b),
             Value::Array(items) => {
                 let SchemaType::Array(item_schema) = &schema.kind else {
                     return Err("array value for a non-array schema".into());
@@ -647,6 +658,10 @@ impl Json {
                     self.write(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
                 }
                 out.push(b'}');
+            }
+            // Booleans, numbers, text, bytes.
+            _ => {
+                write_scalar(out, value)?;
             }
         }
         Ok(())

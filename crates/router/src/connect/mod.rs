@@ -9,6 +9,7 @@ mod converter;
 mod data;
 mod expand;
 mod json;
+mod json_schema;
 mod pg_text;
 mod postgres_types;
 mod record;
@@ -21,6 +22,7 @@ pub use avro::{
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
+pub use json_schema::{json_schema, JsonSchemaConverter, JsonSchemaText, JSON_SCHEMA_CONVERTER};
 pub use pg_text::Numeric;
 pub(crate) use pg_text::{civil_from_days, days_from_civil};
 pub(crate) use postgres_types::java_hash_map_order;

@@ -765,6 +765,15 @@ pub(crate) fn java_hash_map_order<V>(pairs: Vec<(String, V)>) -> Vec<(String, V)
     while pairs.len() > capacity * 3 / 4 {
         capacity *= 2;
     }
+    java_hash_map_order_in(pairs, capacity)
+}
+
+/// The iteration order of a `java.util.HashMap<String, _>` of `capacity` buckets filled with
+/// these pairs in this order.
+pub(crate) fn java_hash_map_order_in<V>(
+    pairs: Vec<(String, V)>,
+    capacity: usize,
+) -> Vec<(String, V)> {
     let mut keyed: Vec<(usize, usize, (String, V))> = pairs
         .into_iter()
         .enumerate()

@@ -51,11 +51,10 @@ impl Data {
         match converter {
             Converter::Avro(avro) => avro
                 .encode(topic, self.schema.as_ref(), &self.value, headers)
-                .map_err(|e| match e {
-                    AvroError::Record(m) => Failed(m, None),
-                    AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
-                    AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
-                }),
+                .map_err(registry_failure),
+            Converter::JsonSchema(json) => json
+                .encode(topic, self.schema.as_ref(), &self.value)
+                .map_err(registry_failure),
             other => self.encode(other).map_err(|m| Failed(m, None)),
         }
     }
@@ -68,6 +67,15 @@ impl Data {
             (None, Value::String(text)) => converter.encode_schemaless_string(text),
             (None, other) => converter.encode_schemaless(other),
         }
+    }
+}
+
+/// A schema-registry converter's failure: the record's, or one that stops the session.
+fn registry_failure(e: AvroError) -> Failed {
+    match e {
+        AvroError::Record(m) => Failed(m, None),
+        AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
+        AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
     }
 }
 
