@@ -844,7 +844,7 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     },
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
-                    Converter::BinaryData { .. } | Converter::Avro(_) => {
+                    Converter::BinaryData { .. } | Converter::Avro(_) | Converter::Protobuf(_) => {
                         return Err(format!(
                             "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
                         ))

@@ -6,6 +6,7 @@
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
+use super::protobuf::ProtobufConverter;
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub enum Converter {
     },
     /// A schema-registry Avro converter (Confluent's or Apicurio's).
     Avro(Arc<AvroConverter>),
+    /// Confluent's schema-registry Protobuf converter.
+    Protobuf(Arc<ProtobufConverter>),
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
@@ -75,6 +78,7 @@ impl Converter {
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
             Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
             Converter::Avro(avro) => avro.class.name(),
+            Converter::Protobuf(p) => p.class(),
         }
     }
 
@@ -119,7 +123,7 @@ impl Converter {
                 (_, Value::Null) => Ok(None),
                 _ => binary_delegate(*delegate, value)?.encode(schema, value),
             },
-            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 
@@ -175,7 +179,7 @@ impl Converter {
                 Value::Bytes(b) => Ok(Some(b.clone())),
                 other => binary_delegate(*delegate, other)?.encode_schemaless(other),
             },
-            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
         }
     }
 }
@@ -211,9 +215,10 @@ fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converte
         )
     })
 }
-/// An Avro converter writes a record's key or value ([`super::Data::encode_to`]), for its
-/// topic's subject; nothing else.
-const AVRO_NEEDS_TOPIC: &str = "the Avro converter writes only record keys and values";
+/// A schema-registry converter writes a record's key or value ([`super::Data::encode_to`]),
+/// for its topic's subject; nothing else.
+const AVRO_NEEDS_TOPIC: &str =
+    "a schema-registry converter (Avro, Protobuf) writes only record keys and values";
 
 /// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
 /// string keys an object, any other map an array of pairs).

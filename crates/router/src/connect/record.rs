@@ -56,6 +56,13 @@ impl Data {
                     AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
                     AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
                 }),
+            Converter::Protobuf(proto) => proto
+                .encode(topic, self.schema.as_ref(), &self.value)
+                .map_err(|e| match e {
+                    AvroError::Record(m) => Failed(m, None),
+                    AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
+                    AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
+                }),
             other => self.encode(other).map_err(|m| Failed(m, None)),
         }
     }
