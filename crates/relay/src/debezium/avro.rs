@@ -9,7 +9,7 @@ use crate::secret::Secret;
 use outbox_router::connect::{AvroClass, AvroConverter, Framing, Lookup, SubjectNameStrategy};
 use std::sync::Arc;
 
-fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     match o.get(key) {
         None => Ok(default),
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
@@ -18,14 +18,28 @@ fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     }
 }
 
-/// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
-pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+/// What Confluent's schema-registry converters (Avro, Protobuf) read alike under `key`:
+/// the registry's URL and credentials, how ids are looked up, the subject name strategy.
+pub(super) struct ConfluentRegistry {
+    pub is_key: bool,
+    pub strategy: SubjectNameStrategy,
+    pub lookup: Lookup,
+    pub registry: Arc<RegistryClient>,
+}
+
+/// The registry options of Confluent's converter `class` under `key` (`value.converter`,
+/// `key.converter`).
+pub(super) fn confluent_registry(
+    key: &str,
+    o: &Options,
+    class: &str,
+) -> Result<ConfluentRegistry, String> {
     let is_key = key.starts_with("key.");
     let url_key = format!("{key}.schema.registry.url");
     let url = o
         .get(&url_key)
         .filter(|u| !u.is_empty())
-        .ok_or_else(|| format!("{url_key} is required by {}", AvroClass::Confluent.name()))?;
+        .ok_or_else(|| format!("{url_key} is required by {class}"))?;
     let credentials = match o
         .get(&format!("{key}.basic.auth.credentials.source"))
         .map(str::to_ascii_uppercase)
@@ -89,23 +103,34 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String>
             }
         },
     };
-    // The other part's strategy is read (and ignored) as Confluent's converter does.
+    // The other part's strategy is read (and ignored) as Confluent's converters do.
     o.get(&format!(
         "{key}.{}.subject.name.strategy",
         if is_key { "value" } else { "key" }
     ));
-    // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
-    flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
-    let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
     let registry = RegistryClient::new(Api::Confluent, url, credentials)
         .map_err(|e| format!("{url_key}: {e}"))?;
-    let mut c = AvroConverter::new(
-        AvroClass::Confluent,
+    Ok(ConfluentRegistry {
         is_key,
         strategy,
         lookup,
+        registry: Arc::new(registry),
+    })
+}
+
+/// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
+pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+    let r = confluent_registry(key, o, AvroClass::Confluent.name())?;
+    // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
+    flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
+    let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
+    let mut c = AvroConverter::new(
+        AvroClass::Confluent,
+        r.is_key,
+        r.strategy,
+        r.lookup,
         Framing::Confluent,
-        Arc::new(registry),
+        r.registry,
     );
     c.connect_meta_data = meta;
     Ok(c)
@@ -180,10 +205,18 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
 /// What the relay's notes say about the converter (never its credentials).
 pub(super) fn describe(c: &AvroConverter) -> String {
     format!(
-        ", {:?} ids, {:?} subjects, {}",
+        ", {:?} ids{}",
         c.framing,
-        c.strategy,
-        match c.lookup {
+        describe_lookup(c.strategy, c.lookup)
+    )
+}
+
+/// The subjects and how ids are asked for, for the relay's notes.
+pub(super) fn describe_lookup(strategy: SubjectNameStrategy, lookup: Lookup) -> String {
+    format!(
+        ", {:?} subjects, {}",
+        strategy,
+        match lookup {
             Lookup::Register => "schemas registered automatically",
             Lookup::Find => "schemas looked up",
             Lookup::Latest => "the subject's latest version",

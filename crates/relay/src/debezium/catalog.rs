@@ -558,12 +558,12 @@ pub const CATALOG: &[Spec] = &[
         d.key = Some(c::converter(c.o, c.w, "key", &mut d.notes)?);
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
-        Debezium's BinaryDataConverter, or a schema-registry AvroConverter (Confluent's, Apicurio's)"),
+        Debezium's BinaryDataConverter, a schema-registry AvroConverter (Confluent's, Apicurio's) or Confluent's ProtobufConverter"),
     spec!("value.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.value = Some(c::converter(c.o, c.w, "value", &mut d.notes)?);
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
-        Debezium's BinaryDataConverter, or a schema-registry AvroConverter (Confluent's, Apicurio's)"),
+        Debezium's BinaryDataConverter, a schema-registry AvroConverter (Confluent's, Apicurio's) or Confluent's ProtobufConverter"),
     spec!("header.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.storage.SimpleHeaderConverter"), Parsed(|c, d| {
         d.header = Some(c::header_converter(c.o, c.w, &mut d.notes)?);
         Ok(())

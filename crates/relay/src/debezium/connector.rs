@@ -855,10 +855,11 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }
         "io.confluent.connect.avro.AvroConverter"
         | "io.apicurio.registry.utils.converter.AvroConverter"
+        | "io.confluent.connect.protobuf.ProtobufConverter"
             if key == "header.converter" =>
         {
             Err(format!(
-                "{key}: {class} is not supported as a header converter; outbox-relay writes Avro keys and values"
+                "{key}: {class} is not supported as a header converter; outbox-relay writes schema-registry keys and values"
             ))
         }
         "io.confluent.connect.avro.AvroConverter" => {
@@ -867,10 +868,12 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         "io.apicurio.registry.utils.converter.AvroConverter" => {
             super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
+        "io.confluent.connect.protobuf.ProtobufConverter" => super::protobuf::confluent(key, options)
+            .map(|c| Converter::Protobuf(std::sync::Arc::new(c))),
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
-             ByteArrayConverter, Debezium's BinaryDataConverter or a schema-registry AvroConverter (Confluent's, \
-             Apicurio's) would"
+             ByteArrayConverter, Debezium's BinaryDataConverter, a schema-registry AvroConverter (Confluent's, \
+             Apicurio's) or Confluent's ProtobufConverter would"
         )),
     }
 }
@@ -910,6 +913,7 @@ pub(super) fn converter(
         "{key} = {class}{} ({source})",
         match &converter {
             Converter::Avro(avro) => super::avro::describe(avro),
+            Converter::Protobuf(proto) => super::protobuf::describe(proto),
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,

@@ -7,6 +7,7 @@ mod connector;
 mod options;
 mod producer;
 mod properties;
+mod protobuf;
 mod providers;
 
 pub use catalog::{describe, Spec, CATALOG};

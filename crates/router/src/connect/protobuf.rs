@@ -23,13 +23,13 @@
 //!
 //! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
 
-use super::avro::{AvroError, SubjectNameStrategy};
+use super::avro::{AvroError, SchemaCache, SubjectNameStrategy};
 use super::data::{java_class, Schema, SchemaType, Value};
 use super::pg_text::{civil_from_days, Numeric};
 use super::registry::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
 use bytes::Bytes;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";
 const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
@@ -107,7 +107,7 @@ pub struct ProtobufConverter {
     pub lookup: Lookup,
     pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (ProtobufData's schema cache).
-    translated: Mutex<Vec<(Schema, Translated)>>,
+    translated: SchemaCache<Result<ProtobufSchema, String>>,
 }
 
 impl fmt::Debug for ProtobufConverter {
@@ -143,11 +143,6 @@ pub struct ProtobufSchema {
     pub indexes: Vec<u8>,
 }
 
-/// A schema translated, or why not.
-type Translated = Arc<Result<ProtobufSchema, String>>;
-
-const TRANSLATED_CACHE: usize = 64;
-
 impl ProtobufConverter {
     pub fn new(
         is_key: bool,
@@ -162,7 +157,7 @@ impl ProtobufConverter {
             strategy,
             lookup,
             registry,
-            translated: Mutex::new(Vec::new()),
+            translated: SchemaCache::new(),
         }
     }
 
@@ -171,28 +166,14 @@ impl ProtobufConverter {
         CLASS
     }
 
-    fn translate(&self, schema: &Schema) -> Translated {
-        let mut cache = self.translated.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, proto)) = cache.iter().find(|(s, _)| s == schema) {
-            return proto.clone();
-        }
-        let proto = Arc::new(protobuf_schema(schema, self.options));
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), proto.clone()));
-        proto
+    fn translate(&self, schema: &Schema) -> Arc<Result<ProtobufSchema, String>> {
+        self.translated
+            .get(schema, || protobuf_schema(schema, self.options))
     }
 
     /// The subject the schema is registered under.
     pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> String {
-        match self.strategy {
-            SubjectNameStrategy::Topic => {
-                format!("{topic}-{}", if self.is_key { "key" } else { "value" })
-            }
-            SubjectNameStrategy::Record => schema.full_name.clone(),
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", schema.full_name),
-        }
+        self.strategy.subject(topic, self.is_key, &schema.full_name)
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -1253,6 +1234,7 @@ fn calendar_date(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     // The expected bytes and schema texts below are what Confluent's ProtobufConverter 7.0.16
     // (kafka-connect-protobuf-converter, kafka-protobuf-provider and -serializer 7.0.16,
