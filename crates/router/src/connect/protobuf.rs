@@ -1773,6 +1773,26 @@ message T {
   int32 a = 1;
 }
 "#;
+    const DATES: &str = r#"syntax = "proto3";
+package t;
+
+import "google/type/date.proto";
+import "confluent/type/decimal.proto";
+import "google/protobuf/timestamp.proto";
+
+message Dates {
+  google.type.Date day = 1;
+  confluent.type.Decimal amount = 2 [(confluent.field_meta) = {
+    params: [
+      {
+        value: "2",
+        key: "scale"
+      }
+    ]
+  }];
+  google.protobuf.Timestamp ts = 3;
+}
+"#;
     const DEFAULTS: &str = r#"syntax = "proto3";
 package d;
 
@@ -2559,5 +2579,37 @@ message D {
         // 0001-01-01 (Julian) and the day before it, 1 BC.
         assert_eq!(calendar_date(-719_164), (1, 1, 1));
         assert_eq!(calendar_date(-719_165), (1, 12, 31));
+    }
+
+    /// Against Apicurio Registry 2.6.13's ccompat API (not a mock): Confluent's converter
+    /// 7.0.16 registered this text (no references: its imports are known types) and wrote
+    /// `0000000003` then these bytes; the same text sent again got the same id.
+    #[test]
+    fn registered_with_a_real_registry() {
+        let schema = st(
+            vec![
+                ("day", s(SchemaType::Int32, false).named(DATE, Some(1))),
+                ("amount", {
+                    let mut d = s(SchemaType::Bytes, true).named(DECIMAL, Some(1));
+                    d.parameters.push(("scale".into(), "2".into()));
+                    d
+                }),
+                ("ts", s(SchemaType::Int64, false).named(TIMESTAMP, Some(1))),
+            ],
+            false,
+        )
+        .named("t.Dates", None);
+        let value = Value::Struct(vec![
+            Value::Int(0),
+            Value::Decimal(Numeric::parse("1.25").unwrap()),
+            Value::Int(1000),
+        ]);
+        let (bytes, subject, text) = write("dates", &schema, &value);
+        assert_eq!(subject, "dates-value");
+        assert_eq!(text, DATES);
+        assert_eq!(
+            &bytes[10..],
+            "000a0708b20f1001180112070a017d100318021a020801"
+        );
     }
 }
