@@ -83,9 +83,11 @@ pub(super) fn confluent_registry(
     };
     let auto_register = flag(o, &format!("{key}.auto.register.schemas"), true)?;
     let use_latest = flag(o, &format!("{key}.use.latest.version"), false)?;
-    let lookup = match (use_latest, auto_register) {
-        (true, _) => Lookup::Latest,
-        (false, true) => Lookup::Register,
+    // The serializers (7.0.x) register when auto.register.schemas is true, whatever
+    // use.latest.version says; the latest version only without it.
+    let lookup = match (auto_register, use_latest) {
+        (true, _) => Lookup::Register,
+        (false, true) => Lookup::Latest,
         (false, false) => Lookup::Find,
     };
     let part = if is_key { "key" } else { "value" };

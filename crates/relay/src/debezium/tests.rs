@@ -872,6 +872,30 @@ fn confluent_protobuf_converter_options() {
             scrub_invalid_names: true,
         }
     );
+    // use.latest.version: the latest version only when schemas are not registered
+    // automatically (AbstractKafkaProtobufSerializer and ...AvroSerializer 7.0.x).
+    for (auto_register, lookup) in [
+        ("true", outbox_router::connect::Lookup::Register),
+        ("false", outbox_router::connect::Lookup::Latest),
+    ] {
+        let s = translate(
+            &config(&[
+                ("value.converter", class),
+                (
+                    "value.converter.schema.registry.url",
+                    "http://registry:8081",
+                ),
+                ("value.converter.use.latest.version", "true"),
+                ("value.converter.auto.register.schemas", auto_register),
+            ]),
+            None,
+        )
+        .unwrap();
+        let Converter::Protobuf(value) = &connect(&s).value else {
+            panic!("{:?}", connect(&s).value)
+        };
+        assert_eq!(value.lookup, lookup);
+    }
     let Converter::Protobuf(key) = &connect(&s).key else {
         panic!("{:?}", connect(&s).key)
     };
