@@ -647,21 +647,15 @@ fn check_identifier(name: &str) -> Result<(), String> {
     }
 }
 
-/// protobuf-java's "is already defined": the names of a message's fields, nested messages
-/// and proto3 optionals' synthetic oneofs are one scope.
+/// protobuf-java's "is already defined": the names of a message's fields and nested
+/// messages are one scope (proto3 optionals' synthetic oneofs are not in it).
 fn check_unique(message: &Message) -> Result<(), String> {
-    let mut names: Vec<String> = Vec::new();
-    let oneofs = message
-        .fields
-        .iter()
-        .filter(|f| f.label == Some("optional"))
-        .map(|f| format!("_{}", f.name));
+    let mut names: Vec<&str> = Vec::new();
     for name in message
         .fields
         .iter()
-        .map(|f| f.name.clone())
-        .chain(message.nested.iter().map(|m| m.name.clone()))
-        .chain(oneofs)
+        .map(|f| f.name.as_str())
+        .chain(message.nested.iter().map(|m| m.name.as_str()))
     {
         if names.contains(&name) {
             return Err(format!(
@@ -1773,6 +1767,9 @@ message T {
   int32 a = 1;
 }
 "#;
+    const REPEATED: &str = "syntax = \"proto3\";\npackage o;\n\nmessage O {\n  repeated float a = 1;\n  repeated bool b = 2;\n  repeated int64 c = 3;\n  repeated bytes d = 4;\n}\n";
+    const REPEATED_WRAPPED: &str = "syntax = \"proto3\";\npackage o;\n\nimport \"google/protobuf/wrappers.proto\";\n\nmessage O {\n  repeated float a = 1;\n  repeated bool b = 2;\n  repeated google.protobuf.Int64Value c = 3;\n  repeated bytes d = 4;\n}\n";
+    const OPTIONAL_AND_UNDERSCORE: &str = "syntax = \"proto3\";\npackage o;\n\nmessage O {\n  optional int32 id = 1 [deprecated = false];\n  int32 _id = 2;\n}\n";
     const DATES: &str = r#"syntax = "proto3";
 package t;
 
@@ -2611,5 +2608,70 @@ message D {
             &bytes[10..],
             "000a0708b20f1001180112070a017d100318021a020801"
         );
+    }
+
+    #[test]
+    fn repeated_fields() {
+        let array = |kind, optional| s(SchemaType::Array(Box::new(s(kind, optional))), false);
+        let mut b = array(SchemaType::Boolean, false);
+        b.optional = true;
+        let schema = st(
+            vec![
+                ("a", array(SchemaType::Float32, false)),
+                ("b", b),
+                ("c", array(SchemaType::Int64, true)),
+                ("d", array(SchemaType::Bytes, false)),
+            ],
+            false,
+        )
+        .named("o.O", None);
+        let value = Value::Struct(vec![
+            Value::Array(vec![Value::Float(1.5), Value::Float(0.0)]),
+            Value::Array(vec![Value::Boolean(true), Value::Boolean(false)]),
+            Value::Array(vec![Value::Int(0), Value::Int(5)]),
+            Value::Array(vec![
+                Value::Bytes(Bytes::new()),
+                Value::Bytes(Bytes::from_static(&[9])),
+            ]),
+        ]);
+        // Numbers packed, zeros included; bytes one by one, empty ones too.
+        let (bytes, _, text) = write("o", &schema, &value);
+        assert_eq!(
+            bytes,
+            "0000000001000a080000c03f00000000120201001a0200052200220109"
+        );
+        assert_eq!(text, REPEATED);
+        let wrapped = Case {
+            options: opts(false, true),
+            ..Case::default()
+        };
+        let (bytes, _, text) = wrapped.write("o", &schema, &value).unwrap();
+        assert_eq!(
+            bytes,
+            "0000000001000a080000c03f00000000120201001a001a0208052200220109"
+        );
+        assert_eq!(text, REPEATED_WRAPPED);
+        // A proto3 optional's synthetic oneof `_id` is not a name a field `_id` clashes with.
+        let schema = st(
+            vec![
+                ("id", s(SchemaType::Int32, true)),
+                ("_id", s(SchemaType::Int32, false)),
+            ],
+            false,
+        )
+        .named("o.O", None);
+        let optional = Case {
+            options: opts(true, false),
+            ..Case::default()
+        };
+        let (bytes, _, text) = optional
+            .write(
+                "o",
+                &schema,
+                &Value::Struct(vec![Value::Int(1), Value::Int(2)]),
+            )
+            .unwrap();
+        assert_eq!(bytes, "00000000010008011002");
+        assert_eq!(text, OPTIONAL_AND_UNDERSCORE);
     }
 }
