@@ -1770,6 +1770,7 @@ message T {
     const REPEATED: &str = "syntax = \"proto3\";\npackage o;\n\nmessage O {\n  repeated float a = 1;\n  repeated bool b = 2;\n  repeated int64 c = 3;\n  repeated bytes d = 4;\n}\n";
     const REPEATED_WRAPPED: &str = "syntax = \"proto3\";\npackage o;\n\nimport \"google/protobuf/wrappers.proto\";\n\nmessage O {\n  repeated float a = 1;\n  repeated bool b = 2;\n  repeated google.protobuf.Int64Value c = 3;\n  repeated bytes d = 4;\n}\n";
     const OPTIONAL_AND_UNDERSCORE: &str = "syntax = \"proto3\";\npackage o;\n\nmessage O {\n  optional int32 id = 1 [deprecated = false];\n  int32 _id = 2;\n}\n";
+    const MAP_ENTRIES: &str = "syntax = \"proto3\";\npackage m;\n\nimport \"confluent/type/decimal.proto\";\n\nmessage M {\n  repeated ConnectDefault1Entry mp = 1;\n  repeated ConnectDefault2Entry md = 2;\n\n  message ConnectDefault1Entry {\n    int32 key = 1;\n    valueMessage value = 2;\n  \n    message valueMessage {\n      int32 n = 1;\n    }\n  }\n  message ConnectDefault2Entry {\n    string key = 1;\n    confluent.type.Decimal value = 2;\n  }\n}\n";
     const DATES: &str = r#"syntax = "proto3";
 package t;
 
@@ -2673,5 +2674,56 @@ message D {
             .unwrap();
         assert_eq!(bytes, "00000000010008011002");
         assert_eq!(text, OPTIONAL_AND_UNDERSCORE);
+    }
+
+    #[test]
+    fn map_entries() {
+        let mut item = st(vec![("n", s(SchemaType::Int32, false))], true).named("m.value", None);
+        item.optional = true;
+        let schema = st(
+            vec![
+                (
+                    "mp",
+                    s(
+                        SchemaType::Map(Box::new(s(SchemaType::Int8, false)), Box::new(item)),
+                        false,
+                    ),
+                ),
+                (
+                    "md",
+                    s(
+                        SchemaType::Map(
+                            Box::new(s(SchemaType::String, false)),
+                            Box::new(decimal("2", None, true)),
+                        ),
+                        true,
+                    ),
+                ),
+            ],
+            false,
+        )
+        .named("m.M", None);
+        let value = Value::Struct(vec![
+            Value::Map(vec![
+                (Value::Int(-1), Value::Struct(vec![Value::Int(3)])),
+                (Value::Int(0), Value::Null),
+            ]),
+            Value::Map(vec![(
+                Value::text(""),
+                Value::Decimal(Numeric::parse("0.10").unwrap()),
+            )]),
+        ]);
+        // In an entry, no `optional` label, no params; a struct named `value` is
+        // `valueMessage`, nested in the entry; a blank line indented keeps its two spaces.
+        let case = Case {
+            options: opts(true, false),
+            ..Case::default()
+        };
+        let (bytes, _, text) = case.write("m", &schema, &value).unwrap();
+        assert_eq!(text, MAP_ENTRIES);
+        assert_eq!(
+            bytes,
+            "0000000001000a0f08ffffffffffffffffff01120208030a00120912070a010a10021802"
+        );
     }
 }
