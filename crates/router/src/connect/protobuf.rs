@@ -1232,11 +1232,14 @@ mod tests {
 
     // The expected bytes and schema texts below are what Confluent's ProtobufConverter 7.0.16
     // (kafka-connect-protobuf-converter, kafka-protobuf-provider and -serializer 7.0.16,
-    // protobuf-java 3.25.5, proto-google-common-protos 2.22.1) wrote for the same Connect
-    // schemas and values, given a MockSchemaRegistryClient that recorded what it was asked
-    // to register (`canonicalString()`, no references) and answered id 1: a Java harness
-    // calling `new ProtobufConverter(client).configure(...)` then `fromConnectData(...)` per
-    // case (the brief's report says where it lives and how to rerun it).
+    // protobuf-java 3.25.5, proto-google-common-protos 2.22.1, Kafka Connect API 4.3) wrote
+    // for the same Connect schemas and values. A Java harness (not in the repository) built
+    // each schema and value with Connect's SchemaBuilder and Struct, called
+    // `new ProtobufConverter(client).configure(options, isKey)` then
+    // `fromConnectData(topic, schema, value)`, `client` being a MockSchemaRegistryClient whose
+    // `register(subject, schema, normalize)` printed the subject, `schema.references()` (always
+    // empty) and `schema.canonicalString()` and answered id 1. `registered_with_a_real_registry`
+    // ran the same converter against Apicurio Registry 2.6.13's ccompat API.
 
     /// A registry that answers id 1, recording what it was asked.
     #[derive(Debug, Default)]
