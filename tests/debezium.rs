@@ -931,6 +931,14 @@ fn configurations_outbox_relay_cannot_honour_are_refused_by_name() {
             "value.converter",
         ),
         (
+            serde_json::json!({
+                "value.converter": "io.confluent.connect.protobuf.ProtobufConverter",
+                "value.converter.schema.registry.url": "http://127.0.0.1:1",
+                "value.converter.skip.known.types": "false",
+            }),
+            "value.converter.skip.known.types",
+        ),
+        (
             serde_json::json!({"transforms": "outbox,unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}),
             "transforms.unwrap.type",
         ),

@@ -5,6 +5,8 @@
 //! Apicurio's converter the body with its global id in a header. A registry that goes away
 //! stops nothing for good and dead-letters nothing; a wrong password ends the relay with the
 //! option to fix, never the secret.
+//! Confluent's ProtobufConverter registers the proto3 text its 7.0.x version registers and
+//! writes magic byte, id, message indexes and the message.
 
 mod common;
 
@@ -402,4 +404,116 @@ async fn json_schema_converter_writes_what_kafka_connect_writes() {
     assert!(log.contains("value.converter.schema.registry.url"), "{log}");
     assert!(log.contains("relay:[hidden]@127.0.0.1"), "{log}");
     assert!(!log.contains("Wr0ng-Url-Secret"), "{log}");
+}
+
+/// Protobuf's base-128 varint at `at`: the value and the next position.
+fn read_varint(b: &[u8], mut at: usize) -> (u64, usize) {
+    let (mut n, mut shift) = (0u64, 0);
+    loop {
+        let byte = b[at];
+        at += 1;
+        n |= u64::from(byte & 0x7F) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return (n, at);
+        }
+    }
+}
+
+/// A Protobuf message's length-delimited fields: (field number, bytes).
+fn decode_message(b: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < b.len() {
+        let (key, next) = read_varint(b, at);
+        assert_eq!(key & 7, 2, "a length-delimited field");
+        let (len, next) = read_varint(b, next);
+        let end = next + len as usize;
+        fields.push((key >> 3, b[next..end].to_vec()));
+        at = end;
+    }
+    fields
+}
+
+/// What Confluent's ProtobufConverter 7.0.16 registers for the EventRouter's envelope
+/// `app.public.outbox.Order.Value {payload: optional Json string, type: string}` (its
+/// `ProtobufData.fromConnectSchema(...).canonicalString()`).
+const ORDER_PROTO: &str = "syntax = \"proto3\";\npackage app.public.outbox.Order;\n\nmessage Value {\n  string payload = 1;\n  string type = 2;\n}\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_converter_writes_what_kafka_connect_writes() {
+    let registry = Registry::start().expect("a schema registry");
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = registry.ccompat_url();
+    let class = "io.confluent.connect.protobuf.ProtobufConverter";
+    let config = outbox_connector(
+        dir.path(),
+        "protobuf_confluent",
+        &[
+            ENVELOPE,
+            (
+                "transforms.outbox.route.topic.replacement",
+                "${routedByValue}.proto",
+            ),
+            ("key.converter", class),
+            ("key.converter.schema.registry.url", &url),
+            ("value.converter", class),
+            ("value.converter.schema.registry.url", &url),
+        ],
+    );
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot("protobuf_confluent", &["--debezium-config", &config])
+        .await;
+    for n in 0..3 {
+        insert(&stack, n, "Order").await;
+    }
+    let records = read_until(&stack, "Order.proto", 3).await;
+    assert_eq!(records.len(), 3, "{}", relay.log());
+    let subject = |name: &str| {
+        get_json(
+            registry.port(),
+            &format!("/apis/ccompat/v7/subjects/{name}/versions/latest"),
+        )
+    };
+    let value = subject("Order.proto-value");
+    assert_eq!(value["schemaType"], "PROTOBUF", "{value}");
+    assert_eq!(value["schema"].as_str(), Some(ORDER_PROTO), "{value}");
+    let value_id = value["id"].as_u64().unwrap() as u32;
+    // The key, a string, is google.protobuf.StringValue of wrappers.proto.
+    let key = subject("Order.proto-key");
+    let key_schema = key["schema"].as_str().unwrap();
+    assert!(
+        key_schema.starts_with("syntax = \"proto3\";\npackage google.protobuf;\n"),
+        "{key}"
+    );
+    assert!(key_schema.contains("\nmessage StringValue {\n"), "{key}");
+    let key_id = key["id"].as_u64().unwrap() as u32;
+    for (n, r) in records.iter().enumerate() {
+        let value = r.value.as_deref().unwrap();
+        assert_eq!(value[0], 0, "magic byte");
+        assert_eq!(
+            u32::from_be_bytes(value[1..5].try_into().unwrap()),
+            value_id
+        );
+        // Message indexes: the first message, written as a single 0.
+        assert_eq!(value[5], 0);
+        assert_eq!(
+            decode_message(&value[6..]),
+            [
+                (1, format!("{{\"n\": {n}}}").into_bytes()),
+                (2, b"Created".to_vec())
+            ]
+        );
+        let key = r.key.as_deref().unwrap();
+        assert_eq!(key[0], 0);
+        assert_eq!(u32::from_be_bytes(key[1..5].try_into().unwrap()), key_id);
+        // StringValue is wrappers.proto's eighth message: one index, 7, zigzag-encoded.
+        assert_eq!(key[5..7], [2, 14]);
+        assert_eq!(
+            decode_message(&key[7..]),
+            [(1, format!("agg-{n}").into_bytes())]
+        );
+    }
+    relay.terminate(Duration::from_secs(10)).unwrap();
 }

@@ -18,21 +18,22 @@ pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String
     }
 }
 
-/// What Confluent's schema-registry converters read alike under `key`
-/// (`AbstractKafkaSchemaSerDeConfig`): the registry's URL and credentials, how ids are
-/// asked for, and the subject name strategy.
-pub(super) struct ConfluentSerde {
-    pub registry: RegistryClient,
-    pub lookup: Lookup,
+/// What Confluent's schema-registry converters (Avro, Protobuf) read alike under `key`:
+/// the registry's URL and credentials, how ids are looked up, the subject name strategy.
+pub(super) struct ConfluentRegistry {
+    pub is_key: bool,
     pub strategy: SubjectNameStrategy,
+    pub lookup: Lookup,
+    pub registry: Arc<RegistryClient>,
 }
 
-/// Confluent's serializer options under `key` for the converter `class`.
-pub(super) fn confluent_serde(
+/// The registry options of Confluent's converter `class` under `key` (`value.converter`,
+/// `key.converter`).
+pub(super) fn confluent_registry(
     key: &str,
     o: &Options,
     class: &str,
-) -> Result<ConfluentSerde, String> {
+) -> Result<ConfluentRegistry, String> {
     let is_key = key.starts_with("key.");
     let url_key = format!("{key}.schema.registry.url");
     let url = o
@@ -85,9 +86,11 @@ pub(super) fn confluent_serde(
     };
     let auto_register = flag(o, &format!("{key}.auto.register.schemas"), true)?;
     let use_latest = flag(o, &format!("{key}.use.latest.version"), false)?;
-    let lookup = match (use_latest, auto_register) {
-        (true, _) => Lookup::Latest,
-        (false, true) => Lookup::Register,
+    // The serializers (7.0.x) register when auto.register.schemas is true, whatever
+    // use.latest.version says; the latest version only without it.
+    let lookup = match (auto_register, use_latest) {
+        (true, _) => Lookup::Register,
+        (false, true) => Lookup::Latest,
         (false, false) => Lookup::Find,
     };
     let part = if is_key { "key" } else { "value" };
@@ -105,34 +108,34 @@ pub(super) fn confluent_serde(
             }
         },
     };
-    // The other part's strategy is read (and ignored) as Confluent's converter does.
+    // The other part's strategy is read (and ignored) as Confluent's converters do.
     o.get(&format!(
         "{key}.{}.subject.name.strategy",
         if is_key { "value" } else { "key" }
     ));
     let registry = RegistryClient::new(Api::Confluent, url, credentials)
         .map_err(|e| format!("{url_key}: {e}"))?;
-    Ok(ConfluentSerde {
-        registry,
-        lookup,
+    Ok(ConfluentRegistry {
+        is_key,
         strategy,
+        lookup,
+        registry: Arc::new(registry),
     })
 }
 
 /// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
 pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
-    let is_key = key.starts_with("key.");
-    let serde = confluent_serde(key, o, AvroClass::Confluent.name())?;
+    let r = confluent_registry(key, o, AvroClass::Confluent.name())?;
     // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
     flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
     let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
     let mut c = AvroConverter::new(
         AvroClass::Confluent,
-        is_key,
-        serde.strategy,
-        serde.lookup,
+        r.is_key,
+        r.strategy,
+        r.lookup,
         Framing::Confluent,
-        Arc::new(serde.registry),
+        r.registry,
     );
     c.connect_meta_data = meta;
     Ok(c)
@@ -207,18 +210,21 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
 /// What the relay's notes say about the converter (never its credentials).
 pub(super) fn describe(c: &AvroConverter) -> String {
     format!(
-        ", {:?} ids, {:?} subjects, {}",
+        ", {:?} ids{}",
         c.framing,
-        c.strategy,
-        lookup_text(c.lookup)
+        describe_lookup(c.strategy, c.lookup)
     )
 }
 
-/// How a converter's notes say ids are asked for.
-pub(super) fn lookup_text(lookup: Lookup) -> &'static str {
-    match lookup {
-        Lookup::Register => "schemas registered automatically",
-        Lookup::Find => "schemas looked up",
-        Lookup::Latest => "the subject's latest version",
-    }
+/// The subjects and how ids are asked for, for the relay's notes.
+pub(super) fn describe_lookup(strategy: SubjectNameStrategy, lookup: Lookup) -> String {
+    format!(
+        ", {:?} subjects, {}",
+        strategy,
+        match lookup {
+            Lookup::Register => "schemas registered automatically",
+            Lookup::Find => "schemas looked up",
+            Lookup::Latest => "the subject's latest version",
+        }
+    )
 }

@@ -566,13 +566,13 @@ pub const CATALOG: &[Spec] = &[
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter or \
         Debezium's BinaryDataConverter, a schema-registry AvroConverter (Confluent's, Apicurio's) or Confluent's \
-        JsonSchemaConverter"),
+        JsonSchemaConverter or ProtobufConverter"),
     spec!("value.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.json.JsonConverter"), Parsed(|c, d| {
         d.value = Some(c::converter(c.o, c.w, "value", &mut d.notes)?);
         Ok(())
     }), "JsonConverter (schemas.enable, replace.null.with.default), StringConverter, ByteArrayConverter, \
         Debezium's BinaryDataConverter or CloudEventsConverter (JSON), a schema-registry AvroConverter \
-        (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter"),
+        (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter or ProtobufConverter"),
     spec!("header.converter", [], ConnectorOrWorker, Some("org.apache.kafka.connect.storage.SimpleHeaderConverter"), Parsed(|c, d| {
         d.header = Some(c::header_converter(c.o, c.w, &mut d.notes)?);
         Ok(())

@@ -935,7 +935,8 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     Converter::BinaryData { .. }
                     | Converter::Avro(_)
                     | Converter::CloudEvents(_)
-                    | Converter::JsonSchema(_) => {
+                    | Converter::JsonSchema(_)
+                    | Converter::Protobuf(_) => {
                         return Err(format!(
                             "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
                         ))
@@ -948,6 +949,7 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         | "io.apicurio.registry.utils.converter.AvroConverter"
         | outbox_router::connect::cloudevents::CLASS
         | "io.confluent.connect.json.JsonSchemaConverter"
+        | "io.confluent.connect.protobuf.ProtobufConverter"
             if key == "header.converter" =>
         {
             Err(format!(
@@ -964,10 +966,12 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         }
         "io.confluent.connect.json.JsonSchemaConverter" => super::json_schema::confluent(key, options)
             .map(|c| Converter::JsonSchema(std::sync::Arc::new(c))),
+        "io.confluent.connect.protobuf.ProtobufConverter" => super::protobuf::confluent(key, options)
+            .map(|c| Converter::Protobuf(std::sync::Arc::new(c))),
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
              ByteArrayConverter, Debezium's BinaryDataConverter or CloudEventsConverter, a schema-registry \
-             AvroConverter (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter would"
+             AvroConverter (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter or ProtobufConverter would"
         )),
     }
 }
@@ -1008,6 +1012,7 @@ pub(super) fn converter(
         match &converter {
             Converter::Avro(avro) => super::avro::describe(avro),
             Converter::JsonSchema(json) => super::json_schema::describe(json),
+            Converter::Protobuf(proto) => super::protobuf::describe(proto),
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,

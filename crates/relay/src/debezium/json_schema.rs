@@ -5,10 +5,9 @@
 //! Schema serializer's. What would change the records and is not written exactly is
 //! refused, naming the option.
 
-use super::avro::{confluent_serde, flag};
+use super::avro::{confluent_registry, flag};
 use super::options::Options;
 use outbox_router::connect::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
-use std::sync::Arc;
 
 /// Options that change nothing outbox-relay writes: the deserializer's, those for schemas
 /// derived from Java objects, caches, and later 7.x options that only read schemas back
@@ -48,8 +47,7 @@ const REFUSED_WHEN_TRUE: &[(&str, &str)] = &[
 
 /// Confluent's JsonSchemaConverter under `key` (`value.converter`, `key.converter`).
 pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, String> {
-    let is_key = key.starts_with("key.");
-    let serde = confluent_serde(key, o, JSON_SCHEMA_CONVERTER)?;
+    let r = confluent_registry(key, o, JSON_SCHEMA_CONVERTER)?;
     let additional_properties = flag(o, &format!("{key}.object.additional.properties"), true)?;
     for (option, why) in REFUSED_WHEN_TRUE {
         let name = format!("{key}.{option}");
@@ -73,12 +71,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, S
     }
     let no_effect: Vec<String> = NO_EFFECT.iter().map(|o| format!("{key}.{o}")).collect();
     o.accept(&no_effect.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut c = JsonSchemaConverter::new(
-        is_key,
-        serde.strategy,
-        serde.lookup,
-        Arc::new(serde.registry),
-    );
+    let mut c = JsonSchemaConverter::new(r.is_key, r.strategy, r.lookup, r.registry);
     c.additional_properties = additional_properties;
     Ok(c)
 }
@@ -86,9 +79,8 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, S
 /// What the relay's notes say about the converter (never its credentials).
 pub(super) fn describe(c: &JsonSchemaConverter) -> String {
     format!(
-        ", {:?} subjects, {}{}",
-        c.strategy,
-        super::avro::lookup_text(c.lookup),
+        "{}{}",
+        super::avro::describe_lookup(c.strategy, c.lookup),
         if c.additional_properties {
             ""
         } else {

@@ -9,6 +9,7 @@ mod json_schema;
 mod options;
 mod producer;
 mod properties;
+mod protobuf;
 mod providers;
 
 pub use catalog::{describe, Spec, CATALOG};

@@ -973,3 +973,125 @@ fn json_schema_converter_options_are_read_and_unsupported_ones_refused() {
     .unwrap_err()
     .contains("key.converter.schema.registry.url is required"));
 }
+
+/// Confluent's ProtobufConverter: the registry options the Avro converter reads, its own
+/// flags, and the options whose other values change what would be written, refused.
+#[test]
+fn confluent_protobuf_converter_options() {
+    let class = "io.confluent.connect.protobuf.ProtobufConverter";
+    let s = translate(
+        &config(&[
+            ("value.converter", class),
+            (
+                "value.converter.schema.registry.url",
+                "http://registry:8081",
+            ),
+            ("value.converter.auto.register.schemas", "false"),
+            (
+                "value.converter.value.subject.name.strategy",
+                "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+            ),
+            ("value.converter.optional.for.nullables", "true"),
+            ("value.converter.wrapper.for.nullables", "true"),
+            ("value.converter.scrub.invalid.names", "true"),
+            ("value.converter.enhanced.protobuf.schema.support", "true"),
+            ("value.converter.skip.known.types", "true"),
+            ("key.converter", class),
+            ("key.converter.schema.registry.url", "http://registry:8081"),
+        ]),
+        None,
+    )
+    .unwrap();
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let Converter::Protobuf(value) = &connect(&s).value else {
+        panic!("{:?}", connect(&s).value)
+    };
+    assert!(!value.is_key);
+    assert_eq!(value.lookup, outbox_router::connect::Lookup::Find);
+    assert_eq!(
+        value.strategy,
+        outbox_router::connect::SubjectNameStrategy::Record
+    );
+    assert_eq!(
+        value.options,
+        outbox_router::connect::ProtobufOptions {
+            optional_for_nullables: true,
+            wrapper_for_nullables: true,
+            scrub_invalid_names: true,
+        }
+    );
+    // use.latest.version: the latest version only when schemas are not registered
+    // automatically (AbstractKafkaProtobufSerializer and ...AvroSerializer 7.0.x).
+    for (auto_register, lookup) in [
+        ("true", outbox_router::connect::Lookup::Register),
+        ("false", outbox_router::connect::Lookup::Latest),
+    ] {
+        let s = translate(
+            &config(&[
+                ("value.converter", class),
+                (
+                    "value.converter.schema.registry.url",
+                    "http://registry:8081",
+                ),
+                ("value.converter.use.latest.version", "true"),
+                ("value.converter.auto.register.schemas", auto_register),
+            ]),
+            None,
+        )
+        .unwrap();
+        let Converter::Protobuf(value) = &connect(&s).value else {
+            panic!("{:?}", connect(&s).value)
+        };
+        assert_eq!(value.lookup, lookup);
+    }
+    let Converter::Protobuf(key) = &connect(&s).key else {
+        panic!("{:?}", connect(&s).key)
+    };
+    assert!(key.is_key);
+    assert_eq!(key.lookup, outbox_router::connect::Lookup::Register);
+    assert_eq!(
+        key.options,
+        outbox_router::connect::ProtobufOptions::default()
+    );
+    for (option, value, named) in [
+        ("skip.known.types", "false", "skip.known.types"),
+        ("normalize.schemas", "true", "normalize.schemas"),
+        (
+            "generate.struct.for.nulls",
+            "true",
+            "generate.struct.for.nulls",
+        ),
+        ("flatten.unions", "true", "flatten.unions"),
+        ("use.schema.id", "3", "use.schema.id"),
+        ("wrapper.for.nullables", "yes", "wrapper.for.nullables"),
+    ] {
+        let key = format!("value.converter.{option}");
+        let e = translate(
+            &config(&[
+                ("value.converter", class),
+                (
+                    "value.converter.schema.registry.url",
+                    "http://registry:8081",
+                ),
+                (&key, value),
+            ]),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains(named), "{option}={value}: {e}");
+    }
+    let e = translate(&config(&[("value.converter", class)]), None).unwrap_err();
+    assert!(e.contains("value.converter.schema.registry.url"), "{e}");
+    let e = translate(
+        &config(&[
+            ("header.converter", class),
+            (
+                "header.converter.schema.registry.url",
+                "http://registry:8081",
+            ),
+        ]),
+        None,
+    )
+    .unwrap_err();
+    assert!(e.contains("not a HeaderConverter"), "{e}");
+}

@@ -67,6 +67,43 @@ pub enum SubjectNameStrategy {
     TopicRecord,
 }
 
+impl SubjectNameStrategy {
+    /// The subject a schema named `full_name` is registered under for `topic`.
+    pub fn subject(self, topic: &str, is_key: bool, full_name: &str) -> String {
+        match self {
+            SubjectNameStrategy::Topic => {
+                format!("{topic}-{}", if is_key { "key" } else { "value" })
+            }
+            SubjectNameStrategy::Record => full_name.to_owned(),
+            SubjectNameStrategy::TopicRecord => format!("{topic}-{full_name}"),
+        }
+    }
+}
+
+/// The Connect schemas a converter translated lately (AvroData's and ProtobufData's schema
+/// caches), the oldest dropped past 64.
+pub(crate) struct SchemaCache<T>(Mutex<Vec<(Schema, Arc<T>)>>);
+
+impl<T> SchemaCache<T> {
+    pub(crate) fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    /// `schema` translated, by `translate` unless it was lately.
+    pub(crate) fn get(&self, schema: &Schema, translate: impl FnOnce() -> T) -> Arc<T> {
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, t)) = cache.iter().find(|(s, _)| s == schema) {
+            return t.clone();
+        }
+        let t = Arc::new(translate());
+        if cache.len() == TRANSLATED_CACHE {
+            cache.remove(0);
+        }
+        cache.push((schema.clone(), t.clone()));
+        t
+    }
+}
+
 /// The bytes before the Avro body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -108,7 +145,7 @@ pub struct AvroConverter {
     pub framing: Framing,
     pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (AvroData's schema cache).
-    translated: Mutex<Vec<(Schema, Arc<AvroSchema>)>>,
+    translated: SchemaCache<AvroSchema>,
 }
 
 impl fmt::Debug for AvroConverter {
@@ -178,32 +215,18 @@ impl AvroConverter {
             lookup,
             framing,
             registry,
-            translated: Mutex::new(Vec::new()),
+            translated: SchemaCache::new(),
         }
     }
 
     fn translate(&self, schema: &Schema) -> Arc<AvroSchema> {
-        let mut cache = self.translated.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, avro)) = cache.iter().find(|(s, _)| s == schema) {
-            return avro.clone();
-        }
-        let avro = Arc::new(avro_schema(schema, self.connect_meta_data));
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), avro.clone()));
-        avro
+        self.translated
+            .get(schema, || avro_schema(schema, self.connect_meta_data))
     }
 
     /// The subject the schema is registered under.
     pub fn subject(&self, topic: &str, schema: &AvroSchema) -> String {
-        match self.strategy {
-            SubjectNameStrategy::Topic => {
-                format!("{topic}-{}", if self.is_key { "key" } else { "value" })
-            }
-            SubjectNameStrategy::Record => schema.full_name.clone(),
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", schema.full_name),
-        }
+        self.strategy.subject(topic, self.is_key, &schema.full_name)
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).

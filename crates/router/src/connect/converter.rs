@@ -7,6 +7,7 @@ use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
+use super::protobuf::ProtobufConverter;
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub enum Converter {
     CloudEvents(Box<super::cloudevents::CloudEvents>),
     /// Confluent's schema-registry JSON Schema converter.
     JsonSchema(Arc<JsonSchemaConverter>),
+    /// Confluent's schema-registry Protobuf converter.
+    Protobuf(Arc<ProtobufConverter>),
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
@@ -82,6 +85,7 @@ impl Converter {
             Converter::Avro(avro) => avro.class.name(),
             Converter::CloudEvents(_) => super::cloudevents::CLASS,
             Converter::JsonSchema(_) => JSON_SCHEMA_CONVERTER,
+            Converter::Protobuf(p) => p.class(),
         }
     }
 
@@ -126,7 +130,7 @@ impl Converter {
                 (_, Value::Null) => Ok(None),
                 _ => binary_delegate(*delegate, value)?.encode(schema, value),
             },
-            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // Without the record's headers, as for a record without metadata.
             Converter::CloudEvents(ce) => ce.encode(schema, value, &[]),
             Converter::JsonSchema(_) => Err(JSON_SCHEMA_NEEDS_TOPIC.into()),
@@ -185,7 +189,7 @@ impl Converter {
                 Value::Bytes(b) => Ok(Some(b.clone())),
                 other => binary_delegate(*delegate, other)?.encode_schemaless(other),
             },
-            Converter::Avro(_) => Err(AVRO_NEEDS_TOPIC.into()),
+            Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // No schema: a Kafka null.
             Converter::CloudEvents(_) => Ok(None),
             Converter::JsonSchema(_) => Err(JSON_SCHEMA_NEEDS_TOPIC.into()),
@@ -244,9 +248,10 @@ fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converte
         )
     })
 }
-/// An Avro converter writes a record's key or value ([`super::Data::encode_to`]), for its
-/// topic's subject; nothing else.
-const AVRO_NEEDS_TOPIC: &str = "the Avro converter writes only record keys and values";
+/// A schema-registry converter writes a record's key or value ([`super::Data::encode_to`]),
+/// for its topic's subject; nothing else.
+const AVRO_NEEDS_TOPIC: &str =
+    "a schema-registry converter (Avro, Protobuf) writes only record keys and values";
 const JSON_SCHEMA_NEEDS_TOPIC: &str =
     "the JSON Schema converter writes only record keys and values";
 

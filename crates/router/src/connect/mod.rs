@@ -12,6 +12,7 @@ mod json;
 mod json_schema;
 mod pg_text;
 mod postgres_types;
+mod protobuf;
 mod record;
 mod registry;
 
@@ -30,6 +31,7 @@ pub use postgres_types::{
     default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
     HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
+pub use protobuf::{protobuf_schema, ProtobufConverter, ProtobufOptions, ProtobufSchema};
 pub use record::{ConnectRecord, ConvertError, Converters, Data, Failed, Header, Stop};
 pub use registry::{
     Lookup, RegistryError, SchemaFormat, SchemaReference, SchemaRegistry, SchemaText,

@@ -55,6 +55,9 @@ impl Data {
             Converter::JsonSchema(json) => json
                 .encode(topic, self.schema.as_ref(), &self.value)
                 .map_err(registry_failure),
+            Converter::Protobuf(proto) => proto
+                .encode(topic, self.schema.as_ref(), &self.value)
+                .map_err(registry_failure),
             other => self.encode(other).map_err(|m| Failed(m, None)),
         }
     }
