@@ -420,8 +420,6 @@ struct Event {
     /// Routed to the case's `…Customer` topic (else `…Order`).
     customer: bool,
     payload_null: bool,
-    /// Its payload is the JSON `null` (`table.expand.json.payload` makes it a null value).
-    json_null: bool,
     /// Its payload is one that `table.expand.json.payload` types and an Avro schema holds
     /// (see [`avro_expandable`]).
     expandable: bool,
@@ -710,7 +708,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
                 rng.below(5)
             )),
         };
-        let (mut expandable, mut json_null) = (true, false);
+        let mut expandable = true;
         let payload = if rng.chance(15) {
             "NULL".to_owned()
         } else if payload_type == "bytea" {
@@ -718,13 +716,11 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         } else {
             let text = json_text(rng);
             expandable = avro_expandable(&text);
-            json_null = serde_json::from_str::<Value>(&text).is_ok_and(|v| v.is_null());
             lit(&text)
         };
         let event = Event {
             customer: false,
             payload_null: payload == "NULL",
-            json_null,
             expandable,
         };
         // As rng.pick, its draw.
@@ -977,12 +973,9 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
                 }
             };
             let payload_null = payload.is_null();
-            let (expandable, json_null) = match &payload {
-                Value::String(text) => (
-                    avro_expandable(text),
-                    serde_json::from_str::<Value>(text).is_ok_and(|v| v.is_null()),
-                ),
-                other => (avro_expandable(&other.to_string()), false),
+            let expandable = match &payload {
+                Value::String(text) => avro_expandable(text),
+                other => avro_expandable(&other.to_string()),
             };
             content.insert(payload_column.into(), payload);
             for (name, _, _) in &extras {
@@ -1012,7 +1005,6 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
                 events.push(Event {
                     customer: routed == 1,
                     payload_null,
-                    json_null,
                     expandable,
                 });
             }
@@ -1440,6 +1432,12 @@ fn generate_case(seed: u64, index: usize, pg_port: u16, family: Family) -> Case 
     case
 }
 
+/// A family's own random stream for a case: the seed multiplied before the case's number is
+/// added (`seed ^ index` alone makes the same stream for seed 1 case 200 and seed 2 case 203).
+fn family_rng(case: &Case, family: u64) -> Rng {
+    Rng((case.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ family).wrapping_add(case.index as u64))
+}
+
 /// The Avro family: the value converter (and for some the key converter) is Confluent's or
 /// Apicurio's AvroConverter, against the one registry both sides use (through a recording
 /// front of its own each: `{ccompat}` and `{apicurio}` in the configuration), with Confluent's
@@ -1448,7 +1446,7 @@ fn generate_case(seed: u64, index: usize, pg_port: u16, family: Family) -> Case 
 /// topics), so an identical schema gets the identical id: the records are compared byte for
 /// byte, and each side's registrations (subject, schema text) are compared after.
 fn avro_family(case: &mut Case) {
-    let mut rng = Rng(case.seed ^ 0xa7b0_0000_0000_0000 ^ case.index as u64);
+    let mut rng = family_rng(case, 0xa7b0_0000_0000_0000);
     let config = &mut case.config;
     let mut chosen = Vec::new();
     if config.contains_key("transforms.outbox.table.expand.json.payload")
@@ -1592,7 +1590,8 @@ enum FilterBy {
 /// case's events and transaction records that the Filter keeps, decided record by record, so
 /// that a relay that drops too much or too little fails.
 fn filter_family(case: &mut Case) {
-    let mut rng = Rng(case.seed ^ 0xf117_e400_0000_0000 ^ case.index as u64);
+    let mut rng = family_rng(case, 0xf117_e400_0000_0000);
+    let messages = case.messages();
     let config = &mut case.config;
     let transforms: Vec<String> = config["transforms"]
         .as_str()
@@ -1612,6 +1611,13 @@ fn filter_family(case: &mut Case) {
         FilterBy::EventTypeHeader,
         FilterBy::Tombstone,
     ]);
+    // Which records are null where a payload is expanded or a message decoded is not
+    // decided here: RecordIsTombstone goes where it is (HasHeaderKey instead).
+    let expand = config.contains_key("transforms.outbox.table.expand.json.payload");
+    let by = match by {
+        FilterBy::Tombstone if expand || messages => FilterBy::EventTypeHeader,
+        by => by,
+    };
     let negate = rng.chance(50);
     let predicate_options: Vec<(&str, &str)> = match by {
         FilterBy::CustomerTopic => vec![
@@ -1667,15 +1673,13 @@ fn filter_family(case: &mut Case) {
     chain.insert(at, "filter".into());
     config.insert("transforms".into(), json!(chain.join(",")));
     // Kafka's Filter drops a record where its predicate (negated or not) holds. A record's
-    // value is null where the EventRouter makes a tombstone, where the value is the payload
-    // itself (no envelope) and that is NULL, and where an expanded payload is JSON's null.
+    // value is null where the EventRouter makes a tombstone, and where the value is the
+    // payload itself (no envelope) and that is NULL.
     let envelope = config
         .get("transforms.outbox.table.fields.additional.placement")
         .and_then(Value::as_str)
         .is_some_and(|p| p.contains(":envelope"));
-    let expand = config.contains_key("transforms.outbox.table.expand.json.payload");
-    let null_value =
-        |e: &Event| (e.payload_null && (case.tombstones || !envelope)) || (expand && e.json_null);
+    let null_value = |e: &Event| e.payload_null && (case.tombstones || !envelope);
     let holds = |event: Option<&Event>| -> bool {
         match (by, event) {
             (FilterBy::CustomerTopic, Some(e)) => e.customer,
