@@ -25,7 +25,7 @@
 //!   beside it) joins with `OUTBOX_RELAY_DIFF_APICURIO=1`: the relay registers and frames
 //!   otherwise than it does where one schema serves two topics, and for optional structs
 //!   (see `avro_family`). `OUTBOX_RELAY_DIFF_REGISTRY_LOG=dir` writes each side's registry
-//!   requests there.
+//!   requests there; `OUTBOX_RELAY_DIFF_SHOW=s7c101` prints a case's SQL and options.
 //! - Filter: Kafka's `Filter` after the EventRouter under a `TopicNameMatches`, `HasHeaderKey`
 //!   or `RecordIsTombstone` predicate, negated or not; the records each case expects are
 //!   decided row by row, so that a side that drops too much or too little fails.
@@ -1977,6 +1977,17 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         .collect();
     for case in &cases {
         eprintln!("differential: {}: {}", case.name(), case.describe);
+        // OUTBOX_RELAY_DIFF_SHOW=s7c101: that case's SQL and connector options too.
+        if std::env::var("OUTBOX_RELAY_DIFF_SHOW").is_ok_and(|n| n == case.name()) {
+            eprintln!(
+                "differential: {}: {}\n{}\n{}\n{}",
+                case.name(),
+                case.ddl,
+                case.before.join("\n"),
+                case.after.join("\n"),
+                serde_json::to_string_pretty(&case.config).unwrap()
+            );
+        }
     }
     let db_of = |case: &Case| if case.messages() { &messages_db } else { &db };
     for case in &cases {
