@@ -2454,8 +2454,19 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
                     .map(|(_, schema)| schema)
                     .collect();
                 let case = cases.iter().find(|c| of_case(subject, c));
-                // Where Debezium's task died, it registered what it wrote before.
+                // Where Debezium's task died, it registered what it wrote before. A record
+                // name's subject names no case: what only the relay registered there is
+                // let be where a case naming subjects so died.
                 if case.is_some_and(|c| debezium_failed.contains_key(&c.name())) {
+                    continue;
+                }
+                if case.is_none()
+                    && side == "the relay"
+                    && cases.iter().any(|c| {
+                        debezium_failed.contains_key(&c.name())
+                            && c.describe.contains("RecordNameStrategy")
+                    })
+                {
                     continue;
                 }
                 let case = case
