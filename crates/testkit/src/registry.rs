@@ -217,6 +217,124 @@ impl BasicAuthGate {
     }
 }
 
+/// A request a [`RecordingProxy`] forwarded: its method, path (with the query), headers
+/// (names in lower case) and body.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == &name.to_ascii_lowercase())
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An HTTP front that forwards every request to a registry and keeps a copy of each: what a
+/// client registered, looked up and fetched, in order. One request per connection (it
+/// answers `Connection: close`), which every registry client handles. The fronts of a process
+/// forward one request at a time: two clients registering a new subject at once meet
+/// Apicurio's race (the second creation is refused with 409, "already exists"), which no
+/// deployment of one writer meets.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// See [`ONE_AT_A_TIME`].
+pub struct RecordingProxy {
+    port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<RecordedRequest>>>,
+}
+
+impl RecordingProxy {
+    pub fn start(upstream: u16) -> Result<Self> {
+        use std::io::BufRead;
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let recorded = recorded.clone();
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    let mut reader = std::io::BufReader::new(client.try_clone()?);
+                    let mut head = Vec::new();
+                    let mut request_line = String::new();
+                    if reader.read_line(&mut request_line)? == 0 {
+                        return Ok(());
+                    }
+                    head.extend_from_slice(request_line.as_bytes());
+                    let mut headers = Vec::new();
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line)? == 0 {
+                            return Ok(());
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            let name = name.trim().to_ascii_lowercase();
+                            let value = value.trim().to_owned();
+                            if name == "content-length" {
+                                length = value.parse().unwrap_or(0);
+                            }
+                            if name == "connection" {
+                                continue;
+                            }
+                            headers.push((name, value));
+                        }
+                        head.extend_from_slice(line.as_bytes());
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body)?;
+                    let mut parts = request_line.split_whitespace();
+                    recorded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(RecordedRequest {
+                            method: parts.next().unwrap_or_default().to_owned(),
+                            path: parts.next().unwrap_or_default().to_owned(),
+                            headers,
+                            body: body.clone(),
+                        });
+                    let response = {
+                        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut server = TcpStream::connect(("127.0.0.1", upstream))?;
+                        server.write_all(&head)?;
+                        server.write_all(b"Connection: close\r\n\r\n")?;
+                        server.write_all(&body)?;
+                        let mut response = Vec::new();
+                        server.read_to_end(&mut response)?;
+                        response
+                    };
+                    let mut client = client;
+                    client.write_all(&response)?;
+                    Ok(())
+                });
+            }
+        });
+        Ok(Self { port, requests })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The requests forwarded so far, in the order they arrived.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
 fn base64_encode(input: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
