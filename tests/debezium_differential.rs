@@ -2759,8 +2759,9 @@ enum Behaviour {
     /// value that is not the Struct or array its schema says; the relay keeps the payload as
     /// the string it is.
     KeepsTheJsonString,
-    /// A logical decoding message whose content holds an array mixing element types:
-    /// `DecodeLogicalDecodingMessageContent` cannot type it ("not a homogenous array"); the
+    /// A logical decoding message whose content holds an array mixing element types or only
+    /// nulls: `DecodeLogicalDecodingMessageContent` cannot type it ("not a homogenous array",
+    /// "unrecognized member schema"); the
     /// relay sends that message to its dead-letter topic, with the reason, and goes on.
     DeadLettersTheMessage,
     /// A logical decoding message under `binary.handling.mode=base64` or `hex`: Debezium
@@ -2794,7 +2795,9 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         || cause.contains("Invalid type for ARRAY: class java.lang.")
     {
         Some(Behaviour::KeepsTheJsonString)
-    } else if cause.contains("Field is not a homogenous array") {
+    } else if cause.contains("Field is not a homogenous array")
+        || cause.contains("has unrecognized member schema")
+    {
         Some(Behaviour::DeadLettersTheMessage)
     } else if cause.contains("The content of a logical decoding message is non-binary") {
         Some(Behaviour::DecodesTheMessage)
