@@ -158,37 +158,39 @@ impl Router {
             // The transforms before the EventRouter see the change event an outbox row came
             // from (their headers become the routed record's first ones), and the
             // connector's own records (heartbeats, transaction metadata) themselves.
-            let input = match &event {
-                Some(at) => change_event::insert_event(
-                    before,
-                    &format.schema_name(format!(
-                        "{}.{}.{}.Envelope",
-                        format.topic_prefix, at.schema, at.table
-                    )),
-                    &format.topic_prefix,
-                    &at.schema,
-                    &at.table,
-                    &at.position,
-                    &record.headers[..at.context.min(record.headers.len())],
-                    now_ms,
-                ),
-                None => record.clone(),
+            let (input, routed) = match &event {
+                Some(at) => {
+                    let context = at.context.min(record.headers.len());
+                    let input = change_event::insert_event(
+                        before,
+                        &format.schema_name(format!(
+                            "{}.{}.{}.Envelope",
+                            format.topic_prefix, at.schema, at.table
+                        )),
+                        &format.topic_prefix,
+                        &at.schema,
+                        &at.table,
+                        &at.position,
+                        &record.headers[..context],
+                        now_ms,
+                    );
+                    let tail = record.headers.split_off(context);
+                    (input, Some((record, tail)))
+                }
+                None => (record, None),
             };
             let original = keep_original.then(|| input.clone());
             let topic = input.topic.clone();
-            match before.chain.apply(input, now_ms) {
-                Ok(Some(out)) => match &event {
-                    Some(at) => {
-                        let routed = record
-                            .headers
-                            .split_off(at.context.min(record.headers.len()));
-                        record.headers = out.headers;
-                        record.headers.extend(routed);
-                    }
-                    None => record = out,
-                },
-                Ok(None) => return RouteOutcome::Ignored,
-                Err(error) => {
+            record = match (before.chain.apply(input, now_ms), routed) {
+                // The transforms' headers (the context ones among them), then the EventRouter's.
+                (Ok(Some(out)), Some((mut routed, tail))) => {
+                    routed.headers = out.headers;
+                    routed.headers.extend(tail);
+                    routed
+                }
+                (Ok(Some(out)), None) => out,
+                (Ok(None), _) => return RouteOutcome::Ignored,
+                (Err(error), _) => {
                     dead.original_topic.get_or_insert_with(|| topic.to_string());
                     return tolerance::failed(
                         format,
@@ -201,7 +203,7 @@ impl Router {
                         dead,
                     );
                 }
-            }
+            };
         }
         let original = keep_original.then(|| record.clone());
         let topic = record.topic.clone();
