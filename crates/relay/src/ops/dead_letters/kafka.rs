@@ -27,10 +27,15 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> RelayError {
     RelayError::BrokerUnavailable(anyhow!("{what}: {e}"))
 }
 
-/// Every committed record of `topic`, from each partition's beginning to its end as it was
-/// when reading started (read_committed: a replay's open or aborted transaction is not
-/// read). `None` when the topic does not exist.
-pub fn read_topic(kafka: &KafkaSettings, topic: &str) -> Result<Option<Vec<Consumed>>, RelayError> {
+/// What `keep` makes of each committed record of `topic` it keeps, in (partition, offset)
+/// order, and how many records were read: from each partition's beginning to its end as it
+/// was when reading started (read_committed: a replay's open or aborted transaction is not
+/// read). Only what `keep` keeps is held in memory. `None` when the topic does not exist.
+pub fn read_topic<T>(
+    kafka: &KafkaSettings,
+    topic: &str,
+    mut keep: impl FnMut(Consumed) -> Option<T>,
+) -> Result<Option<(Vec<T>, usize)>, RelayError> {
     let consumer: BaseConsumer = kafka
         .client_config(ClientRole::Admin)
         .set("group.id", "outbox-relay-dead-letters")
@@ -73,9 +78,9 @@ pub fn read_topic(kafka: &KafkaSettings, topic: &str) -> Result<Option<Vec<Consu
             ends.insert(partition, high);
         }
     }
-    let mut records = Vec::new();
+    let (mut kept, mut read) = (Vec::new(), 0);
     if ends.is_empty() {
-        return Ok(Some(records));
+        return Ok(Some((Vec::new(), 0)));
     }
     consumer
         .assign(&assignment)
@@ -108,7 +113,8 @@ pub fn read_topic(kafka: &KafkaSettings, topic: &str) -> Result<Option<Vec<Consu
                 if m.offset() + 1 >= end {
                     ends.remove(&m.partition());
                 }
-                records.push(Consumed {
+                read += 1;
+                let consumed = Consumed {
                     partition: m.partition(),
                     offset: m.offset(),
                     timestamp_ms: m.timestamp().to_millis(),
@@ -122,12 +128,18 @@ pub fn read_topic(kafka: &KafkaSettings, topic: &str) -> Result<Option<Vec<Consu
                                 .collect()
                         })
                         .unwrap_or_default(),
-                });
+                };
+                if let Some(item) = keep(consumed) {
+                    kept.push(((m.partition(), m.offset()), item));
+                }
             }
         }
     }
-    records.sort_by_key(|r| (r.partition, r.offset));
-    Ok(Some(records))
+    kept.sort_by_key(|(at, _)| *at);
+    Ok(Some((
+        kept.into_iter().map(|(_, item)| item).collect(),
+        read,
+    )))
 }
 
 /// Creates the compacted marker topic unless it exists.

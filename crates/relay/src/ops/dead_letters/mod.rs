@@ -171,21 +171,14 @@ async fn read_letters(
     settings: &Settings,
     filter: &Filter,
 ) -> Result<Option<(Vec<Letter>, usize)>, RelayError> {
-    let kafka = settings.kafka.clone();
-    let records = tokio::task::spawn_blocking(move || {
-        kafka::read_topic(&kafka, &kafka.dead_letter_topic.clone())
+    let (kafka, filter) = (settings.kafka.clone(), filter.clone());
+    tokio::task::spawn_blocking(move || {
+        kafka::read_topic(&kafka, &kafka.dead_letter_topic, |record| {
+            Some(Letter::parse(record)).filter(|l| filter.matches(l))
+        })
     })
     .await
-    .expect("reading the dead-letter topic")?;
-    Ok(records.map(|records| {
-        let total = records.len();
-        let letters = records
-            .into_iter()
-            .map(Letter::parse)
-            .filter(|l| filter.matches(l))
-            .collect();
-        (letters, total)
-    }))
+    .expect("reading the dead-letter topic")
 }
 
 async fn list_letters(settings: &Settings, filter: &Filter, json: bool) -> Result<(), RelayError> {
@@ -362,16 +355,17 @@ async fn replay_letters(
     let kafka = settings.kafka.clone();
     let markers = {
         let marker_topic = marker_topic.to_owned();
-        tokio::task::spawn_blocking(move || kafka::read_topic(&kafka, &marker_topic))
-            .await
-            .expect("reading the marker topic")?
+        tokio::task::spawn_blocking(move || {
+            kafka::read_topic(&kafka, &marker_topic, |m| {
+                m.value.as_ref().and(m.key.map(|k| k.to_vec()))
+            })
+        })
+        .await
+        .expect("reading the marker topic")?
     };
     let replayed: HashSet<Vec<u8>> = markers
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.value.is_some())
-        .filter_map(|m| m.key.map(|k| k.to_vec()))
-        .collect();
+        .map(|(keys, _)| keys.into_iter().collect())
+        .unwrap_or_default();
     let mut reroute = Reroute::new(settings.router.clone());
     let pending: Vec<Letter> = letters
         .into_iter()
