@@ -107,95 +107,104 @@ pub async fn write_rows_every(
     canary: Canary,
     metrics: Arc<Metrics>,
 ) {
-    metrics.canary_on(canary.max_age);
-    let mut timer = tokio::time::interval(canary.interval);
-    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut client = None;
-    let mut failing = false;
-    let upsert = format!(
-        "INSERT INTO {t} (name, written_ms) VALUES ($1, $2)          ON CONFLICT (name) DO UPDATE SET written_ms = EXCLUDED.written_ms, relayed = false",
-        t = table(&schema)
-    );
-    let forget = format!("DELETE FROM {} WHERE written_ms < $1", table(&schema));
-    loop {
-        timer.tick().await;
-        if client.is_none() {
-            client = database.connect().await.ok();
-        }
-        let Some(sql) = &client else {
-            continue;
-        };
-        let now = now_ms();
-        match sql.execute(&upsert, &[&name, &now]).await {
-            Ok(_) => {
-                metrics.canary_written();
-                let _ = sql.execute(&forget, &[&(now - 86_400_000)]).await;
-                if failing {
-                    tracing::info!("canaries are written again");
-                }
-                failing = false;
-            }
-            Err(e) => {
-                if !failing {
-                    tracing::warn!(
-                        "cannot write the canary row ({}): the relay's role needs SELECT, INSERT, UPDATE, DELETE ON {}, \
-                         or turn the canary off with --canary-interval 0",
-                        crate::error::server_message(&e),
-                        table(&schema)
-                    );
-                }
-                failing = true;
-                client = None;
-            }
-        }
-    }
+    let write = Write::Row {
+        table: table(&schema),
+        name,
+    };
+    write.every(database, canary, metrics).await
 }
 
 /// Writes a canary every `canary.interval` for `slot`, for as long as it runs (the session
 /// that streams aborts it when it ends).
 pub async fn write_every(database: Database, slot: String, canary: Canary, metrics: Arc<Metrics>) {
-    metrics.canary_on(canary.max_age);
-    let mut timer = tokio::time::interval(canary.interval);
-    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut client = None;
-    let mut failing = false;
-    loop {
-        timer.tick().await;
-        if client.is_none() {
-            client = database.connect().await.ok();
-        }
-        let Some(sql) = &client else {
-            continue;
-        };
-        let content = serde_json::to_string(&Written {
-            slot: slot.clone(),
-            written_ms: now_ms(),
-        })
-        .expect("a canary serialises");
-        match sql
-            .execute(
-                "SELECT pg_logical_emit_message(true, $1, $2::text)",
-                &[&PREFIX, &content],
-            )
-            .await
-        {
-            Ok(_) => {
-                metrics.canary_written();
-                if failing {
-                    tracing::info!("canaries are written again");
-                }
-                failing = false;
+    Write::Message { slot }
+        .every(database, canary, metrics)
+        .await
+}
+
+/// How a canary is written.
+enum Write {
+    /// Polling mode: the instance's row of the canary table.
+    Row { table: String, name: String },
+    /// A transactional logical decoding message naming the slot.
+    Message { slot: String },
+}
+
+impl Write {
+    async fn once(&self, sql: &tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+        let now = now_ms();
+        match self {
+            Write::Row { table, name } => {
+                let upsert = format!(
+                    "INSERT INTO {table} (name, written_ms) VALUES ($1, $2) \
+                     ON CONFLICT (name) DO UPDATE SET written_ms = EXCLUDED.written_ms, relayed = false"
+                );
+                sql.execute(&upsert, &[name, &now]).await?;
+                let forget = format!("DELETE FROM {table} WHERE written_ms < $1");
+                let _ = sql.execute(&forget, &[&(now - 86_400_000)]).await;
             }
-            Err(e) => {
-                if !failing {
-                    tracing::warn!(
-                        "cannot write the canary ({}): grant EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) \
-                         to the relay's role, or turn the canary off with --canary-interval 0",
-                        crate::error::server_message(&e)
-                    );
+            Write::Message { slot } => {
+                let content = serde_json::to_string(&Written {
+                    slot: slot.clone(),
+                    written_ms: now,
+                })
+                .expect("a canary serialises");
+                sql.execute(
+                    "SELECT pg_logical_emit_message(true, $1, $2::text)",
+                    &[&PREFIX, &content],
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Why a write failed, and what to do.
+    fn refused(&self, e: &tokio_postgres::Error) -> String {
+        let why = crate::error::server_message(e);
+        match self {
+            Write::Row { table, .. } => format!(
+                "cannot write the canary row ({why}): the relay's role needs SELECT, INSERT, UPDATE, DELETE ON {table}, \
+                 or turn the canary off with --canary-interval 0"
+            ),
+            Write::Message { .. } => format!(
+                "cannot write the canary ({why}): grant EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) \
+                 to the relay's role, or turn the canary off with --canary-interval 0"
+            ),
+        }
+    }
+
+    /// Writes every `canary.interval`, connecting (again) as needed; a failure is logged once
+    /// until a write succeeds again.
+    async fn every(self, database: Database, canary: Canary, metrics: Arc<Metrics>) {
+        metrics.canary_on(canary.max_age);
+        let mut timer = tokio::time::interval(canary.interval);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut client = None;
+        let mut failing = false;
+        loop {
+            timer.tick().await;
+            if client.is_none() {
+                client = database.connect().await.ok();
+            }
+            let Some(sql) = &client else {
+                continue;
+            };
+            match self.once(sql).await {
+                Ok(()) => {
+                    metrics.canary_written();
+                    if failing {
+                        tracing::info!("canaries are written again");
+                    }
+                    failing = false;
                 }
-                failing = true;
-                client = None;
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!("{}", self.refused(&e));
+                    }
+                    failing = true;
+                    client = None;
+                }
             }
         }
     }
