@@ -2,10 +2,21 @@
 //! seeds' outbox table (the Relation is the captured one), at payloads of 100 B, 1 KB and
 //! 10 KB. Reports throughput in pgoutput bytes/s and allocations per event.
 //!
+//! Beside the native routing, the Debezium mode (`--debezium-config`) on the same messages:
+//! the record Kafka Connect would write, through the Connect record model, the converters and
+//! a chain of transforms, for two connector configurations ([`DEBEZIUM_CASES`]).
+//!
 //! cargo bench --bench decode_route
+//!
+//! `OUTBOX_RELAY_BENCH_LOOP=N` skips criterion and routes N events of each case
+//! (`OUTBOX_RELAY_BENCH_ONLY=debezium-json/100B`: of that one), for an exact count of
+//! instructions: `valgrind --tool=callgrind` on the bench binary with N and with 0, the
+//! difference over N is instructions per event. `scripts/instructions-per-event.sh` does so
+//! for every case.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use outbox_relay_core::debezium;
 use outbox_router::{RouteOutcome, Router, RouterConfig};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,12 +83,74 @@ fn insert_message(relation_id: u32, payload_len: usize) -> Bytes {
 }
 
 /// What the relay does with each Insert: `Router::route_message` decodes the column
-/// positions and routes in one pass (pgoutput::decode + Router::route for other messages).
+/// positions and routes in one pass (pgoutput::decode + Router::route for other messages);
+/// in the Debezium mode, `Router::transformed` then applies the transforms after the
+/// EventRouter and the converters, as `run` does.
 fn decode_and_route(router: &mut Router, message: &Bytes) -> usize {
-    match router.route_message(message).expect("valid message") {
+    let outcome = router.route_message(message).expect("valid message");
+    match router.transformed(outcome, 1_764_152_870_824) {
         RouteOutcome::Record(r) => r.value.map_or(0, |v| v.len()),
         other => panic!("{other:?}"),
     }
+}
+
+/// Connector configurations of the Debezium mode, on the captured `public.outbox` table.
+const DEBEZIUM_CASES: &[(&str, &str)] = &[
+    (
+        // The seeds' shape: the EventRouter with the payload expanded, a string key and
+        // schemaless JSON values, the event type as a header.
+        "debezium-json",
+        r#"{"name": "bench", "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "localhost", "database.dbname": "postgres",
+            "database.user": "postgres", "topic.prefix": "bench",
+            "table.include.list": "public.outbox",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false"}}"#,
+    ),
+    (
+        // The same with JsonConverter's schemas (its default) and a chain after the
+        // EventRouter: a topic prefix (RegexRouter), a header (InsertHeader) and a Filter
+        // under a predicate that matches no record.
+        "debezium-chain",
+        r#"{"name": "bench", "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "localhost", "database.dbname": "postgres",
+            "database.user": "postgres", "topic.prefix": "bench",
+            "table.include.list": "public.outbox",
+            "transforms": "outbox,prefix,origin,drop",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "transforms.prefix.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.prefix.regex": "(.*)",
+            "transforms.prefix.replacement": "prod.$1",
+            "transforms.origin.type": "org.apache.kafka.connect.transforms.InsertHeader",
+            "transforms.origin.header": "origin",
+            "transforms.origin.value.literal": "orders-service",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.drop.predicate": "tombstone",
+            "predicates": "tombstone",
+            "predicates.tombstone.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter"}}"#,
+    ),
+];
+
+fn debezium_router(json: &str) -> RouterConfig {
+    let raw = debezium::parse(json).expect("a connector configuration");
+    debezium::translate(&raw, None)
+        .expect("the bench's connector configuration is accepted")
+        .router
 }
 
 fn bench(c: &mut Criterion) {
@@ -85,30 +158,59 @@ fn bench(c: &mut Criterion) {
     let pgoutput::LogicalMessage::Relation(rel) = &relation else {
         panic!()
     };
+    let mut cases = vec![("native", RouterConfig::default())];
+    cases.extend(
+        DEBEZIUM_CASES
+            .iter()
+            .map(|(name, json)| (*name, debezium_router(json))),
+    );
+    let events: Option<usize> = std::env::var("OUTBOX_RELAY_BENCH_LOOP")
+        .ok()
+        .map(|n| n.parse().expect("OUTBOX_RELAY_BENCH_LOOP=N"));
     let mut group = c.benchmark_group("decode_route");
-    for size in [100usize, 1_000, 10_000] {
-        let mut router = Router::new(RouterConfig::default());
-        router.route(&relation);
-        let message = insert_message(rel.relation_id, size);
-        // Allocations per event, measured outside criterion's timing.
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
-        for _ in 0..1000 {
-            decode_and_route(&mut router, &message);
+    for (name, config) in cases {
+        for size in [100usize, 1_000, 10_000] {
+            let mut router = Router::new(config.clone());
+            router.route(&relation);
+            let message = insert_message(rel.relation_id, size);
+            if let Some(n) = events {
+                let only = std::env::var("OUTBOX_RELAY_BENCH_ONLY").ok();
+                if only.is_some_and(|only| only != format!("{name}/{size}B")) {
+                    continue;
+                }
+                for _ in 0..n {
+                    std::hint::black_box(decode_and_route(&mut router, &message));
+                }
+                continue;
+            }
+            // Allocations per event, measured outside criterion's timing.
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            for _ in 0..1000 {
+                decode_and_route(&mut router, &message);
+            }
+            let per_event = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0;
+            println!(
+                "{name}, payload {size} B: message {} B, {per_event:.1} allocations per event",
+                message.len()
+            );
+            group.throughput(Throughput::Bytes(message.len() as u64));
+            group.bench_with_input(
+                BenchmarkId::new(name, format!("{size}B")),
+                &message,
+                |b, m| b.iter(|| decode_and_route(&mut router, m)),
+            );
         }
-        let per_event = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0;
-        println!(
-            "payload {size} B: message {} B, {per_event:.1} allocations per event",
-            message.len()
-        );
-        group.throughput(Throughput::Bytes(message.len() as u64));
-        group.bench_with_input(
-            BenchmarkId::from_parameter(format!("{size}B")),
-            &message,
-            |b, m| b.iter(|| decode_and_route(&mut router, m)),
-        );
     }
     group.finish();
 }
 
+fn main() {
+    if std::env::var_os("OUTBOX_RELAY_BENCH_LOOP").is_some() {
+        bench(&mut Criterion::default());
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
