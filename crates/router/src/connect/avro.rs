@@ -68,15 +68,34 @@ pub enum SubjectNameStrategy {
 }
 
 impl SubjectNameStrategy {
-    /// The subject a schema named `full_name` is registered under for `topic`.
-    pub fn subject(self, topic: &str, is_key: bool, full_name: &str) -> String {
-        match self {
-            SubjectNameStrategy::Topic => {
-                format!("{topic}-{}", if is_key { "key" } else { "value" })
-            }
-            SubjectNameStrategy::Record => full_name.to_owned(),
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{full_name}"),
-        }
+    /// The subject of a schema whose `ParsedSchema.name()` is `record_name` (an Avro
+    /// record's full name, a JSON Schema's `title`, a Protobuf message's full name) for
+    /// `topic`. The record strategies refuse a schema without one (Confluent 7.0.16's
+    /// `RecordNameStrategy.getRecordName` throws a `SerializationException` with this text).
+    pub fn subject(
+        self,
+        topic: &str,
+        is_key: bool,
+        record_name: Option<&str>,
+    ) -> Result<String, String> {
+        let part = if is_key { "key" } else { "value" };
+        let record_name = || {
+            record_name.ok_or_else(|| {
+                let class = match self {
+                    SubjectNameStrategy::TopicRecord => "TopicRecordNameStrategy",
+                    _ => "RecordNameStrategy",
+                };
+                format!(
+                    "In configuration {part}.subject.name.strategy = \
+                     io.confluent.kafka.serializers.subject.{class}, the message {part} must only be a record schema"
+                )
+            })
+        };
+        Ok(match self {
+            SubjectNameStrategy::Topic => format!("{topic}-{part}"),
+            SubjectNameStrategy::Record => record_name()?.to_owned(),
+            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", record_name()?),
+        })
     }
 }
 
@@ -187,12 +206,13 @@ pub enum AvroError {
     Unauthorized(String),
 }
 
-/// Connect's schema in Avro: its JSON text and full name.
+/// Connect's schema in Avro: its JSON text and, for a record, its full name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AvroSchema {
     pub json: String,
-    /// The record's full name (`getFullName`: the type's name for other schemas).
-    pub full_name: String,
+    /// The record's full name (`AvroSchema.name()`, what the record name strategies name the
+    /// subject after): none for any other schema, a union with null included.
+    pub record_name: Option<String>,
 }
 
 /// How many translated schemas a converter keeps.
@@ -224,9 +244,11 @@ impl AvroConverter {
             .get(schema, || avro_schema(schema, self.connect_meta_data))
     }
 
-    /// The subject the schema is registered under.
-    pub fn subject(&self, topic: &str, schema: &AvroSchema) -> String {
-        self.strategy.subject(topic, self.is_key, &schema.full_name)
+    /// The subject the schema is registered under; an error for a schema that is not a
+    /// record under a record name strategy.
+    pub fn subject(&self, topic: &str, schema: &AvroSchema) -> Result<String, String> {
+        self.strategy
+            .subject(topic, self.is_key, schema.record_name.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -274,16 +296,19 @@ impl AvroConverter {
         let avro = self.translate(schema);
         let mut body = Vec::with_capacity(64);
         write_value(&mut body, schema, value).map_err(AvroError::Record)?;
-        let subject = self.subject(topic, &avro);
+        let failed = |m: String| {
+            AvroError::Record(format!(
+                "Failed to serialize Avro data from topic {topic} : {m}"
+            ))
+        };
+        let subject = self.subject(topic, &avro).map_err(failed)?;
         let id = self
             .registry
             .id(&subject, &SchemaText::avro(&avro.json), self.lookup)
             .map_err(|e| match e {
                 RegistryError::Unavailable(m) => AvroError::Unavailable(m),
                 RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => AvroError::Record(format!(
-                    "Failed to serialize Avro data from topic {topic} : {m}"
-                )),
+                RegistryError::Rejected(m) => failed(m),
             })?;
         if let Framing::Headers { content_id } = self.framing {
             let part = if self.is_key { "key" } else { "value" };
@@ -358,19 +383,15 @@ pub fn avro_schema(schema: &Schema, connect_meta_data: bool) -> AvroSchema {
         default_names: 0,
     };
     let avro = ctx.schema(schema, false);
-    let full_name = match &avro {
-        Avro::Record(r) => full_name(r),
-        Avro::Null => "null".into(),
-        Avro::Primitive(t, _) => (*t).into(),
-        Avro::Array(..) => "array".into(),
-        Avro::Map(..) => "map".into(),
-        Avro::Union(_) => "union".into(),
+    let record_name = match &avro {
+        Avro::Record(r) => Some(full_name(r)),
+        _ => None,
     };
     let mut out = Vec::new();
     Names::default().write(&mut out, &avro);
     AvroSchema {
         json: String::from_utf8(out).expect("JSON text is UTF-8"),
-        full_name,
+        record_name,
     }
 }
 
@@ -1210,13 +1231,13 @@ mod tests {
         let schema = s(SchemaType::Struct(vec![]), false).named("a.B", None);
         let avro = avro_schema(&schema, true);
         let (mut c, _) = converter(7);
-        assert_eq!(c.subject("t", &avro), "t-value");
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-value");
         c.is_key = true;
-        assert_eq!(c.subject("t", &avro), "t-key");
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-key");
         c.strategy = SubjectNameStrategy::Record;
-        assert_eq!(c.subject("t", &avro), "a.B");
+        assert_eq!(c.subject("t", &avro).unwrap(), "a.B");
         c.strategy = SubjectNameStrategy::TopicRecord;
-        assert_eq!(c.subject("t", &avro), "t-a.B");
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-a.B");
         c.framing = Framing::Long;
         let mut headers = Vec::new();
         let bytes = c
@@ -1243,6 +1264,139 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    // What Confluent's AvroConverter 7.0.16 does under the record name strategies, observed
+    // with a Java harness (not in the repository) running its jars (kafka-connect-avro-converter,
+    // kafka-avro-serializer, kafka-schema-serializer 7.0.16, Avro 1.11.3, Connect API 4.3):
+    // `new AvroConverter(new MockSchemaRegistryClient())`, configured with
+    // `{key|value}.subject.name.strategy`, then `fromConnectData("tp", schema, value)`. A
+    // record is registered under its full name (`tp-` before it); any other schema, a union
+    // with null (an optional struct) included, fails with a DataException "Failed to
+    // serialize Avro data from topic tp :" caused by a SerializationException whose message
+    // is pinned here, and registers nothing. A null is written as a Kafka null first.
+    #[test]
+    fn record_name_strategies_refuse_what_is_not_a_record() {
+        let registry = Arc::new(Fixed::default());
+        let optional_struct = s(
+            SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
+            true,
+        )
+        .named("a.B", None);
+        let mut decimal = s(SchemaType::Bytes, false).named(DECIMAL, Some(1));
+        decimal.parameters.push(("scale".into(), "2".into()));
+        let not_records = [
+            (s(SchemaType::String, false), Value::text("x")),
+            (s(SchemaType::String, true), Value::text("x")),
+            (
+                s(SchemaType::String, false).named("io.debezium.data.Json", Some(1)),
+                Value::text("{}"),
+            ),
+            (
+                s(SchemaType::Bytes, false),
+                Value::Bytes(Bytes::from_static(&[1])),
+            ),
+            (s(SchemaType::Int8, false), Value::Int(1)),
+            (s(SchemaType::Int64, false), Value::Int(5)),
+            (s(SchemaType::Boolean, false), Value::Boolean(true)),
+            (s(SchemaType::Float64, false), Value::Float(1.5)),
+            (
+                s(SchemaType::Int32, false).named(DATE, Some(1)),
+                Value::Int(1),
+            ),
+            (
+                s(SchemaType::Int64, false).named(TIMESTAMP, Some(1)),
+                Value::Int(1000),
+            ),
+            (decimal, Value::Decimal(Numeric::parse("1.23").unwrap())),
+            (
+                s(
+                    SchemaType::Array(Box::new(s(SchemaType::String, false))),
+                    false,
+                ),
+                Value::Array(vec![Value::text("a")]),
+            ),
+            (
+                s(
+                    SchemaType::Map(
+                        Box::new(s(SchemaType::String, false)),
+                        Box::new(s(SchemaType::Int32, false)),
+                    ),
+                    false,
+                ),
+                Value::Map(vec![(Value::text("k"), Value::Int(1))]),
+            ),
+            // An array of MapEntry records: still an array.
+            (
+                s(
+                    SchemaType::Map(
+                        Box::new(s(SchemaType::Int32, false)),
+                        Box::new(s(SchemaType::String, false)),
+                    ),
+                    false,
+                ),
+                Value::Map(vec![(Value::Int(1), Value::text("v"))]),
+            ),
+            (optional_struct.clone(), Value::Struct(vec![Value::Int(1)])),
+        ];
+        for (strategy, class) in [
+            (SubjectNameStrategy::Record, "RecordNameStrategy"),
+            (SubjectNameStrategy::TopicRecord, "TopicRecordNameStrategy"),
+        ] {
+            for (is_key, part) in [(false, "value"), (true, "key")] {
+                let c = AvroConverter::new(
+                    AvroClass::Confluent,
+                    is_key,
+                    strategy,
+                    Lookup::Register,
+                    Framing::Confluent,
+                    registry.clone(),
+                );
+                for (schema, value) in &not_records {
+                    assert_eq!(
+                        c.encode("tp", Some(schema), value, &mut Vec::new()),
+                        Err(AvroError::Record(format!(
+                            "Failed to serialize Avro data from topic tp : In configuration \
+                             {part}.subject.name.strategy = io.confluent.kafka.serializers.subject.{class}, \
+                             the message {part} must only be a record schema"
+                        ))),
+                        "{schema:?}"
+                    );
+                    // A null is a Kafka null, whatever the strategy.
+                    if schema.optional {
+                        assert_eq!(
+                            c.encode("tp", Some(schema), &Value::Null, &mut Vec::new()),
+                            Ok(None)
+                        );
+                    }
+                }
+                assert!(registry.asked.lock().unwrap().is_empty());
+                // A nameless struct is a record: ConnectDefault.
+                let anon = s(
+                    SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
+                    false,
+                );
+                let bytes = c
+                    .encode(
+                        "tp",
+                        Some(&anon),
+                        &Value::Struct(vec![Value::Int(1)]),
+                        &mut Vec::new(),
+                    )
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(hex(&bytes), "000000000002");
+                let (subject, _) = registry.asked.lock().unwrap().pop().unwrap();
+                let name = "io.confluent.connect.avro.ConnectDefault";
+                assert_eq!(
+                    subject,
+                    match strategy {
+                        SubjectNameStrategy::TopicRecord => format!("tp-{name}"),
+                        _ => name.to_owned(),
+                    }
+                );
+            }
+        }
     }
 
     #[test]

@@ -120,27 +120,11 @@ impl JsonSchemaConverter {
         Ok(json)
     }
 
-    /// The subject the schema is registered under (`RecordNameStrategy` names it after the
-    /// schema's `title`, and refuses a schema without one).
+    /// The subject the schema is registered under (the record name strategies name it after
+    /// the schema's `title`, and refuse a schema without one).
     pub fn subject(&self, topic: &str, schema: &JsonSchemaText) -> Result<String, String> {
-        let part = if self.is_key { "key" } else { "value" };
-        let title = || {
-            schema.title.clone().ok_or_else(|| {
-                let strategy = match self.strategy {
-                    SubjectNameStrategy::TopicRecord => "TopicRecordNameStrategy",
-                    _ => "RecordNameStrategy",
-                };
-                format!(
-                    "In configuration {part}.subject.name.strategy = \
-                     io.confluent.kafka.serializers.subject.{strategy}, the message {part} must only be a record schema"
-                )
-            })
-        };
-        Ok(match self.strategy {
-            SubjectNameStrategy::Topic => format!("{topic}-{part}"),
-            SubjectNameStrategy::Record => title()?,
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", title()?),
-        })
+        self.strategy
+            .subject(topic, self.is_key, schema.title.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a Kafka null.
@@ -1003,11 +987,37 @@ mod tests {
         assert_eq!(c.subject("t", &doc).unwrap(), "a.B");
         c.strategy = SubjectNameStrategy::TopicRecord;
         assert_eq!(c.subject("t", &doc).unwrap(), "t-a.B");
-        let nameless = json_schema(&s(SchemaType::String, false), true).unwrap();
-        assert!(c
-            .subject("t", &nameless)
-            .unwrap_err()
-            .contains("must only be a record schema"));
+        // A schema without a title under a record name strategy: RecordNameStrategy's
+        // SerializationException (its text as Confluent's Avro and Protobuf jars 7.0.16 throw
+        // it), wrapped by JsonSchemaConverter's DataException; a named string has a title.
+        let nameless = s(SchemaType::String, false);
+        assert_eq!(
+            c.encode("t", Some(&nameless), &Value::text("x")),
+            Err(AvroError::Record(
+                "Converting Kafka Connect data to byte[] failed due to serialization error of \
+                 topic t: In configuration key.subject.name.strategy = \
+                 io.confluent.kafka.serializers.subject.TopicRecordNameStrategy, the message key \
+                 must only be a record schema"
+                    .into()
+            ))
+        );
+        c.is_key = false;
+        c.strategy = SubjectNameStrategy::Record;
+        assert_eq!(
+            c.subject(
+                "t",
+                &json_schema(&s(SchemaType::Int32, true), true).unwrap()
+            ),
+            Err("In configuration value.subject.name.strategy = \
+                 io.confluent.kafka.serializers.subject.RecordNameStrategy, the message value \
+                 must only be a record schema"
+                .into())
+        );
+        let json = s(SchemaType::String, false).named("io.debezium.data.Json", Some(1));
+        assert_eq!(
+            c.subject("t", &json_schema(&json, true).unwrap()).unwrap(),
+            "io.debezium.data.Json"
+        );
         // JsonSchema.name() is the document's title: an optional schema's oneOf has none.
         let optional =
             json_schema(&s(SchemaType::Int16, true).named("x.Y", Some(1)), true).unwrap();

@@ -171,9 +171,11 @@ impl ProtobufConverter {
             .get(schema, || protobuf_schema(schema, self.options))
     }
 
-    /// The subject the schema is registered under.
-    pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> String {
-        self.strategy.subject(topic, self.is_key, &schema.full_name)
+    /// The subject the schema is registered under (its message always has a name: the
+    /// record name strategies name the subject after it).
+    pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> Result<String, String> {
+        self.strategy
+            .subject(topic, self.is_key, Some(&schema.full_name))
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -204,7 +206,12 @@ impl ProtobufConverter {
         }
         .top(&mut body, schema, value)
         .map_err(AvroError::Record)?;
-        let subject = self.subject(topic, proto);
+        let failed = |m: String| {
+            AvroError::Record(format!(
+                "Failed to serialize Protobuf data from topic {topic} : {m}"
+            ))
+        };
+        let subject = self.subject(topic, proto).map_err(failed)?;
         let text = SchemaText {
             format: SchemaFormat::Protobuf,
             text: &proto.text,
@@ -216,9 +223,7 @@ impl ProtobufConverter {
             .map_err(|e| match e {
                 RegistryError::Unavailable(m) => AvroError::Unavailable(m),
                 RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => AvroError::Record(format!(
-                    "Failed to serialize Protobuf data from topic {topic} : {m}"
-                )),
+                RegistryError::Rejected(m) => failed(m),
             })?;
         let id = u32::try_from(id)
             .map_err(|_| AvroError::Record(format!("schema id {id} does not fit in four bytes")))?;
@@ -2301,6 +2306,123 @@ message D {
             (bytes.as_str(), subject.as_str()),
             ("0000000001020e0a0161", "google.protobuf.StringValue")
         );
+    }
+
+    /// A key or value that is not a struct is a message too: the record name strategies name
+    /// its subject after the wrapper message (a Decimal, Date, Time or Timestamp after the
+    /// wrapper of its Connect type, although the message written is another), a nameless
+    /// struct after `ConnectDefault1`, an optional struct after its message. Observed with
+    /// the harness above (configured with `{key|value}.subject.name.strategy`, topic "tp",
+    /// the id 1) for keys and values alike.
+    #[test]
+    fn record_name_strategies_name_wrappers_and_nameless_structs() {
+        let named = st(vec![("x", s(SchemaType::Int32, false))], true).named("a.B", None);
+        let cases = [
+            (
+                s(SchemaType::String, true),
+                Value::text("x"),
+                "google.protobuf.StringValue",
+                "0000000001020e0a0178",
+            ),
+            (
+                s(SchemaType::String, false).named("io.debezium.data.Json", Some(1)),
+                Value::text("{}"),
+                "google.protobuf.StringValue",
+                "0000000001020e0a027b7d",
+            ),
+            (
+                s(SchemaType::Bytes, false),
+                Value::Bytes(Bytes::from_static(&[1])),
+                "google.protobuf.BytesValue",
+                "000000000102100a0101",
+            ),
+            (
+                s(SchemaType::Int8, false),
+                Value::Int(1),
+                "google.protobuf.Int32Value",
+                "000000000102080801",
+            ),
+            (
+                s(SchemaType::Int64, false),
+                Value::Int(5),
+                "google.protobuf.Int64Value",
+                "000000000102040805",
+            ),
+            (
+                s(SchemaType::Boolean, false),
+                Value::Boolean(true),
+                "google.protobuf.BoolValue",
+                "0000000001020c0801",
+            ),
+            (
+                s(SchemaType::Float32, false),
+                Value::Float(1.5),
+                "google.protobuf.FloatValue",
+                "000000000102020d0000c03f",
+            ),
+            (
+                s(SchemaType::Float64, false),
+                Value::Float(1.5),
+                "google.protobuf.DoubleValue",
+                "00000000010009000000000000f83f",
+            ),
+            (
+                decimal("2", None, false),
+                Value::Decimal(Numeric::parse("1.23").unwrap()),
+                "google.protobuf.BytesValue",
+                "0000000001000a017b10031802",
+            ),
+            (
+                s(SchemaType::Int32, false).named(DATE, Some(1)),
+                Value::Int(1),
+                "google.protobuf.Int32Value",
+                "00000000010008b20f10011802",
+            ),
+            (
+                s(SchemaType::Int32, false).named(TIME, Some(1)),
+                Value::Int(1000),
+                "google.protobuf.Int32Value",
+                "0000000001001801",
+            ),
+            (
+                s(SchemaType::Int64, false).named(TIMESTAMP, Some(1)),
+                Value::Int(1000),
+                "google.protobuf.Int64Value",
+                "0000000001000801",
+            ),
+            (
+                st(vec![("x", s(SchemaType::Int32, false))], false),
+                Value::Struct(vec![Value::Int(1)]),
+                "ConnectDefault1",
+                "0000000001000801",
+            ),
+            (
+                named,
+                Value::Struct(vec![Value::Int(1)]),
+                "a.B",
+                "0000000001000801",
+            ),
+        ];
+        for (strategy, prefix) in [
+            (SubjectNameStrategy::Record, ""),
+            (SubjectNameStrategy::TopicRecord, "tp-"),
+        ] {
+            for is_key in [false, true] {
+                let case = Case {
+                    strategy,
+                    is_key,
+                    ..Case::default()
+                };
+                for (schema, value, name, expected) in &cases {
+                    let (bytes, subject, _) = case.write("tp", schema, value).unwrap();
+                    assert_eq!(
+                        (bytes.as_str(), subject),
+                        (*expected, format!("{prefix}{name}")),
+                        "{schema:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
