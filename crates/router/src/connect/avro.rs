@@ -12,10 +12,9 @@
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use super::postgres_types::java_hash_map_order;
-use super::registry::{Lookup, RegistryError, SchemaRegistry, SchemaText};
+use super::registry::{confluent_prefix, RegistrySerde, SchemaCache, SchemaText, SerdeError};
 use bytes::Bytes;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// AvroData's namespace for nameless records (`ConnectDefault`, `MapEntry`).
 const NAMESPACE: &str = "io.confluent.connect.avro";
@@ -55,74 +54,6 @@ pub fn avro_fullname(name: &str) -> String {
     out
 }
 
-/// Kafka Connect's subject name strategies (`key.subject.name.strategy`,
-/// `value.subject.name.strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubjectNameStrategy {
-    /// `<topic>-key` / `<topic>-value` (the default).
-    Topic,
-    /// The record's full name.
-    Record,
-    /// `<topic>-<record full name>`.
-    TopicRecord,
-}
-
-impl SubjectNameStrategy {
-    /// The subject of a schema whose `ParsedSchema.name()` is `record_name` (an Avro
-    /// record's full name, a JSON Schema's `title`, a Protobuf message's full name) for
-    /// `topic`. The record strategies refuse a schema without one (Confluent 7.0.16's
-    /// `RecordNameStrategy.getRecordName` throws a `SerializationException` with this text).
-    pub fn subject(
-        self,
-        topic: &str,
-        is_key: bool,
-        record_name: Option<&str>,
-    ) -> Result<String, String> {
-        let part = if is_key { "key" } else { "value" };
-        let record_name = || {
-            record_name.ok_or_else(|| {
-                let class = match self {
-                    SubjectNameStrategy::TopicRecord => "TopicRecordNameStrategy",
-                    _ => "RecordNameStrategy",
-                };
-                format!(
-                    "In configuration {part}.subject.name.strategy = \
-                     io.confluent.kafka.serializers.subject.{class}, the message {part} must only be a record schema"
-                )
-            })
-        };
-        Ok(match self {
-            SubjectNameStrategy::Topic => format!("{topic}-{part}"),
-            SubjectNameStrategy::Record => record_name()?.to_owned(),
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", record_name()?),
-        })
-    }
-}
-
-/// The Connect schemas a converter translated lately (AvroData's and ProtobufData's schema
-/// caches), the oldest dropped past 64.
-pub(crate) struct SchemaCache<T>(Mutex<Vec<(Schema, Arc<T>)>>);
-
-impl<T> SchemaCache<T> {
-    pub(crate) fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
-    }
-
-    /// `schema` translated, by `translate` unless it was lately.
-    pub(crate) fn get(&self, schema: &Schema, translate: impl FnOnce() -> T) -> Arc<T> {
-        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, t)) = cache.iter().find(|(s, _)| s == schema) {
-            return t.clone();
-        }
-        let t = Arc::new(translate());
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), t.clone()));
-        t
-    }
-}
-
 /// The bytes before the Avro body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -154,56 +85,15 @@ impl AvroClass {
 }
 
 /// A configured Avro converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct AvroConverter {
     pub class: AvroClass,
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     /// `connect.meta.data`: the `connect.*` properties in the schema (default true).
     pub connect_meta_data: bool,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
     pub framing: Framing,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (AvroData's schema cache).
     translated: SchemaCache<AvroSchema>,
-}
-
-impl fmt::Debug for AvroConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AvroConverter")
-            .field("class", &self.class)
-            .field("is_key", &self.is_key)
-            .field("connect_meta_data", &self.connect_meta_data)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("framing", &self.framing)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for AvroConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.class == other.class
-            && self.is_key == other.is_key
-            && self.connect_meta_data == other.connect_meta_data
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && self.framing == other.framing
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for AvroConverter {}
-
-/// Why a value was not converted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AvroError {
-    /// The record cannot be written (Kafka Connect's `DataException`, a refused schema).
-    Record(String),
-    /// The registry is unavailable: try again later.
-    Unavailable(String),
-    /// The registry refused the credentials: stop.
-    Unauthorized(String),
 }
 
 /// Connect's schema in Avro: its JSON text and, for a record, its full name.
@@ -215,26 +105,13 @@ pub struct AvroSchema {
     pub record_name: Option<String>,
 }
 
-/// How many translated schemas a converter keeps.
-const TRANSLATED_CACHE: usize = 64;
-
 impl AvroConverter {
-    pub fn new(
-        class: AvroClass,
-        is_key: bool,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        framing: Framing,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(class: AvroClass, serde: RegistrySerde, framing: Framing) -> Self {
         Self {
             class,
-            is_key,
+            serde,
             connect_meta_data: true,
-            strategy,
-            lookup,
             framing,
-            registry,
             translated: SchemaCache::new(),
         }
     }
@@ -247,8 +124,7 @@ impl AvroConverter {
     /// The subject the schema is registered under; an error for a schema that is not a
     /// record under a record name strategy.
     pub fn subject(&self, topic: &str, schema: &AvroSchema) -> Result<String, String> {
-        self.strategy
-            .subject(topic, self.is_key, schema.record_name.as_deref())
+        self.serde.subject(topic, schema.record_name.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -259,11 +135,11 @@ impl AvroConverter {
         schema: Option<&Schema>,
         value: &Value,
         headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         let Some(schema) = schema else {
             return match value {
                 Value::Null => Ok(None),
-                _ => Err(AvroError::Record(
+                _ => Err(SerdeError::Record(
                     "a value without a schema is not written by outbox-relay's Avro converter"
                         .into(),
                 )),
@@ -271,7 +147,7 @@ impl AvroConverter {
         };
         if value.is_null() {
             if !schema.optional {
-                return Err(AvroError::Record(
+                return Err(SerdeError::Record(
                     "Found null value for non-optional schema".into(),
                 ));
             }
@@ -295,23 +171,20 @@ impl AvroConverter {
         };
         let avro = self.translate(schema);
         let mut body = Vec::with_capacity(64);
-        write_value(&mut body, schema, value).map_err(AvroError::Record)?;
+        write_value(&mut body, schema, value).map_err(SerdeError::Record)?;
         let failed = |m: String| {
-            AvroError::Record(format!(
+            SerdeError::Record(format!(
                 "Failed to serialize Avro data from topic {topic} : {m}"
             ))
         };
-        let subject = self.subject(topic, &avro).map_err(failed)?;
-        let id = self
-            .registry
-            .id(&subject, &SchemaText::avro(&avro.json), self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => failed(m),
-            })?;
+        let id = self.serde.id(
+            topic,
+            avro.record_name.as_deref(),
+            &SchemaText::avro(&avro.json),
+            failed,
+        )?;
         if let Framing::Headers { content_id } = self.framing {
-            let part = if self.is_key { "key" } else { "value" };
+            let part = if self.serde.is_key { "key" } else { "value" };
             let id_name = if content_id { "contentId" } else { "globalId" };
             headers.push((
                 format!("apicurio.{part}.{id_name}").into(),
@@ -324,16 +197,15 @@ impl AvroConverter {
             return Ok(Some(body.into()));
         }
         let mut out = Vec::with_capacity(body.len() + 9);
-        out.push(0);
         match self.framing {
             Framing::Headers { .. } => unreachable!("returned above"),
             Framing::Confluent => {
-                let id = u32::try_from(id).map_err(|_| {
-                    AvroError::Record(format!("schema id {id} does not fit in four bytes"))
-                })?;
+                out.extend_from_slice(&confluent_prefix(id).map_err(SerdeError::Record)?)
+            }
+            Framing::Long => {
+                out.push(0);
                 out.extend_from_slice(&id.to_be_bytes());
             }
-            Framing::Long => out.extend_from_slice(&id.to_be_bytes()),
         }
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
@@ -949,7 +821,9 @@ fn write_field(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
     use crate::connect::Numeric;
+    use std::sync::Mutex;
 
     /// A registry that hands out the ids it is told to, recording what it was asked.
     #[derive(Debug, Default)]
@@ -980,11 +854,13 @@ mod tests {
         });
         let c = AvroConverter::new(
             AvroClass::Confluent,
-            false,
-            SubjectNameStrategy::Topic,
-            Lookup::Register,
+            RegistrySerde::new(
+                false,
+                SubjectNameStrategy::Topic,
+                Lookup::Register,
+                registry.clone(),
+            ),
             Framing::Confluent,
-            registry.clone(),
         );
         (c, registry)
     }
@@ -1190,7 +1066,7 @@ mod tests {
                 &Value::Null,
                 &mut Vec::new()
             ),
-            Err(AvroError::Record(_))
+            Err(SerdeError::Record(_))
         ));
         let (bytes, _, json) = write(4, "keys", &s(SchemaType::String, false), &Value::text("k1"));
         assert_eq!(
@@ -1232,11 +1108,11 @@ mod tests {
         let avro = avro_schema(&schema, true);
         let (mut c, _) = converter(7);
         assert_eq!(c.subject("t", &avro).unwrap(), "t-value");
-        c.is_key = true;
+        c.serde.is_key = true;
         assert_eq!(c.subject("t", &avro).unwrap(), "t-key");
-        c.strategy = SubjectNameStrategy::Record;
+        c.serde.strategy = SubjectNameStrategy::Record;
         assert_eq!(c.subject("t", &avro).unwrap(), "a.B");
-        c.strategy = SubjectNameStrategy::TopicRecord;
+        c.serde.strategy = SubjectNameStrategy::TopicRecord;
         assert_eq!(c.subject("t", &avro).unwrap(), "t-a.B");
         c.framing = Framing::Long;
         let mut headers = Vec::new();
@@ -1246,7 +1122,7 @@ mod tests {
             .unwrap();
         assert_eq!(hex(&bytes), "000000000000000007");
         assert!(headers.is_empty());
-        c.is_key = false;
+        c.serde.is_key = false;
         c.framing = Framing::Headers { content_id: false };
         let value = Value::Struct(vec![]);
         let bytes = c.encode("t", Some(&schema), &value, &mut headers).unwrap();
@@ -1346,16 +1222,13 @@ mod tests {
             for (is_key, part) in [(false, "value"), (true, "key")] {
                 let c = AvroConverter::new(
                     AvroClass::Confluent,
-                    is_key,
-                    strategy,
-                    Lookup::Register,
+                    RegistrySerde::new(is_key, strategy, Lookup::Register, registry.clone()),
                     Framing::Confluent,
-                    registry.clone(),
                 );
                 for (schema, value) in &not_records {
                     assert_eq!(
                         c.encode("tp", Some(schema), value, &mut Vec::new()),
-                        Err(AvroError::Record(format!(
+                        Err(SerdeError::Record(format!(
                             "Failed to serialize Avro data from topic tp : In configuration \
                              {part}.subject.name.strategy = io.confluent.kafka.serializers.subject.{class}, \
                              the message {part} must only be a record schema"

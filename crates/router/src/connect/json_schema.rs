@@ -21,17 +21,17 @@
 //!
 //! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
 
-use super::avro::{AvroError, SubjectNameStrategy};
 use super::converter::{write_base64, write_scalar};
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string, write_string_as_text};
 use super::pg_text::Numeric;
 use super::postgres_types::{java_hash_map_order, java_hash_map_order_in};
-use super::registry::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
+use super::registry::{
+    confluent_prefix, RegistrySerde, SchemaCache, SchemaFormat, SchemaText, SerdeError,
+};
 use base64::Engine;
 use bytes::Bytes;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub const JSON_SCHEMA_CONVERTER: &str = "io.confluent.connect.json.JsonSchemaConverter";
 
@@ -43,41 +43,15 @@ const ENUM: &str = "io.confluent.connect.json.Enum";
 const ID: &str = "io.confluent.connect.json.Id";
 
 /// A configured JSON Schema converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct JsonSchemaConverter {
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     /// `object.additional.properties` (default true): false writes
     /// `"additionalProperties":false` in every struct's object schema.
     pub additional_properties: bool,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (`fromConnectSchemaCache`).
-    translated: Mutex<Vec<(Schema, Arc<JsonSchemaText>)>>,
+    translated: SchemaCache<Result<JsonSchemaText, String>>,
 }
-
-impl fmt::Debug for JsonSchemaConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JsonSchemaConverter")
-            .field("is_key", &self.is_key)
-            .field("additional_properties", &self.additional_properties)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for JsonSchemaConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.is_key == other.is_key
-            && self.additional_properties == other.additional_properties
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for JsonSchemaConverter {}
 
 /// Connect's schema as a JSON Schema document: its canonical text and its `title` (what
 /// the record name strategies name the subject after).
@@ -87,44 +61,24 @@ pub struct JsonSchemaText {
     pub title: Option<String>,
 }
 
-/// How many translated schemas a converter keeps.
-const TRANSLATED_CACHE: usize = 64;
-
 impl JsonSchemaConverter {
-    pub fn new(
-        is_key: bool,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(serde: RegistrySerde) -> Self {
         Self {
-            is_key,
+            serde,
             additional_properties: true,
-            strategy,
-            lookup,
-            registry,
-            translated: Mutex::new(Vec::new()),
+            translated: SchemaCache::new(),
         }
     }
 
-    fn translate(&self, schema: &Schema) -> Result<Arc<JsonSchemaText>, String> {
-        let mut cache = self.translated.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, json)) = cache.iter().find(|(s, _)| s == schema) {
-            return Ok(json.clone());
-        }
-        let json = Arc::new(json_schema(schema, self.additional_properties)?);
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), json.clone()));
-        Ok(json)
+    fn translate(&self, schema: &Schema) -> Arc<Result<JsonSchemaText, String>> {
+        self.translated
+            .get(schema, || json_schema(schema, self.additional_properties))
     }
 
     /// The subject the schema is registered under (the record name strategies name it after
     /// the schema's `title`, and refuse a schema without one).
     pub fn subject(&self, topic: &str, schema: &JsonSchemaText) -> Result<String, String> {
-        self.strategy
-            .subject(topic, self.is_key, schema.title.as_deref())
+        self.serde.subject(topic, schema.title.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a Kafka null.
@@ -133,9 +87,9 @@ impl JsonSchemaConverter {
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         let failed = |m: String| {
-            AvroError::Record(format!(
+            SerdeError::Record(format!(
                 "Converting Kafka Connect data to byte[] failed due to serialization error of topic {topic}: {m}"
             ))
         };
@@ -154,26 +108,19 @@ impl JsonSchemaConverter {
         if !write_node(&mut body, schema, value).map_err(failed)? {
             return Ok(None);
         }
-        let json = self.translate(schema).map_err(failed)?;
-        let subject = self.subject(topic, &json).map_err(failed)?;
+        let translated = self.translate(schema);
+        let json = translated
+            .as_ref()
+            .as_ref()
+            .map_err(|e| failed(e.clone()))?;
         let text = SchemaText {
             format: SchemaFormat::Json,
             text: &json.json,
             references: &[],
         };
-        let id = self
-            .registry
-            .id(&subject, &text, self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => failed(m),
-            })?;
-        let id = u32::try_from(id)
-            .map_err(|_| failed(format!("schema id {id} does not fit in four bytes")))?;
+        let id = self.serde.id(topic, json.title.as_deref(), &text, failed)?;
         let mut out = Vec::with_capacity(body.len() + 5);
-        out.push(0);
-        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&confluent_prefix(id).map_err(failed)?);
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
     }
@@ -647,6 +594,8 @@ fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
+    use std::sync::Mutex;
 
     /// A registry that hands out the id it is told to, recording what it was asked.
     #[derive(Debug, Default)]
@@ -676,12 +625,12 @@ mod tests {
             id,
             ..Fixed::default()
         });
-        let c = JsonSchemaConverter::new(
+        let c = JsonSchemaConverter::new(RegistrySerde::new(
             false,
             SubjectNameStrategy::Topic,
             Lookup::Register,
             registry.clone(),
-        );
+        ));
         (c, registry)
     }
 
@@ -981,11 +930,11 @@ mod tests {
         );
         let (mut c, _) = converter(6);
         assert_eq!(c.subject("t", &doc).unwrap(), "t-value");
-        c.is_key = true;
+        c.serde.is_key = true;
         assert_eq!(c.subject("t", &doc).unwrap(), "t-key");
-        c.strategy = SubjectNameStrategy::Record;
+        c.serde.strategy = SubjectNameStrategy::Record;
         assert_eq!(c.subject("t", &doc).unwrap(), "a.B");
-        c.strategy = SubjectNameStrategy::TopicRecord;
+        c.serde.strategy = SubjectNameStrategy::TopicRecord;
         assert_eq!(c.subject("t", &doc).unwrap(), "t-a.B");
         // A schema without a title under a record name strategy: RecordNameStrategy's
         // SerializationException (its text as Confluent's Avro and Protobuf jars 7.0.16 throw
@@ -993,7 +942,7 @@ mod tests {
         let nameless = s(SchemaType::String, false);
         assert_eq!(
             c.encode("t", Some(&nameless), &Value::text("x")),
-            Err(AvroError::Record(
+            Err(SerdeError::Record(
                 "Converting Kafka Connect data to byte[] failed due to serialization error of \
                  topic t: In configuration key.subject.name.strategy = \
                  io.confluent.kafka.serializers.subject.TopicRecordNameStrategy, the message key \
@@ -1001,8 +950,8 @@ mod tests {
                     .into()
             ))
         );
-        c.is_key = false;
-        c.strategy = SubjectNameStrategy::Record;
+        c.serde.is_key = false;
+        c.serde.strategy = SubjectNameStrategy::Record;
         assert_eq!(
             c.subject(
                 "t",

@@ -23,12 +23,12 @@
 //!
 //! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
 
-use super::avro::{AvroError, SchemaCache, SubjectNameStrategy};
 use super::data::{java_class, Schema, SchemaType, Value};
 use super::pg_text::{civil_from_days, Numeric};
-use super::registry::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
+use super::registry::{
+    confluent_prefix, RegistrySerde, SchemaCache, SchemaFormat, SchemaText, SerdeError,
+};
 use bytes::Bytes;
-use std::fmt;
 use std::sync::Arc;
 
 const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";
@@ -100,39 +100,13 @@ pub struct ProtobufOptions {
 }
 
 /// A configured Protobuf converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct ProtobufConverter {
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     pub options: ProtobufOptions,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (ProtobufData's schema cache).
     translated: SchemaCache<Result<ProtobufSchema, String>>,
 }
-
-impl fmt::Debug for ProtobufConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProtobufConverter")
-            .field("is_key", &self.is_key)
-            .field("options", &self.options)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for ProtobufConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.is_key == other.is_key
-            && self.options == other.options
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for ProtobufConverter {}
 
 /// Connect's schema in Protobuf: the text registered, the full name of the message written
 /// (what RecordNameStrategy names the subject after) and its message indexes as written.
@@ -144,19 +118,10 @@ pub struct ProtobufSchema {
 }
 
 impl ProtobufConverter {
-    pub fn new(
-        is_key: bool,
-        options: ProtobufOptions,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(serde: RegistrySerde, options: ProtobufOptions) -> Self {
         Self {
-            is_key,
+            serde,
             options,
-            strategy,
-            lookup,
-            registry,
             translated: SchemaCache::new(),
         }
     }
@@ -174,8 +139,7 @@ impl ProtobufConverter {
     /// The subject the schema is registered under (its message always has a name: the
     /// record name strategies name the subject after it).
     pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> Result<String, String> {
-        self.strategy
-            .subject(topic, self.is_key, Some(&schema.full_name))
+        self.serde.subject(topic, Some(&schema.full_name))
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -184,13 +148,13 @@ impl ProtobufConverter {
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         // ProtobufData ignores a null whatever its schema says.
         if value.is_null() {
             return Ok(None);
         }
         let Some(schema) = schema else {
-            return Err(AvroError::Record(
+            return Err(SerdeError::Record(
                 "a value without a schema is not written by outbox-relay's Protobuf converter"
                     .into(),
             ));
@@ -199,37 +163,28 @@ impl ProtobufConverter {
         let proto = translated
             .as_ref()
             .as_ref()
-            .map_err(|e| AvroError::Record(e.clone()))?;
+            .map_err(|e| SerdeError::Record(e.clone()))?;
         let mut body = Vec::with_capacity(64);
         Writer {
             options: self.options,
         }
         .top(&mut body, schema, value)
-        .map_err(AvroError::Record)?;
+        .map_err(SerdeError::Record)?;
         let failed = |m: String| {
-            AvroError::Record(format!(
+            SerdeError::Record(format!(
                 "Failed to serialize Protobuf data from topic {topic} : {m}"
             ))
         };
-        let subject = self.subject(topic, proto).map_err(failed)?;
         let text = SchemaText {
             format: SchemaFormat::Protobuf,
             text: &proto.text,
             references: &[],
         };
         let id = self
-            .registry
-            .id(&subject, &text, self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => failed(m),
-            })?;
-        let id = u32::try_from(id)
-            .map_err(|_| AvroError::Record(format!("schema id {id} does not fit in four bytes")))?;
+            .serde
+            .id(topic, Some(&proto.full_name), &text, failed)?;
         let mut out = Vec::with_capacity(body.len() + 5 + proto.indexes.len());
-        out.push(0);
-        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&confluent_prefix(id).map_err(SerdeError::Record)?);
         out.extend_from_slice(&proto.indexes);
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
@@ -1233,6 +1188,7 @@ fn calendar_date(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
     use std::sync::Mutex;
 
     // The expected bytes and schema texts below are what Confluent's ProtobufConverter 7.0.16
@@ -1315,14 +1271,16 @@ mod tests {
             topic: &str,
             schema: &Schema,
             value: &Value,
-        ) -> Result<(String, String, String), AvroError> {
+        ) -> Result<(String, String, String), SerdeError> {
             let registry = Arc::new(Fixed::default());
             let c = ProtobufConverter::new(
-                self.is_key,
+                RegistrySerde::new(
+                    self.is_key,
+                    self.strategy,
+                    Lookup::Register,
+                    registry.clone(),
+                ),
                 self.options,
-                self.strategy,
-                Lookup::Register,
-                registry.clone(),
             );
             let bytes = c.encode(topic, Some(schema), value)?;
             let Some(bytes) = bytes else {
@@ -2075,7 +2033,7 @@ message D {
         early[13] = Value::Int(-62_135_596_800_001);
         assert!(matches!(
             Case::default().write("orders", &schema, &Value::Struct(early)),
-            Err(AvroError::Record(m)) if m.starts_with("Timestamp is not valid")
+            Err(SerdeError::Record(m)) if m.starts_with("Timestamp is not valid")
         ));
     }
 
@@ -2587,7 +2545,7 @@ message D {
         ]);
         assert!(matches!(
             Case::default().write("x", &schema, &value),
-            Err(AvroError::Record(m)) if m.contains("is not a valid identifier")
+            Err(SerdeError::Record(m)) if m.contains("is not a valid identifier")
         ));
         let scrub = Case {
             options: ProtobufOptions {
@@ -2618,7 +2576,7 @@ message D {
         let n = Value::Struct(vec![Value::Int(1)]);
         assert!(matches!(
             Case::default().write("c", &clash, &Value::Struct(vec![n.clone(), Value::Array(vec![n])])),
-            Err(AvroError::Record(m)) if m.contains("\"item\" is already defined")
+            Err(SerdeError::Record(m)) if m.contains("\"item\" is already defined")
         ));
         // A null in an array (a NullPointerException in Java).
         let nulls = st(
