@@ -7,7 +7,8 @@
 //! binary encoding after the registry's framing (Confluent's magic byte 0 and four-byte
 //! schema id, or Apicurio's eight-byte global id).
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
@@ -821,47 +822,13 @@ fn write_field(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::{SchemaFormat, SubjectNameStrategy};
     use crate::connect::Numeric;
-    use std::sync::Mutex;
 
-    /// A registry that hands out the ids it is told to, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        id: u64,
-        asked: Mutex<Vec<(String, String)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((subject.to_owned(), schema.text.to_owned()));
-            Ok(self.id)
-        }
-    }
-
-    fn converter(id: u64) -> (AvroConverter, Arc<Fixed>) {
-        let registry = Arc::new(Fixed {
-            id,
-            ..Fixed::default()
-        });
-        let c = AvroConverter::new(
-            AvroClass::Confluent,
-            RegistrySerde::new(
-                false,
-                SubjectNameStrategy::Topic,
-                Lookup::Register,
-                registry.clone(),
-            ),
-            Framing::Confluent,
-        );
+    fn converter(id: u64) -> (AvroConverter, Arc<FixedRegistry>) {
+        let (serde, registry) = FixedRegistry::serde(id);
+        let c = AvroConverter::new(AvroClass::Confluent, serde, Framing::Confluent);
         (c, registry)
     }
 
@@ -879,8 +846,9 @@ mod tests {
         let bytes = c
             .encode(topic, Some(schema), value, &mut Vec::new())
             .unwrap();
-        let (subject, json) = registry.asked.lock().unwrap().pop().unwrap();
-        (hex(&bytes.unwrap()), subject, json)
+        let asked = registry.last().unwrap();
+        assert_eq!((asked.format, asked.references), (SchemaFormat::Avro, 0));
+        (hex(&bytes.unwrap()), asked.subject, asked.text)
     }
 
     // The expected bytes and schemas below are what Confluent's AvroConverter 7.0.16
@@ -1153,7 +1121,6 @@ mod tests {
     // is pinned here, and registers nothing. A null is written as a Kafka null first.
     #[test]
     fn record_name_strategies_refuse_what_is_not_a_record() {
-        let registry = Arc::new(Fixed::default());
         let optional_struct = s(
             SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
             true,
@@ -1220,11 +1187,8 @@ mod tests {
             (SubjectNameStrategy::TopicRecord, "TopicRecordNameStrategy"),
         ] {
             for (is_key, part) in [(false, "value"), (true, "key")] {
-                let c = AvroConverter::new(
-                    AvroClass::Confluent,
-                    RegistrySerde::new(is_key, strategy, Lookup::Register, registry.clone()),
-                    Framing::Confluent,
-                );
+                let (serde, registry) = FixedRegistry::serde_for(0, is_key, strategy);
+                let c = AvroConverter::new(AvroClass::Confluent, serde, Framing::Confluent);
                 for (schema, value) in &not_records {
                     assert_eq!(
                         c.encode("tp", Some(schema), value, &mut Vec::new()),
@@ -1243,7 +1207,7 @@ mod tests {
                         );
                     }
                 }
-                assert!(registry.asked.lock().unwrap().is_empty());
+                assert!(registry.asked_nothing());
                 // A nameless struct is a record: ConnectDefault.
                 let anon = s(
                     SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
@@ -1259,7 +1223,7 @@ mod tests {
                     .unwrap()
                     .unwrap();
                 assert_eq!(hex(&bytes), "000000000002");
-                let (subject, _) = registry.asked.lock().unwrap().pop().unwrap();
+                let subject = registry.last().unwrap().subject;
                 let name = "io.confluent.connect.avro.ConnectDefault";
                 assert_eq!(
                     subject,

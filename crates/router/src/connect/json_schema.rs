@@ -19,7 +19,8 @@
 //! Later 7.x releases differ: 7.3.14, 7.4.11, 7.5.10 and later type a Decimal (BASE64) as
 //! `"type":"string"` where 7.0.16 writes `"type":"number"`.
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
 use super::converter::{write_base64, write_scalar};
 use super::data::{Schema, SchemaType, Value};
@@ -594,44 +595,12 @@ fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
-    use std::sync::Mutex;
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::SubjectNameStrategy;
 
-    /// A registry that hands out the id it is told to, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        id: u64,
-        asked: Mutex<Vec<(String, SchemaFormat, String)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked.lock().unwrap().push((
-                subject.to_owned(),
-                schema.format,
-                schema.text.to_owned(),
-            ));
-            Ok(self.id)
-        }
-    }
-
-    fn converter(id: u64) -> (JsonSchemaConverter, Arc<Fixed>) {
-        let registry = Arc::new(Fixed {
-            id,
-            ..Fixed::default()
-        });
-        let c = JsonSchemaConverter::new(RegistrySerde::new(
-            false,
-            SubjectNameStrategy::Topic,
-            Lookup::Register,
-            registry.clone(),
-        ));
-        (c, registry)
+    fn converter(id: u64) -> (JsonSchemaConverter, Arc<FixedRegistry>) {
+        let (serde, registry) = FixedRegistry::serde(id);
+        (JsonSchemaConverter::new(serde), registry)
     }
 
     fn s(kind: SchemaType, optional: bool) -> Schema {
@@ -648,14 +617,14 @@ mod tests {
     ) -> (String, String, String, String) {
         let (c, registry) = converter(id);
         let bytes = c.encode(topic, Some(schema), value).unwrap().unwrap();
-        let (subject, format, json) = registry.asked.lock().unwrap().pop().unwrap();
-        assert_eq!(format, SchemaFormat::Json);
+        let asked = registry.last().unwrap();
+        assert_eq!((asked.format, asked.references), (SchemaFormat::Json, 0));
         let framing: String = bytes[..5].iter().map(|x| format!("{x:02x}")).collect();
         (
             framing,
             String::from_utf8(bytes[5..].to_vec()).unwrap(),
-            subject,
-            json,
+            asked.subject,
+            asked.text,
         )
     }
 
@@ -882,7 +851,7 @@ mod tests {
             Ok(None)
         );
         assert_eq!(c.encode("strs", None, &Value::Null), Ok(None));
-        assert!(registry.asked.lock().unwrap().is_empty());
+        assert!(registry.asked_nothing());
         let (framing, json, _, registered) =
             write(4, "keys", &s(SchemaType::String, false), &Value::text("k1"));
         assert_eq!(

@@ -21,7 +21,8 @@
 //! `scrub.invalid.names`. What `ProtobufData` does with Protobuf-specific Connect parameters
 //! (unions, enums, tags, unsigned types) is not written here: such schemas are refused.
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
 use super::data::{java_class, Schema, SchemaType, Value};
 use super::pg_text::{civil_from_days, Numeric};
@@ -1188,8 +1189,8 @@ fn calendar_date(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connect::registry::{Lookup, RegistryError, SchemaRegistry, SubjectNameStrategy};
-    use std::sync::Mutex;
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::SubjectNameStrategy;
 
     // The expected bytes and schema texts below are what Confluent's ProtobufConverter 7.0.16
     // (kafka-connect-protobuf-converter, kafka-protobuf-provider and -serializer 7.0.16,
@@ -1201,29 +1202,6 @@ mod tests {
     // `register(subject, schema, normalize)` printed the subject, `schema.references()` (always
     // empty) and `schema.canonicalString()` and answered id 1. `registered_with_a_real_registry`
     // ran the same converter against Apicurio Registry 2.6.13's ccompat API.
-
-    /// A registry that answers id 1, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        asked: Mutex<Vec<(String, String, SchemaFormat, usize)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked.lock().unwrap().push((
-                subject.to_owned(),
-                schema.text.to_owned(),
-                schema.format,
-                schema.references.len(),
-            ));
-            Ok(1)
-        }
-    }
 
     fn s(kind: SchemaType, optional: bool) -> Schema {
         Schema::new(kind, optional)
@@ -1272,24 +1250,19 @@ mod tests {
             schema: &Schema,
             value: &Value,
         ) -> Result<(String, String, String), SerdeError> {
-            let registry = Arc::new(Fixed::default());
-            let c = ProtobufConverter::new(
-                RegistrySerde::new(
-                    self.is_key,
-                    self.strategy,
-                    Lookup::Register,
-                    registry.clone(),
-                ),
-                self.options,
-            );
+            let (serde, registry) = FixedRegistry::serde_for(1, self.is_key, self.strategy);
+            let c = ProtobufConverter::new(serde, self.options);
             let bytes = c.encode(topic, Some(schema), value)?;
             let Some(bytes) = bytes else {
-                assert!(registry.asked.lock().unwrap().is_empty());
+                assert!(registry.asked_nothing());
                 return Ok(("null".into(), String::new(), String::new()));
             };
-            let (subject, text, format, references) = registry.asked.lock().unwrap().pop().unwrap();
-            assert_eq!((format, references), (SchemaFormat::Protobuf, 0));
-            Ok((hex(&bytes), subject, text))
+            let asked = registry.last().unwrap();
+            assert_eq!(
+                (asked.format, asked.references),
+                (SchemaFormat::Protobuf, 0)
+            );
+            Ok((hex(&bytes), asked.subject, asked.text))
         }
     }
 
@@ -1971,27 +1944,65 @@ message D {
         ])
     }
 
+    /// The envelope's schema and a value under each option: the text registered, the bytes,
+    /// and the bytes of the zero values (-0.0 is written, empty bytes, strings, arrays and
+    /// maps are not, messages, an empty struct or a Timestamp at the epoch, are; optional
+    /// fields have presence under `optional.for.nullables`).
     #[test]
-    fn every_connect_type() {
+    fn every_connect_type_under_each_option() {
         let schema = envelope();
-        let (bytes, subject, text) = write(
-            "orders",
-            &schema,
-            &envelope_value("héllo", &[0, 1, 255], r#"{"id": 1}"#, 1_772_600_767_120_123),
-        );
-        assert_eq!(subject, "orders-value");
-        assert_eq!(text, ENVELOPE);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109"
-        );
-        // Zero values: -0.0 is written, empty bytes, strings, arrays and maps are not,
-        // messages (an empty struct, a Timestamp at the epoch) are.
-        let (bytes, ..) = write("orders", &schema, &zeros());
-        assert_eq!(
-            bytes,
-            "0000000001002d0000008052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01030a017ab801ffffffffffffffffff01"
-        );
+        let hello =
+            |raw: &[u8]| envelope_value("héllo", raw, r#"{"id": 1}"#, 1_772_600_767_120_123);
+        for (options, value, text, bytes, zero_bytes) in [
+            (
+                opts(false, false),
+                hello(&[0, 1, 255]),
+                ENVELOPE,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109",
+                Some("0000000001002d0000008052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01030a017ab801ffffffffffffffffff01"),
+            ),
+            (
+                opts(true, false),
+                hello(&[]),
+                ENVELOPE_OPTIONAL,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109",
+                Some("0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1000aa0100b801ffffffffffffffffff01c00100"),
+            ),
+            (
+                opts(false, true),
+                hello(&[]),
+                ENVELOPE_WRAPPER,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201097b226964223a20317daa01040a026575b801fb85b6b8bc859303c2010408a4a001c80109",
+                Some("0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1200aa0100b801ffffffffffffffffff01c20100"),
+            ),
+            (
+                opts(true, true),
+                envelope_value("h", &[0, 1, 255], "{}", 1),
+                ENVELOPE_OPTIONAL_WRAPPER,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c038014201684a050a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201027b7daa01040a026575b80101c2010408a4a001c80109",
+                None,
+            ),
+        ] {
+            let case = Case {
+                options,
+                ..Case::default()
+            };
+            let written = case.write("orders", &schema, &value).unwrap();
+            assert_eq!(
+                (written.0.as_str(), written.1.as_str(), written.2.as_str()),
+                (bytes, "orders-value", text),
+                "{options:?}"
+            );
+            if let Some(zero_bytes) = zero_bytes {
+                let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
+                assert_eq!(bytes, zero_bytes, "{options:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_and_the_calendar_limits() {
+        let schema = envelope();
         // Defaults for nulls; a Julian date before 1582-10-15; Timestamp's least second.
         let (attrs, byid) = maps();
         let defaults = Value::Struct(vec![
@@ -2035,75 +2046,6 @@ message D {
             Case::default().write("orders", &schema, &Value::Struct(early)),
             Err(SerdeError::Record(m)) if m.starts_with("Timestamp is not valid")
         ));
-    }
-
-    #[test]
-    fn optional_for_nullables() {
-        let case = Case {
-            options: opts(true, false),
-            ..Case::default()
-        };
-        let schema = envelope();
-        let (bytes, _, text) = case
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("héllo", &[], r#"{"id": 1}"#, 1_772_600_767_120_123),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_OPTIONAL);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109"
-        );
-        // Optional fields have presence: zero values are written.
-        let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
-        assert_eq!(
-            bytes,
-            "0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1000aa0100b801ffffffffffffffffff01c00100"
-        );
-    }
-
-    #[test]
-    fn wrapper_for_nullables() {
-        let case = Case {
-            options: opts(false, true),
-            ..Case::default()
-        };
-        let schema = envelope();
-        let (bytes, _, text) = case
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("héllo", &[], r#"{"id": 1}"#, 1_772_600_767_120_123),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_WRAPPER);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201097b226964223a20317daa01040a026575b801fb85b6b8bc859303c2010408a4a001c80109"
-        );
-        let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
-        assert_eq!(
-            bytes,
-            "0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1200aa0100b801ffffffffffffffffff01c20100"
-        );
-        let both = Case {
-            options: opts(true, true),
-            ..Case::default()
-        };
-        let (bytes, _, text) = both
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("h", &[0, 1, 255], "{}", 1),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_OPTIONAL_WRAPPER);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c038014201684a050a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201027b7daa01040a026575b80101c2010408a4a001c80109"
-        );
     }
 
     #[test]

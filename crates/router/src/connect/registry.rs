@@ -253,3 +253,74 @@ pub(crate) fn confluent_prefix(id: u64) -> Result<[u8; 5], String> {
     let [a, b, c, d] = id.to_be_bytes();
     Ok([0, a, b, c, d])
 }
+
+/// The registry the converters' unit tests write through.
+#[cfg(test)]
+pub(crate) mod fixed {
+    use super::*;
+
+    /// What a [`FixedRegistry`] was asked.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct Asked {
+        pub subject: String,
+        pub format: SchemaFormat,
+        pub text: String,
+        pub references: usize,
+    }
+
+    /// A registry that answers the one id it was made with, recording what it was asked.
+    #[derive(Debug)]
+    pub(crate) struct FixedRegistry {
+        id: u64,
+        asked: Mutex<Vec<Asked>>,
+    }
+
+    impl FixedRegistry {
+        /// A registry answering `id`, and a value converter's common part asking it
+        /// (`TopicNameStrategy`, schemas registered).
+        pub(crate) fn serde(id: u64) -> (RegistrySerde, Arc<Self>) {
+            Self::serde_for(id, false, SubjectNameStrategy::Topic)
+        }
+
+        /// The same for keys or values, under `strategy`.
+        pub(crate) fn serde_for(
+            id: u64,
+            is_key: bool,
+            strategy: SubjectNameStrategy,
+        ) -> (RegistrySerde, Arc<Self>) {
+            let registry = Arc::new(Self {
+                id,
+                asked: Mutex::new(Vec::new()),
+            });
+            let serde = RegistrySerde::new(is_key, strategy, Lookup::Register, registry.clone());
+            (serde, registry)
+        }
+
+        /// What it was asked last (taken off the record).
+        pub(crate) fn last(&self) -> Option<Asked> {
+            self.asked.lock().unwrap().pop()
+        }
+
+        /// Whether it has been asked nothing (since the last [`Self::last`]).
+        pub(crate) fn asked_nothing(&self) -> bool {
+            self.asked.lock().unwrap().is_empty()
+        }
+    }
+
+    impl SchemaRegistry for FixedRegistry {
+        fn id(
+            &self,
+            subject: &str,
+            schema: &SchemaText<'_>,
+            _: Lookup,
+        ) -> Result<u64, RegistryError> {
+            self.asked.lock().unwrap().push(Asked {
+                subject: subject.to_owned(),
+                format: schema.format,
+                text: schema.text.to_owned(),
+                references: schema.references.len(),
+            });
+            Ok(self.id)
+        }
+    }
+}
