@@ -22,9 +22,9 @@
 //! The router does no I/O: the registry is a
 //! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
-use super::converter::{write_base64, write_scalar};
+use super::converter::Json;
 use super::data::{Schema, SchemaType, Value};
-use super::json::{write_double, write_string, write_string_as_text};
+use super::json::{write_double, write_string_as_text};
 use super::pg_text::Numeric;
 use super::postgres_types::{java_hash_map_order, java_hash_map_order_in};
 use super::registry::{
@@ -106,7 +106,10 @@ impl JsonSchemaConverter {
         let mut body = Vec::with_capacity(64);
         // A null the schema gives no default and does not allow is Java's null: no record
         // value, nothing registered.
-        if !write_node(&mut body, schema, value).map_err(failed)? {
+        if !Json::JSON_SCHEMA
+            .write_node(&mut body, schema, value)
+            .map_err(failed)?
+        {
             return Ok(None);
         }
         let translated = self.translate(schema);
@@ -486,110 +489,6 @@ fn float_text(f: f64) -> Option<String> {
 
 fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-// ---------------------------------------------------------------------------------------
-// JsonSchemaData.fromConnectData, as Jackson writes the tree
-// ---------------------------------------------------------------------------------------
-
-/// Writes `value`'s JSON; false when `fromConnectData` gives Java's null (a null without a
-/// default for a required schema: a struct leaves such a field out).
-fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool, String> {
-    match value {
-        Value::Null => {
-            if let Some(default) = &schema.default {
-                return write_node(out, schema, default);
-            }
-            if !schema.optional {
-                return Ok(false);
-            }
-            out.extend_from_slice(b"null");
-        }
-        // decimal.format=BASE64 (the only one the relay writes): Decimal.fromLogical's
-        // bytes; a BigDecimal under a plain BYTES schema is a number.
-        Value::Decimal(d) if schema.name.as_deref() == Some(DECIMAL) => {
-            let bytes = d
-                .unscaled_bytes()
-                .ok_or_else(|| format!("{} is not a Connect Decimal", d.java_string()))?;
-            write_base64(out, &bytes);
-        }
-        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
-        Value::Array(items) => {
-            let SchemaType::Array(item_schema) = &schema.kind else {
-                return Err("array value for a non-array schema".into());
-            };
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                // ArrayNode.add(null) adds a null node.
-                if !write_node(out, item_schema, item)? {
-                    out.extend_from_slice(b"null");
-                }
-            }
-            out.push(b']');
-        }
-        Value::Map(entries) => {
-            let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
-                return Err("map value for a non-map schema".into());
-            };
-            let object = matches!(key_schema.kind, SchemaType::String) && !key_schema.optional;
-            out.push(if object { b'{' } else { b'[' });
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                if object {
-                    let Some(key) = k.as_str() else {
-                        return Err("a map key is not a string".into());
-                    };
-                    write_string(out, key);
-                    out.push(b':');
-                    if !write_node(out, value_schema, v)? {
-                        out.extend_from_slice(b"null");
-                    }
-                } else {
-                    out.extend_from_slice(b"{\"key\":");
-                    if !write_node(out, key_schema, k)? {
-                        out.extend_from_slice(b"null");
-                    }
-                    out.extend_from_slice(b",\"value\":");
-                    if !write_node(out, value_schema, v)? {
-                        out.extend_from_slice(b"null");
-                    }
-                    out.push(b'}');
-                }
-            }
-            out.push(if object { b'}' } else { b']' });
-        }
-        Value::Struct(values) => {
-            let SchemaType::Struct(fields) = &schema.kind else {
-                return Err("struct value for a non-struct schema".into());
-            };
-            out.push(b'{');
-            let mut first = true;
-            for (i, (name, field_schema)) in fields.iter().enumerate() {
-                let mark = out.len();
-                if !first {
-                    out.push(b',');
-                }
-                write_string(out, name);
-                out.push(b':');
-                if write_node(out, field_schema, values.get(i).unwrap_or(&Value::Null))? {
-                    first = false;
-                } else {
-                    out.truncate(mark);
-                }
-            }
-            out.push(b'}');
-        }
-        // Booleans, numbers, text, bytes.
-        _ => {
-            write_scalar(out, value)?;
-        }
-    }
-    Ok(true)
 }
 
 #[cfg(test)]
