@@ -13,6 +13,7 @@
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use super::postgres_types::java_hash_map_order;
+use super::protobuf::write_varint;
 use super::registry::{confluent_prefix, RegistrySerde, SchemaCache, SchemaText, SerdeError};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -685,16 +686,9 @@ fn write_props(out: &mut Vec<u8>, props: &Props) {
 // AvroData.fromConnectData + Avro's binary encoding
 // ---------------------------------------------------------------------------------------
 
+/// Avro's long: zigzag-encoded, then a varint as Protobuf's.
 fn write_long(out: &mut Vec<u8>, v: i64) {
-    let mut n = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        if n & !0x7F == 0 {
-            out.push(n as u8);
-            return;
-        }
-        out.push((n as u8 & 0x7F) | 0x80);
-        n >>= 7;
-    }
+    write_varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {

@@ -810,7 +810,8 @@ const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 const FIXED32: u8 = 5;
 
-fn write_varint(out: &mut Vec<u8>, mut n: u64) {
+/// A base-128 varint, least significant group first (Protobuf's, and Avro's after zigzag).
+pub(super) fn write_varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
         if n & !0x7F == 0 {
             out.push(n as u8);
