@@ -6,7 +6,9 @@
 use super::options::Options;
 use crate::registry::{Api, Credentials, RegistryClient};
 use crate::secret::Secret;
-use outbox_router::connect::{AvroClass, AvroConverter, Framing, Lookup, SubjectNameStrategy};
+use outbox_router::connect::{
+    AvroClass, AvroConverter, Framing, Lookup, RegistrySerde, SubjectNameStrategy,
+};
 use std::sync::Arc;
 
 pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
@@ -18,22 +20,14 @@ pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String
     }
 }
 
-/// What Confluent's schema-registry converters (Avro, Protobuf) read alike under `key`:
+/// The registry options Confluent's schema-registry converters (Avro, JSON Schema,
+/// Protobuf) read alike, those of `class` under `key` (`value.converter`, `key.converter`):
 /// the registry's URL and credentials, how ids are looked up, the subject name strategy.
-pub(super) struct ConfluentRegistry {
-    pub is_key: bool,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
-    pub registry: Arc<RegistryClient>,
-}
-
-/// The registry options of Confluent's converter `class` under `key` (`value.converter`,
-/// `key.converter`).
 pub(super) fn confluent_registry(
     key: &str,
     o: &Options,
     class: &str,
-) -> Result<ConfluentRegistry, String> {
+) -> Result<RegistrySerde, String> {
     let is_key = key.starts_with("key.");
     let url_key = format!("{key}.schema.registry.url");
     let url = o
@@ -115,28 +109,21 @@ pub(super) fn confluent_registry(
     ));
     let registry = RegistryClient::new(Api::Confluent, url, credentials)
         .map_err(|e| format!("{url_key}: {e}"))?;
-    Ok(ConfluentRegistry {
+    Ok(RegistrySerde::new(
         is_key,
         strategy,
         lookup,
-        registry: Arc::new(registry),
-    })
+        Arc::new(registry),
+    ))
 }
 
 /// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
 pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
-    let r = confluent_registry(key, o, AvroClass::Confluent.name())?;
+    let serde = confluent_registry(key, o, AvroClass::Confluent.name())?;
     // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
     flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
     let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
-    let mut c = AvroConverter::new(
-        AvroClass::Confluent,
-        r.is_key,
-        r.strategy,
-        r.lookup,
-        Framing::Confluent,
-        r.registry,
-    );
+    let mut c = AvroConverter::new(AvroClass::Confluent, serde, Framing::Confluent);
     c.connect_meta_data = meta;
     Ok(c)
 }
@@ -195,33 +182,28 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
     let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
     let registry = RegistryClient::new(Api::Apicurio { content_id }, url, credentials)
         .map_err(|e| format!("{url_key}: {e}"))?;
-    let mut c = AvroConverter::new(
-        AvroClass::Apicurio,
+    let serde = RegistrySerde::new(
         is_key,
         SubjectNameStrategy::Topic,
         lookup,
-        framing,
         Arc::new(registry),
     );
+    let mut c = AvroConverter::new(AvroClass::Apicurio, serde, framing);
     c.connect_meta_data = meta;
     Ok(c)
 }
 
 /// What the relay's notes say about the converter (never its credentials).
 pub(super) fn describe(c: &AvroConverter) -> String {
-    format!(
-        ", {:?} ids{}",
-        c.framing,
-        describe_lookup(c.strategy, c.lookup)
-    )
+    format!(", {:?} ids{}", c.framing, describe_lookup(&c.serde))
 }
 
 /// The subjects and how ids are asked for, for the relay's notes.
-pub(super) fn describe_lookup(strategy: SubjectNameStrategy, lookup: Lookup) -> String {
+pub(super) fn describe_lookup(serde: &RegistrySerde) -> String {
     format!(
         ", {:?} subjects, {}",
-        strategy,
-        match lookup {
+        serde.strategy,
+        match serde.lookup {
             Lookup::Register => "schemas registered automatically",
             Lookup::Find => "schemas looked up",
             Lookup::Latest => "the subject's latest version",

@@ -47,7 +47,7 @@ const REFUSED_WHEN_TRUE: &[(&str, &str)] = &[
 
 /// Confluent's JsonSchemaConverter under `key` (`value.converter`, `key.converter`).
 pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, String> {
-    let r = confluent_registry(key, o, JSON_SCHEMA_CONVERTER)?;
+    let serde = confluent_registry(key, o, JSON_SCHEMA_CONVERTER)?;
     let additional_properties = flag(o, &format!("{key}.object.additional.properties"), true)?;
     for (option, why) in REFUSED_WHEN_TRUE {
         let name = format!("{key}.{option}");
@@ -71,7 +71,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, S
     }
     let no_effect: Vec<String> = NO_EFFECT.iter().map(|o| format!("{key}.{o}")).collect();
     o.accept(&no_effect.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut c = JsonSchemaConverter::new(r.is_key, r.strategy, r.lookup, r.registry);
+    let mut c = JsonSchemaConverter::new(serde);
     c.additional_properties = additional_properties;
     Ok(c)
 }
@@ -80,7 +80,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, S
 pub(super) fn describe(c: &JsonSchemaConverter) -> String {
     format!(
         "{}{}",
-        super::avro::describe_lookup(c.strategy, c.lookup),
+        super::avro::describe_lookup(&c.serde),
         if c.additional_properties {
             ""
         } else {

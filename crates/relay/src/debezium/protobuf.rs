@@ -10,7 +10,7 @@ const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";
 
 /// Confluent's ProtobufConverter under `key` (`value.converter`, `key.converter`).
 pub(super) fn confluent(key: &str, o: &Options) -> Result<ProtobufConverter, String> {
-    let r = confluent_registry(key, o, CLASS)?;
+    let serde = confluent_registry(key, o, CLASS)?;
     let options = ProtobufOptions {
         optional_for_nullables: flag(o, &format!("{key}.optional.for.nullables"), false)?,
         wrapper_for_nullables: flag(o, &format!("{key}.wrapper.for.nullables"), false)?,
@@ -57,9 +57,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<ProtobufConverter, Str
             ));
         }
     }
-    Ok(ProtobufConverter::new(
-        r.is_key, options, r.strategy, r.lookup, r.registry,
-    ))
+    Ok(ProtobufConverter::new(serde, options))
 }
 
 /// What the relay's notes say about the converter (never its credentials).
@@ -67,7 +65,7 @@ pub(super) fn describe(c: &ProtobufConverter) -> String {
     let o = c.options;
     format!(
         "{}{}{}{}",
-        describe_lookup(c.strategy, c.lookup),
+        describe_lookup(&c.serde),
         if o.optional_for_nullables {
             ", optional.for.nullables"
         } else {

@@ -938,9 +938,9 @@ fn json_schema_converter_options_are_read_and_unsupported_ones_refused() {
         panic!("{:?}", connect(&s).value);
     };
     assert!(!c.additional_properties);
-    assert_eq!(c.lookup, outbox_router::connect::Lookup::Find);
+    assert_eq!(c.serde.lookup, outbox_router::connect::Lookup::Find);
     assert_eq!(
-        c.strategy,
+        c.serde.strategy,
         outbox_router::connect::SubjectNameStrategy::Record
     );
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
@@ -1006,10 +1006,10 @@ fn confluent_protobuf_converter_options() {
     let Converter::Protobuf(value) = &connect(&s).value else {
         panic!("{:?}", connect(&s).value)
     };
-    assert!(!value.is_key);
-    assert_eq!(value.lookup, outbox_router::connect::Lookup::Find);
+    assert!(!value.serde.is_key);
+    assert_eq!(value.serde.lookup, outbox_router::connect::Lookup::Find);
     assert_eq!(
-        value.strategy,
+        value.serde.strategy,
         outbox_router::connect::SubjectNameStrategy::Record
     );
     assert_eq!(
@@ -1042,13 +1042,13 @@ fn confluent_protobuf_converter_options() {
         let Converter::Protobuf(value) = &connect(&s).value else {
             panic!("{:?}", connect(&s).value)
         };
-        assert_eq!(value.lookup, lookup);
+        assert_eq!(value.serde.lookup, lookup);
     }
     let Converter::Protobuf(key) = &connect(&s).key else {
         panic!("{:?}", connect(&s).key)
     };
-    assert!(key.is_key);
-    assert_eq!(key.lookup, outbox_router::connect::Lookup::Register);
+    assert!(key.serde.is_key);
+    assert_eq!(key.serde.lookup, outbox_router::connect::Lookup::Register);
     assert_eq!(
         key.options,
         outbox_router::connect::ProtobufOptions::default()

@@ -7,15 +7,16 @@
 //! binary encoding after the registry's framing (Confluent's magic byte 0 and four-byte
 //! schema id, or Apicurio's eight-byte global id).
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
 use super::postgres_types::java_hash_map_order;
-use super::registry::{Lookup, RegistryError, SchemaRegistry, SchemaText};
+use super::protobuf::write_varint;
+use super::registry::{confluent_prefix, RegistrySerde, SchemaCache, SchemaText, SerdeError};
 use bytes::Bytes;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// AvroData's namespace for nameless records (`ConnectDefault`, `MapEntry`).
 const NAMESPACE: &str = "io.confluent.connect.avro";
@@ -55,55 +56,6 @@ pub fn avro_fullname(name: &str) -> String {
     out
 }
 
-/// Kafka Connect's subject name strategies (`key.subject.name.strategy`,
-/// `value.subject.name.strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubjectNameStrategy {
-    /// `<topic>-key` / `<topic>-value` (the default).
-    Topic,
-    /// The record's full name.
-    Record,
-    /// `<topic>-<record full name>`.
-    TopicRecord,
-}
-
-impl SubjectNameStrategy {
-    /// The subject a schema named `full_name` is registered under for `topic`.
-    pub fn subject(self, topic: &str, is_key: bool, full_name: &str) -> String {
-        match self {
-            SubjectNameStrategy::Topic => {
-                format!("{topic}-{}", if is_key { "key" } else { "value" })
-            }
-            SubjectNameStrategy::Record => full_name.to_owned(),
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{full_name}"),
-        }
-    }
-}
-
-/// The Connect schemas a converter translated lately (AvroData's and ProtobufData's schema
-/// caches), the oldest dropped past 64.
-pub(crate) struct SchemaCache<T>(Mutex<Vec<(Schema, Arc<T>)>>);
-
-impl<T> SchemaCache<T> {
-    pub(crate) fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
-    }
-
-    /// `schema` translated, by `translate` unless it was lately.
-    pub(crate) fn get(&self, schema: &Schema, translate: impl FnOnce() -> T) -> Arc<T> {
-        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, t)) = cache.iter().find(|(s, _)| s == schema) {
-            return t.clone();
-        }
-        let t = Arc::new(translate());
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), t.clone()));
-        t
-    }
-}
-
 /// The bytes before the Avro body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -135,86 +87,33 @@ impl AvroClass {
 }
 
 /// A configured Avro converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct AvroConverter {
     pub class: AvroClass,
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     /// `connect.meta.data`: the `connect.*` properties in the schema (default true).
     pub connect_meta_data: bool,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
     pub framing: Framing,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (AvroData's schema cache).
     translated: SchemaCache<AvroSchema>,
 }
 
-impl fmt::Debug for AvroConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AvroConverter")
-            .field("class", &self.class)
-            .field("is_key", &self.is_key)
-            .field("connect_meta_data", &self.connect_meta_data)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("framing", &self.framing)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for AvroConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.class == other.class
-            && self.is_key == other.is_key
-            && self.connect_meta_data == other.connect_meta_data
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && self.framing == other.framing
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for AvroConverter {}
-
-/// Why a value was not converted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AvroError {
-    /// The record cannot be written (Kafka Connect's `DataException`, a refused schema).
-    Record(String),
-    /// The registry is unavailable: try again later.
-    Unavailable(String),
-    /// The registry refused the credentials: stop.
-    Unauthorized(String),
-}
-
-/// Connect's schema in Avro: its JSON text and full name.
+/// Connect's schema in Avro: its JSON text and, for a record, its full name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AvroSchema {
     pub json: String,
-    /// The record's full name (`getFullName`: the type's name for other schemas).
-    pub full_name: String,
+    /// The record's full name (`AvroSchema.name()`, what the record name strategies name the
+    /// subject after): none for any other schema, a union with null included.
+    pub record_name: Option<String>,
 }
 
-/// How many translated schemas a converter keeps.
-const TRANSLATED_CACHE: usize = 64;
-
 impl AvroConverter {
-    pub fn new(
-        class: AvroClass,
-        is_key: bool,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        framing: Framing,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(class: AvroClass, serde: RegistrySerde, framing: Framing) -> Self {
         Self {
             class,
-            is_key,
+            serde,
             connect_meta_data: true,
-            strategy,
-            lookup,
             framing,
-            registry,
             translated: SchemaCache::new(),
         }
     }
@@ -224,9 +123,10 @@ impl AvroConverter {
             .get(schema, || avro_schema(schema, self.connect_meta_data))
     }
 
-    /// The subject the schema is registered under.
-    pub fn subject(&self, topic: &str, schema: &AvroSchema) -> String {
-        self.strategy.subject(topic, self.is_key, &schema.full_name)
+    /// The subject the schema is registered under; an error for a schema that is not a
+    /// record under a record name strategy.
+    pub fn subject(&self, topic: &str, schema: &AvroSchema) -> Result<String, String> {
+        self.serde.subject(topic, schema.record_name.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -237,11 +137,11 @@ impl AvroConverter {
         schema: Option<&Schema>,
         value: &Value,
         headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         let Some(schema) = schema else {
             return match value {
                 Value::Null => Ok(None),
-                _ => Err(AvroError::Record(
+                _ => Err(SerdeError::Record(
                     "a value without a schema is not written by outbox-relay's Avro converter"
                         .into(),
                 )),
@@ -249,7 +149,7 @@ impl AvroConverter {
         };
         if value.is_null() {
             if !schema.optional {
-                return Err(AvroError::Record(
+                return Err(SerdeError::Record(
                     "Found null value for non-optional schema".into(),
                 ));
             }
@@ -273,20 +173,20 @@ impl AvroConverter {
         };
         let avro = self.translate(schema);
         let mut body = Vec::with_capacity(64);
-        write_value(&mut body, schema, value).map_err(AvroError::Record)?;
-        let subject = self.subject(topic, &avro);
-        let id = self
-            .registry
-            .id(&subject, &SchemaText::avro(&avro.json), self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => AvroError::Record(format!(
-                    "Failed to serialize Avro data from topic {topic} : {m}"
-                )),
-            })?;
+        write_value(&mut body, schema, value).map_err(SerdeError::Record)?;
+        let failed = |m: String| {
+            SerdeError::Record(format!(
+                "Failed to serialize Avro data from topic {topic} : {m}"
+            ))
+        };
+        let id = self.serde.id(
+            topic,
+            avro.record_name.as_deref(),
+            &SchemaText::avro(&avro.json),
+            failed,
+        )?;
         if let Framing::Headers { content_id } = self.framing {
-            let part = if self.is_key { "key" } else { "value" };
+            let part = if self.serde.is_key { "key" } else { "value" };
             let id_name = if content_id { "contentId" } else { "globalId" };
             headers.push((
                 format!("apicurio.{part}.{id_name}").into(),
@@ -299,16 +199,15 @@ impl AvroConverter {
             return Ok(Some(body.into()));
         }
         let mut out = Vec::with_capacity(body.len() + 9);
-        out.push(0);
         match self.framing {
             Framing::Headers { .. } => unreachable!("returned above"),
             Framing::Confluent => {
-                let id = u32::try_from(id).map_err(|_| {
-                    AvroError::Record(format!("schema id {id} does not fit in four bytes"))
-                })?;
+                out.extend_from_slice(&confluent_prefix(id).map_err(SerdeError::Record)?)
+            }
+            Framing::Long => {
+                out.push(0);
                 out.extend_from_slice(&id.to_be_bytes());
             }
-            Framing::Long => out.extend_from_slice(&id.to_be_bytes()),
         }
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
@@ -358,19 +257,15 @@ pub fn avro_schema(schema: &Schema, connect_meta_data: bool) -> AvroSchema {
         default_names: 0,
     };
     let avro = ctx.schema(schema, false);
-    let full_name = match &avro {
-        Avro::Record(r) => full_name(r),
-        Avro::Null => "null".into(),
-        Avro::Primitive(t, _) => (*t).into(),
-        Avro::Array(..) => "array".into(),
-        Avro::Map(..) => "map".into(),
-        Avro::Union(_) => "union".into(),
+    let record_name = match &avro {
+        Avro::Record(r) => Some(full_name(r)),
+        _ => None,
     };
     let mut out = Vec::new();
     Names::default().write(&mut out, &avro);
     AvroSchema {
         json: String::from_utf8(out).expect("JSON text is UTF-8"),
-        full_name,
+        record_name,
     }
 }
 
@@ -791,16 +686,9 @@ fn write_props(out: &mut Vec<u8>, props: &Props) {
 // AvroData.fromConnectData + Avro's binary encoding
 // ---------------------------------------------------------------------------------------
 
+/// Avro's long: zigzag-encoded, then a varint as Protobuf's.
 fn write_long(out: &mut Vec<u8>, v: i64) {
-    let mut n = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        if n & !0x7F == 0 {
-            out.push(n as u8);
-            return;
-        }
-        out.push((n as u8 & 0x7F) | 0x80);
-        n >>= 7;
-    }
+    write_varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -928,43 +816,13 @@ fn write_field(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::{SchemaFormat, SubjectNameStrategy};
     use crate::connect::Numeric;
 
-    /// A registry that hands out the ids it is told to, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        id: u64,
-        asked: Mutex<Vec<(String, String)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((subject.to_owned(), schema.text.to_owned()));
-            Ok(self.id)
-        }
-    }
-
-    fn converter(id: u64) -> (AvroConverter, Arc<Fixed>) {
-        let registry = Arc::new(Fixed {
-            id,
-            ..Fixed::default()
-        });
-        let c = AvroConverter::new(
-            AvroClass::Confluent,
-            false,
-            SubjectNameStrategy::Topic,
-            Lookup::Register,
-            Framing::Confluent,
-            registry.clone(),
-        );
+    fn converter(id: u64) -> (AvroConverter, Arc<FixedRegistry>) {
+        let (serde, registry) = FixedRegistry::serde(id);
+        let c = AvroConverter::new(AvroClass::Confluent, serde, Framing::Confluent);
         (c, registry)
     }
 
@@ -982,8 +840,9 @@ mod tests {
         let bytes = c
             .encode(topic, Some(schema), value, &mut Vec::new())
             .unwrap();
-        let (subject, json) = registry.asked.lock().unwrap().pop().unwrap();
-        (hex(&bytes.unwrap()), subject, json)
+        let asked = registry.last().unwrap();
+        assert_eq!((asked.format, asked.references), (SchemaFormat::Avro, 0));
+        (hex(&bytes.unwrap()), asked.subject, asked.text)
     }
 
     // The expected bytes and schemas below are what Confluent's AvroConverter 7.0.16
@@ -1169,7 +1028,7 @@ mod tests {
                 &Value::Null,
                 &mut Vec::new()
             ),
-            Err(AvroError::Record(_))
+            Err(SerdeError::Record(_))
         ));
         let (bytes, _, json) = write(4, "keys", &s(SchemaType::String, false), &Value::text("k1"));
         assert_eq!(
@@ -1210,13 +1069,13 @@ mod tests {
         let schema = s(SchemaType::Struct(vec![]), false).named("a.B", None);
         let avro = avro_schema(&schema, true);
         let (mut c, _) = converter(7);
-        assert_eq!(c.subject("t", &avro), "t-value");
-        c.is_key = true;
-        assert_eq!(c.subject("t", &avro), "t-key");
-        c.strategy = SubjectNameStrategy::Record;
-        assert_eq!(c.subject("t", &avro), "a.B");
-        c.strategy = SubjectNameStrategy::TopicRecord;
-        assert_eq!(c.subject("t", &avro), "t-a.B");
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-value");
+        c.serde.is_key = true;
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-key");
+        c.serde.strategy = SubjectNameStrategy::Record;
+        assert_eq!(c.subject("t", &avro).unwrap(), "a.B");
+        c.serde.strategy = SubjectNameStrategy::TopicRecord;
+        assert_eq!(c.subject("t", &avro).unwrap(), "t-a.B");
         c.framing = Framing::Long;
         let mut headers = Vec::new();
         let bytes = c
@@ -1225,7 +1084,7 @@ mod tests {
             .unwrap();
         assert_eq!(hex(&bytes), "000000000000000007");
         assert!(headers.is_empty());
-        c.is_key = false;
+        c.serde.is_key = false;
         c.framing = Framing::Headers { content_id: false };
         let value = Value::Struct(vec![]);
         let bytes = c.encode("t", Some(&schema), &value, &mut headers).unwrap();
@@ -1243,6 +1102,132 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    // What Confluent's AvroConverter 7.0.16 does under the record name strategies, observed
+    // with a Java harness (not in the repository) running its jars (kafka-connect-avro-converter,
+    // kafka-avro-serializer, kafka-schema-serializer 7.0.16, Avro 1.11.3, Connect API 4.3):
+    // `new AvroConverter(new MockSchemaRegistryClient())`, configured with
+    // `{key|value}.subject.name.strategy`, then `fromConnectData("tp", schema, value)`. A
+    // record is registered under its full name (`tp-` before it); any other schema, a union
+    // with null (an optional struct) included, fails with a DataException "Failed to
+    // serialize Avro data from topic tp :" caused by a SerializationException whose message
+    // is pinned here, and registers nothing. A null is written as a Kafka null first.
+    #[test]
+    fn record_name_strategies_refuse_what_is_not_a_record() {
+        let optional_struct = s(
+            SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
+            true,
+        )
+        .named("a.B", None);
+        let mut decimal = s(SchemaType::Bytes, false).named(DECIMAL, Some(1));
+        decimal.parameters.push(("scale".into(), "2".into()));
+        let not_records = [
+            (s(SchemaType::String, false), Value::text("x")),
+            (s(SchemaType::String, true), Value::text("x")),
+            (
+                s(SchemaType::String, false).named("io.debezium.data.Json", Some(1)),
+                Value::text("{}"),
+            ),
+            (
+                s(SchemaType::Bytes, false),
+                Value::Bytes(Bytes::from_static(&[1])),
+            ),
+            (s(SchemaType::Int8, false), Value::Int(1)),
+            (s(SchemaType::Int64, false), Value::Int(5)),
+            (s(SchemaType::Boolean, false), Value::Boolean(true)),
+            (s(SchemaType::Float64, false), Value::Float(1.5)),
+            (
+                s(SchemaType::Int32, false).named(DATE, Some(1)),
+                Value::Int(1),
+            ),
+            (
+                s(SchemaType::Int64, false).named(TIMESTAMP, Some(1)),
+                Value::Int(1000),
+            ),
+            (decimal, Value::Decimal(Numeric::parse("1.23").unwrap())),
+            (
+                s(
+                    SchemaType::Array(Box::new(s(SchemaType::String, false))),
+                    false,
+                ),
+                Value::Array(vec![Value::text("a")]),
+            ),
+            (
+                s(
+                    SchemaType::Map(
+                        Box::new(s(SchemaType::String, false)),
+                        Box::new(s(SchemaType::Int32, false)),
+                    ),
+                    false,
+                ),
+                Value::Map(vec![(Value::text("k"), Value::Int(1))]),
+            ),
+            // An array of MapEntry records: still an array.
+            (
+                s(
+                    SchemaType::Map(
+                        Box::new(s(SchemaType::Int32, false)),
+                        Box::new(s(SchemaType::String, false)),
+                    ),
+                    false,
+                ),
+                Value::Map(vec![(Value::Int(1), Value::text("v"))]),
+            ),
+            (optional_struct.clone(), Value::Struct(vec![Value::Int(1)])),
+        ];
+        for (strategy, class) in [
+            (SubjectNameStrategy::Record, "RecordNameStrategy"),
+            (SubjectNameStrategy::TopicRecord, "TopicRecordNameStrategy"),
+        ] {
+            for (is_key, part) in [(false, "value"), (true, "key")] {
+                let (serde, registry) = FixedRegistry::serde_for(0, is_key, strategy);
+                let c = AvroConverter::new(AvroClass::Confluent, serde, Framing::Confluent);
+                for (schema, value) in &not_records {
+                    assert_eq!(
+                        c.encode("tp", Some(schema), value, &mut Vec::new()),
+                        Err(SerdeError::Record(format!(
+                            "Failed to serialize Avro data from topic tp : In configuration \
+                             {part}.subject.name.strategy = io.confluent.kafka.serializers.subject.{class}, \
+                             the message {part} must only be a record schema"
+                        ))),
+                        "{schema:?}"
+                    );
+                    // A null is a Kafka null, whatever the strategy.
+                    if schema.optional {
+                        assert_eq!(
+                            c.encode("tp", Some(schema), &Value::Null, &mut Vec::new()),
+                            Ok(None)
+                        );
+                    }
+                }
+                assert!(registry.asked_nothing());
+                // A nameless struct is a record: ConnectDefault.
+                let anon = s(
+                    SchemaType::Struct(vec![("x".into(), s(SchemaType::Int32, false))]),
+                    false,
+                );
+                let bytes = c
+                    .encode(
+                        "tp",
+                        Some(&anon),
+                        &Value::Struct(vec![Value::Int(1)]),
+                        &mut Vec::new(),
+                    )
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(hex(&bytes), "000000000002");
+                let subject = registry.last().unwrap().subject;
+                let name = "io.confluent.connect.avro.ConnectDefault";
+                assert_eq!(
+                    subject,
+                    match strategy {
+                        SubjectNameStrategy::TopicRecord => format!("tp-{name}"),
+                        _ => name.to_owned(),
+                    }
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
+/// Connect's Decimal logical type.
+const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
 use super::protobuf::ProtobufConverter;
 use base64::Engine;
@@ -102,6 +104,7 @@ impl Converter {
                 };
                 let json = Json {
                     replace_null_with_default: *replace_null_with_default,
+                    dialect: Dialect::Kafka,
                 };
                 let mut out = Vec::new();
                 if *schemas_enable {
@@ -569,24 +572,73 @@ pub fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<
     Json::default().write(out, schema, value)
 }
 
-/// JsonConverter's settings that change how values are written.
+/// How a Connect value is written as JSON: by Kafka's JsonConverter, or as Confluent's JSON
+/// Schema converter writes `JsonSchemaData.fromConnectData`'s tree.
 #[derive(Debug, Clone, Copy)]
-struct Json {
+pub(super) struct Json {
+    /// A null is written as its schema's default (JsonConverter's
+    /// `replace.null.with.default`; always so in the JSON Schema converter).
     replace_null_with_default: bool,
+    dialect: Dialect,
+}
+
+/// Where the two writers differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// JsonConverter.convertToJson: a required null without a default is an error; a map
+    /// whose keys are strings is an object, any other an array of `[key, value]` pairs; a
+    /// BigDecimal is base64 like any bytes.
+    Kafka,
+    /// JsonSchemaData.fromConnectData: a required null without a default is Java's null
+    /// (a struct leaves the field out, an array or a map writes `null`); a map is an object
+    /// only when its keys are required strings, else an array of `{"key", "value"}` objects;
+    /// a BigDecimal is base64 only under Connect's Decimal, a number otherwise.
+    JsonSchema,
 }
 
 impl Default for Json {
     fn default() -> Self {
         Json {
             replace_null_with_default: true,
+            dialect: Dialect::Kafka,
         }
     }
 }
 
 impl Json {
+    /// Confluent's JSON Schema converter (7.0.16, `decimal.format=BASE64`).
+    pub(super) const JSON_SCHEMA: Json = Json {
+        replace_null_with_default: true,
+        dialect: Dialect::JsonSchema,
+    };
+
     /// JsonConverter.convertToJson; struct fields are read with `Struct.get` (the default
     /// replaces a null) or `Struct.getWithoutDefault` as `replace.null.with.default` says.
     fn write(self, out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
+        self.write_or_null(out, schema, value)
+    }
+
+    /// `value` written, or `null` where the JSON Schema dialect has no value.
+    fn write_or_null(
+        self,
+        out: &mut Vec<u8>,
+        schema: &Schema,
+        value: &Value,
+    ) -> Result<(), String> {
+        if !self.write_node(out, schema, value)? {
+            out.extend_from_slice(b"null");
+        }
+        Ok(())
+    }
+
+    /// Writes `value`'s JSON; false, writing nothing, for the JSON Schema dialect's Java
+    /// null (never in Kafka's).
+    pub(super) fn write_node(
+        self,
+        out: &mut Vec<u8>,
+        schema: &Schema,
+        value: &Value,
+    ) -> Result<bool, String> {
         match value {
             Value::Null => {
                 if let Some(default) = schema
@@ -594,45 +646,60 @@ impl Json {
                     .as_ref()
                     .filter(|_| self.replace_null_with_default)
                 {
-                    return self.write(out, schema, default);
+                    return self.write_node(out, schema, default);
                 }
                 if !schema.optional {
-                    return Err(
-                        "null value for a field that is required and has no default value".into(),
-                    );
+                    return match self.dialect {
+                        Dialect::Kafka => Err(
+                            "null value for a field that is required and has no default value"
+                                .into(),
+                        ),
+                        Dialect::JsonSchema => Ok(false),
+                    };
                 }
                 out.extend_from_slice(b"null");
             }
             // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
-            Value::Decimal(d) => {
-                out.push(b'"');
-                out.extend_from_slice(
-                    base64::engine::general_purpose::STANDARD
-                        .encode(d.unscaled_bytes().unwrap_or_default())
-                        .as_bytes(),
-                );
-                out.push(b'"');
-            }
+            Value::Decimal(d) => match self.dialect {
+                Dialect::Kafka => write_base64(out, &d.unscaled_bytes().unwrap_or_default()),
+                Dialect::JsonSchema if schema.name.as_deref() == Some(DECIMAL) => {
+                    let bytes = d
+                        .unscaled_bytes()
+                        .ok_or_else(|| format!("{} is not a Connect Decimal", d.java_string()))?;
+                    write_base64(out, &bytes);
+                }
+                Dialect::JsonSchema => out.extend_from_slice(d.java_string().as_bytes()),
+            },
             Value::Map(entries) => {
                 let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
                     return Err("map value for a non-map schema".into());
                 };
-                // JsonConverter: an object when the keys are strings, else [[k, v], …].
-                let object = matches!(key_schema.kind, SchemaType::String);
+                let object = matches!(key_schema.kind, SchemaType::String)
+                    && (self.dialect == Dialect::Kafka || !key_schema.optional);
+                // What stands before, between and after an entry's key and value.
+                let (open, between, close): (&[u8], &[u8], &[u8]) = match (object, self.dialect) {
+                    (true, _) => (b"", b":", b""),
+                    (false, Dialect::Kafka) => (b"[", b",", b"]"),
+                    (false, Dialect::JsonSchema) => (b"{\"key\":", b",\"value\":", b"}"),
+                };
                 out.push(if object { b'{' } else { b'[' });
                 for (i, (k, v)) in entries.iter().enumerate() {
                     if i > 0 {
                         out.push(b',');
                     }
-                    if !object {
-                        out.push(b'[');
+                    out.extend_from_slice(open);
+                    match (object, self.dialect) {
+                        (true, Dialect::JsonSchema) => {
+                            let Some(key) = k.as_str() else {
+                                return Err("a map key is not a string".into());
+                            };
+                            write_string(out, key);
+                        }
+                        _ => self.write_or_null(out, key_schema, k)?,
                     }
-                    self.write(out, key_schema, k)?;
-                    out.push(if object { b':' } else { b',' });
-                    self.write(out, value_schema, v)?;
-                    if !object {
-                        out.push(b']');
-                    }
+                    out.extend_from_slice(between);
+                    self.write_or_null(out, value_schema, v)?;
+                    out.extend_from_slice(close);
                 }
                 out.push(if object { b'}' } else { b']' });
             }
@@ -645,7 +712,8 @@ impl Json {
                     if i > 0 {
                         out.push(b',');
                     }
-                    self.write(out, item_schema, item)?;
+                    // ArrayNode.add(null) adds a null node.
+                    self.write_or_null(out, item_schema, item)?;
                 }
                 out.push(b']');
             }
@@ -654,13 +722,20 @@ impl Json {
                     return Err("struct value for a non-struct schema".into());
                 };
                 out.push(b'{');
+                let mut first = true;
                 for (i, (name, field_schema)) in fields.iter().enumerate() {
-                    if i > 0 {
+                    let mark = out.len();
+                    if !first {
                         out.push(b',');
                     }
                     write_string(out, name);
                     out.push(b':');
-                    self.write(out, field_schema, values.get(i).unwrap_or(&Value::Null))?;
+                    // A field without a value is left out.
+                    if self.write_node(out, field_schema, values.get(i).unwrap_or(&Value::Null))? {
+                        first = false;
+                    } else {
+                        out.truncate(mark);
+                    }
                 }
                 out.push(b'}');
             }
@@ -669,7 +744,7 @@ impl Json {
                 write_scalar(out, value)?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 

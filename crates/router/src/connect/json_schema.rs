@@ -19,19 +19,20 @@
 //! Later 7.x releases differ: 7.3.14, 7.4.11, 7.5.10 and later type a Decimal (BASE64) as
 //! `"type":"string"` where 7.0.16 writes `"type":"number"`.
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
-use super::avro::{AvroError, SubjectNameStrategy};
-use super::converter::{write_base64, write_scalar};
+use super::converter::Json;
 use super::data::{Schema, SchemaType, Value};
-use super::json::{write_double, write_string, write_string_as_text};
+use super::json::{write_double, write_string_as_text};
 use super::pg_text::Numeric;
 use super::postgres_types::{java_hash_map_order, java_hash_map_order_in};
-use super::registry::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
+use super::registry::{
+    confluent_prefix, RegistrySerde, SchemaCache, SchemaFormat, SchemaText, SerdeError,
+};
 use base64::Engine;
 use bytes::Bytes;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub const JSON_SCHEMA_CONVERTER: &str = "io.confluent.connect.json.JsonSchemaConverter";
 
@@ -43,41 +44,15 @@ const ENUM: &str = "io.confluent.connect.json.Enum";
 const ID: &str = "io.confluent.connect.json.Id";
 
 /// A configured JSON Schema converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct JsonSchemaConverter {
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     /// `object.additional.properties` (default true): false writes
     /// `"additionalProperties":false` in every struct's object schema.
     pub additional_properties: bool,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (`fromConnectSchemaCache`).
-    translated: Mutex<Vec<(Schema, Arc<JsonSchemaText>)>>,
+    translated: SchemaCache<Result<JsonSchemaText, String>>,
 }
-
-impl fmt::Debug for JsonSchemaConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JsonSchemaConverter")
-            .field("is_key", &self.is_key)
-            .field("additional_properties", &self.additional_properties)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for JsonSchemaConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.is_key == other.is_key
-            && self.additional_properties == other.additional_properties
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for JsonSchemaConverter {}
 
 /// Connect's schema as a JSON Schema document: its canonical text and its `title` (what
 /// the record name strategies name the subject after).
@@ -87,60 +62,24 @@ pub struct JsonSchemaText {
     pub title: Option<String>,
 }
 
-/// How many translated schemas a converter keeps.
-const TRANSLATED_CACHE: usize = 64;
-
 impl JsonSchemaConverter {
-    pub fn new(
-        is_key: bool,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(serde: RegistrySerde) -> Self {
         Self {
-            is_key,
+            serde,
             additional_properties: true,
-            strategy,
-            lookup,
-            registry,
-            translated: Mutex::new(Vec::new()),
+            translated: SchemaCache::new(),
         }
     }
 
-    fn translate(&self, schema: &Schema) -> Result<Arc<JsonSchemaText>, String> {
-        let mut cache = self.translated.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, json)) = cache.iter().find(|(s, _)| s == schema) {
-            return Ok(json.clone());
-        }
-        let json = Arc::new(json_schema(schema, self.additional_properties)?);
-        if cache.len() == TRANSLATED_CACHE {
-            cache.remove(0);
-        }
-        cache.push((schema.clone(), json.clone()));
-        Ok(json)
+    fn translate(&self, schema: &Schema) -> Arc<Result<JsonSchemaText, String>> {
+        self.translated
+            .get(schema, || json_schema(schema, self.additional_properties))
     }
 
-    /// The subject the schema is registered under (`RecordNameStrategy` names it after the
-    /// schema's `title`, and refuses a schema without one).
+    /// The subject the schema is registered under (the record name strategies name it after
+    /// the schema's `title`, and refuse a schema without one).
     pub fn subject(&self, topic: &str, schema: &JsonSchemaText) -> Result<String, String> {
-        let part = if self.is_key { "key" } else { "value" };
-        let title = || {
-            schema.title.clone().ok_or_else(|| {
-                let strategy = match self.strategy {
-                    SubjectNameStrategy::TopicRecord => "TopicRecordNameStrategy",
-                    _ => "RecordNameStrategy",
-                };
-                format!(
-                    "In configuration {part}.subject.name.strategy = \
-                     io.confluent.kafka.serializers.subject.{strategy}, the message {part} must only be a record schema"
-                )
-            })
-        };
-        Ok(match self.strategy {
-            SubjectNameStrategy::Topic => format!("{topic}-{part}"),
-            SubjectNameStrategy::Record => title()?,
-            SubjectNameStrategy::TopicRecord => format!("{topic}-{}", title()?),
-        })
+        self.serde.subject(topic, schema.title.as_deref())
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a Kafka null.
@@ -149,9 +88,9 @@ impl JsonSchemaConverter {
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         let failed = |m: String| {
-            AvroError::Record(format!(
+            SerdeError::Record(format!(
                 "Converting Kafka Connect data to byte[] failed due to serialization error of topic {topic}: {m}"
             ))
         };
@@ -167,29 +106,25 @@ impl JsonSchemaConverter {
         let mut body = Vec::with_capacity(64);
         // A null the schema gives no default and does not allow is Java's null: no record
         // value, nothing registered.
-        if !write_node(&mut body, schema, value).map_err(failed)? {
+        if !Json::JSON_SCHEMA
+            .write_node(&mut body, schema, value)
+            .map_err(failed)?
+        {
             return Ok(None);
         }
-        let json = self.translate(schema).map_err(failed)?;
-        let subject = self.subject(topic, &json).map_err(failed)?;
+        let translated = self.translate(schema);
+        let json = translated
+            .as_ref()
+            .as_ref()
+            .map_err(|e| failed(e.clone()))?;
         let text = SchemaText {
             format: SchemaFormat::Json,
             text: &json.json,
             references: &[],
         };
-        let id = self
-            .registry
-            .id(&subject, &text, self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => failed(m),
-            })?;
-        let id = u32::try_from(id)
-            .map_err(|_| failed(format!("schema id {id} does not fit in four bytes")))?;
+        let id = self.serde.id(topic, json.title.as_deref(), &text, failed)?;
         let mut out = Vec::with_capacity(body.len() + 5);
-        out.push(0);
-        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&confluent_prefix(id).map_err(failed)?);
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
     }
@@ -556,149 +491,15 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-// ---------------------------------------------------------------------------------------
-// JsonSchemaData.fromConnectData, as Jackson writes the tree
-// ---------------------------------------------------------------------------------------
-
-/// Writes `value`'s JSON; false when `fromConnectData` gives Java's null (a null without a
-/// default for a required schema: a struct leaves such a field out).
-fn write_node(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<bool, String> {
-    match value {
-        Value::Null => {
-            if let Some(default) = &schema.default {
-                return write_node(out, schema, default);
-            }
-            if !schema.optional {
-                return Ok(false);
-            }
-            out.extend_from_slice(b"null");
-        }
-        // decimal.format=BASE64 (the only one the relay writes): Decimal.fromLogical's
-        // bytes; a BigDecimal under a plain BYTES schema is a number.
-        Value::Decimal(d) if schema.name.as_deref() == Some(DECIMAL) => {
-            let bytes = d
-                .unscaled_bytes()
-                .ok_or_else(|| format!("{} is not a Connect Decimal", d.java_string()))?;
-            write_base64(out, &bytes);
-        }
-        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
-        Value::Array(items) => {
-            let SchemaType::Array(item_schema) = &schema.kind else {
-                return Err("array value for a non-array schema".into());
-            };
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                // ArrayNode.add(null) adds a null node.
-                if !write_node(out, item_schema, item)? {
-                    out.extend_from_slice(b"null");
-                }
-            }
-            out.push(b']');
-        }
-        Value::Map(entries) => {
-            let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
-                return Err("map value for a non-map schema".into());
-            };
-            let object = matches!(key_schema.kind, SchemaType::String) && !key_schema.optional;
-            out.push(if object { b'{' } else { b'[' });
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                if object {
-                    let Some(key) = k.as_str() else {
-                        return Err("a map key is not a string".into());
-                    };
-                    write_string(out, key);
-                    out.push(b':');
-                    if !write_node(out, value_schema, v)? {
-                        out.extend_from_slice(b"null");
-                    }
-                } else {
-                    out.extend_from_slice(b"{\"key\":");
-                    if !write_node(out, key_schema, k)? {
-                        out.extend_from_slice(b"null");
-                    }
-                    out.extend_from_slice(b",\"value\":");
-                    if !write_node(out, value_schema, v)? {
-                        out.extend_from_slice(b"null");
-                    }
-                    out.push(b'}');
-                }
-            }
-            out.push(if object { b'}' } else { b']' });
-        }
-        Value::Struct(values) => {
-            let SchemaType::Struct(fields) = &schema.kind else {
-                return Err("struct value for a non-struct schema".into());
-            };
-            out.push(b'{');
-            let mut first = true;
-            for (i, (name, field_schema)) in fields.iter().enumerate() {
-                let mark = out.len();
-                if !first {
-                    out.push(b',');
-                }
-                write_string(out, name);
-                out.push(b':');
-                if write_node(out, field_schema, values.get(i).unwrap_or(&Value::Null))? {
-                    first = false;
-                } else {
-                    out.truncate(mark);
-                }
-            }
-            out.push(b'}');
-        }
-        // Booleans, numbers, text, bytes.
-        _ => {
-            write_scalar(out, value)?;
-        }
-    }
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::SubjectNameStrategy;
 
-    /// A registry that hands out the id it is told to, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        id: u64,
-        asked: Mutex<Vec<(String, SchemaFormat, String)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked.lock().unwrap().push((
-                subject.to_owned(),
-                schema.format,
-                schema.text.to_owned(),
-            ));
-            Ok(self.id)
-        }
-    }
-
-    fn converter(id: u64) -> (JsonSchemaConverter, Arc<Fixed>) {
-        let registry = Arc::new(Fixed {
-            id,
-            ..Fixed::default()
-        });
-        let c = JsonSchemaConverter::new(
-            false,
-            SubjectNameStrategy::Topic,
-            Lookup::Register,
-            registry.clone(),
-        );
-        (c, registry)
+    fn converter(id: u64) -> (JsonSchemaConverter, Arc<FixedRegistry>) {
+        let (serde, registry) = FixedRegistry::serde(id);
+        (JsonSchemaConverter::new(serde), registry)
     }
 
     fn s(kind: SchemaType, optional: bool) -> Schema {
@@ -715,14 +516,14 @@ mod tests {
     ) -> (String, String, String, String) {
         let (c, registry) = converter(id);
         let bytes = c.encode(topic, Some(schema), value).unwrap().unwrap();
-        let (subject, format, json) = registry.asked.lock().unwrap().pop().unwrap();
-        assert_eq!(format, SchemaFormat::Json);
+        let asked = registry.last().unwrap();
+        assert_eq!((asked.format, asked.references), (SchemaFormat::Json, 0));
         let framing: String = bytes[..5].iter().map(|x| format!("{x:02x}")).collect();
         (
             framing,
             String::from_utf8(bytes[5..].to_vec()).unwrap(),
-            subject,
-            json,
+            asked.subject,
+            asked.text,
         )
     }
 
@@ -949,7 +750,7 @@ mod tests {
             Ok(None)
         );
         assert_eq!(c.encode("strs", None, &Value::Null), Ok(None));
-        assert!(registry.asked.lock().unwrap().is_empty());
+        assert!(registry.asked_nothing());
         let (framing, json, _, registered) =
             write(4, "keys", &s(SchemaType::String, false), &Value::text("k1"));
         assert_eq!(
@@ -997,17 +798,43 @@ mod tests {
         );
         let (mut c, _) = converter(6);
         assert_eq!(c.subject("t", &doc).unwrap(), "t-value");
-        c.is_key = true;
+        c.serde.is_key = true;
         assert_eq!(c.subject("t", &doc).unwrap(), "t-key");
-        c.strategy = SubjectNameStrategy::Record;
+        c.serde.strategy = SubjectNameStrategy::Record;
         assert_eq!(c.subject("t", &doc).unwrap(), "a.B");
-        c.strategy = SubjectNameStrategy::TopicRecord;
+        c.serde.strategy = SubjectNameStrategy::TopicRecord;
         assert_eq!(c.subject("t", &doc).unwrap(), "t-a.B");
-        let nameless = json_schema(&s(SchemaType::String, false), true).unwrap();
-        assert!(c
-            .subject("t", &nameless)
-            .unwrap_err()
-            .contains("must only be a record schema"));
+        // A schema without a title under a record name strategy: RecordNameStrategy's
+        // SerializationException (its text as Confluent's Avro and Protobuf jars 7.0.16 throw
+        // it), wrapped by JsonSchemaConverter's DataException; a named string has a title.
+        let nameless = s(SchemaType::String, false);
+        assert_eq!(
+            c.encode("t", Some(&nameless), &Value::text("x")),
+            Err(SerdeError::Record(
+                "Converting Kafka Connect data to byte[] failed due to serialization error of \
+                 topic t: In configuration key.subject.name.strategy = \
+                 io.confluent.kafka.serializers.subject.TopicRecordNameStrategy, the message key \
+                 must only be a record schema"
+                    .into()
+            ))
+        );
+        c.serde.is_key = false;
+        c.serde.strategy = SubjectNameStrategy::Record;
+        assert_eq!(
+            c.subject(
+                "t",
+                &json_schema(&s(SchemaType::Int32, true), true).unwrap()
+            ),
+            Err("In configuration value.subject.name.strategy = \
+                 io.confluent.kafka.serializers.subject.RecordNameStrategy, the message value \
+                 must only be a record schema"
+                .into())
+        );
+        let json = s(SchemaType::String, false).named("io.debezium.data.Json", Some(1));
+        assert_eq!(
+            c.subject("t", &json_schema(&json, true).unwrap()).unwrap(),
+            "io.debezium.data.Json"
+        );
         // JsonSchema.name() is the document's title: an optional schema's oneOf has none.
         let optional =
             json_schema(&s(SchemaType::Int16, true).named("x.Y", Some(1)), true).unwrap();

@@ -16,10 +16,7 @@ mod protobuf;
 mod record;
 mod registry;
 
-pub use avro::{
-    avro_fullname, avro_schema, AvroClass, AvroConverter, AvroError, AvroSchema, Framing,
-    SubjectNameStrategy,
-};
+pub use avro::{avro_fullname, avro_schema, AvroClass, AvroConverter, AvroSchema, Framing};
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
@@ -34,5 +31,6 @@ pub use postgres_types::{
 pub use protobuf::{protobuf_schema, ProtobufConverter, ProtobufOptions, ProtobufSchema};
 pub use record::{ConnectRecord, ConvertError, Converters, Data, Failed, Header, Stop};
 pub use registry::{
-    Lookup, RegistryError, SchemaFormat, SchemaReference, SchemaRegistry, SchemaText,
+    Lookup, RegistryError, RegistrySerde, SchemaFormat, SchemaReference, SchemaRegistry,
+    SchemaText, SerdeError, SubjectNameStrategy,
 };

@@ -21,14 +21,15 @@
 //! `scrub.invalid.names`. What `ProtobufData` does with Protobuf-specific Connect parameters
 //! (unions, enums, tags, unsigned types) is not written here: such schemas are refused.
 //!
-//! The router does no I/O: the registry is a [`SchemaRegistry`] the relay provides.
+//! The router does no I/O: the registry is a
+//! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
-use super::avro::{AvroError, SchemaCache, SubjectNameStrategy};
 use super::data::{java_class, Schema, SchemaType, Value};
 use super::pg_text::{civil_from_days, Numeric};
-use super::registry::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
+use super::registry::{
+    confluent_prefix, RegistrySerde, SchemaCache, SchemaFormat, SchemaText, SerdeError,
+};
 use bytes::Bytes;
-use std::fmt;
 use std::sync::Arc;
 
 const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";
@@ -100,39 +101,13 @@ pub struct ProtobufOptions {
 }
 
 /// A configured Protobuf converter (one for keys, one for values).
+#[derive(Debug, PartialEq, Eq)]
 pub struct ProtobufConverter {
-    pub is_key: bool,
+    pub serde: RegistrySerde,
     pub options: ProtobufOptions,
-    pub strategy: SubjectNameStrategy,
-    pub lookup: Lookup,
-    pub registry: Arc<dyn SchemaRegistry>,
     /// The schemas translated lately (ProtobufData's schema cache).
     translated: SchemaCache<Result<ProtobufSchema, String>>,
 }
-
-impl fmt::Debug for ProtobufConverter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProtobufConverter")
-            .field("is_key", &self.is_key)
-            .field("options", &self.options)
-            .field("strategy", &self.strategy)
-            .field("lookup", &self.lookup)
-            .field("registry", &self.registry)
-            .finish()
-    }
-}
-
-impl PartialEq for ProtobufConverter {
-    fn eq(&self, other: &Self) -> bool {
-        self.is_key == other.is_key
-            && self.options == other.options
-            && self.strategy == other.strategy
-            && self.lookup == other.lookup
-            && Arc::ptr_eq(&self.registry, &other.registry)
-    }
-}
-
-impl Eq for ProtobufConverter {}
 
 /// Connect's schema in Protobuf: the text registered, the full name of the message written
 /// (what RecordNameStrategy names the subject after) and its message indexes as written.
@@ -144,19 +119,10 @@ pub struct ProtobufSchema {
 }
 
 impl ProtobufConverter {
-    pub fn new(
-        is_key: bool,
-        options: ProtobufOptions,
-        strategy: SubjectNameStrategy,
-        lookup: Lookup,
-        registry: Arc<dyn SchemaRegistry>,
-    ) -> Self {
+    pub fn new(serde: RegistrySerde, options: ProtobufOptions) -> Self {
         Self {
-            is_key,
+            serde,
             options,
-            strategy,
-            lookup,
-            registry,
             translated: SchemaCache::new(),
         }
     }
@@ -171,9 +137,10 @@ impl ProtobufConverter {
             .get(schema, || protobuf_schema(schema, self.options))
     }
 
-    /// The subject the schema is registered under.
-    pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> String {
-        self.strategy.subject(topic, self.is_key, &schema.full_name)
+    /// The subject the schema is registered under (its message always has a name: the
+    /// record name strategies name the subject after it).
+    pub fn subject(&self, topic: &str, schema: &ProtobufSchema) -> Result<String, String> {
+        self.serde.subject(topic, Some(&schema.full_name))
     }
 
     /// The bytes of a key or value written to `topic`; `None` for a null (Kafka null).
@@ -182,13 +149,13 @@ impl ProtobufConverter {
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
-    ) -> Result<Option<Bytes>, AvroError> {
+    ) -> Result<Option<Bytes>, SerdeError> {
         // ProtobufData ignores a null whatever its schema says.
         if value.is_null() {
             return Ok(None);
         }
         let Some(schema) = schema else {
-            return Err(AvroError::Record(
+            return Err(SerdeError::Record(
                 "a value without a schema is not written by outbox-relay's Protobuf converter"
                     .into(),
             ));
@@ -197,34 +164,28 @@ impl ProtobufConverter {
         let proto = translated
             .as_ref()
             .as_ref()
-            .map_err(|e| AvroError::Record(e.clone()))?;
+            .map_err(|e| SerdeError::Record(e.clone()))?;
         let mut body = Vec::with_capacity(64);
         Writer {
             options: self.options,
         }
         .top(&mut body, schema, value)
-        .map_err(AvroError::Record)?;
-        let subject = self.subject(topic, proto);
+        .map_err(SerdeError::Record)?;
+        let failed = |m: String| {
+            SerdeError::Record(format!(
+                "Failed to serialize Protobuf data from topic {topic} : {m}"
+            ))
+        };
         let text = SchemaText {
             format: SchemaFormat::Protobuf,
             text: &proto.text,
             references: &[],
         };
         let id = self
-            .registry
-            .id(&subject, &text, self.lookup)
-            .map_err(|e| match e {
-                RegistryError::Unavailable(m) => AvroError::Unavailable(m),
-                RegistryError::Unauthorized(m) => AvroError::Unauthorized(m),
-                RegistryError::Rejected(m) => AvroError::Record(format!(
-                    "Failed to serialize Protobuf data from topic {topic} : {m}"
-                )),
-            })?;
-        let id = u32::try_from(id)
-            .map_err(|_| AvroError::Record(format!("schema id {id} does not fit in four bytes")))?;
+            .serde
+            .id(topic, Some(&proto.full_name), &text, failed)?;
         let mut out = Vec::with_capacity(body.len() + 5 + proto.indexes.len());
-        out.push(0);
-        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&confluent_prefix(id).map_err(SerdeError::Record)?);
         out.extend_from_slice(&proto.indexes);
         out.extend_from_slice(&body);
         Ok(Some(out.into()))
@@ -849,7 +810,8 @@ const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 const FIXED32: u8 = 5;
 
-fn write_varint(out: &mut Vec<u8>, mut n: u64) {
+/// A base-128 varint, least significant group first (Protobuf's, and Avro's after zigzag).
+pub(super) fn write_varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
         if n & !0x7F == 0 {
             out.push(n as u8);
@@ -1228,7 +1190,8 @@ fn calendar_date(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::connect::registry::fixed::FixedRegistry;
+    use crate::connect::registry::SubjectNameStrategy;
 
     // The expected bytes and schema texts below are what Confluent's ProtobufConverter 7.0.16
     // (kafka-connect-protobuf-converter, kafka-protobuf-provider and -serializer 7.0.16,
@@ -1240,29 +1203,6 @@ mod tests {
     // `register(subject, schema, normalize)` printed the subject, `schema.references()` (always
     // empty) and `schema.canonicalString()` and answered id 1. `registered_with_a_real_registry`
     // ran the same converter against Apicurio Registry 2.6.13's ccompat API.
-
-    /// A registry that answers id 1, recording what it was asked.
-    #[derive(Debug, Default)]
-    struct Fixed {
-        asked: Mutex<Vec<(String, String, SchemaFormat, usize)>>,
-    }
-
-    impl SchemaRegistry for Fixed {
-        fn id(
-            &self,
-            subject: &str,
-            schema: &SchemaText<'_>,
-            _: Lookup,
-        ) -> Result<u64, RegistryError> {
-            self.asked.lock().unwrap().push((
-                subject.to_owned(),
-                schema.text.to_owned(),
-                schema.format,
-                schema.references.len(),
-            ));
-            Ok(1)
-        }
-    }
 
     fn s(kind: SchemaType, optional: bool) -> Schema {
         Schema::new(kind, optional)
@@ -1310,23 +1250,20 @@ mod tests {
             topic: &str,
             schema: &Schema,
             value: &Value,
-        ) -> Result<(String, String, String), AvroError> {
-            let registry = Arc::new(Fixed::default());
-            let c = ProtobufConverter::new(
-                self.is_key,
-                self.options,
-                self.strategy,
-                Lookup::Register,
-                registry.clone(),
-            );
+        ) -> Result<(String, String, String), SerdeError> {
+            let (serde, registry) = FixedRegistry::serde_for(1, self.is_key, self.strategy);
+            let c = ProtobufConverter::new(serde, self.options);
             let bytes = c.encode(topic, Some(schema), value)?;
             let Some(bytes) = bytes else {
-                assert!(registry.asked.lock().unwrap().is_empty());
+                assert!(registry.asked_nothing());
                 return Ok(("null".into(), String::new(), String::new()));
             };
-            let (subject, text, format, references) = registry.asked.lock().unwrap().pop().unwrap();
-            assert_eq!((format, references), (SchemaFormat::Protobuf, 0));
-            Ok((hex(&bytes), subject, text))
+            let asked = registry.last().unwrap();
+            assert_eq!(
+                (asked.format, asked.references),
+                (SchemaFormat::Protobuf, 0)
+            );
+            Ok((hex(&bytes), asked.subject, asked.text))
         }
     }
 
@@ -2008,27 +1945,65 @@ message D {
         ])
     }
 
+    /// The envelope's schema and a value under each option: the text registered, the bytes,
+    /// and the bytes of the zero values (-0.0 is written, empty bytes, strings, arrays and
+    /// maps are not, messages, an empty struct or a Timestamp at the epoch, are; optional
+    /// fields have presence under `optional.for.nullables`).
     #[test]
-    fn every_connect_type() {
+    fn every_connect_type_under_each_option() {
         let schema = envelope();
-        let (bytes, subject, text) = write(
-            "orders",
-            &schema,
-            &envelope_value("héllo", &[0, 1, 255], r#"{"id": 1}"#, 1_772_600_767_120_123),
-        );
-        assert_eq!(subject, "orders-value");
-        assert_eq!(text, ENVELOPE);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109"
-        );
-        // Zero values: -0.0 is written, empty bytes, strings, arrays and maps are not,
-        // messages (an empty struct, a Timestamp at the epoch) are.
-        let (bytes, ..) = write("orders", &schema, &zeros());
-        assert_eq!(
-            bytes,
-            "0000000001002d0000008052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01030a017ab801ffffffffffffffffff01"
-        );
+        let hello =
+            |raw: &[u8]| envelope_value("héllo", raw, r#"{"id": 1}"#, 1_772_600_767_120_123);
+        for (options, value, text, bytes, zero_bytes) in [
+            (
+                opts(false, false),
+                hello(&[0, 1, 255]),
+                ENVELOPE,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109",
+                Some("0000000001002d0000008052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01030a017ab801ffffffffffffffffff01"),
+            ),
+            (
+                opts(true, false),
+                hello(&[]),
+                ENVELOPE_OPTIONAL,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109",
+                Some("0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1000aa0100b801ffffffffffffffffff01c00100"),
+            ),
+            (
+                opts(false, true),
+                hello(&[]),
+                ENVELOPE_WRAPPER,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201097b226964223a20317daa01040a026575b801fb85b6b8bc859303c2010408a4a001c80109",
+                Some("0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1200aa0100b801ffffffffffffffffff01c20100"),
+            ),
+            (
+                opts(true, true),
+                envelope_value("h", &[0, 1, 255], "{}", 1),
+                ENVELOPE_OPTIONAL_WRAPPER,
+                "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c038014201684a050a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201027b7daa01040a026575b80101c2010408a4a001c80109",
+                None,
+            ),
+        ] {
+            let case = Case {
+                options,
+                ..Case::default()
+            };
+            let written = case.write("orders", &schema, &value).unwrap();
+            assert_eq!(
+                (written.0.as_str(), written.1.as_str(), written.2.as_str()),
+                (bytes, "orders-value", text),
+                "{options:?}"
+            );
+            if let Some(zero_bytes) = zero_bytes {
+                let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
+                assert_eq!(bytes, zero_bytes, "{options:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_and_the_calendar_limits() {
+        let schema = envelope();
         // Defaults for nulls; a Julian date before 1582-10-15; Timestamp's least second.
         let (attrs, byid) = maps();
         let defaults = Value::Struct(vec![
@@ -2070,77 +2045,8 @@ message D {
         early[13] = Value::Int(-62_135_596_800_001);
         assert!(matches!(
             Case::default().write("orders", &schema, &Value::Struct(early)),
-            Err(AvroError::Record(m)) if m.starts_with("Timestamp is not valid")
+            Err(SerdeError::Record(m)) if m.starts_with("Timestamp is not valid")
         ));
-    }
-
-    #[test]
-    fn optional_for_nullables() {
-        let case = Case {
-            options: opts(true, false),
-            ..Case::default()
-        };
-        let schema = envelope();
-        let (bytes, _, text) = case
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("héllo", &[], r#"{"id": 1}"#, 1_772_600_767_120_123),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_OPTIONAL);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201050a016110018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201070a03412d311003a201097b226964223a20317daa01026575b801fb85b6b8bc859303c001a4a001c80109"
-        );
-        // Optional fields have presence: zero values are written.
-        let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
-        assert_eq!(
-            bytes,
-            "0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1000aa0100b801ffffffffffffffffff01c00100"
-        );
-    }
-
-    #[test]
-    fn wrapper_for_nullables() {
-        let case = Case {
-            options: opts(false, true),
-            ..Case::default()
-        };
-        let schema = envelope();
-        let (bytes, _, text) = case
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("héllo", &[], r#"{"id": 1}"#, 1_772_600_767_120_123),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_WRAPPER);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c03801420668c3a96c6c6f4a0052080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201097b226964223a20317daa01040a026575b801fb85b6b8bc859303c2010408a4a001c80109"
-        );
-        let (bytes, ..) = case.write("orders", &schema, &zeros()).unwrap();
-        assert_eq!(
-            bytes,
-            "0000000001002d000000804a0052070a0100100118025a050a01001001620708b20f100118016a00721108ffffffffffffffffff0110c08faedc039201009a01050a017a1200aa0100b801ffffffffffffffffff01c20100"
-        );
-        let both = Case {
-            options: opts(true, true),
-            ..Case::default()
-        };
-        let (bytes, _, text) = both
-            .write(
-                "orders",
-                &schema,
-                &envelope_value("h", &[0, 1, 255], "{}", 1),
-            )
-            .unwrap();
-        assert_eq!(text, ENVELOPE_OPTIONAL_WRAPPER);
-        assert_eq!(
-            bytes,
-            "00000000010008fbffffffffffffffff0110ac021890ddfbffffffffffff0120cb89ec8ff7232d0000c03f3100000000000002c038014201684a050a030001ff52080a02cfc7100518025a060a02ff7f1003620708ea0f100318046a0c0817103b183b20c08faedc03720b08bffb9ecd0610809c9c397a01787a02797a8201070a0161120208018201030a01628a010908071205736576656e8a010e08d4fdffffffffffffff011201789201090a03412d3112020803a201027b7daa01040a026575b80101c2010408a4a001c80109"
-        );
     }
 
     #[test]
@@ -2301,6 +2207,123 @@ message D {
             (bytes.as_str(), subject.as_str()),
             ("0000000001020e0a0161", "google.protobuf.StringValue")
         );
+    }
+
+    /// A key or value that is not a struct is a message too: the record name strategies name
+    /// its subject after the wrapper message (a Decimal, Date, Time or Timestamp after the
+    /// wrapper of its Connect type, although the message written is another), a nameless
+    /// struct after `ConnectDefault1`, an optional struct after its message. Observed with
+    /// the harness above (configured with `{key|value}.subject.name.strategy`, topic "tp",
+    /// the id 1) for keys and values alike.
+    #[test]
+    fn record_name_strategies_name_wrappers_and_nameless_structs() {
+        let named = st(vec![("x", s(SchemaType::Int32, false))], true).named("a.B", None);
+        let cases = [
+            (
+                s(SchemaType::String, true),
+                Value::text("x"),
+                "google.protobuf.StringValue",
+                "0000000001020e0a0178",
+            ),
+            (
+                s(SchemaType::String, false).named("io.debezium.data.Json", Some(1)),
+                Value::text("{}"),
+                "google.protobuf.StringValue",
+                "0000000001020e0a027b7d",
+            ),
+            (
+                s(SchemaType::Bytes, false),
+                Value::Bytes(Bytes::from_static(&[1])),
+                "google.protobuf.BytesValue",
+                "000000000102100a0101",
+            ),
+            (
+                s(SchemaType::Int8, false),
+                Value::Int(1),
+                "google.protobuf.Int32Value",
+                "000000000102080801",
+            ),
+            (
+                s(SchemaType::Int64, false),
+                Value::Int(5),
+                "google.protobuf.Int64Value",
+                "000000000102040805",
+            ),
+            (
+                s(SchemaType::Boolean, false),
+                Value::Boolean(true),
+                "google.protobuf.BoolValue",
+                "0000000001020c0801",
+            ),
+            (
+                s(SchemaType::Float32, false),
+                Value::Float(1.5),
+                "google.protobuf.FloatValue",
+                "000000000102020d0000c03f",
+            ),
+            (
+                s(SchemaType::Float64, false),
+                Value::Float(1.5),
+                "google.protobuf.DoubleValue",
+                "00000000010009000000000000f83f",
+            ),
+            (
+                decimal("2", None, false),
+                Value::Decimal(Numeric::parse("1.23").unwrap()),
+                "google.protobuf.BytesValue",
+                "0000000001000a017b10031802",
+            ),
+            (
+                s(SchemaType::Int32, false).named(DATE, Some(1)),
+                Value::Int(1),
+                "google.protobuf.Int32Value",
+                "00000000010008b20f10011802",
+            ),
+            (
+                s(SchemaType::Int32, false).named(TIME, Some(1)),
+                Value::Int(1000),
+                "google.protobuf.Int32Value",
+                "0000000001001801",
+            ),
+            (
+                s(SchemaType::Int64, false).named(TIMESTAMP, Some(1)),
+                Value::Int(1000),
+                "google.protobuf.Int64Value",
+                "0000000001000801",
+            ),
+            (
+                st(vec![("x", s(SchemaType::Int32, false))], false),
+                Value::Struct(vec![Value::Int(1)]),
+                "ConnectDefault1",
+                "0000000001000801",
+            ),
+            (
+                named,
+                Value::Struct(vec![Value::Int(1)]),
+                "a.B",
+                "0000000001000801",
+            ),
+        ];
+        for (strategy, prefix) in [
+            (SubjectNameStrategy::Record, ""),
+            (SubjectNameStrategy::TopicRecord, "tp-"),
+        ] {
+            for is_key in [false, true] {
+                let case = Case {
+                    strategy,
+                    is_key,
+                    ..Case::default()
+                };
+                for (schema, value, name, expected) in &cases {
+                    let (bytes, subject, _) = case.write("tp", schema, value).unwrap();
+                    assert_eq!(
+                        (bytes.as_str(), subject),
+                        (*expected, format!("{prefix}{name}")),
+                        "{schema:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -2465,7 +2488,7 @@ message D {
         ]);
         assert!(matches!(
             Case::default().write("x", &schema, &value),
-            Err(AvroError::Record(m)) if m.contains("is not a valid identifier")
+            Err(SerdeError::Record(m)) if m.contains("is not a valid identifier")
         ));
         let scrub = Case {
             options: ProtobufOptions {
@@ -2496,7 +2519,7 @@ message D {
         let n = Value::Struct(vec![Value::Int(1)]);
         assert!(matches!(
             Case::default().write("c", &clash, &Value::Struct(vec![n.clone(), Value::Array(vec![n])])),
-            Err(AvroError::Record(m)) if m.contains("\"item\" is already defined")
+            Err(SerdeError::Record(m)) if m.contains("\"item\" is already defined")
         ));
         // A null in an array (a NullPointerException in Java).
         let nulls = st(

@@ -3,9 +3,9 @@
 //! headers with theirs, timestamp. Nothing here is bytes yet; [`ConnectRecord::convert`]
 //! writes them with the worker's converters.
 
-use super::avro::AvroError;
 use super::converter::{Converter, HeaderConverter};
 use super::data::{Schema, SchemaType, Value};
+use super::registry::SerdeError;
 use crate::record::OutboxRecord;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -74,11 +74,11 @@ impl Data {
 }
 
 /// A schema-registry converter's failure: the record's, or one that stops the session.
-fn registry_failure(e: AvroError) -> Failed {
+fn registry_failure(e: SerdeError) -> Failed {
     match e {
-        AvroError::Record(m) => Failed(m, None),
-        AvroError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
-        AvroError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
+        SerdeError::Record(m) => Failed(m, None),
+        SerdeError::Unavailable(m) => Failed(m, Some(Stop::Unavailable)),
+        SerdeError::Unauthorized(m) => Failed(m, Some(Stop::Unauthorized)),
     }
 }
 
