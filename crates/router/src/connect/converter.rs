@@ -6,13 +6,14 @@
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string};
-/// Connect's Decimal logical type.
-const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
 use super::protobuf::ProtobufConverter;
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
+
+/// Connect's Decimal logical type.
+const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 
 /// A key or value converter.
 #[derive(Debug, Clone, PartialEq, Eq)]
