@@ -25,7 +25,7 @@ pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option
     }
     let json: Json = serde_json::from_slice(payload).ok()?;
     let schema = infer(Some(field), &json, behaviour).ok()??;
-    if !fits(&json, &schema) || has_big_integer(payload) {
+    if !fits(&json, &schema) || has_big_integer(&json, payload) {
         return None;
     }
     let value = to_value(&json, &schema);
@@ -44,15 +44,28 @@ pub fn botched(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> bool 
         return false;
     };
     match infer(Some(field), &json, behaviour) {
-        Ok(Some(schema)) => !fits(&json, &schema) || has_big_integer(payload),
+        Ok(Some(schema)) => !fits(&json, &schema) || has_big_integer(&json, payload),
         _ => false,
     }
 }
 
 /// Whether the JSON text holds an integer beyond a long (jsonb writes `1e21` as
 /// `1000000000000000000000`): Jackson reads it as a BigInteger, which JsonSchemaData types
-/// FLOAT64 and then puts as a BigDecimal, which no schema takes.
-fn has_big_integer(text: &[u8]) -> bool {
+/// FLOAT64 and then puts as a BigDecimal, which no schema takes. serde_json reads such an
+/// integer as a u64 or an f64: the text is scanned only when `json` holds one of those.
+fn has_big_integer(json: &Json, text: &[u8]) -> bool {
+    fn beyond_long(json: &Json) -> bool {
+        match json {
+            Json::Number(n) => !n.is_i64(),
+            Json::Array(items) => items.iter().any(beyond_long),
+            Json::Object(fields) => fields.values().any(beyond_long),
+            Json::Null | Json::Bool(_) | Json::String(_) => false,
+        }
+    }
+    beyond_long(json) && has_big_integer_text(text)
+}
+
+fn has_big_integer_text(text: &[u8]) -> bool {
     let mut i = 0;
     let mut in_string = false;
     while i < text.len() {
@@ -352,5 +365,12 @@ mod tests {
             b
         ));
         assert!(expand("payload", br#"{"n": 1e21}"#, b).is_some());
+        // One past a long (serde_json reads it as a u64), in an array of objects.
+        assert!(botched(
+            "payload",
+            br#"{"a": [{"n": 1}, {"n": 9223372036854775808}]}"#,
+            b
+        ));
+        assert!(expand("payload", br#"{"a": [{"n": 9223372036854775807}]}"#, b).is_some());
     }
 }

@@ -18,6 +18,22 @@ pub fn write_string_as_text(out: &mut Vec<u8>, text: &str) {
     write_escaped(out, text, false);
 }
 
+/// Whether any of the eight bytes of `word` may need an escape: a control character, a
+/// quote, a backslash, or (with `escape_astral`) the lead byte of a 4-byte UTF-8 sequence. Never false
+/// for a word that holds one (the byte-wise tests of "Bit Twiddling Hacks": a byte less than
+/// 0x20, a byte equal to one given, as one test each over the whole word).
+fn may_need_escape(word: u64, escape_astral: bool) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    let astral = escape_astral && zero_byte((word & (ONES * 0xF0)) ^ (ONES * 0xF0));
+    control
+        || zero_byte(word ^ (ONES * u64::from(b'"')))
+        || zero_byte(word ^ (ONES * u64::from(b'\\')))
+        || astral
+}
+
 fn write_escaped(out: &mut Vec<u8>, text: &str, escape_astral: bool) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let unicode_escape = |out: &mut Vec<u8>, unit: u32| {
@@ -32,7 +48,17 @@ fn write_escaped(out: &mut Vec<u8>, text: &str, escape_astral: bool) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
+        // Runs that need no escape, a word at a time (payloads are mostly such runs).
+        while let Some(word) = bytes.get(i..i + 8) {
+            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+            if may_need_escape(word, escape_astral) {
+                break;
+            }
+            i += 8;
+        }
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
         let escape: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -165,6 +191,71 @@ mod tests {
         let mut text = Vec::new();
         write_string_as_text(&mut text, "🚀\n");
         assert_eq!(String::from_utf8(text).unwrap(), "\"🚀\\n\"");
+    }
+
+    /// The escape a character by character writer makes, for comparison with the word-wise
+    /// skipping of `write_escaped`.
+    fn escaped_char_by_char(text: &str, escape_astral: bool) -> String {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{8}' => out.push_str("\\b"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\u{c}' => out.push_str("\\f"),
+                '\r' => out.push_str("\\r"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+                c if escape_astral && (c as u32) > 0xFFFF => {
+                    for unit in c.encode_utf16(&mut [0; 2]) {
+                        out.push_str(&format!("\\u{unit:04X}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn every_character_that_needs_an_escape_is_found_at_every_place_in_a_word() {
+        let special = [
+            '"',
+            '\\',
+            '\u{0}',
+            '\u{8}',
+            '\t',
+            '\n',
+            '\u{c}',
+            '\r',
+            '\u{1f}',
+            '🚀',
+            '\u{10FFFF}',
+        ];
+        // Characters next to the special ones in value (0x20, 0x21, 0x23, 0x5B, 0x5D, DEL,
+        // 2- and 3-byte sequences, the last of the BMP) never need one.
+        let plain = [' ', '!', '#', '[', ']', '\u{7f}', 'é', '€', '\u{FFFF}', 'x'];
+        for escape_astral in [true, false] {
+            for c in special.iter().chain(&plain) {
+                for before in 0..20 {
+                    for after in [0, 1, 7, 8, 9, 17] {
+                        let text: String = std::iter::repeat_n('a', before)
+                            .chain([*c])
+                            .chain(std::iter::repeat_n(plain[before % plain.len()], after))
+                            .collect();
+                        let mut out = Vec::new();
+                        write_escaped(&mut out, &text, escape_astral);
+                        assert_eq!(
+                            String::from_utf8(out).unwrap(),
+                            escaped_char_by_char(&text, escape_astral),
+                            "{text:?}, escape_astral {escape_astral}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
