@@ -28,7 +28,7 @@ pub fn expand(field: &str, payload: &[u8], behaviour: ExpandBehaviour) -> Option
     if !fits(&json, &schema) || has_big_integer(&json, payload) {
         return None;
     }
-    let value = to_value(&json, &schema);
+    let value = to_value(json, &schema);
     Some((schema, value))
 }
 
@@ -157,7 +157,7 @@ pub fn decode_object(
     let json: Json = serde_json::from_slice(content)
         .map_err(|e| format!("the message content is not JSON: {e}"))?;
     let schema = infer(None, &json, behaviour)?.ok_or("the message content is empty")?;
-    let value = to_value(&json, &schema);
+    let value = to_value(json, &schema);
     Ok((schema, value))
 }
 
@@ -252,21 +252,25 @@ fn element_schema(key: Option<&str>, items: &[Json], b: ExpandBehaviour) -> Resu
     infer(None, first, b)?.ok_or_else(|| "array of unrecognised members".into())
 }
 
-fn to_value(node: &Json, schema: &Schema) -> Value {
+fn to_value(node: Json, schema: &Schema) -> Value {
     match (node, &schema.kind) {
-        (Json::String(s), _) => Value::String(Bytes::copy_from_slice(s.as_bytes())),
-        (Json::Bool(v), _) => Value::Boolean(*v),
+        // The parsed string's buffer, not a copy.
+        (Json::String(s), _) => Value::String(Bytes::from(s)),
+        (Json::Bool(v), _) => Value::Boolean(v),
         (Json::Number(n), _) => match n.as_i64() {
             Some(i) if !matches!(schema.kind, SchemaType::Float64) => Value::Int(i),
             _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
-        (Json::Array(items), SchemaType::Array(item_schema)) => {
-            Value::Array(items.iter().map(|i| to_value(i, item_schema)).collect())
-        }
-        (Json::Object(map), SchemaType::Struct(fields)) => Value::Struct(
+        (Json::Array(items), SchemaType::Array(item_schema)) => Value::Array(
+            items
+                .into_iter()
+                .map(|i| to_value(i, item_schema))
+                .collect(),
+        ),
+        (Json::Object(mut map), SchemaType::Struct(fields)) => Value::Struct(
             fields
                 .iter()
-                .map(|(name, s)| map.get(&**name).map_or(Value::Null, |v| to_value(v, s)))
+                .map(|(name, s)| map.remove(&**name).map_or(Value::Null, |v| to_value(v, s)))
                 .collect(),
         ),
         _ => Value::Null,
