@@ -2924,25 +2924,27 @@ fn without_time(value: &[u8]) -> (String, i64) {
     (format!("{}<ts_ms>{}", &text[..best.0], &text[best.1..]), ts)
 }
 
-/// The exception at the bottom of a Java stack trace: `Class: message`; one without a
-/// message (a bare NullPointerException) with the frame it was thrown in.
+/// The exception at the bottom of a Java stack trace: `Class: message`. Confluent's
+/// `ProtobufData` fails on what it cannot write with a NullPointerException (a null in an
+/// array, a value without a schema): where the trace passes through it, that is said.
 fn cause(trace: &str) -> String {
-    let lines: Vec<&str> = trace.lines().collect();
-    let at = lines
-        .iter()
-        .rposition(|l| l.starts_with("Caused by: "))
-        .unwrap_or(0);
-    let cause = lines
-        .get(at)
-        .copied()
+    let cause = trace
+        .lines()
+        .rfind(|l| l.starts_with("Caused by: "))
+        .or_else(|| trace.lines().next())
         .unwrap_or_default()
         .trim_start_matches("Caused by: ")
         .to_owned();
-    match lines.get(at + 1).and_then(|l| l.trim().strip_prefix("at ")) {
-        Some(frame) if !cause.contains(": ") => format!("{cause} at {frame}"),
-        _ => cause,
+    if cause.starts_with("java.lang.NullPointerException")
+        && trace.contains(&format!("at {PROTOBUF_DATA}."))
+    {
+        format!("{cause} (in {PROTOBUF_DATA})")
+    } else {
+        cause
     }
 }
+
+const PROTOBUF_DATA: &str = "io.confluent.connect.protobuf.ProtobufData";
 
 /// Whether a dead letter's reason is a transform's or a converter's failure.
 fn a_transform_or_converter(reason: &str) -> bool {
@@ -2999,9 +3001,10 @@ enum Behaviour {
     /// `RestClientException`); the relay dead-letters each such record, its reason the
     /// registry's message, and goes on.
     DeadLettersWhatTheRegistryRefuses,
-    /// A record Confluent's ProtobufConverter fails on (README: a null in an array, which
-    /// its `ProtobufData` meets as a NullPointerException): Debezium's task dies; the relay
-    /// dead-letters the record, its reason naming the converter, and goes on.
+    /// A record Confluent's ProtobufConverter fails on, which its `ProtobufData` meets as a
+    /// NullPointerException (README: a null in an array; a value without a schema, a
+    /// tombstone after HoistField): Debezium's task dies; the relay dead-letters the record,
+    /// its reason naming the converter, and goes on.
     DeadLettersWhatProtobufRefuses,
 }
 
@@ -3063,8 +3066,8 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         Some(Behaviour::IgnoresTheDelete)
     } else if registry_refusal(cause).is_some() {
         Some(Behaviour::DeadLettersWhatTheRegistryRefuses)
-    } else if cause.starts_with("java.lang.NullPointerException at io.confluent.connect.protobuf.")
-        || cause.starts_with("java.lang.NullPointerException at com.google.protobuf.")
+    } else if cause.starts_with("java.lang.NullPointerException")
+        && cause.ends_with(&format!("(in {PROTOBUF_DATA})"))
     {
         Some(Behaviour::DeadLettersWhatProtobufRefuses)
     } else {
