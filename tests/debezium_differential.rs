@@ -12,8 +12,9 @@
 //! `OUTBOX_RELAY_DIFF_SEEDS=a,b,c` runs others, `OUTBOX_RELAY_DIFF_CASES=n` sets the cases per
 //! seed. A failure prints the seed and the case.
 //!
-//! Two families of cases follow the plain ones in each seed (`OUTBOX_RELAY_DIFF_AVRO_CASES=n`,
-//! `OUTBOX_RELAY_DIFF_FILTER_CASES=n`, one each by default; numbered from 100 and 200):
+//! Three families of cases follow the plain ones in each seed (`OUTBOX_RELAY_DIFF_AVRO_CASES=n`,
+//! `OUTBOX_RELAY_DIFF_FILTER_CASES=n`, `OUTBOX_RELAY_DIFF_PROTOBUF_CASES=n`, one each by
+//! default; numbered from 100, 200 and 300):
 //! - Avro: the same generated cases with Confluent's `io.confluent.connect.avro.AvroConverter`
 //!   7.0.16 as value (and for some key) converter, on Debezium's plugin path
 //!   (`scripts/install-registry-converters.sh`), against one Apicurio Registry 2.6.13 both
@@ -23,11 +24,29 @@
 //!   are compared byte for byte, and so are the (subject, schema text) pairs each side sent
 //!   the registry. Apicurio's `io.apicurio.registry.utils.converter.AvroConverter` (installed
 //!   beside it) writes a quarter of them (`OUTBOX_RELAY_DIFF_APICURIO=0` leaves it out; see
-//!   `avro_family`). `OUTBOX_RELAY_DIFF_REGISTRY_LOG=dir` writes each side's registry
-//!   requests there; `OUTBOX_RELAY_DIFF_SHOW=s7c101` prints a case's SQL and options.
+//!   `avro_family`; its id cache's `check-period-ms` is set to an hour, as when it expires
+//!   depends on each process's clock). `OUTBOX_RELAY_DIFF_REGISTRY_LOG=dir` writes each
+//!   side's registry requests there; `OUTBOX_RELAY_DIFF_SHOW=s7c101` prints a case's SQL and
+//!   options.
 //! - Filter: Kafka's `Filter` after the EventRouter under a `TopicNameMatches`, `HasHeaderKey`
 //!   or `RecordIsTombstone` predicate, negated or not; the records each case expects are
 //!   decided row by row, so that a side that drops too much or too little fails.
+//! - Protobuf: Confluent's `io.confluent.connect.protobuf.ProtobufConverter` 7.0.16 as value
+//!   (and for half key) converter, on the same plugin path and registry as the Avro family,
+//!   compared the same way (schema ids, message indexes, registrations): the subject name
+//!   strategies, `optional.for.nullables`, `wrapper.for.nullables`, `scrub.invalid.names`
+//!   (with names left as generated for it to scrub), options that change only what is read
+//!   back, a topic prefix no Protobuf package takes with `schema.name.adjustment.mode` drawn
+//!   (see `protobuf_family`).
+//!
+//! In both registry families, `auto.register.schemas=false` (with `use.latest.version=true`
+//! for half) is drawn for some converters, with nothing registered beforehand: the registry
+//! finds no subject (40401), Debezium's task dies on the case's first record, and the relay
+//! must dead-letter each record with the registry's message, as README documents. So must it
+//! where Apicurio's ccompat API refuses a schema (42201 "Failed to discover artifact type
+//! from content" for a top-level union, the Avro schema of an optional bytea or scalar
+//! payload, `["null","bytes"]`), and where Confluent's `ProtobufData` fails with a
+//! NullPointerException (a null in an array, a tombstone hoisted by HoistField).
 
 mod common;
 
@@ -42,7 +61,7 @@ use std::time::{Duration, Instant};
 
 const DEFAULT_SEEDS: &[u64] = &[20261125, 7, 424242];
 const DEFAULT_CASES: usize = 8;
-/// The cases per seed of each family beside the plain one (Avro, Filter).
+/// The cases per seed of each family beside the plain one (Avro, Filter, Protobuf).
 const DEFAULT_FAMILY_CASES: usize = 1;
 const DEAD_LETTER_TOPIC: &str = "outbox-relay.dlq";
 const DECODE_MESSAGE: &str =
@@ -1549,7 +1568,8 @@ fn field_transforms(
 }
 
 /// The case families: the generated cases as they are (JSON, string and byte converters),
-/// the same with schema-registry Avro converters, and with a Filter.
+/// the same with schema-registry Avro converters, with a Filter, and with Confluent's
+/// Protobuf converter.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Family {
     Plain,
@@ -2246,8 +2266,8 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         ),
     ];
     let per_seed: usize = families.iter().map(|(_, n)| n).sum();
-    // The Avro cases' converters for Debezium (before anything starts: the message says how
-    // to install them), and their registry, started while PostgreSQL is.
+    // The Avro and Protobuf cases' converters for Debezium (before anything starts: the
+    // message says how to install them), and their registry, started while PostgreSQL is.
     let registry_cases = families[1].1 + families[3].1 > 0;
     let plugins = registry_cases.then(|| registry_converters().unwrap_or_else(|e| panic!("{e:#}")));
     let registry = registry_cases.then(|| std::thread::spawn(Registry::start));
