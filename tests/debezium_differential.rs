@@ -2609,6 +2609,12 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             let message = why
                 .split_once("Exception: ")
                 .map_or(why.as_str(), |(_, m)| m);
+            // SimpleDateFormat's message names the value Kafka's own message names too.
+            let unparseable = message
+                .strip_prefix("Unparseable date: \"")
+                .and_then(|v| v.strip_suffix('"'))
+                .map(|v| format!("Could not parse timestamp: value ({v})"));
+            let message = unparseable.as_deref().unwrap_or(message);
             let reasons: Vec<&str> = dead_letters
                 .iter()
                 .map(|r| r.header_str("outbox-relay.error.reason"))
@@ -3072,6 +3078,9 @@ fn documented_behaviour(cause: &str) -> Option<Behaviour> {
         "Invalid value: null used for required field",
         "does not correspond to a known timestamp type format",
         "Could not parse timestamp",
+        // TimestampConverter's DataException ("Could not parse timestamp: value (…) does not
+        // match pattern (…)") is not the trace's last cause where SimpleDateFormat's is.
+        "java.text.ParseException: Unparseable date: \"",
         "TimestampConverter",
         // A string timestamp without a `format`: Kafka's transform dereferences it.
         "because \"config.format\" is null",
