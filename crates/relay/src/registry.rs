@@ -9,7 +9,9 @@
 //! refused (409 incompatible, 422 invalid, 404 not registered) → the record's problem.
 
 use crate::secret::Secret;
-use outbox_router::connect::{Lookup, RegistryError, SchemaFormat, SchemaRegistry, SchemaText};
+use outbox_router::connect::{
+    Lookup, RegistryError, SchemaFormat, SchemaReference, SchemaRegistry, SchemaText,
+};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -37,7 +39,7 @@ pub struct RegistryClient {
     /// The option the credentials came from, for an error that must name it.
     credentials_option: Option<String>,
     agent: ureq::Agent,
-    ids: Mutex<HashMap<IdKey, u64>>,
+    ids: Mutex<IdCache>,
 }
 
 impl fmt::Debug for RegistryClient {
@@ -189,7 +191,7 @@ impl RegistryClient {
             authorization,
             credentials_option,
             agent: ureq::Agent::new_with_config(config),
-            ids: Mutex::new(HashMap::new()),
+            ids: Mutex::new(IdCache::default()),
         })
     }
 
@@ -338,13 +340,75 @@ impl RegistryClient {
     }
 }
 
-/// What an id is cached under: the subject, and the schema as sent (its text and references).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct IdKey {
+/// What an id is cached under: the subject (none where Apicurio's converter shares ids by
+/// content), the schema as sent (none for a subject's latest version), and how it was asked
+/// for. Borrowed from the record's schema: a look-up that finds its id copies nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct IdKey<'a> {
+    subject: &'a str,
+    format: SchemaFormat,
+    text: &'a str,
+    references: &'a [SchemaReference],
+    lookup: Lookup,
+}
+
+/// An [`IdKey`] held by the cache.
+#[derive(Debug)]
+struct CachedKey {
     subject: String,
     format: SchemaFormat,
-    schema: String,
+    text: String,
+    references: Vec<SchemaReference>,
     lookup: Lookup,
+}
+
+impl CachedKey {
+    fn of(key: IdKey<'_>) -> Self {
+        CachedKey {
+            subject: key.subject.to_owned(),
+            format: key.format,
+            text: key.text.to_owned(),
+            references: key.references.to_vec(),
+            lookup: key.lookup,
+        }
+    }
+
+    fn key(&self) -> IdKey<'_> {
+        IdKey {
+            subject: &self.subject,
+            format: self.format,
+            text: &self.text,
+            references: &self.references,
+            lookup: self.lookup,
+        }
+    }
+}
+
+/// The ids asked for: under each key's hash, the keys with that hash and their ids.
+#[derive(Debug, Default)]
+struct IdCache {
+    hasher: std::hash::RandomState,
+    ids: HashMap<u64, Vec<(CachedKey, u64)>>,
+}
+
+impl IdCache {
+    fn get(&self, key: IdKey<'_>) -> Option<u64> {
+        use std::hash::BuildHasher;
+        self.ids
+            .get(&self.hasher.hash_one(key))?
+            .iter()
+            .find(|(cached, _)| cached.key() == key)
+            .map(|(_, id)| *id)
+    }
+
+    fn insert(&mut self, key: IdKey<'_>, id: u64) {
+        use std::hash::BuildHasher;
+        let same_hash = self.ids.entry(self.hasher.hash_one(key)).or_default();
+        match same_hash.iter_mut().find(|(cached, _)| cached.key() == key) {
+            Some((_, cached_id)) => *cached_id = id,
+            None => same_hash.push((CachedKey::of(key), id)),
+        }
+    }
 }
 
 /// The body of Confluent's register and look-up requests: `schemaType` only when it is not
@@ -392,24 +456,22 @@ impl SchemaRegistry for RegistryClient {
         schema: &SchemaText<'_>,
         lookup: Lookup,
     ) -> Result<u64, RegistryError> {
+        let latest = lookup == Lookup::Latest;
         let key = IdKey {
             // Apicurio's converter caches ids by schema content alone: a topic whose schema
             // another topic registered first gets that artifact's id, and registers nothing
             // (its latest version is still asked for by artifact).
             subject: match (self.api, lookup) {
-                (Api::Apicurio { .. }, Lookup::Register | Lookup::Find) => String::new(),
-                _ => subject.to_owned(),
+                (Api::Apicurio { .. }, Lookup::Register | Lookup::Find) => "",
+                _ => subject,
             },
             format: schema.format,
-            schema: if lookup == Lookup::Latest {
-                String::new()
-            } else {
-                confluent_body(schema)
-            },
+            text: if latest { "" } else { schema.text },
+            references: if latest { &[] } else { schema.references },
             lookup,
         };
-        if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(*id);
+        if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+            return Ok(id);
         }
         let id = Self::blocking(|| self.ask(subject, schema, lookup))?;
         self.ids
@@ -478,6 +540,46 @@ mod tests {
             Credentials::None
         )
         .is_err());
+    }
+
+    #[test]
+    fn ids_are_cached_by_subject_schema_references_and_lookup() {
+        let reference = SchemaReference {
+            name: "other.proto".into(),
+            subject: "other".into(),
+            version: 1,
+        };
+        let key = |subject, text, references, lookup| IdKey {
+            subject,
+            format: SchemaFormat::Avro,
+            text,
+            references,
+            lookup,
+        };
+        let mut cache = IdCache::default();
+        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 7);
+        assert_eq!(
+            cache.get(key("t-value", "\"string\"", &[], Lookup::Register)),
+            Some(7)
+        );
+        for other in [
+            key("u-value", "\"string\"", &[], Lookup::Register),
+            key("t-value", "\"bytes\"", &[], Lookup::Register),
+            key(
+                "t-value",
+                "\"string\"",
+                std::slice::from_ref(&reference),
+                Lookup::Register,
+            ),
+            key("t-value", "\"string\"", &[], Lookup::Find),
+        ] {
+            assert_eq!(cache.get(other), None, "{other:?}");
+        }
+        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 8);
+        assert_eq!(
+            cache.get(key("t-value", "\"string\"", &[], Lookup::Register)),
+            Some(8)
+        );
     }
 
     #[test]
