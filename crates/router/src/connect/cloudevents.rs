@@ -179,25 +179,25 @@ impl CloudEvents {
         let from = |source: Source,
                     name: &str,
                     optional: bool|
-         -> Result<Option<(Schema, Value)>, String> {
+         -> Result<Option<(&Schema, &Value)>, String> {
             if source == Source::Header {
                 return match header(name) {
-                    Some(h) => Ok(h.data.schema.clone().map(|s| (s, h.data.value.clone()))),
+                    Some(h) => Ok(h.data.schema.as_ref().map(|s| (s, &h.data.value))),
                     None if optional => Ok(None),
                     None => Err(format!("Header `{name}` was not provided")),
                 };
             }
-            Ok(field(name).map(|(s, v)| (s.clone(), v.clone())))
+            Ok(field(name))
         };
         let (source_schema, source) = match from(self.global, "source", false)? {
             Some((s, v @ Value::Struct(_))) => (s, v),
             _ => return Err("the change event has no source block".into()),
         };
         let source_fields = match &source_schema.kind {
-            SchemaType::Struct(f) => f.clone(),
+            SchemaType::Struct(f) => f,
             _ => return Err("the source block is not a struct".into()),
         };
-        let Value::Struct(source_values) = &source else {
+        let Value::Struct(source_values) = source else {
             unreachable!("matched above")
         };
         let source_field = |name: &str| -> Result<&Value, String> {
@@ -212,9 +212,7 @@ impl CloudEvents {
                     )
                 })
         };
-        let op = from(self.global, "op", false)?
-            .map(|(_, v)| v)
-            .unwrap_or(Value::Null);
+        let op = from(self.global, "op", false)?.map_or(&Value::Null, |(_, v)| v);
         let transaction = from(self.global, "transaction", true)?.map(|(_, v)| v);
         let text_of = |source: Source,
                        name: &str,
@@ -223,11 +221,11 @@ impl CloudEvents {
                 return generated().map(Some);
             }
             match from(source, name, false)? {
-                Some((_, Value::String(s))) => Ok(Some(String::from_utf8_lossy(&s).into_owned())),
+                Some((_, Value::String(s))) => Ok(Some(String::from_utf8_lossy(s).into_owned())),
                 Some((_, Value::Null)) | None => Ok(None),
                 Some((schema, v)) => Err(format!(
                     "class {} cannot be cast to class java.lang.String",
-                    super::data::java_class(Some(&schema), &v)
+                    super::data::java_class(Some(schema), v)
                 )),
             }
         };
@@ -311,7 +309,7 @@ impl CloudEvents {
                 attribute(&mut out, &extension_name(field_name));
                 write_extension(&mut out, field_schema, value);
             }
-            let tx_values = match &transaction {
+            let tx_values = match transaction {
                 Some(Value::Struct(v)) => Some(v),
                 _ => None,
             };
@@ -382,13 +380,9 @@ fn extension_name(name: &str) -> String {
 
 /// A value as Java's string concatenation shows it (`null` for null).
 fn java_text(value: &Value) -> String {
-    match value {
-        Value::Null => "null".into(),
-        Value::Int(n) => n.to_string(),
-        Value::Boolean(b) => b.to_string(),
-        Value::String(s) => String::from_utf8_lossy(s).into_owned(),
-        other => format!("{other:?}"),
-    }
+    let mut out = Vec::new();
+    super::converter::java_string(&mut out, None, value);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSSXXX")` in UTC: `2026-11-26T10:15:21.123Z`.

@@ -416,7 +416,7 @@ fn to_java_string(schema: Option<&Schema>, value: &Value) -> Option<Bytes> {
 /// names come from the schema. Bytes within a struct, list or map are the ByteBuffer Debezium
 /// gives a bytea, `java.nio.HeapByteBuffer[pos=0 lim=n cap=n]` (found by the differential
 /// test, seed 51 case 302: ValueToKey of a bytea payload under StringConverter keys).
-fn java_string(out: &mut Vec<u8>, schema: Option<&Schema>, value: &Value) {
+pub(super) fn java_string(out: &mut Vec<u8>, schema: Option<&Schema>, value: &Value) {
     java_string_in(out, schema, value, false)
 }
 
