@@ -1703,10 +1703,11 @@ fn avro_family(case: &mut Case) {
             set(config, ".apicurio.registry.auto-register", "true");
             // Its ids are cached by schema content for `check-period-ms` (30 s by default;
             // Apicurio's ERCache): once that passed, a topic with a schema another topic
-            // registered registers it under its own artifact, a new global id, where the
-            // relay keeps the first id for good (found by seed 3 case 103 in a run of 88
-            // cases, where Debezium's converter wrote 204 and the relay 10). When that happens
-            // is a matter of each process's clock: an hour keeps it out of the run.
+            // registered registers it under its own artifact, a new global id (found by seed
+            // 3 case 103 in a run of 88 cases, where Debezium's converter wrote 204 and the
+            // relay, which then kept its ids for good, 10; it now expires them after the same
+            // period). When that happens is a matter of each process's clock: an hour keeps
+            // it out of the run.
             set(config, ".apicurio.registry.check-period-ms", "3600000");
             let mut options = vec![];
             if rng.chance(30) {

@@ -15,7 +15,7 @@ use outbox_router::connect::{
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which REST API the registry is spoken to with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +25,12 @@ pub enum Api {
     Confluent,
     /// Apicurio Registry 2.x (`/apis/registry/v2`), artifacts in group `default`: the
     /// artifact version's global id, or its content id (`apicurio.registry.use-id=contentId`).
-    Apicurio { content_id: bool },
+    /// An id is asked for again once `check_period` has passed since it was
+    /// (`apicurio.registry.check-period-ms`: the converter's cache expires its entries).
+    Apicurio {
+        content_id: bool,
+        check_period: Duration,
+    },
 }
 
 pub struct RegistryClient {
@@ -263,7 +268,7 @@ impl RegistryClient {
                 };
                 (status, body, "id")
             }
-            Api::Apicurio { content_id } => {
+            Api::Apicurio { content_id, .. } => {
                 // `apicurio.registry.url` is the API root (`…/apis/registry/v2`).
                 let artifacts = "/groups/default/artifacts";
                 let json = [("Content-Type", "application/json")];
@@ -384,29 +389,35 @@ impl CachedKey {
     }
 }
 
-/// The ids asked for: under each key's hash, the keys with that hash and their ids.
+/// The ids asked for: under each key's hash, the keys with that hash, their ids and when
+/// they were asked for.
 #[derive(Debug, Default)]
 struct IdCache {
     hasher: std::hash::RandomState,
-    ids: HashMap<u64, Vec<(CachedKey, u64)>>,
+    ids: HashMap<u64, Vec<(CachedKey, u64, Instant)>>,
 }
 
 impl IdCache {
-    fn get(&self, key: IdKey<'_>) -> Option<u64> {
+    /// The id cached under `key`, unless it was asked for `expiry` or longer before `now`.
+    fn get(&self, key: IdKey<'_>, now: Instant, expiry: Option<Duration>) -> Option<u64> {
         use std::hash::BuildHasher;
         self.ids
             .get(&self.hasher.hash_one(key))?
             .iter()
-            .find(|(cached, _)| cached.key() == key)
-            .map(|(_, id)| *id)
+            .find(|(cached, _, _)| cached.key() == key)
+            .filter(|(_, _, at)| expiry.is_none_or(|e| now.saturating_duration_since(*at) < e))
+            .map(|(_, id, _)| *id)
     }
 
-    fn insert(&mut self, key: IdKey<'_>, id: u64) {
+    fn insert(&mut self, key: IdKey<'_>, id: u64, now: Instant) {
         use std::hash::BuildHasher;
         let same_hash = self.ids.entry(self.hasher.hash_one(key)).or_default();
-        match same_hash.iter_mut().find(|(cached, _)| cached.key() == key) {
-            Some((_, cached_id)) => *cached_id = id,
-            None => same_hash.push((CachedKey::of(key), id)),
+        match same_hash
+            .iter_mut()
+            .find(|(cached, _, _)| cached.key() == key)
+        {
+            Some((_, cached_id, at)) => (*cached_id, *at) = (id, now),
+            None => same_hash.push((CachedKey::of(key), id, now)),
         }
     }
 }
@@ -470,14 +481,23 @@ impl SchemaRegistry for RegistryClient {
             references: if latest { &[] } else { schema.references },
             lookup,
         };
-        if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+        let expiry = match self.api {
+            Api::Apicurio { check_period, .. } => Some(check_period),
+            Api::Confluent => None,
+        };
+        let cached =
+            self.ids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key, Instant::now(), expiry);
+        if let Some(id) = cached {
             return Ok(id);
         }
         let id = Self::blocking(|| self.ask(subject, schema, lookup))?;
         self.ids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, id);
+            .insert(key, id, Instant::now());
         Ok(id)
     }
 }
@@ -535,7 +555,10 @@ mod tests {
         assert!(!e.contains("secret"), "{e}");
         assert!(RegistryClient::new(Api::Confluent, "http://a@b@host", Credentials::None).is_err());
         assert!(RegistryClient::new(
-            Api::Apicurio { content_id: false },
+            Api::Apicurio {
+                content_id: false,
+                check_period: Duration::from_secs(30),
+            },
             "http://u:p@host/apis/registry/v2",
             Credentials::None
         )
@@ -557,9 +580,14 @@ mod tests {
             lookup,
         };
         let mut cache = IdCache::default();
-        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 7);
+        let t0 = Instant::now();
+        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 7, t0);
         assert_eq!(
-            cache.get(key("t-value", "\"string\"", &[], Lookup::Register)),
+            cache.get(
+                key("t-value", "\"string\"", &[], Lookup::Register),
+                t0,
+                None
+            ),
             Some(7)
         );
         for other in [
@@ -573,12 +601,32 @@ mod tests {
             ),
             key("t-value", "\"string\"", &[], Lookup::Find),
         ] {
-            assert_eq!(cache.get(other), None, "{other:?}");
+            assert_eq!(cache.get(other, t0, None), None, "{other:?}");
         }
-        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 8);
+        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 8, t0);
         assert_eq!(
-            cache.get(key("t-value", "\"string\"", &[], Lookup::Register)),
+            cache.get(
+                key("t-value", "\"string\"", &[], Lookup::Register),
+                t0,
+                None
+            ),
             Some(8)
+        );
+        // Apicurio's converter asks again once its check period has passed.
+        let registered = key("t-value", "\"string\"", &[], Lookup::Register);
+        let period = Some(Duration::from_secs(30));
+        assert_eq!(
+            cache.get(registered, t0 + Duration::from_secs(29), period),
+            Some(8)
+        );
+        assert_eq!(
+            cache.get(registered, t0 + Duration::from_secs(30), period),
+            None
+        );
+        cache.insert(registered, 9, t0 + Duration::from_secs(31));
+        assert_eq!(
+            cache.get(registered, t0 + Duration::from_secs(32), period),
+            Some(9)
         );
     }
 

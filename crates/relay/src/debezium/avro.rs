@@ -10,6 +10,7 @@ use outbox_router::connect::{
     AvroClass, AvroConverter, Framing, Lookup, RegistrySerde, SubjectNameStrategy,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
     match o.get(key) {
@@ -179,9 +180,23 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
             ));
         }
     }
+    // SerdeConfig.CHECK_PERIOD_MS: how long its cache keeps an id (30 s by default).
+    let period_key = format!("{key}.apicurio.registry.check-period-ms");
+    let check_period = match o.get(&period_key) {
+        None => Duration::from_secs(30),
+        Some(ms) => ms
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| format!("{period_key}: {ms:?} is not a number of milliseconds"))?,
+    };
     let meta = flag(o, &format!("{key}.connect.meta.data"), true)?;
-    let registry = RegistryClient::new(Api::Apicurio { content_id }, url, credentials)
-        .map_err(|e| format!("{url_key}: {e}"))?;
+    let api = Api::Apicurio {
+        content_id,
+        check_period,
+    };
+    let registry =
+        RegistryClient::new(api, url, credentials).map_err(|e| format!("{url_key}: {e}"))?;
     let serde = RegistrySerde::new(
         is_key,
         SubjectNameStrategy::Topic,
