@@ -312,7 +312,22 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        Command::DeadLetters(args) => crate::ops::dead_letters::main(args, runtime()),
+        Command::DeadLetters(args) => {
+            let settings = match settings(args.run_options()) {
+                Ok(s) => s,
+                Err(e) => {
+                    report_error(&format_args!("invalid configuration: {e}"));
+                    return ExitCode::from(2);
+                }
+            };
+            crate::ops::dead_letters::main(args, settings, runtime()).unwrap_or_else(|e| {
+                report_error(&e);
+                match e {
+                    crate::error::RelayError::Misconfiguration(_) => ExitCode::from(2),
+                    _ => ExitCode::FAILURE,
+                }
+            })
+        }
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "outbox-relay", &mut script);

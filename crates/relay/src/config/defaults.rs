@@ -37,6 +37,9 @@ pub const POLL_BATCH_SIZE: i64 = 1000;
 pub const CLEANUP_BATCH: u32 = 5_000;
 pub const CLEANUP_INTERVAL_S: u64 = 1;
 
+/// Snapshot rows fetched at most per round trip (Debezium's `snapshot.fetch.size` default).
+pub const SNAPSHOT_FETCH_SIZE: usize = 10_240;
+
 pub fn help(text: &str, default: impl std::fmt::Display) -> String {
     format!("{text} [default: {default}]")
 }

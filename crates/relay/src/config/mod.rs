@@ -559,7 +559,7 @@ fn resolve_source(o: &RunOptions, preset: Option<&Preset>) -> Result<SourceSetti
                 snapshot: preset.map_or_else(SnapshotMode::default, |p| p.snapshot),
                 snapshot_fetch_size: preset
                     .and_then(|p| p.snapshot_fetch_size)
-                    .unwrap_or(crate::source::snapshot::DEFAULT_FETCH_SIZE),
+                    .unwrap_or(defaults::SNAPSHOT_FETCH_SIZE),
                 heartbeat: preset.and_then(|p| p.heartbeat.clone()),
                 status_interval: Duration::from_millis(
                     o.status_interval_ms

@@ -148,9 +148,6 @@ pub async fn mark_complete(
     Ok(())
 }
 
-/// Rows fetched at most per round trip (Debezium's `snapshot.fetch.size` default).
-pub const DEFAULT_FETCH_SIZE: usize = 10_240;
-
 /// Bytes of row text a fetch aims at: with large rows it fetches fewer than the fetch size,
 /// so that what one fetch holds stays bounded in bytes as well as in rows.
 const FETCH_BYTES: u64 = 8 << 20;

@@ -22,7 +22,8 @@ pub use outcomes::refused_record;
 pub use topics::topic_configs;
 pub use wire_size::{librdkafka_message_size, record_wire_size};
 
-use outcomes::{delivery_outcome, is_refusal, is_size_refusal};
+use outcomes::{delivery_outcome, is_refusal};
+use reports::is_size_refusal;
 pub use reports::Unacknowledged;
 use reports::{Place, Report, ReportContext, Reports, Slots};
 use topic_rules::TopicRules;

@@ -5,10 +5,8 @@
 
 use super::super::dead_letter::RefusedRecord;
 use super::super::outcome::Outcome;
-use bytes::Bytes;
 use outbox_router::OutboxRecord;
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::{BorrowedMessage, Headers, Message};
 
 /// What a Kafka error code means for a record the relay produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,38 +245,6 @@ pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
     }
 }
 
-/// What a dead letter keeps of a record librdkafka reports as not delivered (refused by the
-/// broker: its payload is copied, unless its size is what was refused).
-pub(super) fn undelivered_record(
-    message: &BorrowedMessage<'_>,
-    code: Option<RDKafkaErrorCode>,
-) -> RefusedRecord {
-    let record = RefusedRecord {
-        topic: message.topic().to_owned(),
-        key: message.key().map(Bytes::copy_from_slice),
-        event_id: message.headers().and_then(|h| {
-            h.iter()
-                .find(|h| h.key == "id")
-                .and_then(|h| h.value.map(Bytes::copy_from_slice))
-        }),
-        value: message.payload().map(Bytes::copy_from_slice),
-        value_len: message.payload().map_or(0, |p| p.len()),
-    };
-    if code.is_some_and(is_size_refusal) {
-        record.oversized()
-    } else {
-        record
-    }
-}
-
-/// A refusal of the record's size.
-pub(super) fn is_size_refusal(code: RDKafkaErrorCode) -> bool {
-    matches!(
-        code,
-        RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize
-    )
-}
-
 /// How librdkafka 2.12 words the report of a record that the broker did not refuse but
 /// failed with the one record of its batch it refused (KIP-467 record errors). With exactly
 /// one refused record, librdkafka overwrites every record's error code with the batch's
@@ -348,6 +314,7 @@ pub(super) fn delivery_outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use rdkafka::error::KafkaError;
 
     /// The outcome of a delivery report with `code`, for a record without key or value.

@@ -4,9 +4,10 @@
 
 use super::super::dead_letter::RefusedRecord;
 use super::super::outcome::Tag;
-use super::outcomes::undelivered_record;
+use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt as _};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::ClientContext;
 use std::sync::{Arc, Mutex};
@@ -177,6 +178,38 @@ impl std::fmt::Display for Unacknowledged {
         }?;
         write!(f, " for {} s", self.waited.as_secs())
     }
+}
+
+/// What a dead letter keeps of a record librdkafka reports as not delivered (refused by the
+/// broker: its payload is copied, unless its size is what was refused).
+pub(super) fn undelivered_record(
+    message: &BorrowedMessage<'_>,
+    code: Option<RDKafkaErrorCode>,
+) -> RefusedRecord {
+    let record = RefusedRecord {
+        topic: message.topic().to_owned(),
+        key: message.key().map(Bytes::copy_from_slice),
+        event_id: message.headers().and_then(|h| {
+            h.iter()
+                .find(|h| h.key == "id")
+                .and_then(|h| h.value.map(Bytes::copy_from_slice))
+        }),
+        value: message.payload().map(Bytes::copy_from_slice),
+        value_len: message.payload().map_or(0, |p| p.len()),
+    };
+    if code.is_some_and(is_size_refusal) {
+        record.oversized()
+    } else {
+        record
+    }
+}
+
+/// A refusal of the record's size.
+pub(super) fn is_size_refusal(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize
+    )
 }
 
 #[cfg(test)]

@@ -114,21 +114,29 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Runs `dead-letters list` or `replay`; returns the exit code.
-pub fn main(args: DeadLettersArgs, runtime: tokio::runtime::Runtime) -> ExitCode {
-    let (run, selection) = match &args.command {
-        DeadLettersCommand::List(list) => (list.run.clone(), &list.selection),
-        DeadLettersCommand::Replay(replay) => (replay.run.clone(), &replay.selection),
-    };
-    let settings = match crate::cli::settings(run) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::cli::report_error(&format_args!("invalid configuration: {e}"));
-            return ExitCode::from(2);
+impl DeadLettersArgs {
+    /// The `run` options the command reads its settings from.
+    pub fn run_options(&self) -> RunOptions {
+        match &self.command {
+            DeadLettersCommand::List(list) => list.run.clone(),
+            DeadLettersCommand::Replay(replay) => replay.run.clone(),
         }
+    }
+}
+
+/// Runs `dead-letters list` or `replay` with `settings` (of [`DeadLettersArgs::run_options`]);
+/// returns the exit code.
+pub fn main(
+    args: DeadLettersArgs,
+    settings: Settings,
+    runtime: tokio::runtime::Runtime,
+) -> Result<ExitCode, RelayError> {
+    let selection = match &args.command {
+        DeadLettersCommand::List(list) => &list.selection,
+        DeadLettersCommand::Replay(replay) => &replay.selection,
     };
     let filter = selection.filter();
-    let result = match &args.command {
+    match &args.command {
         DeadLettersCommand::List(list) => runtime
             .block_on(list_letters(&settings, &filter, list.selection.json))
             .map(|()| ExitCode::SUCCESS),
@@ -155,14 +163,7 @@ pub fn main(args: DeadLettersArgs, runtime: tokio::runtime::Runtime) -> ExitCode
                     }
                 })
         }
-    };
-    result.unwrap_or_else(|e| {
-        crate::cli::report_error(&e);
-        match e {
-            RelayError::Misconfiguration(_) => ExitCode::from(2),
-            _ => ExitCode::FAILURE,
-        }
-    })
+    }
 }
 
 /// The dead letters of the configured topic that `filter` selects, and how many it holds;
