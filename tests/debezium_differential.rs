@@ -47,7 +47,10 @@
 //! are compared byte for byte. The schemas are Debezium's, not the relay's: a run with
 //! `OUTBOX_RELAY_DIFF_LEARN=1` lets those converters register themselves and writes what
 //! Debezium's converter sent (`POST /subjects/{s}/versions`, in order) to
-//! `tests/debezium_differential_registered.json`, which the other runs replay. So a schema
+//! `tests/debezium_differential_registered.json`, which the other runs replay (learned for the
+//! seeds 20261125, 7, 424242 and 1–6 with four cases in each registry family: the default
+//! run's cases draw no such converter; `OUTBOX_RELAY_DIFF_AVRO_CASES=4
+//! OUTBOX_RELAY_DIFF_PROTOBUF_CASES=4` over those seeds compares five such cases). So a schema
 //! text the relay got wrong is not hidden: its look-up (`POST /subjects/{s}`) finds nothing
 //! where Debezium's finds the schema, and the records differ. Confluent 7.0.16 (its
 //! `AbstractKafkaAvroSerializer` and `AbstractKafkaProtobufSerializer`, read with `javap`):
