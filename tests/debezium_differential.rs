@@ -64,8 +64,8 @@
 //! latest schema only Debezium sends is allowed for in the registrations compared). A subject
 //! whose latest version is another schema than the record's is not drawn: there Confluent
 //! fails where that schema is not backward compatible ("Incompatible schema …") and otherwise
-//! writes the record with it, where the relay writes its own schema's bytes under the latest
-//! id (README says so; not compared). Cases the fixture does not hold (seeds never learned; a case where Debezium's task
+//! writes the record with it, where the relay, which writes a record only with its own
+//! schema, dead-letters it (README says so; not compared). Cases the fixture does not hold (seeds never learned; a case where Debezium's task
 //! dies on something else) keep the variant with nothing registered: the registry finds no
 //! subject (40401), Debezium's task dies on the case's first record, and the relay must
 //! dead-letter each record with the registry's message, as README documents. A case whose

@@ -302,15 +302,30 @@ impl RegistryClient {
             }
         };
         match status {
-            200..=299 => serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get(id_field).and_then(serde_json::Value::as_u64))
-                .ok_or_else(|| {
-                    RegistryError::Unavailable(format!(
-                        "schema registry at {} answered without an {id_field}",
-                        self.shown
-                    ))
-                }),
+            200..=299 => {
+                let answer = serde_json::from_str::<serde_json::Value>(&body).ok();
+                let id = answer
+                    .as_ref()
+                    .and_then(|v| v.get(id_field).and_then(serde_json::Value::as_u64))
+                    .ok_or_else(|| {
+                        RegistryError::Unavailable(format!(
+                            "schema registry at {} answered without an {id_field}",
+                            self.shown
+                        ))
+                    })?;
+                if let (Api::Confluent, Lookup::Latest, Some(latest)) = (self.api, lookup, &answer)
+                {
+                    if !is_the_schema(latest, schema) {
+                        return Err(RegistryError::Rejected(format!(
+                            "{NOT_THE_LATEST} of subject {subject} (id {id}) is not the record's schema; \
+                             Confluent's serializer would write the record with that schema, outbox-relay writes a record only \
+                             with its own: register the record's schema as the subject's latest version, or set \
+                             use.latest.version=false"
+                        )));
+                    }
+                }
+                Ok(id)
+            }
             401 | 403 => Err(RegistryError::Unauthorized(format!(
                 "schema registry at {} refused the credentials (HTTP {status}){}",
                 self.shown,
@@ -389,27 +404,30 @@ impl CachedKey {
     }
 }
 
+/// A registry's answer that is kept: an id, or why the latest version cannot be used.
+type Answer = Result<u64, String>;
+
 /// The ids asked for: under each key's hash, the keys with that hash, their ids and when
 /// they were asked for.
 #[derive(Debug, Default)]
 struct IdCache {
     hasher: std::hash::RandomState,
-    ids: HashMap<u64, Vec<(CachedKey, u64, Instant)>>,
+    ids: HashMap<u64, Vec<(CachedKey, Answer, Instant)>>,
 }
 
 impl IdCache {
     /// The id cached under `key`, unless it was asked for `expiry` or longer before `now`.
-    fn get(&self, key: IdKey<'_>, now: Instant, expiry: Option<Duration>) -> Option<u64> {
+    fn get(&self, key: IdKey<'_>, now: Instant, expiry: Option<Duration>) -> Option<Answer> {
         use std::hash::BuildHasher;
         self.ids
             .get(&self.hasher.hash_one(key))?
             .iter()
             .find(|(cached, _, _)| cached.key() == key)
             .filter(|(_, _, at)| expiry.is_none_or(|e| now.saturating_duration_since(*at) < e))
-            .map(|(_, id, _)| *id)
+            .map(|(_, id, _)| id.clone())
     }
 
-    fn insert(&mut self, key: IdKey<'_>, id: u64, now: Instant) {
+    fn insert(&mut self, key: IdKey<'_>, id: Answer, now: Instant) {
         use std::hash::BuildHasher;
         let same_hash = self.ids.entry(self.hasher.hash_one(key)).or_default();
         match same_hash
@@ -443,6 +461,53 @@ fn confluent_body(schema: &SchemaText<'_>) -> String {
     }
     body.insert("schema".into(), schema.text.into());
     serde_json::Value::Object(body).to_string()
+}
+
+/// How the refusal of a record whose schema is not its subject's latest version begins (it
+/// is cached as an id is: Confluent's client keeps the latest version it read).
+const NOT_THE_LATEST: &str = "use.latest.version: the latest version";
+
+/// Whether a subject's version as Confluent's API gives it (`schema`, `schemaType`,
+/// `references`) is `schema`: JSON documents (Avro, JSON Schema) compared parsed, as a
+/// registry may give them back without the spaces they were sent with; Protobuf text
+/// compared without its white space, as a registry may print it again.
+fn is_the_schema(version: &serde_json::Value, schema: &SchemaText<'_>) -> bool {
+    let text = version.get("schema").and_then(|t| t.as_str()).unwrap_or("");
+    let format = version
+        .get("schemaType")
+        .and_then(|t| t.as_str())
+        .unwrap_or("AVRO");
+    let references: Vec<(&str, &str, i64)> = version
+        .get("references")
+        .and_then(|r| r.as_array())
+        .map(|refs| {
+            refs.iter()
+                .map(|r| {
+                    (
+                        r.get("name").and_then(|v| v.as_str()).unwrap_or(""),
+                        r.get("subject").and_then(|v| v.as_str()).unwrap_or(""),
+                        r.get("version").and_then(|v| v.as_i64()).unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ours: Vec<(&str, &str, i64)> = schema
+        .references
+        .iter()
+        .map(|r| (r.name.as_str(), r.subject.as_str(), i64::from(r.version)))
+        .collect();
+    let same_text = match schema.format {
+        SchemaFormat::Avro | SchemaFormat::Json => {
+            serde_json::from_str::<serde_json::Value>(text).ok()
+                == serde_json::from_str::<serde_json::Value>(schema.text).ok()
+        }
+        SchemaFormat::Protobuf => {
+            let bare = |t: &str| t.split_whitespace().collect::<String>();
+            bare(text) == bare(schema.text)
+        }
+    };
+    format == schema.format.name() && references == ours && same_text
 }
 
 /// The registry's error message (`{"error_code":…,"message":…}`), else the body.
@@ -490,15 +555,20 @@ impl SchemaRegistry for RegistryClient {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(key, Instant::now(), expiry);
-        if let Some(id) = cached {
-            return Ok(id);
+        if let Some(answer) = cached {
+            return answer.map_err(RegistryError::Rejected);
         }
-        let id = Self::blocking(|| self.ask(subject, schema, lookup))?;
-        self.ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, id, Instant::now());
-        Ok(id)
+        let answer = match Self::blocking(|| self.ask(subject, schema, lookup)) {
+            Ok(id) => Ok(id),
+            Err(RegistryError::Rejected(m)) if m.starts_with(NOT_THE_LATEST) => Err(m),
+            Err(e) => return Err(e),
+        };
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            key,
+            answer.clone(),
+            Instant::now(),
+        );
+        answer.map_err(RegistryError::Rejected)
     }
 }
 
@@ -581,14 +651,18 @@ mod tests {
         };
         let mut cache = IdCache::default();
         let t0 = Instant::now();
-        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 7, t0);
+        cache.insert(
+            key("t-value", "\"string\"", &[], Lookup::Register),
+            Ok(7),
+            t0,
+        );
         assert_eq!(
             cache.get(
                 key("t-value", "\"string\"", &[], Lookup::Register),
                 t0,
                 None
             ),
-            Some(7)
+            Some(Ok(7))
         );
         for other in [
             key("u-value", "\"string\"", &[], Lookup::Register),
@@ -603,31 +677,66 @@ mod tests {
         ] {
             assert_eq!(cache.get(other, t0, None), None, "{other:?}");
         }
-        cache.insert(key("t-value", "\"string\"", &[], Lookup::Register), 8, t0);
+        cache.insert(
+            key("t-value", "\"string\"", &[], Lookup::Register),
+            Ok(8),
+            t0,
+        );
         assert_eq!(
             cache.get(
                 key("t-value", "\"string\"", &[], Lookup::Register),
                 t0,
                 None
             ),
-            Some(8)
+            Some(Ok(8))
         );
         // Apicurio's converter asks again once its check period has passed.
         let registered = key("t-value", "\"string\"", &[], Lookup::Register);
         let period = Some(Duration::from_secs(30));
         assert_eq!(
             cache.get(registered, t0 + Duration::from_secs(29), period),
-            Some(8)
+            Some(Ok(8))
         );
         assert_eq!(
             cache.get(registered, t0 + Duration::from_secs(30), period),
             None
         );
-        cache.insert(registered, 9, t0 + Duration::from_secs(31));
+        cache.insert(registered, Ok(9), t0 + Duration::from_secs(31));
         assert_eq!(
             cache.get(registered, t0 + Duration::from_secs(32), period),
-            Some(9)
+            Some(Ok(9))
         );
+    }
+
+    #[test]
+    fn the_latest_version_is_used_only_when_it_is_the_records_schema() {
+        let avro = SchemaText::avro(r#"{"type": "record", "name": "V", "fields": []}"#);
+        let latest = |v: serde_json::Value| is_the_schema(&v, &avro);
+        // Given back without spaces: the same schema.
+        assert!(latest(serde_json::json!({
+            "id": 3, "schema": r#"{"type":"record","name":"V","fields":[]}"#
+        })));
+        // Another schema, another type, a reference more: not.
+        assert!(!latest(serde_json::json!({
+            "id": 4, "schema": r#"{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}"#
+        })));
+        assert!(!latest(serde_json::json!({
+            "id": 3, "schemaType": "JSON", "schema": r#"{"type":"record","name":"V","fields":[]}"#
+        })));
+        assert!(!latest(serde_json::json!({
+            "id": 3, "schema": r#"{"type":"record","name":"V","fields":[]}"#,
+            "references": [{"name": "a.proto", "subject": "a", "version": 1}]
+        })));
+        let proto = SchemaText {
+            format: SchemaFormat::Protobuf,
+            text: "syntax = \"proto3\";\n\nmessage V {\n  string a = 1;\n}\n",
+            references: &[],
+        };
+        let printed_again = serde_json::json!({
+            "id": 5, "schemaType": "PROTOBUF",
+            "schema": "syntax = \"proto3\";\nmessage V {\n    string a = 1;\n}"
+        });
+        assert!(is_the_schema(&printed_again, &proto));
     }
 
     #[test]
