@@ -8,6 +8,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --no-run
+# Every binary too (the demo's, which tests/demo.rs runs), with the features the tests unify:
+# nothing is compiled again but the binaries cargo test does not link.
+cargo build --workspace --locked --bins --tests
 # cargo-deny builds (the first time only) at the lowest priority while the tests run: they
 # spend most of their time waiting, the compilation before them does not.
 mkdir -p target
