@@ -12,9 +12,10 @@ fn the_readme_demo_shows_each_order_event_arriving_on_the_topic() {
         .current_dir(root)
         .env("ORDERS", "3");
     // Under scripts/test.sh (scripts/run-tests.py sets OUTBOX_RELAY_WORKSPACE_BUILT) the demo's
-    // two binaries are built already by `cargo test --workspace`, with the features the tests
-    // unify; the script's own `cargo build` would compile the relay a second time. Run alone
-    // (`cargo test --test demo`), the script installs and builds as a user's run does.
+    // two binaries are built already (`cargo build --workspace --bins --tests`), with the
+    // features the tests unify; the script's own `cargo build` would compile the relay a second
+    // time. Run alone (`cargo test --test demo`), the script installs and builds as a user's
+    // run does.
     if std::env::var_os("OUTBOX_RELAY_WORKSPACE_BUILT").is_some() {
         let bins = std::path::Path::new(env!("CARGO_BIN_EXE_outbox-relay"))
             .parent()
