@@ -361,8 +361,7 @@ impl RegistryClient {
 }
 
 /// What an id is cached under: the subject (none where Apicurio's converter shares ids by
-/// content), the schema as sent (none for a subject's latest version), and how it was asked
-/// for. Borrowed from the record's schema: a look-up that finds its id copies nothing.
+/// content), the record's schema as sent, and how it was asked for. Borrowed from the record's schema: a look-up that finds its id copies nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct IdKey<'a> {
     subject: &'a str,
@@ -532,7 +531,6 @@ impl SchemaRegistry for RegistryClient {
         schema: &SchemaText<'_>,
         lookup: Lookup,
     ) -> Result<u64, RegistryError> {
-        let latest = lookup == Lookup::Latest;
         let key = IdKey {
             // Apicurio's converter caches ids by schema content alone: a topic whose schema
             // another topic registered first gets that artifact's id, and registers nothing
@@ -542,8 +540,10 @@ impl SchemaRegistry for RegistryClient {
                 _ => subject,
             },
             format: schema.format,
-            text: if latest { "" } else { schema.text },
-            references: if latest { &[] } else { schema.references },
+            // A subject's latest version too: its id is the record's only where that version
+            // is the record's schema.
+            text: schema.text,
+            references: schema.references,
             lookup,
         };
         let expiry = match self.api {
