@@ -86,11 +86,13 @@ async fn every_outbox_insert_arrives_routed_with_key_value_headers_and_per_key_o
         } else {
             Vec::new()
         };
+        let report = loss_report(&stack, &records, &missing).await;
         panic!(
             "every event exactly once: {} records of {total}; missing {missing:?}, more than once {twice:?}, \
-             dead letters {dead:?}\n{}",
+             dead letters {dead:?}\n{report}{}\nbroker log:\n{}",
             records.len(),
-            relay.log()
+            relay.log(),
+            stack.broker.log()
         );
     }
     let mut seen = vec![0u32; total as usize];

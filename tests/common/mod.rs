@@ -333,6 +333,56 @@ impl Stack {
     }
 }
 
+/// Where the records read back came from, for a test that found events `missing`: each
+/// partition's watermarks against the offsets read (a gap is the reader's miss, no gap the
+/// broker's or the relay's), and whether a second read finds the missing events.
+pub async fn loss_report(
+    stack: &Stack,
+    records: &[(outbox_relay_testkit::ConsumedRecord, u64)],
+    missing: &[usize],
+) -> String {
+    let bootstrap = stack.broker.bootstrap_servers();
+    let mut report = String::new();
+    for t in TYPES {
+        let topic = format!("{t}.events");
+        let (b, name) = (bootstrap.clone(), topic.clone());
+        let Ok(Ok(marks)) =
+            tokio::task::spawn_blocking(move || outbox_relay_testkit::kafka::watermarks(&b, &name))
+                .await
+        else {
+            continue;
+        };
+        for (p, low, high) in marks {
+            let read: std::collections::BTreeSet<i64> = records
+                .iter()
+                .filter(|(r, _)| r.topic == topic && r.partition == p)
+                .map(|(r, _)| r.offset)
+                .collect();
+            let gaps: Vec<i64> = (low..high).filter(|o| !read.contains(o)).take(10).collect();
+            report.push_str(&format!(
+                "{topic}[{p}]: watermarks {low}..{high}, {} offsets read, first {:?}, offsets not read {gaps:?}\n",
+                read.len(),
+                read.first()
+            ));
+        }
+    }
+    match read_all_events(stack).await {
+        Ok(again) => {
+            let found: Vec<String> = again
+                .iter()
+                .filter(|(_, n)| missing.contains(&(*n as usize)))
+                .map(|(r, n)| format!("{n} at {}[{}]@{}", r.topic, r.partition, r.offset))
+                .collect();
+            report.push_str(&format!(
+                "a second read: {} records; of the missing events it found {found:?}\n",
+                again.len()
+            ));
+        }
+        Err(e) => report.push_str(&format!("a second read failed: {e:#}\n")),
+    }
+    report
+}
+
 /// (lost, duplicated) among events `0..total` on the `<type>.events` topics.
 pub async fn lost_and_duplicated(stack: &Stack, total: u64) -> (usize, u32) {
     let mut counts = vec![0u32; total as usize];

@@ -151,6 +151,24 @@ pub fn list_topics(bootstrap: &str) -> Result<Vec<String>> {
     Ok(md.topics().iter().map(|t| t.name().to_owned()).collect())
 }
 
+/// Each partition of `topic` with its low and high watermarks, in partition order.
+pub fn watermarks(bootstrap: &str, topic: &str) -> Result<Vec<(i32, i64, i64)>> {
+    let consumer: BaseConsumer = base_config(bootstrap).create()?;
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .with_context(|| format!("metadata for {topic}"))?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+        bail!("topic {topic} not in metadata");
+    };
+    let mut out = Vec::new();
+    for p in t.partitions() {
+        let (low, high) = consumer.fetch_watermarks(topic, p.id(), Duration::from_secs(30))?;
+        out.push((p.id(), low, high));
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 /// Every record of `topic`, partition after partition, in offset order. Blocking: call
 /// from `spawn_blocking` inside async tests. Reads one partition at a time from the low to
 /// the high watermark (kafka-broker.md: multi-partition assignment stalls on tansu), or to
