@@ -1642,6 +1642,25 @@ fn family_rng(case: &Case, family: u64) -> Rng {
     Rng((case.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ family).wrapping_add(case.index as u64))
 }
 
+/// A subject name strategy drawn for `part` (`key` or `value`) in 60 % of cases: the record
+/// name strategies only for values that are always records (`records_only`), the topic's
+/// otherwise.
+fn subject_strategy(rng: &mut Rng, part: &str, records_only: bool) -> Option<&'static str> {
+    if !rng.chance(60) {
+        return None;
+    }
+    let strategy = *rng.pick(&[
+        "TopicNameStrategy",
+        "RecordNameStrategy",
+        "TopicRecordNameStrategy",
+    ]);
+    Some(if part == "value" && records_only {
+        strategy
+    } else {
+        "TopicNameStrategy"
+    })
+}
+
 /// What the registry families (Avro, Protobuf) change in a generated case: payloads expanded
 /// only where every one is a Struct the converters take, no heartbeats (compared by the digits
 /// of their JSON's time), and (`valid_names`) the field transforms' names and Flatten's
@@ -1765,17 +1784,7 @@ fn avro_family(case: &mut Case) {
                 set(config, ".auto.register.schemas", "true");
                 options.push("auto.register.schemas=true".to_owned());
             }
-            if rng.chance(60) {
-                let strategy = *rng.pick(&[
-                    "TopicNameStrategy",
-                    "RecordNameStrategy",
-                    "TopicRecordNameStrategy",
-                ]);
-                let strategy = if part == "value" && records_only {
-                    strategy
-                } else {
-                    "TopicNameStrategy"
-                };
+            if let Some(strategy) = subject_strategy(&mut rng, part, records_only) {
                 set(
                     config,
                     &format!(".{part}.subject.name.strategy"),
@@ -1902,17 +1911,7 @@ fn protobuf_family(case: &mut Case, draw: ProtobufDraw) {
         if rng.chance(25) {
             set(config, "auto.register.schemas", "true");
         }
-        if rng.chance(60) {
-            let strategy = *rng.pick(&[
-                "TopicNameStrategy",
-                "RecordNameStrategy",
-                "TopicRecordNameStrategy",
-            ]);
-            let strategy = if part == "value" && records_only {
-                strategy
-            } else {
-                "TopicNameStrategy"
-            };
+        if let Some(strategy) = subject_strategy(&mut rng, part, records_only) {
             set(
                 config,
                 &format!("{part}.subject.name.strategy"),
@@ -2416,9 +2415,10 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
     if let Some(registry) = registry.as_ref().filter(|_| !learning) {
         for case in cases.iter().filter(|c| c.preregistered) {
             for request in &preregistered[&case.name()] {
-                let (status, body) = post(
+                let (status, body) = outbox_relay_testkit::http::post(
                     &format!("127.0.0.1:{}", registry.port()),
                     &request.path,
+                    "application/vnd.schemaregistry.v1+json",
                     &request.body,
                 );
                 assert_eq!(
@@ -3113,26 +3113,6 @@ fn latest_registered<'a>(
                 .is_some_and(|s| s.replace("%2F", "/") == subject)
         })
         .map(|r| &r.schema)
-}
-
-/// `POST path` with a JSON body on `address`: (status, body).
-fn post(address: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: registry\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// Milliseconds since the epoch, now.

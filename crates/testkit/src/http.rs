@@ -1,13 +1,32 @@
 //! What an operator probes on a running relay: its metrics address (from its log), plain
-//! HTTP GETs of /metrics, /health and /ready, and one metric's value.
+//! HTTP GETs of /metrics, /health and /ready, and one metric's value; POSTs to a registry.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 /// `GET path` on `address`: (status, body).
 pub fn get(address: &str, path: &str) -> (u16, String) {
+    exchange(
+        address,
+        &format!("GET {path} HTTP/1.0\r\nHost: relay\r\n\r\n"),
+    )
+}
+
+/// `POST path` with `body` of `content_type` on `address`: (status, body).
+pub fn post(address: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    exchange(
+        address,
+        &format!(
+            "POST {path} HTTP/1.0\r\nHost: relay\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Sends one HTTP/1.0 request and reads the answer to its end: (status, body).
+fn exchange(address: &str, request: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: relay\r\n\r\n").unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
