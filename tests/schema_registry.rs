@@ -111,6 +111,15 @@ async fn run_orders(
     (relay, records, latest)
 }
 
+/// The reasons of the first `count` dead letters (read until there are that many, or 30 s).
+async fn dead_letter_reasons(stack: &Stack, count: usize) -> Vec<String> {
+    read_until(stack, "outbox-relay.dlq", count)
+        .await
+        .iter()
+        .map(|r| r.header_str("outbox-relay.error.reason").to_owned())
+        .collect()
+}
+
 /// Runs the relay on `config`, which must fail within 30 s: its log.
 fn refused_log(stack: &Stack, config: &str) -> String {
     let mut relay = stack.spawn_relay(&["--debezium-config", config]);
@@ -313,6 +322,187 @@ async fn avro_converters_write_what_kafka_connect_writes() {
         "{log}"
     );
     assert!(!log.contains("Wr0ng-Secret-9"), "{log}");
+}
+
+/// Under Confluent's `use.latest.version` and Apicurio's `find-latest`, the serializer writes
+/// a record with the subject's latest schema. A latest version that differs from the record's
+/// schema only where the bytes do not (a doc here: Avro's Parsing Canonical Form) is used: its
+/// id, the record's bytes. One that would write other bytes (a field more) dead-letters the
+/// record saying which option to change, where writing the record's own bytes under that id
+/// would have a consumer read them with the wrong schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
+    let registry = Registry::start().expect("a schema registry");
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("127.0.0.1:{}", registry.port());
+    let (ccompat, apicurio) = (registry.ccompat_url(), registry.apicurio_url());
+    let confluent = [
+        ("value.converter", "io.confluent.connect.avro.AvroConverter"),
+        ("value.converter.schema.registry.url", ccompat.as_str()),
+    ];
+    let apicurio = [
+        (
+            "value.converter",
+            "io.apicurio.registry.utils.converter.AvroConverter",
+        ),
+        ("value.converter.apicurio.registry.url", apicurio.as_str()),
+    ];
+    // One slot for the three runs of each converter: each resumes where the last stopped.
+    let run = |slot: &'static str,
+               suffix: &'static str,
+               converter: &[(&str, &str)],
+               lookup: &[(&str, &str)]| {
+        let replacement = format!("${{routedByValue}}.{suffix}");
+        let mut extra = vec![
+            ENVELOPE,
+            ("snapshot.mode", "no_data"),
+            (
+                "transforms.outbox.route.topic.replacement",
+                replacement.as_str(),
+            ),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter",
+            ),
+        ];
+        extra.extend_from_slice(converter);
+        extra.extend_from_slice(lookup);
+        let config = outbox_connector(dir.path(), slot, &extra);
+        (slot, config)
+    };
+    let with_doc = |schema: &str| {
+        let mut schema: serde_json::Value = serde_json::from_str(schema).unwrap();
+        schema["doc"] = "registered by hand".into();
+        schema.to_string()
+    };
+    let with_field = |schema: &str| {
+        let mut schema: serde_json::Value = serde_json::from_str(schema).unwrap();
+        schema["fields"].as_array_mut().unwrap().push(
+            serde_json::json!({"name": "extra", "type": ["null", "string"], "default": null}),
+        );
+        schema.to_string()
+    };
+    let post = |path: &str, content_type: &str, body: &str| {
+        let (status, answer) = outbox_relay_testkit::http::post(&address, path, content_type, body);
+        assert_eq!(status, 200, "POST {path}: {answer}");
+        serde_json::from_str::<serde_json::Value>(&answer).unwrap()
+    };
+
+    // --- Confluent: the relay registers, then a version with a doc, then one with a field ---
+    let subject = "/apis/ccompat/v7/subjects/Order.latest-value/versions";
+    let registering = run("latest_confluent", "latest", &confluent, &[]);
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot(registering.0, &["--debezium-config", &registering.1])
+        .await;
+    insert(&stack, 0, "Order").await;
+    let first = read_until(&stack, "Order.latest", 1).await;
+    assert_eq!(first.len(), 1, "{}", relay.log());
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    let registered = get_json(registry.port(), &format!("{subject}/latest"));
+    let schema = registered["schema"].as_str().unwrap().to_owned();
+    let documented = post(
+        subject,
+        "application/vnd.schemaregistry.v1+json",
+        &serde_json::json!({ "schema": with_doc(&schema) }).to_string(),
+    )["id"]
+        .as_u64()
+        .unwrap() as u32;
+    assert_ne!(Some(documented as u64), registered["id"].as_u64());
+    let latest = [
+        ("value.converter.auto.register.schemas", "false"),
+        ("value.converter.use.latest.version", "true"),
+    ];
+    let looking_up = run("latest_confluent", "latest", &confluent, &latest);
+    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
+    insert(&stack, 1, "Order").await;
+    let records = read_until(&stack, "Order.latest", 2).await;
+    assert_eq!(records.len(), 2, "{}", relay.log());
+    let value = records[1].value.as_deref().unwrap();
+    assert_eq!(
+        value[..5],
+        [&[0u8][..], &documented.to_be_bytes()[..]].concat()[..],
+        "the latest version's id"
+    );
+    assert_eq!(
+        decode_envelope(&value[5..]),
+        ("{\"n\": 1}".to_owned(), "Created".to_owned())
+    );
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    post(
+        subject,
+        "application/vnd.schemaregistry.v1+json",
+        &serde_json::json!({ "schema": with_field(&schema) }).to_string(),
+    );
+    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
+    insert(&stack, 2, "Order").await;
+    let reasons = dead_letter_reasons(&stack, 1).await;
+    assert_eq!(reasons.len(), 1, "{}", relay.log());
+    assert!(
+        reasons[0].contains("is not the record's schema")
+            && reasons[0].contains("use.latest.version=false"),
+        "{reasons:?}"
+    );
+    assert_eq!(stack.read_topic("Order.latest").await.len(), 2);
+    relay.terminate(Duration::from_secs(10)).unwrap();
+
+    // --- Apicurio: the same with find-latest, the global id in a header ---
+    let artifact = "/apis/registry/v2/groups/default/artifacts/Order.found-value";
+    let registering = run(
+        "latest_apicurio",
+        "found",
+        &apicurio,
+        &[("value.converter.apicurio.registry.auto-register", "true")],
+    );
+    let mut relay = stack
+        .spawn_relay_and_wait_for_slot(registering.0, &["--debezium-config", &registering.1])
+        .await;
+    insert(&stack, 10, "Order").await;
+    assert_eq!(
+        read_until(&stack, "Order.found", 1).await.len(),
+        1,
+        "{}",
+        relay.log()
+    );
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    let schema = {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        write!(stream, "GET {artifact} HTTP/1.0\r\nHost: registry\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response.split_once("\r\n\r\n").unwrap().1.to_owned()
+    };
+    let versions = format!("{artifact}/versions");
+    let documented = post(&versions, "application/json", &with_doc(&schema))["globalId"]
+        .as_u64()
+        .unwrap();
+    let latest = [("value.converter.apicurio.registry.find-latest", "true")];
+    let looking_up = run("latest_apicurio", "found", &apicurio, &latest);
+    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
+    insert(&stack, 11, "Order").await;
+    let records = read_until(&stack, "Order.found", 2).await;
+    assert_eq!(records.len(), 2, "{}", relay.log());
+    assert_eq!(
+        records[1].header("apicurio.value.globalId"),
+        Some(&documented.to_be_bytes()[..])
+    );
+    assert_eq!(
+        decode_envelope(records[1].value.as_deref().unwrap()),
+        ("{\"n\": 11}".to_owned(), "Created".to_owned())
+    );
+    relay.terminate(Duration::from_secs(10)).unwrap();
+    post(&versions, "application/json", &with_field(&schema));
+    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
+    insert(&stack, 12, "Order").await;
+    let reasons = dead_letter_reasons(&stack, 2).await;
+    assert_eq!(reasons.len(), 2, "{}", relay.log());
+    assert!(
+        reasons[1].contains("is not the record's schema")
+            && reasons[1].contains("apicurio.registry.find-latest=false"),
+        "{reasons:?}"
+    );
+    assert_eq!(stack.read_topic("Order.found").await.len(), 2);
+    relay.terminate(Duration::from_secs(10)).unwrap();
 }
 
 /// Confluent's JsonSchemaConverter (7.0.16's documents and bytes), its credentials in the

@@ -238,6 +238,63 @@ impl RegistryClient {
         Ok((status, text))
     }
 
+    /// Refuses a subject's latest version (id `id`) unless it writes the record's own bytes
+    /// (see [`writes_as_the_record`]). Confluent's API gives the version's schema with its id;
+    /// Apicurio's metadata does not, so its content is read by the id.
+    fn check_latest(
+        &self,
+        subject: &str,
+        schema: &SchemaText<'_>,
+        id: u64,
+        answer: Option<&serde_json::Value>,
+    ) -> Result<(), RegistryError> {
+        let (option, writes_alike) = match self.api {
+            Api::Confluent => {
+                let version = answer.map(LatestVersion::confluent);
+                (
+                    "use.latest.version",
+                    version.is_some_and(|v| writes_as_the_record(&v, schema)),
+                )
+            }
+            Api::Apicurio { content_id, .. } => {
+                let kind = if content_id {
+                    "contentIds"
+                } else {
+                    "globalIds"
+                };
+                let (status, text) = self.call("GET", &format!("/ids/{kind}/{id}"), None)?;
+                if !(200..=299).contains(&status) {
+                    return Err(RegistryError::Unavailable(format!(
+                        "schema registry at {} answered HTTP {status} for the content of {kind} {id}: {}",
+                        self.shown,
+                        message(&text)
+                    )));
+                }
+                let format = answer
+                    .and_then(|a| a.get("type"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("AVRO");
+                let version = LatestVersion {
+                    format,
+                    text: &text,
+                    references: Vec::new(),
+                };
+                (
+                    "apicurio.registry.find-latest",
+                    writes_as_the_record(&version, schema),
+                )
+            }
+        };
+        if writes_alike {
+            return Ok(());
+        }
+        Err(RegistryError::Rejected(format!(
+            "{NOT_THE_LATEST} of subject {subject} (id {id}) is not the record's schema, nor one that writes the \
+             record's bytes; the converter would write the record with that schema, outbox-relay writes a record only \
+             with its own: register the record's schema as the subject's latest version, or set {option}=false"
+        )))
+    }
+
     fn ask(
         &self,
         subject: &str,
@@ -313,16 +370,8 @@ impl RegistryClient {
                             self.shown
                         ))
                     })?;
-                if let (Api::Confluent, Lookup::Latest, Some(latest)) = (self.api, lookup, &answer)
-                {
-                    if !is_the_schema(latest, schema) {
-                        return Err(RegistryError::Rejected(format!(
-                            "{NOT_THE_LATEST} of subject {subject} (id {id}) is not the record's schema; \
-                             Confluent's serializer would write the record with that schema, outbox-relay writes a record only \
-                             with its own: register the record's schema as the subject's latest version, or set \
-                             use.latest.version=false"
-                        )));
-                    }
+                if lookup == Lookup::Latest {
+                    self.check_latest(subject, schema, id, answer.as_ref())?;
                 }
                 Ok(id)
             }
@@ -466,47 +515,70 @@ fn confluent_body(schema: &SchemaText<'_>) -> String {
 /// is cached as an id is: Confluent's client keeps the latest version it read).
 const NOT_THE_LATEST: &str = "use.latest.version: the latest version";
 
-/// Whether a subject's version as Confluent's API gives it (`schema`, `schemaType`,
-/// `references`) is `schema`: JSON documents (Avro, JSON Schema) compared parsed, as a
-/// registry may give them back without the spaces they were sent with; Protobuf text
-/// compared without its white space, as a registry may print it again.
-fn is_the_schema(version: &serde_json::Value, schema: &SchemaText<'_>) -> bool {
-    let text = version.get("schema").and_then(|t| t.as_str()).unwrap_or("");
-    let format = version
-        .get("schemaType")
-        .and_then(|t| t.as_str())
-        .unwrap_or("AVRO");
-    let references: Vec<(&str, &str, i64)> = version
-        .get("references")
-        .and_then(|r| r.as_array())
-        .map(|refs| {
-            refs.iter()
-                .map(|r| {
-                    (
-                        r.get("name").and_then(|v| v.as_str()).unwrap_or(""),
-                        r.get("subject").and_then(|v| v.as_str()).unwrap_or(""),
-                        r.get("version").and_then(|v| v.as_i64()).unwrap_or(-1),
-                    )
+/// A subject's latest version: its schema type's name, its text and its references
+/// (name, subject, version).
+struct LatestVersion<'a> {
+    format: &'a str,
+    text: &'a str,
+    references: Vec<(&'a str, &'a str, i64)>,
+}
+
+impl<'a> LatestVersion<'a> {
+    /// A version as Confluent's API gives it (`schema`, `schemaType`, `references`).
+    fn confluent(version: &'a serde_json::Value) -> Self {
+        let text = |v: &'a serde_json::Value, key| v.get(key).and_then(|t| t.as_str());
+        Self {
+            format: text(version, "schemaType").unwrap_or("AVRO"),
+            text: text(version, "schema").unwrap_or(""),
+            references: version
+                .get("references")
+                .and_then(|r| r.as_array())
+                .map(|refs| {
+                    refs.iter()
+                        .map(|r| {
+                            (
+                                text(r, "name").unwrap_or(""),
+                                text(r, "subject").unwrap_or(""),
+                                r.get("version").and_then(|v| v.as_i64()).unwrap_or(-1),
+                            )
+                        })
+                        .collect()
                 })
-                .collect()
-        })
-        .unwrap_or_default();
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Whether the serializer, writing the record with a subject's latest version (as
+/// Confluent's does under `use.latest.version` and Apicurio's under `find-latest`), writes the
+/// record's own bytes: the same schema type and references, and
+/// - Avro: the same Parsing Canonical Form (the writer reads the record's fields by position;
+///   docs, defaults, aliases and properties do not change the bytes);
+/// - JSON Schema: the same document, compared parsed (a registry gives it back without the
+///   spaces it was sent with);
+/// - Protobuf: the same text without its white space (a registry prints it again; the
+///   message indexes are computed against the version's text).
+fn writes_as_the_record(version: &LatestVersion<'_>, schema: &SchemaText<'_>) -> bool {
     let ours: Vec<(&str, &str, i64)> = schema
         .references
         .iter()
         .map(|r| (r.name.as_str(), r.subject.as_str(), i64::from(r.version)))
         .collect();
     let same_text = match schema.format {
-        SchemaFormat::Avro | SchemaFormat::Json => {
-            serde_json::from_str::<serde_json::Value>(text).ok()
+        SchemaFormat::Avro => {
+            let form = |t: &str| outbox_router::connect::parsing_canonical_form(t).ok();
+            form(version.text).is_some() && form(version.text) == form(schema.text)
+        }
+        SchemaFormat::Json => {
+            serde_json::from_str::<serde_json::Value>(version.text).ok()
                 == serde_json::from_str::<serde_json::Value>(schema.text).ok()
         }
         SchemaFormat::Protobuf => {
             let bare = |t: &str| t.split_whitespace().collect::<String>();
-            bare(text) == bare(schema.text)
+            bare(version.text) == bare(schema.text)
         }
     };
-    format == schema.format.name() && references == ours && same_text
+    version.format == schema.format.name() && version.references == ours && same_text
 }
 
 /// The registry's error message (`{"error_code":…,"message":…}`), else the body.
@@ -651,19 +723,10 @@ mod tests {
         };
         let mut cache = IdCache::default();
         let t0 = Instant::now();
-        cache.insert(
-            key("t-value", "\"string\"", &[], Lookup::Register),
-            Ok(7),
-            t0,
-        );
-        assert_eq!(
-            cache.get(
-                key("t-value", "\"string\"", &[], Lookup::Register),
-                t0,
-                None
-            ),
-            Some(Ok(7))
-        );
+        let registered = key("t-value", "\"string\"", &[], Lookup::Register);
+        let at = |seconds| t0 + Duration::from_secs(seconds);
+        cache.insert(registered, Ok(7), t0);
+        assert_eq!(cache.get(registered, t0, None), Some(Ok(7)));
         for other in [
             key("u-value", "\"string\"", &[], Lookup::Register),
             key("t-value", "\"bytes\"", &[], Lookup::Register),
@@ -677,44 +740,27 @@ mod tests {
         ] {
             assert_eq!(cache.get(other, t0, None), None, "{other:?}");
         }
-        cache.insert(
-            key("t-value", "\"string\"", &[], Lookup::Register),
-            Ok(8),
-            t0,
-        );
-        assert_eq!(
-            cache.get(
-                key("t-value", "\"string\"", &[], Lookup::Register),
-                t0,
-                None
-            ),
-            Some(Ok(8))
-        );
+        cache.insert(registered, Ok(8), t0);
+        assert_eq!(cache.get(registered, t0, None), Some(Ok(8)));
         // Apicurio's converter asks again once its check period has passed.
-        let registered = key("t-value", "\"string\"", &[], Lookup::Register);
         let period = Some(Duration::from_secs(30));
-        assert_eq!(
-            cache.get(registered, t0 + Duration::from_secs(29), period),
-            Some(Ok(8))
-        );
-        assert_eq!(
-            cache.get(registered, t0 + Duration::from_secs(30), period),
-            None
-        );
-        cache.insert(registered, Ok(9), t0 + Duration::from_secs(31));
-        assert_eq!(
-            cache.get(registered, t0 + Duration::from_secs(32), period),
-            Some(Ok(9))
-        );
+        assert_eq!(cache.get(registered, at(29), period), Some(Ok(8)));
+        assert_eq!(cache.get(registered, at(30), period), None);
+        cache.insert(registered, Ok(9), at(31));
+        assert_eq!(cache.get(registered, at(32), period), Some(Ok(9)));
     }
 
     #[test]
-    fn the_latest_version_is_used_only_when_it_is_the_records_schema() {
+    fn the_latest_version_is_used_only_where_it_writes_the_records_bytes() {
         let avro = SchemaText::avro(r#"{"type": "record", "name": "V", "fields": []}"#);
-        let latest = |v: serde_json::Value| is_the_schema(&v, &avro);
-        // Given back without spaces: the same schema.
+        let latest =
+            |v: serde_json::Value| writes_as_the_record(&LatestVersion::confluent(&v), &avro);
+        // Given back without spaces, or with docs and properties: the same bytes.
         assert!(latest(serde_json::json!({
             "id": 3, "schema": r#"{"type":"record","name":"V","fields":[]}"#
+        })));
+        assert!(latest(serde_json::json!({
+            "id": 3, "schema": r#"{"type":"record","name":"V","doc":"v","fields":[],"connect.version":2}"#
         })));
         // Another schema, another type, a reference more: not.
         assert!(!latest(serde_json::json!({
@@ -736,7 +782,10 @@ mod tests {
             "id": 5, "schemaType": "PROTOBUF",
             "schema": "syntax = \"proto3\";\nmessage V {\n    string a = 1;\n}"
         });
-        assert!(is_the_schema(&printed_again, &proto));
+        assert!(writes_as_the_record(
+            &LatestVersion::confluent(&printed_again),
+            &proto
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! SimpleHeaderConverter) that turn them into bytes. Pure.
 
 mod avro;
+mod avro_canonical;
 pub mod cloudevents;
 mod converter;
 mod data;
@@ -17,6 +18,7 @@ mod record;
 mod registry;
 
 pub use avro::{avro_fullname, avro_schema, AvroClass, AvroConverter, AvroSchema, Framing};
+pub use avro_canonical::parsing_canonical_form;
 pub use converter::{struct_to_java_string, write_schema, Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Schema, SchemaType, Value};
 pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
