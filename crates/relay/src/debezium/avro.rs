@@ -3,7 +3,7 @@
 //! `io.apicurio.registry.utils.converter.AvroConverter`, with their options as Kafka Connect
 //! hands them over (`value.converter.schema.registry.url`, ...).
 
-use super::options::Options;
+use super::options::{flag, Options};
 use crate::registry::{Api, Credentials, RegistryClient};
 use crate::secret::Secret;
 use outbox_router::connect::{
@@ -11,15 +11,6 @@ use outbox_router::connect::{
 };
 use std::sync::Arc;
 use std::time::Duration;
-
-pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
-    match o.get(key) {
-        None => Ok(default),
-        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
-        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(format!("{key}: {v:?} is not true or false")),
-    }
-}
 
 /// The registry options Confluent's schema-registry converters (Avro, JSON Schema,
 /// Protobuf) read alike, those of `class` under `key` (`value.converter`, `key.converter`):

@@ -4,8 +4,8 @@
 //! and its documentation line. `translate` runs the parsers in this order into a [`Draft`];
 //! `check` and the Connect REST API's `config/validate` describe each option from here.
 
-use super::connector as c;
-use super::options::Options;
+use super::options::{flag, Options};
+use super::parsers as c;
 use crate::config::{Heartbeat, PublicationMode};
 use outbox_router::connect::{Converter, HeaderConverter, TypeModes};
 use outbox_router::transforms::Chain;
@@ -326,7 +326,7 @@ pub const CATALOG: &[Spec] = &[
         Ok(())
     }), "the replication slot"),
     spec!("slot.failover", [], Connector, Some("false"), Parsed(|c, d| {
-        d.slot_failover = c::flag(c.o, "slot.failover", false)?;
+        d.slot_failover = flag(c.o, "slot.failover", false)?;
         Ok(())
     }), "a failover slot (PostgreSQL 17+), synchronised to standbys"),
     spec!("outbox.relay.cleanup", [], Relay, Some("false"), Parsed(|c, d| {
@@ -431,14 +431,14 @@ pub const CATALOG: &[Spec] = &[
     spec!("topic.heartbeat.prefix", ["heartbeat.topics.prefix"], Connector, Some("__debezium-heartbeat"),
         With("topic.heartbeat.name"), "the heartbeat topic's prefix"),
     spec!("provide.transaction.metadata", [], Connector, Some("false"), Parsed(|c, d| {
-        d.transaction_metadata = c::flag(c.o, "provide.transaction.metadata", false)?;
+        d.transaction_metadata = flag(c.o, "provide.transaction.metadata", false)?;
         d.transaction_topic = c.o.get("topic.transaction").map(str::to_owned);
         Ok(())
     }), "BEGIN and END records on <topic.prefix>.transaction"),
     spec!("topic.transaction", [], Connector, Some("transaction"), With("provide.transaction.metadata"),
         "the transaction topic's name after the prefix"),
     spec!("extended.headers.enabled", [], Connector, Some("true"), Parsed(|c, d| {
-        d.extended_headers = c::flag(c.o, "extended.headers.enabled", true)?;
+        d.extended_headers = flag(c.o, "extended.headers.enabled", true)?;
         Ok(())
     }), "Debezium's __debezium.context.* headers on every record"),
     // --- the transform chain ---

@@ -2,8 +2,7 @@
 //! (`CloudEventsConverterConfig`): the JSON form is written; Avro (`serializer.type` or
 //! `data.serializer.type` `avro`) is refused at start, naming the option.
 
-use super::connector::flag;
-use super::options::Options;
+use super::options::{flag, Options};
 use outbox_router::connect::cloudevents::{CloudEvents, Source};
 use outbox_router::connect::{Converter, HeaderConverter};
 

@@ -5,8 +5,8 @@
 //! Schema serializer's. What would change the records and is not written exactly is
 //! refused, naming the option.
 
-use super::avro::{confluent_registry, flag};
-use super::options::Options;
+use super::avro::confluent_registry;
+use super::options::{flag, Options};
 use outbox_router::connect::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
 
 /// Options that change nothing outbox-relay writes: the deserializer's, those for schemas

@@ -7,6 +7,7 @@ mod cloudevents;
 mod connector;
 mod json_schema;
 mod options;
+mod parsers;
 mod producer;
 mod properties;
 mod protobuf;

@@ -1,5 +1,6 @@
 //! A flat option map that remembers which options were read, so that the ones nobody read
-//! can be listed in one start-up warning.
+//! can be listed in one start-up warning; and the readers of a true/false or enumerated
+//! option that every parser (connector, converters, CloudEvents) shares.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,5 +73,45 @@ impl<'a> Options<'a> {
             .filter(|k| !used.contains(*k))
             .cloned()
             .collect()
+    }
+}
+
+/// A true/false option (any case), `default` when absent.
+pub(super) fn flag(o: &Options, key: &str, default: bool) -> Result<bool, String> {
+    choice(o, key, &[("true", true), ("false", false)], default)
+}
+
+/// One of an option's values, matched without regard to case as Debezium's
+/// `EnumeratedValue.parse` does.
+pub(super) fn choice<T: Copy>(
+    o: &Options,
+    key: &str,
+    choices: &[(&str, T)],
+    default: T,
+) -> Result<T, String> {
+    let Some(value) = o.get(key) else {
+        return Ok(default);
+    };
+    let value = value.trim();
+    choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(value))
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            format!("{key}: {value:?} is not one of {}", names.join(", "))
+        })
+}
+
+/// `<prefix>.schemas.enable`, when set.
+pub(super) fn schemas_enable(o: &Options, prefix: &str) -> Result<Option<bool>, String> {
+    let key = format!("{prefix}.schemas.enable");
+    match o.get(&key) {
+        None => Ok(None),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            _ => Err(format!("{key}: {v:?} is not true or false")),
+        },
     }
 }

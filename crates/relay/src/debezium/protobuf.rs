@@ -2,8 +2,8 @@
 //! `io.confluent.connect.protobuf.ProtobufConverter` (7.0.x), with its options as Kafka
 //! Connect hands them over (`value.converter.schema.registry.url`, ...).
 
-use super::avro::{confluent_registry, describe_lookup, flag};
-use super::options::Options;
+use super::avro::{confluent_registry, describe_lookup};
+use super::options::{flag, Options};
 use outbox_router::connect::{ProtobufConverter, ProtobufOptions};
 
 const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";

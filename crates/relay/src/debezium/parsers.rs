@@ -1,0 +1,794 @@
+//! The parsers of a Debezium configuration's options: each reads one option (or a group
+//! that only makes sense together: a transform chain, a converter and its settings) into
+//! outbox-relay's settings, or says why it cannot. The catalog (`catalog.rs`) names which
+//! parser each option goes through; `connector.rs` assembles what they made.
+
+use super::options::{choice, flag, schemas_enable, Options};
+use crate::secret::Secret;
+use outbox_router::connect::{Converter, HeaderConverter, TypeModes};
+use outbox_router::{ListPattern, MessageConfig, TableName};
+
+const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+const DECODE_MESSAGE: &str =
+    "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
+
+/// Kafka Connect's `errors.*` options (see [`outbox_router::ErrorHandling`]): a record a
+/// transform or converter fails on is never dropped; with `errors.tolerance=all` and a
+/// dead-letter queue it goes there as Connect writes records there.
+pub(super) fn error_handling(
+    o: &Options,
+    connector: &str,
+) -> Result<outbox_router::ErrorHandling, String> {
+    let tolerate_all = match o.get("errors.tolerance") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("none") => false,
+        Some(v) if v.eq_ignore_ascii_case("all") => true,
+        Some(v) => {
+            return Err(format!(
+                "errors.tolerance: Invalid value {v} for configuration errors.tolerance: String must be one of: none, all"
+            ))
+        }
+    };
+    let dead_letter_queue = o
+        .get("errors.deadletterqueue.topic.name")
+        .filter(|t| !t.is_empty())
+        .map(|t| -> Result<std::sync::Arc<str>, String> {
+            outbox_router::validate_topic_name(t)
+                .map_err(|e| format!("errors.deadletterqueue.topic.name: {e}"))?;
+            Ok(t.into())
+        })
+        .transpose()?;
+    // Read, so not reported as unknown: the relay's topic creation applies to it.
+    o.get("errors.deadletterqueue.topic.replication.factor");
+    Ok(outbox_router::ErrorHandling {
+        tolerate_all,
+        dead_letter_queue,
+        context_headers: flag(o, "errors.deadletterqueue.context.headers.enable", false)?,
+        log: flag(o, "errors.log.enable", false)?,
+        log_messages: flag(o, "errors.log.include.messages", false)?,
+        connector: connector.to_owned(),
+    })
+}
+
+/// `topic.creation.default.*` and `topic.creation.groups` (Kafka Connect's
+/// `SourceConnectorConfig`, `TopicCreationGroup`): every setting of a group other than
+/// include, exclude, partitions and replication.factor is a topic config; a group without
+/// partitions or replication.factor takes the default group's.
+pub(super) fn topic_creation(o: &Options) -> Result<crate::config::TopicCreation, String> {
+    const GROUP_SETTINGS: &[&str] = &["include", "exclude", "partitions", "replication.factor"];
+    let configs_of = |group: &str| -> Vec<(String, String)> {
+        o.with_prefix(&format!("topic.creation.{group}."))
+            .into_iter()
+            .filter(|(k, _)| !GROUP_SETTINGS.contains(&k.as_str()))
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect()
+    };
+    let regexes = |key: &str| -> Result<Vec<regex::Regex>, String> {
+        o.get(key)
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                regex::Regex::new(&format!("^(?:{r})$"))
+                    .map_err(|e| format!("{key}: {r:?} is not a regular expression: {e}"))
+            })
+            .collect()
+    };
+    let mut groups = Vec::new();
+    for name in o
+        .get("topic.creation.groups")
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+    {
+        let include = regexes(&format!("topic.creation.{name}.include"))?;
+        if include.is_empty() {
+            return Err(format!(
+                "topic.creation.{name}.include is required for the topic creation group {name}"
+            ));
+        }
+        let int = |setting: &str| -> Result<Option<i32>, String> {
+            let key = format!("topic.creation.{name}.{setting}");
+            o.get(&key)
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| format!("{key}: {v:?} is not a number"))
+                })
+                .transpose()
+        };
+        groups.push(crate::config::TopicGroup {
+            name: name.to_owned(),
+            exclude: regexes(&format!("topic.creation.{name}.exclude"))?,
+            include,
+            partitions: int("partitions")?,
+            replication_factor: int("replication.factor")?,
+            configs: configs_of(name),
+        });
+    }
+    Ok(crate::config::TopicCreation {
+        configs: configs_of("default"),
+        groups,
+    })
+}
+
+/// Options that would change the records' bytes, accepted at their default (or harmless)
+/// values and refused otherwise: outbox-relay does not implement them, and a warning would
+/// let records differ from Debezium's silently.
+pub(super) fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> Result<(), String> {
+    let is = |key: &str, allowed: &[&str]| -> Result<(), String> {
+        match o.get(key) {
+            Some(v) if !allowed.iter().any(|a| a.eq_ignore_ascii_case(v.trim())) => Err(format!(
+                "{key}={v} is not supported by outbox-relay (it changes the records' bytes); accepted: {}",
+                allowed.join(", ")
+            )),
+            _ => Ok(()),
+        }
+    };
+    for key in [
+        "column.propagate.source.type",
+        "datatype.propagate.source.type",
+    ] {
+        is(key, &[""]).map_err(|_| {
+            format!(
+                "{key} is not supported by outbox-relay: it adds __debezium.source.column.* parameters to \
+                 column schemas, which outbox-relay does not write; remove it"
+            )
+        })?;
+    }
+    is("include.schema.comments", &["false"])?;
+    is("topic.delimiter", &["."])?;
+    is(
+        "topic.naming.strategy",
+        &[
+            "io.debezium.schema.SchemaTopicNamingStrategy",
+            "io.debezium.schema.DefaultTopicNamingStrategy",
+        ],
+    )?;
+    is("schema.name.adjustment.mode", &["none", "avro"])?;
+    is("field.name.adjustment.mode", &["none"])?;
+    is("sanitize.field.names", &["false"])?;
+    // A partitioner other than Kafka's default (murmur2 of the key) moves keys to other
+    // partitions than the ones consumers see today.
+    let default_partitioners = [
+        "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+        "org.apache.kafka.clients.producer.internals.BuiltInPartitioner",
+    ];
+    for (source, key) in [
+        (Some(o), "producer.override.partitioner.class"),
+        (w, "producer.partitioner.class"),
+    ] {
+        if let Some(class) = source.and_then(|s| s.get(key)) {
+            if !default_partitioners.contains(&class.trim()) {
+                return Err(format!(
+                    "{key}={class} is not supported by outbox-relay: it partitions by murmur2 of the key, \
+                     as Kafka's default partitioner does; another partitioner would move keys"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The relay's own `--cleanup` options in a connector configuration (Debezium has none):
+/// `outbox.relay.cleanup`, `.batch`, `.interval.seconds`, `.grace.minutes`.
+pub(super) fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
+    let number = |key: &str| -> Result<Option<u64>, String> {
+        o.get(key)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key}: {v:?} is not a whole number"))
+            })
+            .transpose()
+    };
+    let batch = number("outbox.relay.cleanup.batch")?
+        .map(|n| {
+            u32::try_from(n).map_err(|_| format!("outbox.relay.cleanup.batch: {n} is too large"))
+        })
+        .transpose()?;
+    Ok(crate::config::CleanupOptions {
+        cleanup: o
+            .get("outbox.relay.cleanup")
+            .map(|_| flag(o, "outbox.relay.cleanup", false))
+            .transpose()?,
+        cleanup_batch: batch,
+        cleanup_interval: number("outbox.relay.cleanup.interval.seconds")?,
+        cleanup_grace: number("outbox.relay.cleanup.grace.minutes")?,
+    })
+}
+
+/// The connector options that change how columns are typed and written.
+pub(super) fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
+    use outbox_router::connect::{
+        BinaryMode, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
+    };
+    if let Some(mode @ ("microseconds" | "nanoseconds" | "structured")) =
+        o.get("time.precision.mode").map(str::trim)
+    {
+        return Err(format!(
+            "time.precision.mode={mode} is not supported by outbox-relay; use adaptive (the default), \
+             adaptive_time_microseconds, connect or isostring"
+        ));
+    }
+    for prefix in ["value.converter", "key.converter"] {
+        let key = format!("{prefix}.decimal.format");
+        let value = o.get(&key).or_else(|| w.and_then(|w| w.get(&key)));
+        if let Some(v) = value {
+            if !v.trim().eq_ignore_ascii_case("BASE64") {
+                return Err(format!(
+                    "{key}={v} is not supported by outbox-relay: decimals are written as JsonConverter's \
+                     default (BASE64); use decimal.handling.mode=string or double for readable numbers"
+                ));
+            }
+        }
+    }
+    let money_fraction_digits = match o.get("money.fraction.digits") {
+        None => 2,
+        Some(v) => v.trim().parse().map_err(|_| {
+            format!("money.fraction.digits: {v:?} is not a number of digits (0-255)")
+        })?,
+    };
+    let include_unknown = flag(o, "include.unknown.datatypes", false)?;
+    Ok(TypeModes {
+        decimal: choice(
+            o,
+            "decimal.handling.mode",
+            &[
+                ("precise", DecimalMode::Precise),
+                ("double", DecimalMode::Double),
+                ("string", DecimalMode::String),
+            ],
+            DecimalMode::Precise,
+        )?,
+        time: choice(
+            o,
+            "time.precision.mode",
+            &[
+                ("adaptive", TimePrecisionMode::Adaptive),
+                (
+                    "adaptive_time_microseconds",
+                    TimePrecisionMode::AdaptiveTimeMicroseconds,
+                ),
+                ("connect", TimePrecisionMode::Connect),
+                ("isostring", TimePrecisionMode::IsoString),
+            ],
+            TimePrecisionMode::Adaptive,
+        )?,
+        interval: choice(
+            o,
+            "interval.handling.mode",
+            &[
+                ("numeric", IntervalMode::Numeric),
+                ("string", IntervalMode::String),
+            ],
+            IntervalMode::Numeric,
+        )?,
+        hstore: choice(
+            o,
+            "hstore.handling.mode",
+            &[("json", HstoreMode::Json), ("map", HstoreMode::Map)],
+            HstoreMode::Json,
+        )?,
+        binary: choice(
+            o,
+            "binary.handling.mode",
+            &[
+                ("bytes", BinaryMode::Bytes),
+                ("base64", BinaryMode::Base64),
+                ("base64-url-safe", BinaryMode::Base64UrlSafe),
+                ("hex", BinaryMode::Hex),
+            ],
+            BinaryMode::Bytes,
+        )?,
+        money_fraction_digits,
+        include_unknown,
+    })
+}
+
+pub(super) fn postgres_url(o: &Options) -> Result<Secret, String> {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+    let host = o
+        .get("database.hostname")
+        .ok_or("database.hostname is required")?;
+    let port = o.get("database.port").unwrap_or("5432");
+    port.parse::<u16>()
+        .map_err(|_| format!("database.port: {port:?} is not a port number"))?;
+    let user = o.get("database.user").ok_or("database.user is required")?;
+    let dbname = o
+        .get("database.dbname")
+        .ok_or("database.dbname is required")?;
+    let mut url = format!("postgres://{}", enc(user));
+    if let Some(password) = o.get("database.password") {
+        url.push(':');
+        url.push_str(&enc(password));
+    }
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    url.push_str(&format!("@{host}:{port}/{}", enc(dbname)));
+    let mut params = Vec::new();
+    match o.get("database.sslmode") {
+        None => {}
+        Some(mode @ ("disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full")) => {
+            params.push(format!("sslmode={mode}"))
+        }
+        Some(other) => return Err(format!("database.sslmode: {other:?} is not disable, allow, prefer, require, verify-ca or verify-full")),
+    }
+    for (option, param) in [
+        ("database.sslrootcert", "sslrootcert"),
+        ("database.sslcert", "sslcert"),
+        ("database.sslkey", "sslkey"),
+    ] {
+        if let Some(path) = o.get(option) {
+            params.push(format!("{param}={}", enc(path)));
+        }
+    }
+    if o.get("database.sslpassword").is_some() {
+        return Err("database.sslpassword (an encrypted client key) is not supported: decrypt the key file (openssl pkey)".into());
+    }
+    if !params.is_empty() {
+        url.push('?');
+        url.push_str(&params.join("&"));
+    }
+    Ok(Secret::new(url))
+}
+
+/// The outbox tables of `table.include.list`, a comma-separated list of regular
+/// expressions in Debezium: an entry that is a plain `schema.table` (dots escaped or not)
+/// names one table; any other entry is a pattern matched against `schema.table` (whole,
+/// without regard to case), now and for tables created later.
+pub(super) fn outbox_tables(
+    o: &Options,
+    messages: bool,
+) -> Result<(Vec<TableName>, Vec<ListPattern>), String> {
+    let Some((key, list)) = ["table.include.list", "table.whitelist"]
+        .iter()
+        .find_map(|k| o.get(k).map(|v| (*k, v)))
+    else {
+        // The table-less outbox: logical decoding messages only.
+        if messages {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        return Err(
+            "table.include.list is required: name the outbox table, e.g. public.outbox".into(),
+        );
+    };
+    let (mut tables, mut patterns) = (Vec::new(), Vec::new());
+    for entry in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let plain = entry.replace("\\.", ".");
+        let is_name = plain.contains('.')
+            && plain
+                .chars()
+                .all(|c| c == '.' || c == '_' || c == '$' || c.is_alphanumeric());
+        if is_name {
+            tables.push(TableName::parse(&plain).map_err(|e| format!("{key}: {e}"))?);
+        } else {
+            patterns.push(ListPattern::new(entry).map_err(|e| format!("{key}: {e}"))?);
+        }
+    }
+    if tables.is_empty() && patterns.is_empty() {
+        return Err(format!(
+            "{key} names no table; name the outbox table, e.g. public.outbox"
+        ));
+    }
+    Ok((tables, patterns))
+}
+
+/// Logical decoding messages, relayed when the transform chain decodes them before the
+/// EventRouter (`DecodeLogicalDecodingMessageContent`, as Debezium documents it), filtered
+/// by `message.prefix.include.list` / `exclude.list` (Debezium's `LogicalDecodingMessageFilter`).
+pub(super) fn messages(o: &Options, decode: Option<&str>) -> Result<Option<MessageConfig>, String> {
+    let list = |key: &str| -> Result<Vec<ListPattern>, String> {
+        split_regex_list(o.get(key).unwrap_or(""))
+            .iter()
+            .map(|p| ListPattern::new(p).map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let include = list("message.prefix.include.list")?;
+    let exclude = list("message.prefix.exclude.list")?;
+    if !include.is_empty() && !exclude.is_empty() {
+        return Err(
+            "message.prefix.include.list and message.prefix.exclude.list cannot both be set (as in Debezium)"
+                .into(),
+        );
+    }
+    let Some(alias) = decode else {
+        if !include.is_empty() || !exclude.is_empty() {
+            return Err(format!(
+                "message.prefix.include.list / exclude.list: outbox-relay relays logical decoding messages as outbox \
+                 events, through {DECODE_MESSAGE} before the EventRouter (Debezium's documented chain); add it to \
+                 transforms, e.g. \"transforms\": \"decode,outbox\", \"transforms.decode.type\": \"{DECODE_MESSAGE}\""
+            ));
+        }
+        return Ok(None);
+    };
+    Ok(Some(MessageConfig {
+        include,
+        exclude,
+        keep_null_fields: flag(o, &format!("transforms.{alias}.fields.null.include"), false)?,
+    }))
+}
+
+/// A Debezium list of regular expressions: comma-separated, `\,` a literal comma, each
+/// entry trimmed (`Strings.RegExSplitter`).
+fn split_regex_list(list: &str) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut current = String::new();
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                current.push(',');
+                chars.next();
+            }
+            ',' => entries.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    entries.push(current);
+    entries
+        .into_iter()
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+const PREDICATES: &[&str] = &[
+    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+];
+
+/// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
+/// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
+pub(super) fn transform_chain(
+    o: &Options,
+    aliases: &[String],
+) -> Result<outbox_router::transforms::Chain, String> {
+    use outbox_router::transforms::{Chain, Predicate, Step};
+    let mut steps = Vec::new();
+    let declared: Vec<String> = o
+        .get("predicates")
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for alias in aliases {
+        let key = |name: &str| format!("transforms.{alias}.{name}");
+        let class = o.get(&key("type")).unwrap_or_default();
+        let (entry, side) =
+            outbox_router::transforms::lookup(class).expect("event_router() accepted only these");
+        let get = |name: &str| o.get(name).map(str::to_owned);
+        let transform = (entry.parse)(
+            &outbox_router::transforms::Options { alias, get: &get },
+            side,
+        )?;
+        let predicate = match o.get(&key("predicate")) {
+            None => None,
+            Some(name) => {
+                let name = name.trim();
+                if !declared.iter().any(|d| d == name) {
+                    return Err(format!(
+                        "{}: predicate {name:?} is not declared in predicates ({})",
+                        key("predicate"),
+                        declared.join(",")
+                    ));
+                }
+                let pkey = |field: &str| format!("predicates.{name}.{field}");
+                let preq = |field: &str| {
+                    o.get(&pkey(field))
+                        .ok_or_else(|| format!("{} is missing", pkey(field)))
+                };
+                let predicate = match o.get(&pkey("type")).unwrap_or_default() {
+                    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches" => {
+                        Predicate::topic_name_matches(preq("pattern")?)
+                            .map_err(|e| format!("{}: {e}", pkey("pattern")))?
+                    }
+                    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey" => {
+                        Predicate::HasHeaderKey(preq("name")?.to_owned())
+                    }
+                    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" => {
+                        Predicate::RecordIsTombstone
+                    }
+                    other => {
+                        return Err(format!(
+                            "{}: the predicate {other:?} is not supported; outbox-relay applies {}",
+                            pkey("type"),
+                            PREDICATES.join(", ")
+                        ))
+                    }
+                };
+                Some((predicate, flag(o, &key("negate"), false)?))
+            }
+        };
+        steps.push(Step {
+            alias: alias.clone(),
+            class: class.to_owned(),
+            transform,
+            predicate,
+        });
+    }
+    // Declared predicates no transform uses are still read (Kafka Connect validates them).
+    for name in &declared {
+        o.get(&format!("predicates.{name}.type"));
+        o.get(&format!("predicates.{name}.pattern"));
+        o.get(&format!("predicates.{name}.name"));
+    }
+    Ok(Chain { steps })
+}
+
+/// Whether `class` is one of Kafka Connect's transforms outbox-relay applies after the
+/// EventRouter.
+fn after_router(class: &str) -> bool {
+    outbox_router::transforms::lookup(class).is_some()
+}
+
+/// The alias of the one EventRouter transform, of the `DecodeLogicalDecodingMessageContent`
+/// transform before it, if any, and of the transforms after it (Kafka Connect's own, see
+/// [`transform_chain`]).
+pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
+    let list = o.get("transforms").ok_or(
+        "transforms: no Outbox EventRouter configured; outbox-relay replaces Debezium + io.debezium.transforms.outbox.EventRouter",
+    )?;
+    let aliases: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect();
+    let mut router = None;
+    let mut decode = None;
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    for alias in aliases {
+        let key = format!("transforms.{alias}.type");
+        match o.get(&key) {
+            Some(class) if router.is_some() && after_router(class) => {
+                after.push(alias.to_owned());
+                continue;
+            }
+            Some(class) if after_router(class) => {
+                before_router(o, alias, class)?;
+                before.push(alias.to_owned());
+                continue;
+            }
+            Some(EVENT_ROUTER) if router.is_none() => router = Some(alias.to_owned()),
+            Some(EVENT_ROUTER) => return Err("transforms: more than one EventRouter".into()),
+            Some(DECODE_MESSAGE) if router.is_none() && decode.is_none() => {
+                decode = Some(alias.to_owned())
+            }
+            Some(DECODE_MESSAGE) => {
+                return Err(format!(
+                    "{key}: {DECODE_MESSAGE} is supported once, before the EventRouter (which then routes the decoded messages)"
+                ))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{key}: the transform {other} is not supported; outbox-relay applies {EVENT_ROUTER} (with \
+                     {DECODE_MESSAGE} before it), and after it {}",
+                    outbox_router::transforms::supported_classes().join(", ")
+                ))
+            }
+            None => return Err(format!("{key} is missing")),
+        }
+        if o.get(&format!("transforms.{alias}.predicate")).is_some() {
+            return Err(format!(
+                "transforms.{alias}.predicate: transform predicates are not supported"
+            ));
+        }
+        o.get(&format!("transforms.{alias}.negate"));
+    }
+    let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
+    if let (Some(decode), Some(first)) = (&decode, before.first()) {
+        return Err(format!(
+            "transforms.{first}: transforms before the EventRouter are not supported together with {DECODE_MESSAGE} \
+             (transforms.{decode})"
+        ));
+    }
+    Ok(RouterAliases {
+        router,
+        decode,
+        before,
+        after,
+    })
+}
+
+/// The aliases of `transforms`: the EventRouter's, `DecodeLogicalDecodingMessageContent`'s
+/// before it, Kafka Connect's transforms before and after it.
+pub(super) struct RouterAliases {
+    pub router: String,
+    pub decode: Option<String>,
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+}
+
+/// The transforms outbox-relay applies before the EventRouter, to the change events: those
+/// that read headers, the envelope's metadata (`source`, `transaction`, `op`, timestamps),
+/// the topic or the record's nullness. Others would read the row images (`before`,
+/// `after`) or the change event's key, which outbox-relay does not build.
+const BEFORE_ROUTER: &[&str] = &[
+    "org.apache.kafka.connect.transforms.InsertHeader",
+    "org.apache.kafka.connect.transforms.DropHeaders",
+    "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+    "org.apache.kafka.connect.transforms.Filter",
+];
+
+fn before_router(o: &Options, alias: &str, class: &str) -> Result<(), String> {
+    let key = format!("transforms.{alias}.type");
+    if !BEFORE_ROUTER.contains(&class) {
+        return Err(format!(
+            "{key}: {class} is supported after the EventRouter (it transforms the routed records); before it, \
+             outbox-relay applies {} (the change event's row images and key are not built); put it after the \
+             EventRouter's alias in transforms",
+            BEFORE_ROUTER.join(", ")
+        ));
+    }
+    if class.starts_with("org.apache.kafka.connect.transforms.HeaderFrom") {
+        let option = format!("transforms.{alias}.operation");
+        if o.get(&option).map(str::trim) == Some("move") {
+            return Err(format!(
+                "{option}=move before the EventRouter is not supported: the EventRouter needs the change event's \
+                 fields; use copy, as Debezium's CloudEvents documentation does"
+            ));
+        }
+        let option = format!("transforms.{alias}.fields");
+        for field in o.get(&option).unwrap_or_default().split(',').map(str::trim) {
+            if !field.is_empty() && !outbox_router::CHANGE_EVENT_FIELDS.contains(&field) {
+                return Err(format!(
+                    "{option}: {field:?} is not one of the change event's fields outbox-relay provides before the \
+                     EventRouter ({})",
+                    outbox_router::CHANGE_EVENT_FIELDS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The converter `class` configured under `key` (`value.converter`…), with the
+/// JsonConverter settings read from the same configuration.
+fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converter, String> {
+    match class {
+        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json {
+            schemas_enable: schemas_enable(options, key)?.unwrap_or(true),
+            replace_null_with_default: flag(
+                options,
+                &format!("{key}.replace.null.with.default"),
+                true,
+            )?,
+        }),
+        "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
+        "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
+        // Debezium's: bytes as they are, anything else through its delegate, configured
+        // under `<key>.delegate.converter.type` (the class) and `.delegate.converter.type.*`.
+        "io.debezium.converters.BinaryDataConverter" => {
+            use outbox_router::connect::Delegate;
+            let delegate_key = format!("{key}.delegate.converter.type");
+            let delegate = match options.get(&delegate_key) {
+                None => None,
+                Some(class) => Some(match converter_class(class, &delegate_key, options)? {
+                    Converter::Json {
+                        schemas_enable,
+                        replace_null_with_default,
+                    } => Delegate::Json {
+                        schemas_enable,
+                        replace_null_with_default,
+                    },
+                    Converter::String => Delegate::String,
+                    Converter::ByteArray => Delegate::ByteArray,
+                    Converter::BinaryData { .. }
+                    | Converter::Avro(_)
+                    | Converter::CloudEvents(_)
+                    | Converter::JsonSchema(_)
+                    | Converter::Protobuf(_) => {
+                        return Err(format!(
+                            "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
+                        ))
+                    }
+                }),
+            };
+            Ok(Converter::BinaryData { delegate })
+        }
+        "io.confluent.connect.avro.AvroConverter"
+        | "io.apicurio.registry.utils.converter.AvroConverter"
+        | outbox_router::connect::cloudevents::CLASS
+        | "io.confluent.connect.json.JsonSchemaConverter"
+        | "io.confluent.connect.protobuf.ProtobufConverter"
+            if key == "header.converter" =>
+        {
+            Err(format!(
+                "{key}: {class} is not a HeaderConverter (Kafka Connect refuses it there too); it converts keys and values"
+            ))
+        }
+        outbox_router::connect::cloudevents::CLASS => super::cloudevents::converter(key, options)
+            .map(|c| Converter::CloudEvents(Box::new(c))),
+        "io.confluent.connect.avro.AvroConverter" => {
+            super::avro::confluent(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+        }
+        "io.apicurio.registry.utils.converter.AvroConverter" => {
+            super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+        }
+        "io.confluent.connect.json.JsonSchemaConverter" => super::json_schema::confluent(key, options)
+            .map(|c| Converter::JsonSchema(std::sync::Arc::new(c))),
+        "io.confluent.connect.protobuf.ProtobufConverter" => super::protobuf::confluent(key, options)
+            .map(|c| Converter::Protobuf(std::sync::Arc::new(c))),
+        other => Err(format!(
+            "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
+             ByteArrayConverter, Debezium's BinaryDataConverter or CloudEventsConverter, a schema-registry \
+             AvroConverter (Confluent's, Apicurio's) or Confluent's JsonSchemaConverter or ProtobufConverter would"
+        )),
+    }
+}
+
+/// `key.converter` / `value.converter`: the connector's, else the worker's, else
+/// JsonConverter with schemas (Kafka Connect's stock worker configuration).
+pub(super) fn converter(
+    o: &Options,
+    w: Option<&Options>,
+    part: &str,
+    notes: &mut Vec<String>,
+) -> Result<Converter, String> {
+    let key = format!("{part}.converter");
+    let (class, source, options) = match (o.get(&key), w.and_then(|w| w.get(&key))) {
+        (Some(c), _) => (c, "connector config", o),
+        (None, Some(c)) => (c, "worker config", w.expect("worker present")),
+        (None, None) => (
+            "org.apache.kafka.connect.json.JsonConverter",
+            "Kafka Connect default",
+            o,
+        ),
+    };
+    let converter = converter_class(class, &key, options)?;
+    notes.push(format!(
+        "{key} = {class}{} ({source})",
+        match &converter {
+            Converter::Avro(avro) => super::avro::describe(avro),
+            Converter::JsonSchema(json) => super::json_schema::describe(json),
+            Converter::Protobuf(proto) => super::protobuf::describe(proto),
+            Converter::Json {
+                schemas_enable,
+                replace_null_with_default,
+            } => format!(
+                ", schemas.enable={schemas_enable}{}",
+                if *replace_null_with_default {
+                    ""
+                } else {
+                    ", replace.null.with.default=false"
+                }
+            ),
+            _ => String::new(),
+        }
+    ));
+    Ok(converter)
+}
+
+pub(super) fn header_converter(
+    o: &Options,
+    w: Option<&Options>,
+    notes: &mut Vec<String>,
+) -> Result<HeaderConverter, String> {
+    let key = "header.converter";
+    let (class, source, options) = match (o.get(key), w.and_then(|w| w.get(key))) {
+        (Some(c), _) => (c, "connector config", o),
+        (None, Some(c)) => (c, "worker config", w.expect("worker present")),
+        (None, None) => (
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+            "Kafka Connect default",
+            o,
+        ),
+    };
+    let converter = match class {
+        "org.apache.kafka.connect.storage.SimpleHeaderConverter" => HeaderConverter::Simple,
+        other => HeaderConverter::Other(converter_class(other, key, options)?),
+    };
+    notes.push(format!("{key} = {class} ({source})"));
+    Ok(converter)
+}
