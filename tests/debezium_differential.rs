@@ -27,7 +27,7 @@
 //!   `avro_family`; its id cache's `check-period-ms` is set to an hour, as when it expires
 //!   depends on each process's clock). `OUTBOX_RELAY_DIFF_REGISTRY_LOG=dir` writes each
 //!   side's registry requests there; `OUTBOX_RELAY_DIFF_SHOW=s7c101` prints a case's SQL and
-//!   options.
+//!   options; `OUTBOX_RELAY_DIFF_ONLY=s7c101,s8c103` runs only those of the cases drawn.
 //! - Filter: Kafka's `Filter` after the EventRouter under a `TopicNameMatches`, `HasHeaderKey`
 //!   or `RecordIsTombstone` predicate, negated or not; the records each case expects are
 //!   decided row by row, so that a side that drops too much or too little fails.
@@ -48,9 +48,9 @@
 //! `OUTBOX_RELAY_DIFF_LEARN=1` lets those converters register themselves and writes what
 //! Debezium's converter sent (`POST /subjects/{s}/versions`, in order) to
 //! `tests/debezium_differential_registered.json`, which the other runs replay (learned for the
-//! seeds 20261125, 7, 424242 and 1–6 with four cases in each registry family: the default
-//! run's cases draw no such converter; `OUTBOX_RELAY_DIFF_AVRO_CASES=4
-//! OUTBOX_RELAY_DIFF_PROTOBUF_CASES=4` over those seeds compares five such cases). So a schema
+//! seeds 20261125, 7, 424242, 1–6, 8, 10, 21 and 52 with four cases in each registry family:
+//! the default run's cases draw no such converter; README gives the run that compares the
+//! twelve such cases). So a schema
 //! text the relay got wrong is not hidden: its look-up (`POST /subjects/{s}`) finds nothing
 //! where Debezium's finds the schema, and the records differ. Confluent 7.0.16 (its
 //! `AbstractKafkaAvroSerializer` and `AbstractKafkaProtobufSerializer`, read with `javap`):
@@ -60,12 +60,14 @@
 //! backward compatible with the record's schema, asks that schema's id under the subject (a
 //! look-up of the latest schema's text), and writes the record with the latest schema. The
 //! relay takes the id the latest version's answer holds and writes with its own schema: the
-//! same bytes while the latest version is the record's schema, as here (the look-up of the
-//! latest schema only Debezium sends is allowed for in the registrations compared). A subject
-//! whose latest version is another schema than the record's is not drawn: there Confluent
+//! same bytes while the latest version writes the record's own bytes: the record's schema, or
+//! (in half the Avro cases where every look-up reads the latest version, `with_doc`) that
+//! schema registered with a doc, another text and id with the same Parsing Canonical Form (the
+//! look-up of the latest schema only Debezium sends is allowed for in the registrations
+//! compared). A subject whose latest version writes other bytes is not drawn: there Confluent
 //! fails where that schema is not backward compatible ("Incompatible schema …") and otherwise
-//! writes the record with it, where the relay, which writes a record only with its own
-//! schema, dead-letters it (README says so; not compared). Cases the fixture does not hold (seeds never learned; a case where Debezium's task
+//! writes the record converted to it, where the relay, which writes a record only with its own
+//! schema, dead-letters it (README says so; `tests/schema_registry.rs` checks it). Cases the fixture does not hold (seeds never learned; a case where Debezium's task
 //! dies on something else) keep the variant with nothing registered: the registry finds no
 //! subject (40401), Debezium's task dies on the case's first record, and the relay must
 //! dead-letter each record with the registry's message, as README documents. A case whose
@@ -468,6 +470,9 @@ struct Case {
     /// Converters under `auto.register.schemas=false` whose schemas are registered beforehand,
     /// as a user would, from what Debezium registered for the case (see `PREREGISTERED`).
     preregistered: bool,
+    /// Its Avro schemas are registered beforehand with a doc added (see [`with_doc`]): every
+    /// converter that does not register reads the latest version (`use.latest.version`).
+    latest_documented: bool,
 }
 
 /// A row or message as the EventRouter sees it: what a Filter's predicate asks of its record.
@@ -1256,6 +1261,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         tombstones,
         avro: false,
         preregistered: false,
+        latest_documented: false,
     }
 }
 
@@ -1800,6 +1806,23 @@ fn avro_family(case: &mut Case) {
             preregistered |= unregistered(&mut lookup, &mut preregister, config, key, &mut options);
             chosen.push(format!("{key}=avro confluent {}", options.join(" ")));
         }
+    }
+    // Where every look-up reads the latest version, half the cases register it with a doc:
+    // another text and id, the same Avro Parsing Canonical Form, so both converters write the
+    // record's own bytes under that id.
+    let every_lookup_latest = config
+        .iter()
+        .filter(|(k, v)| k.ends_with(".auto.register.schemas") && v.as_str() == Some("false"))
+        .all(|(k, _)| {
+            config
+                .get(&k.replace(".auto.register.schemas", ".use.latest.version"))
+                .and_then(Value::as_str)
+                == Some("true")
+        });
+    if preregistered && every_lookup_latest && Rng::stream(case.seed, case.index, 0xd0c5).chance(50)
+    {
+        case.latest_documented = true;
+        chosen.push("the latest versions with a doc".to_owned());
     }
     case.avro = true;
     case.preregistered = preregistered;
@@ -2356,11 +2379,22 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             })
         })
         .map(|(seed, i, family)| generate_case(seed, i, pg.port(), family))
+        // OUTBOX_RELAY_DIFF_ONLY=s8c103,s34c102: those cases of the seeds and families drawn.
+        .filter(|case| {
+            std::env::var("OUTBOX_RELAY_DIFF_ONLY").map_or(true, |only| {
+                only.split(',').any(|n| n.trim() == case.name())
+            })
+        })
         .collect();
     // The schemas registered beforehand, where the fixture holds the case (else it stays the
     // variant that finds nothing).
     let learning = std::env::var_os("OUTBOX_RELAY_DIFF_LEARN").is_some();
-    let preregistered = load_preregistered();
+    let mut preregistered = load_preregistered();
+    for case in cases.iter().filter(|c| c.latest_documented) {
+        for registration in preregistered.get_mut(&case.name()).into_iter().flatten() {
+            registration.document();
+        }
+    }
     let mut cases = cases;
     for case in cases.iter_mut().filter(|c| c.preregistered) {
         if !learning && !preregistered.contains_key(&case.name()) {
@@ -3023,6 +3057,7 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         "use.latest.version=true",
         "registered beforehand",
         "not in the fixture",
+        "the latest versions with a doc",
         "optional.for.nullables",
         "wrapper.for.nullables",
         "scrub.invalid.names",
@@ -3086,6 +3121,39 @@ struct Preregistration {
     body: String,
     /// The body's schema text (as the registrations compared hold it).
     schema: String,
+}
+
+impl Preregistration {
+    /// An Avro record schema registered with a doc (see [`with_doc`]); others as they are.
+    fn document(&mut self) {
+        let Ok(mut body) = serde_json::from_str::<Value>(&self.body) else {
+            return;
+        };
+        if body.get("schemaType").is_some() {
+            return;
+        }
+        if let Some(documented) = with_doc(&self.schema) {
+            body["schema"] = json!(documented);
+            self.body = body.to_string();
+            self.schema = documented;
+        }
+    }
+}
+
+/// A record schema as Avro prints it (`Schema.toString`: type, name, namespace, doc, fields,
+/// properties) with a doc: put before the first `"fields"`, where Avro prints a record's doc,
+/// so that Confluent's client, printing the version it reads, sends this very text. `None`
+/// for a schema that is not a record or has a doc.
+fn with_doc(schema: &str) -> Option<String> {
+    let fields = schema.find("\"fields\":")?;
+    let head = &schema[..fields];
+    if !schema.starts_with("{\"type\":\"record\"") || head.contains("\"doc\":") {
+        return None;
+    }
+    Some(format!(
+        "{head}\"doc\":\"registered beforehand, with a doc\",{}",
+        &schema[fields..]
+    ))
 }
 
 fn load_preregistered() -> BTreeMap<String, Vec<Preregistration>> {
