@@ -68,7 +68,7 @@ pub(super) fn converter(key: &str, o: &Options) -> Result<CloudEvents, String> {
         trace_parent: trace.then_some(trace_parent),
         data_schema_name,
         extension_attributes: flag(o, &format!("{key}.extension.attributes.enable"), true)?,
-        data: Converter::Json {
+        data: outbox_router::connect::JsonConverter {
             schemas_enable: json("schemas.enable", true)?,
             replace_null_with_default: json("replace.null.with.default", true)?,
         },

@@ -24,10 +24,10 @@
 //!   then `data`: the value as a struct named `io.debezium.connector.postgresql.Data`
 //!   written by a JsonConverter (`json.schemas.enable`, default true).
 
-use super::converter::Converter;
+use super::data::Header;
 use super::data::{Schema, SchemaType, Value};
 use super::json::write_string;
-use super::record::Header;
+use super::json_value::JsonConverter;
 use bytes::Bytes;
 
 pub const CLASS: &str = "io.debezium.converters.CloudEventsConverter";
@@ -55,7 +55,7 @@ pub struct CloudEvents {
     pub extension_attributes: bool,
     /// The JsonConverter that writes `data` (`json.schemas.enable`,
     /// `json.replace.null.with.default`).
-    pub data: Converter,
+    pub data: JsonConverter,
     /// The payload column and `table.expand.json.payload`'s behaviour, when payloads are
     /// expanded: a payload the EventRouter kept as a string under the struct schema it
     /// inferred fails as Debezium's converter fails on it (see [`super::expand::botched`]).
@@ -381,7 +381,7 @@ fn extension_name(name: &str) -> String {
 /// A value as Java's string concatenation shows it (`null` for null).
 fn java_text(value: &Value) -> String {
     let mut out = Vec::new();
-    super::converter::java_string(&mut out, None, value);
+    super::java_text::java_string(&mut out, None, value);
     String::from_utf8_lossy(&out).into_owned()
 }
 

@@ -5,15 +5,14 @@
 
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
-use super::json::{write_double, write_string};
+use super::java_text::{connect_date_millis, java_string, kafka_date_string, to_java_string};
+use super::json::write_string;
 use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
+use super::json_value::{write_schemaless, write_value, JsonConverter};
 use super::protobuf::ProtobufConverter;
 use base64::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
-
-/// Connect's Decimal logical type.
-const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 
 /// A key or value converter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,26 +98,11 @@ impl Converter {
             Converter::Json {
                 schemas_enable,
                 replace_null_with_default,
-            } => {
-                let Some(schema) = schema else {
-                    return Ok(None);
-                };
-                let json = Json {
-                    replace_null_with_default: *replace_null_with_default,
-                    dialect: Dialect::Kafka,
-                };
-                let mut out = Vec::new();
-                if *schemas_enable {
-                    out.extend_from_slice(b"{\"schema\":");
-                    write_schema(&mut out, schema);
-                    out.extend_from_slice(b",\"payload\":");
-                    json.write(&mut out, schema, value)?;
-                    out.push(b'}');
-                } else {
-                    json.write(&mut out, schema, value)?;
-                }
-                Ok(Some(out.into()))
+            } => JsonConverter {
+                schemas_enable: *schemas_enable,
+                replace_null_with_default: *replace_null_with_default,
             }
+            .encode(schema, value),
             Converter::String => Ok(to_java_string(schema, value)),
             // Kafka Connect refuses non-bytes values here and the task dies; outbox-relay
             // writes the value's text instead (documented in the README).
@@ -201,46 +185,6 @@ impl Converter {
     }
 }
 
-/// A text value as a JSON string.
-fn write_text(out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
-    write_string(
-        out,
-        std::str::from_utf8(text).map_err(|_| "text value is not valid UTF-8".to_owned())?,
-    );
-    Ok(())
-}
-
-/// A boolean, number, text or bytes value as Jackson writes its node (JsonConverter's and
-/// the JSON Schema converter's): doubles in Java's layout, non-finite ones quoted
-/// (`QUOTE_NON_NUMERIC_NUMBERS`), bytes as base64. False, writing nothing, for the others.
-pub(super) fn write_scalar(out: &mut Vec<u8>, value: &Value) -> Result<bool, String> {
-    match value {
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Float(f) if !f.is_finite() => {
-            out.push(b'"');
-            write_double(out, *f);
-            out.push(b'"');
-        }
-        Value::Float(f) => write_double(out, *f),
-        Value::String(s) => write_text(out, s)?,
-        Value::Bytes(b) => write_base64(out, b),
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// Bytes as JsonConverter writes them: a string of their standard base64.
-pub(super) fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    out.extend_from_slice(
-        base64::engine::general_purpose::STANDARD
-            .encode(bytes)
-            .as_bytes(),
-    );
-    out.push(b'"');
-}
-
 /// `BinaryDataConverter`'s delegate for a value that is not bytes, or its refusal.
 fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converter, String> {
     delegate.map(Delegate::converter).ok_or_else(|| {
@@ -259,52 +203,6 @@ const AVRO_NEEDS_TOPIC: &str =
 const JSON_SCHEMA_NEEDS_TOPIC: &str =
     "the JSON Schema converter writes only record keys and values";
 
-/// JsonConverter.convertToJson with a null schema: the JSON type from the value (a map with
-/// string keys an object, any other map an array of pairs).
-fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), String> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_schemaless(out, item)?;
-            }
-            out.push(b']');
-        }
-        Value::Map(entries) => {
-            let object = entries.iter().all(|(k, _)| matches!(k, Value::String(_)));
-            out.push(if object { b'{' } else { b'[' });
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                if !object {
-                    out.push(b'[');
-                }
-                write_schemaless(out, k)?;
-                out.push(if object { b':' } else { b',' });
-                write_schemaless(out, v)?;
-                if !object {
-                    out.push(b']');
-                }
-            }
-            out.push(if object { b'}' } else { b']' });
-        }
-        Value::Struct(_) => {
-            return Err("a Struct without a schema cannot be converted".into());
-        }
-        // Booleans, numbers, text, bytes.
-        _ => {
-            write_scalar(out, value)?;
-        }
-    }
-    Ok(())
-}
-
 impl HeaderConverter {
     /// Kafka Connect's class of this header converter.
     pub fn class(&self) -> &'static str {
@@ -316,7 +214,7 @@ impl HeaderConverter {
 
     /// The bytes of a header's schema and value; a schemaless one is written as its value's
     /// own type says (Connect infers a schema from it).
-    pub fn encode_data(&self, data: &super::record::Data) -> Result<Option<Bytes>, String> {
+    pub fn encode_data(&self, data: &super::data::Data) -> Result<Option<Bytes>, String> {
         match (&data.schema, &data.value) {
             (Some(schema), value) => self.encode(schema, value),
             (None, Value::Null) => Ok(None),
@@ -361,405 +259,9 @@ impl HeaderConverter {
     }
 }
 
-/// A value of Connect's logical Date (days), Time or Timestamp (milliseconds), in milliseconds
-/// since the epoch: a `java.util.Date` in Connect.
-fn connect_date_millis(schema: &Schema, value: i64) -> Option<i64> {
-    match schema.name.as_deref()? {
-        "org.apache.kafka.connect.data.Date" => value.checked_mul(86_400_000),
-        "org.apache.kafka.connect.data.Time" | "org.apache.kafka.connect.data.Timestamp" => {
-            Some(value)
-        }
-        _ => None,
-    }
-}
-
-/// A `java.util.Date` as SimpleHeaderConverter writes it (Kafka's `Values.dateFormatFor`, in
-/// UTC): under a day since the epoch (negative ones too) as `HH:mm:ss.SSS'Z'`, a whole number
-/// of days as `yyyy-MM-dd`, anything else as `yyyy-MM-dd'T'HH:mm:ss.SSS'Z'` (found by the
-/// differential test: the relay wrote the number). Years are proleptic Gregorian; Java's
-/// calendar is Julian before 1582-10-15.
-fn kafka_date_string(millis: i64) -> String {
-    const DAY: i64 = 86_400_000;
-    let days = millis.div_euclid(DAY);
-    let in_day = millis.rem_euclid(DAY);
-    let time = format!(
-        "{:02}:{:02}:{:02}.{:03}Z",
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000
-    );
-    if millis < DAY {
-        return time;
-    }
-    let (year, month, day) = super::pg_text::civil_from_days(days);
-    let date = format!("{year:04}-{month:02}-{day:02}");
-    if in_day == 0 {
-        date
-    } else {
-        format!("{date}T{}", time.trim_end_matches('Z')) + "Z"
-    }
-}
-
-/// Java's `toString()` of the value, as StringConverter writes it.
-fn to_java_string(schema: Option<&Schema>, value: &Value) -> Option<Bytes> {
-    let mut out = Vec::new();
-    if value.is_null() {
-        return None;
-    }
-    java_string(&mut out, schema, value);
-    Some(out.into())
-}
-
-/// `Object.toString()` of a Connect value: `Struct{name=value,…}` (non-null fields only),
-/// `[a, b]` for lists, `{k=v, …}` for maps, `BigDecimal.toString()` for decimals. The field
-/// names come from the schema. Bytes within a struct, list or map are the ByteBuffer Debezium
-/// gives a bytea, `java.nio.HeapByteBuffer[pos=0 lim=n cap=n]` (found by the differential
-/// test, seed 51 case 302: ValueToKey of a bytea payload under StringConverter keys).
-pub(super) fn java_string(out: &mut Vec<u8>, schema: Option<&Schema>, value: &Value) {
-    java_string_in(out, schema, value, false)
-}
-
-fn java_string_in(out: &mut Vec<u8>, schema: Option<&Schema>, value: &Value, nested: bool) {
-    match value {
-        Value::Bytes(b) if nested => out.extend_from_slice(
-            format!("java.nio.HeapByteBuffer[pos=0 lim={0} cap={0}]", b.len()).as_bytes(),
-        ),
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Float(f) => write_double(out, *f),
-        Value::String(s) | Value::Bytes(s) => out.extend_from_slice(s),
-        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
-        Value::Array(items) => {
-            let item_schema = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Array(items)) => Some(&**items),
-                _ => None,
-            };
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                java_string_in(out, item_schema, item, true);
-            }
-            out.push(b']');
-        }
-        Value::Map(entries) => {
-            let (keys, values) = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Map(k, v)) => (Some(&**k), Some(&**v)),
-                _ => (None, None),
-            };
-            out.push(b'{');
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                java_string_in(out, keys, k, true);
-                out.push(b'=');
-                java_string_in(out, values, v, true);
-            }
-            out.push(b'}');
-        }
-        Value::Struct(values) => {
-            let fields = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Struct(fields)) => Some(fields),
-                _ => None,
-            };
-            out.extend_from_slice(b"Struct{");
-            let mut first = true;
-            for (i, v) in values.iter().enumerate() {
-                if v.is_null() {
-                    continue;
-                }
-                if !first {
-                    out.push(b',');
-                }
-                let field = fields.and_then(|f| f.get(i));
-                if let Some((name, _)) = field {
-                    out.extend_from_slice(name.as_bytes());
-                    out.push(b'=');
-                }
-                java_string_in(out, field.map(|(_, s)| s), v, true);
-                first = false;
-            }
-            out.push(b'}');
-        }
-    }
-}
-
-/// `Struct.toString()` with field names, for StringConverter values that are envelopes.
-pub fn struct_to_java_string(schema: &Schema, value: &Value) -> Option<Bytes> {
-    to_java_string(Some(schema), value)
-}
-
-/// JsonConverter.asJsonSchema: type, items/fields, optional, name, version, parameters,
-/// default, in that order.
-pub fn write_schema(out: &mut Vec<u8>, schema: &Schema) {
-    write_schema_with_field(out, schema, None);
-}
-
-fn write_schema_with_field(out: &mut Vec<u8>, schema: &Schema, field: Option<&str>) {
-    let type_name = match &schema.kind {
-        SchemaType::Boolean => "boolean",
-        SchemaType::Int8 => "int8",
-        SchemaType::Int16 => "int16",
-        SchemaType::Int32 => "int32",
-        SchemaType::Int64 => "int64",
-        SchemaType::Float32 => "float",
-        SchemaType::Float64 => "double",
-        SchemaType::String => "string",
-        SchemaType::Bytes => "bytes",
-        SchemaType::Array(_) => "array",
-        SchemaType::Map(..) => "map",
-        SchemaType::Struct(_) => "struct",
-    };
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(type_name.as_bytes());
-    out.push(b'"');
-    match &schema.kind {
-        SchemaType::Array(items) => {
-            out.extend_from_slice(b",\"items\":");
-            write_schema(out, items);
-        }
-        SchemaType::Map(keys, values) => {
-            out.extend_from_slice(b",\"keys\":");
-            write_schema(out, keys);
-            out.extend_from_slice(b",\"values\":");
-            write_schema(out, values);
-        }
-        SchemaType::Struct(fields) => {
-            out.extend_from_slice(b",\"fields\":[");
-            for (i, (name, field_schema)) in fields.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_schema_with_field(out, field_schema, Some(name));
-            }
-            out.push(b']');
-        }
-        _ => {}
-    }
-    out.extend_from_slice(b",\"optional\":");
-    out.extend_from_slice(if schema.optional { b"true" } else { b"false" });
-    if let Some(name) = &schema.name {
-        out.extend_from_slice(b",\"name\":");
-        write_string(out, name);
-    }
-    if let Some(version) = schema.version {
-        out.extend_from_slice(format!(",\"version\":{version}").as_bytes());
-    }
-    if let Some(doc) = &schema.doc {
-        out.extend_from_slice(b",\"doc\":");
-        write_string(out, doc);
-    }
-    if !schema.parameters.is_empty() {
-        out.extend_from_slice(b",\"parameters\":{");
-        for (i, (k, v)) in schema.parameters.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_string(out, k);
-            out.push(b':');
-            write_string(out, v);
-        }
-        out.push(b'}');
-    }
-    if let Some(default) = &schema.default {
-        out.extend_from_slice(b",\"default\":");
-        // A default is a valid value of its own schema.
-        let _ = write_value(out, schema, default);
-    }
-    if let Some(field) = field {
-        out.extend_from_slice(b",\"field\":");
-        write_string(out, field);
-    }
-    out.push(b'}');
-}
-
-/// JsonConverter.convertToJson with Kafka Connect's default settings.
-pub fn write_value(out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
-    Json::default().write(out, schema, value)
-}
-
-/// How a Connect value is written as JSON: by Kafka's JsonConverter, or as Confluent's JSON
-/// Schema converter writes `JsonSchemaData.fromConnectData`'s tree.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Json {
-    /// A null is written as its schema's default (JsonConverter's
-    /// `replace.null.with.default`; always so in the JSON Schema converter).
-    replace_null_with_default: bool,
-    dialect: Dialect,
-}
-
-/// Where the two writers differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dialect {
-    /// JsonConverter.convertToJson: a required null without a default is an error; a map
-    /// whose keys are strings is an object, any other an array of `[key, value]` pairs; a
-    /// BigDecimal is base64 like any bytes.
-    Kafka,
-    /// JsonSchemaData.fromConnectData: a required null without a default is Java's null
-    /// (a struct leaves the field out, an array or a map writes `null`); a map is an object
-    /// only when its keys are required strings, else an array of `{"key", "value"}` objects;
-    /// a BigDecimal is base64 only under Connect's Decimal, a number otherwise.
-    JsonSchema,
-}
-
-impl Default for Json {
-    fn default() -> Self {
-        Json {
-            replace_null_with_default: true,
-            dialect: Dialect::Kafka,
-        }
-    }
-}
-
-impl Json {
-    /// Confluent's JSON Schema converter (7.0.16, `decimal.format=BASE64`).
-    pub(super) const JSON_SCHEMA: Json = Json {
-        replace_null_with_default: true,
-        dialect: Dialect::JsonSchema,
-    };
-
-    /// JsonConverter.convertToJson; struct fields are read with `Struct.get` (the default
-    /// replaces a null) or `Struct.getWithoutDefault` as `replace.null.with.default` says.
-    fn write(self, out: &mut Vec<u8>, schema: &Schema, value: &Value) -> Result<(), String> {
-        self.write_or_null(out, schema, value)
-    }
-
-    /// `value` written, or `null` where the JSON Schema dialect has no value.
-    fn write_or_null(
-        self,
-        out: &mut Vec<u8>,
-        schema: &Schema,
-        value: &Value,
-    ) -> Result<(), String> {
-        if !self.write_node(out, schema, value)? {
-            out.extend_from_slice(b"null");
-        }
-        Ok(())
-    }
-
-    /// Writes `value`'s JSON; false, writing nothing, for the JSON Schema dialect's Java
-    /// null (never in Kafka's).
-    pub(super) fn write_node(
-        self,
-        out: &mut Vec<u8>,
-        schema: &Schema,
-        value: &Value,
-    ) -> Result<bool, String> {
-        match value {
-            Value::Null => {
-                if let Some(default) = schema
-                    .default
-                    .as_ref()
-                    .filter(|_| self.replace_null_with_default)
-                {
-                    return self.write_node(out, schema, default);
-                }
-                if !schema.optional {
-                    return match self.dialect {
-                        Dialect::Kafka => Err(
-                            "null value for a field that is required and has no default value"
-                                .into(),
-                        ),
-                        Dialect::JsonSchema => Ok(false),
-                    };
-                }
-                out.extend_from_slice(b"null");
-            }
-            // Decimal.fromLogical: the unscaled value's bytes, base64 like any bytes.
-            Value::Decimal(d) => match self.dialect {
-                Dialect::Kafka => write_base64(out, &d.unscaled_bytes().unwrap_or_default()),
-                Dialect::JsonSchema if schema.name.as_deref() == Some(DECIMAL) => {
-                    let bytes = d
-                        .unscaled_bytes()
-                        .ok_or_else(|| format!("{} is not a Connect Decimal", d.java_string()))?;
-                    write_base64(out, &bytes);
-                }
-                Dialect::JsonSchema => out.extend_from_slice(d.java_string().as_bytes()),
-            },
-            Value::Map(entries) => {
-                let SchemaType::Map(key_schema, value_schema) = &schema.kind else {
-                    return Err("map value for a non-map schema".into());
-                };
-                let object = matches!(key_schema.kind, SchemaType::String)
-                    && (self.dialect == Dialect::Kafka || !key_schema.optional);
-                // What stands before, between and after an entry's key and value.
-                let (open, between, close): (&[u8], &[u8], &[u8]) = match (object, self.dialect) {
-                    (true, _) => (b"", b":", b""),
-                    (false, Dialect::Kafka) => (b"[", b",", b"]"),
-                    (false, Dialect::JsonSchema) => (b"{\"key\":", b",\"value\":", b"}"),
-                };
-                out.push(if object { b'{' } else { b'[' });
-                for (i, (k, v)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(open);
-                    match (object, self.dialect) {
-                        (true, Dialect::JsonSchema) => {
-                            let Some(key) = k.as_str() else {
-                                return Err("a map key is not a string".into());
-                            };
-                            write_string(out, key);
-                        }
-                        _ => self.write_or_null(out, key_schema, k)?,
-                    }
-                    out.extend_from_slice(between);
-                    self.write_or_null(out, value_schema, v)?;
-                    out.extend_from_slice(close);
-                }
-                out.push(if object { b'}' } else { b']' });
-            }
-            Value::Array(items) => {
-                let SchemaType::Array(item_schema) = &schema.kind else {
-                    return Err("array value for a non-array schema".into());
-                };
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    // ArrayNode.add(null) adds a null node.
-                    self.write_or_null(out, item_schema, item)?;
-                }
-                out.push(b']');
-            }
-            Value::Struct(values) => {
-                let SchemaType::Struct(fields) = &schema.kind else {
-                    return Err("struct value for a non-struct schema".into());
-                };
-                out.push(b'{');
-                let mut first = true;
-                for (i, (name, field_schema)) in fields.iter().enumerate() {
-                    let mark = out.len();
-                    if !first {
-                        out.push(b',');
-                    }
-                    write_string(out, name);
-                    out.push(b':');
-                    // A field without a value is left out.
-                    if self.write_node(out, field_schema, values.get(i).unwrap_or(&Value::Null))? {
-                        first = false;
-                    } else {
-                        out.truncate(mark);
-                    }
-                }
-                out.push(b'}');
-            }
-            // Booleans, numbers, text, bytes.
-            _ => {
-                write_scalar(out, value)?;
-            }
-        }
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::java_text::struct_to_java_string;
     use super::*;
 
     #[test]

@@ -139,3 +139,52 @@ pub fn java_class(schema: Option<&Schema>, value: &Value) -> &'static str {
         (Value::Struct(_), _) => "org.apache.kafka.connect.data.Struct",
     }
 }
+
+/// A schema and a value (Connect's `SchemaAndValue`). A `None` schema is a schemaless value:
+/// the EventRouter's tombstones (null) and payloads expanded without a schema (a string).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    pub schema: Option<Schema>,
+    pub value: Value,
+}
+
+impl Data {
+    pub fn new(schema: Schema, value: Value) -> Self {
+        Self {
+            schema: Some(schema),
+            value,
+        }
+    }
+
+    /// A null without a schema: what a tombstone's value is.
+    pub fn null() -> Self {
+        Self {
+            schema: None,
+            value: Value::Null,
+        }
+    }
+
+    /// A required string.
+    pub fn text(text: &str) -> Self {
+        Self::new(Schema::new(SchemaType::String, false), Value::text(text))
+    }
+}
+
+/// A record header: its name, its schema and value, and, when they are known already, the
+/// bytes the header converter writes for them (Debezium's context headers, converted once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub name: Arc<str>,
+    pub data: Data,
+    pub encoded: Option<Option<Bytes>>,
+}
+
+impl Header {
+    pub fn new(name: impl Into<Arc<str>>, data: Data) -> Self {
+        Self {
+            name: name.into(),
+            data,
+            encoded: None,
+        }
+    }
+}

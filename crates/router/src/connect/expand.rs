@@ -280,7 +280,8 @@ fn to_value(node: Json, schema: &Schema) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connect::converter::{write_schema, Converter};
+    use crate::connect::converter::Converter;
+    use crate::connect::json_value::write_schema;
 
     fn expanded(payload: &str, b: ExpandBehaviour) -> (String, String) {
         let (schema, value) = expand("payload", payload.as_bytes(), b).expect("expands");

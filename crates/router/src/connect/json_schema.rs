@@ -22,9 +22,9 @@
 //! The router does no I/O: the registry is a
 //! [`SchemaRegistry`](super::registry::SchemaRegistry) the relay provides.
 
-use super::converter::Json;
 use super::data::{Schema, SchemaType, Value};
 use super::json::{write_double, write_string_as_text};
+use super::json_value::Json;
 use super::pg_text::Numeric;
 use super::postgres_types::{java_hash_map_order, java_hash_map_order_in};
 use super::registry::{

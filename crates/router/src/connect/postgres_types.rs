@@ -1153,9 +1153,9 @@ mod tests {
     fn json(kind: &ColumnKind, text: &str) -> String {
         let schema = kind.schema(true);
         let mut out = Vec::new();
-        crate::connect::converter::write_schema(&mut out, &schema);
+        crate::connect::json_value::write_schema(&mut out, &schema);
         out.extend_from_slice(b" ");
-        crate::connect::converter::write_value(&mut out, &schema, &value(kind, text)).unwrap();
+        crate::connect::json_value::write_value(&mut out, &schema, &value(kind, text)).unwrap();
         String::from_utf8(out).unwrap()
     }
 

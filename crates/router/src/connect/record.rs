@@ -4,41 +4,13 @@
 //! writes them with the worker's converters.
 
 use super::converter::{Converter, HeaderConverter};
-use super::data::{Schema, SchemaType, Value};
+use super::data::{Data, Header, Value};
 use super::registry::SerdeError;
 use crate::record::OutboxRecord;
 use bytes::Bytes;
 use std::sync::Arc;
 
-/// A schema and a value (Connect's `SchemaAndValue`). A `None` schema is a schemaless value:
-/// the EventRouter's tombstones (null) and payloads expanded without a schema (a string).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Data {
-    pub schema: Option<Schema>,
-    pub value: Value,
-}
-
 impl Data {
-    pub fn new(schema: Schema, value: Value) -> Self {
-        Self {
-            schema: Some(schema),
-            value,
-        }
-    }
-
-    /// A null without a schema: what a tombstone's value is.
-    pub fn null() -> Self {
-        Self {
-            schema: None,
-            value: Value::Null,
-        }
-    }
-
-    /// A required string.
-    pub fn text(text: &str) -> Self {
-        Self::new(Schema::new(SchemaType::String, false), Value::text(text))
-    }
-
     /// A record's key or value written by `converter` for `topic` (schema-registry
     /// converters register its schema under the topic's subject); `None` is a Kafka null.
     /// Apicurio's converter adds its headers to `headers`.
@@ -82,24 +54,7 @@ fn registry_failure(e: SerdeError) -> Failed {
     }
 }
 
-/// A record header: its name, its schema and value, and, when they are known already, the
-/// bytes the header converter writes for them (Debezium's context headers, converted once).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Header {
-    pub name: Arc<str>,
-    pub data: Data,
-    pub encoded: Option<Option<Bytes>>,
-}
-
 impl Header {
-    pub fn new(name: impl Into<Arc<str>>, data: Data) -> Self {
-        Self {
-            name: name.into(),
-            data,
-            encoded: None,
-        }
-    }
-
     /// A header whose bytes are written once, here, for every record that carries it.
     pub fn encoded_once(
         name: impl Into<Arc<str>>,

@@ -282,7 +282,10 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
             trace_parent: None,
             data_schema_name: name,
             extension_attributes: extensions,
-            data: JSON_OFF,
+            data: crate::connect::JsonConverter {
+                schemas_enable: false,
+                replace_null_with_default: true,
+            },
             expanded_payload: None,
         }))
     };
