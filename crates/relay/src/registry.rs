@@ -289,7 +289,7 @@ impl RegistryClient {
             return Ok(());
         }
         Err(RegistryError::Rejected(format!(
-            "{NOT_THE_LATEST} of subject {subject} (id {id}) is not the record's schema, nor one that writes the \
+            "{option}: {NOT_THE_LATEST} {subject} (id {id}) is not the record's schema, nor one that writes the \
              record's bytes; the converter would write the record with that schema, outbox-relay writes a record only \
              with its own: register the record's schema as the subject's latest version, or set {option}=false"
         )))
@@ -511,9 +511,10 @@ fn confluent_body(schema: &SchemaText<'_>) -> String {
     serde_json::Value::Object(body).to_string()
 }
 
-/// How the refusal of a record whose schema is not its subject's latest version begins (it
-/// is cached as an id is: Confluent's client keeps the latest version it read).
-const NOT_THE_LATEST: &str = "use.latest.version: the latest version";
+/// What the refusal of a record whose subject's latest version writes other bytes says, after
+/// the option's name (it is cached as an id is: the converters keep the latest version they
+/// read).
+const NOT_THE_LATEST: &str = "the latest version of subject";
 
 /// A subject's latest version: its schema type's name, its text and its references
 /// (name, subject, version).
@@ -632,7 +633,7 @@ impl SchemaRegistry for RegistryClient {
         }
         let answer = match Self::blocking(|| self.ask(subject, schema, lookup)) {
             Ok(id) => Ok(id),
-            Err(RegistryError::Rejected(m)) if m.starts_with(NOT_THE_LATEST) => Err(m),
+            Err(RegistryError::Rejected(m)) if m.contains(NOT_THE_LATEST) => Err(m),
             Err(e) => return Err(e),
         };
         self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(
