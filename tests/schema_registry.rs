@@ -111,13 +111,35 @@ async fn run_orders(
     (relay, records, latest)
 }
 
-/// The reasons of the first `count` dead letters (read until there are that many, or 30 s).
-async fn dead_letter_reasons(stack: &Stack, count: usize) -> Vec<String> {
-    read_until(stack, "outbox-relay.dlq", count)
-        .await
-        .iter()
-        .map(|r| r.header_str("outbox-relay.error.reason").to_owned())
-        .collect()
+/// Runs the relay on `config` and inserts event `n`, whose subject's latest version writes
+/// other bytes than the record's schema: the event is dead-lettered naming `option`, and
+/// `topic` keeps the two records it had.
+async fn refused_latest(stack: &Stack, config: &str, n: u64, topic: &str, option: &str) {
+    let mut relay = stack.spawn_relay(&["--debezium-config", config]);
+    insert(stack, n, "Order").await;
+    let key = format!("agg-{n}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let reasons = loop {
+        let reasons: Vec<String> = read_until(stack, "outbox-relay.dlq", 1)
+            .await
+            .iter()
+            .filter(|r| r.key_str() == Some(key.as_str()))
+            .map(|r| r.header_str("outbox-relay.error.reason").to_owned())
+            .collect();
+        if !reasons.is_empty() || Instant::now() > deadline {
+            break reasons;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(reasons.len(), 1, "{}", relay.log());
+    assert!(
+        reasons[0].contains(&format!("{option}: the latest version of subject"))
+            && reasons[0].contains("is not the record's schema")
+            && reasons[0].contains(&format!("{option}=false")),
+        "{reasons:?}"
+    );
+    assert_eq!(stack.read_topic(topic).await.len(), 2);
+    relay.terminate(Duration::from_secs(10)).unwrap();
 }
 
 /// Runs the relay on `config`, which must fail within 30 s: its log.
@@ -434,17 +456,14 @@ async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
         "application/vnd.schemaregistry.v1+json",
         &serde_json::json!({ "schema": with_field(&schema) }).to_string(),
     );
-    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
-    insert(&stack, 2, "Order").await;
-    let reasons = dead_letter_reasons(&stack, 1).await;
-    assert_eq!(reasons.len(), 1, "{}", relay.log());
-    assert!(
-        reasons[0].contains("is not the record's schema")
-            && reasons[0].contains("use.latest.version=false"),
-        "{reasons:?}"
-    );
-    assert_eq!(stack.read_topic("Order.latest").await.len(), 2);
-    relay.terminate(Duration::from_secs(10)).unwrap();
+    refused_latest(
+        &stack,
+        &looking_up.1,
+        2,
+        "Order.latest",
+        "use.latest.version",
+    )
+    .await;
 
     // --- Apicurio: the same with find-latest, the global id in a header ---
     let artifact = "/apis/registry/v2/groups/default/artifacts/Order.found-value";
@@ -492,17 +511,14 @@ async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
     );
     relay.terminate(Duration::from_secs(10)).unwrap();
     post(&versions, "application/json", &with_field(&schema));
-    let mut relay = stack.spawn_relay(&["--debezium-config", &looking_up.1]);
-    insert(&stack, 12, "Order").await;
-    let reasons = dead_letter_reasons(&stack, 2).await;
-    assert_eq!(reasons.len(), 2, "{}", relay.log());
-    assert!(
-        reasons[1].contains("is not the record's schema")
-            && reasons[1].contains("apicurio.registry.find-latest=false"),
-        "{reasons:?}"
-    );
-    assert_eq!(stack.read_topic("Order.found").await.len(), 2);
-    relay.terminate(Duration::from_secs(10)).unwrap();
+    refused_latest(
+        &stack,
+        &looking_up.1,
+        12,
+        "Order.found",
+        "apicurio.registry.find-latest",
+    )
+    .await;
 }
 
 /// Confluent's JsonSchemaConverter (7.0.16's documents and bytes), its credentials in the

@@ -40,17 +40,9 @@ impl Canonical {
                 push_string(out, &full_name(name, None, namespace));
                 Ok(())
             }
-            Value::Array(branches) => {
-                out.push('[');
-                for (i, branch) in branches.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    self.write(out, branch, namespace)?;
-                }
-                out.push(']');
-                Ok(())
-            }
+            Value::Array(branches) => list(out, branches, |out, branch| {
+                self.write(out, branch, namespace)
+            }),
             Value::Object(object) => self.write_object(out, object, namespace),
             other => Err(format!("not an Avro schema: {other}")),
         }
@@ -102,23 +94,18 @@ impl Canonical {
                 push_string(out, kind);
                 match kind {
                     "enum" => {
-                        out.push_str(",\"symbols\":[");
+                        out.push_str(",\"symbols\":");
                         let symbols = object
                             .get("symbols")
                             .and_then(Value::as_array)
                             .ok_or("an Avro enum without symbols")?;
-                        for (i, symbol) in symbols.iter().enumerate() {
-                            if i > 0 {
-                                out.push(',');
-                            }
-                            push_string(
-                                out,
-                                symbol
-                                    .as_str()
-                                    .ok_or("an Avro enum symbol that is not a string")?,
-                            );
-                        }
-                        out.push(']');
+                        list(out, symbols, |out, symbol| {
+                            let symbol = symbol
+                                .as_str()
+                                .ok_or("an Avro enum symbol that is not a string")?;
+                            push_string(out, symbol);
+                            Ok(())
+                        })?;
                     }
                     "fixed" => {
                         // [INTEGERS]: no leading zeros, no sign, no fraction.
@@ -131,15 +118,12 @@ impl Canonical {
                     _ => {
                         // Nested names resolve in the record's own namespace.
                         let inner = full.rsplit_once('.').map_or("", |(ns, _)| ns).to_owned();
-                        out.push_str(",\"fields\":[");
+                        out.push_str(",\"fields\":");
                         let fields = object
                             .get("fields")
                             .and_then(Value::as_array)
                             .ok_or("an Avro record without fields")?;
-                        for (i, field) in fields.iter().enumerate() {
-                            if i > 0 {
-                                out.push(',');
-                            }
+                        list(out, fields, |out, field| {
                             let field_name = field
                                 .get("name")
                                 .and_then(Value::as_str)
@@ -151,8 +135,8 @@ impl Canonical {
                             out.push_str(",\"type\":");
                             self.write(out, field_type, &inner)?;
                             out.push('}');
-                        }
-                        out.push(']');
+                            Ok(())
+                        })?;
                     }
                 }
                 out.push('}');
@@ -165,6 +149,23 @@ impl Canonical {
             }
         }
     }
+}
+
+/// A JSON array of `items`, each written by `write`.
+fn list(
+    out: &mut String,
+    items: &[Value],
+    mut write: impl FnMut(&mut String, &Value) -> Result<(), String>,
+) -> Result<(), String> {
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(out, item)?;
+    }
+    out.push(']');
+    Ok(())
 }
 
 /// [FULLNAMES]: a name with a dot is full; otherwise its own namespace, else the enclosing
