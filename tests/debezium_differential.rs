@@ -1639,7 +1639,66 @@ fn generate_case(seed: u64, index: usize, pg_port: u16, family: Family) -> Case 
         Family::Filter => filter_family(&mut case),
         Family::Protobuf => protobuf_family(&mut case, protobuf.unwrap()),
     }
+    router_predicate(&mut case);
     case
+}
+
+/// A predicate on the EventRouter itself, as Debezium's documentation routes only the
+/// outbox's records (drawn for a fifth of the cases, from a stream of its own): one that
+/// matches every outbox table's topic (and the decoded messages'), or Debezium's heartbeat
+/// pattern negated. Either way every outbox record meets the EventRouter, and the connector's
+/// other records pass it unchanged: both sides must write what they write without it.
+fn router_predicate(case: &mut Case) {
+    let mut rng = Rng::stream(case.seed, case.index, 0x9ed1);
+    if !rng.chance(20) {
+        return;
+    }
+    let config = &mut case.config;
+    let prefix = config["topic.prefix"].as_str().unwrap().to_owned();
+    let mut topics: Vec<String> = config
+        .get("table.include.list")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("{prefix}.{t}"))
+        .collect();
+    if config["transforms"]
+        .as_str()
+        .unwrap()
+        .starts_with("decode,")
+    {
+        topics.push(format!("{prefix}.message"));
+    }
+    let escape = |t: &str| t.replace('.', "\\.");
+    let (pattern, negate, what) = match rng.below(3) {
+        0 => (
+            topics
+                .iter()
+                .map(|t| escape(t))
+                .collect::<Vec<_>>()
+                .join("|"),
+            false,
+            "its topics",
+        ),
+        1 => (format!("{}\\..*", escape(&prefix)), false, "the prefix"),
+        _ => ("__debezium-heartbeat.*".to_owned(), true, "not a heartbeat"),
+    };
+    let predicates = match config.get("predicates").and_then(Value::as_str) {
+        Some(list) => format!("{list},isOutbox"),
+        None => "isOutbox".into(),
+    };
+    config.insert("predicates".into(), json!(predicates));
+    config.insert(
+        "predicates.isOutbox.type".into(),
+        json!("org.apache.kafka.connect.transforms.predicates.TopicNameMatches"),
+    );
+    config.insert("predicates.isOutbox.pattern".into(), json!(pattern));
+    config.insert("transforms.outbox.predicate".into(), json!("isOutbox"));
+    if negate {
+        config.insert("transforms.outbox.negate".into(), json!("true"));
+    }
+    case.describe = format!("{}; EventRouter predicate ({what})", case.describe);
 }
 
 /// A family's own random stream for a case: the seed multiplied before the case's number is
@@ -3058,6 +3117,7 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         "registered beforehand",
         "not in the fixture",
         "the latest versions with a doc",
+        "EventRouter predicate",
         "optional.for.nullables",
         "wrapper.for.nullables",
         "scrub.invalid.names",

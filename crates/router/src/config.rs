@@ -38,6 +38,9 @@ impl TableName {
 pub struct ListPattern {
     source: String,
     regex: regex::Regex,
+    /// A table pattern's schema filter (`schema.include.list` / `schema.exclude.list`):
+    /// Debezium captures a table only where both its schema and its table filter take it.
+    schemas: Option<std::sync::Arc<SchemaFilter>>,
 }
 
 impl ListPattern {
@@ -49,12 +52,22 @@ impl ListPattern {
         Ok(Self {
             source: pattern.to_owned(),
             regex,
+            schemas: None,
         })
     }
 
-    /// Whether the table `schema.name` matches.
+    /// This table pattern, taking only tables whose schema `schemas` takes.
+    pub fn within(self, schemas: std::sync::Arc<SchemaFilter>) -> Self {
+        Self {
+            schemas: Some(schemas),
+            ..self
+        }
+    }
+
+    /// Whether the table `schema.name` matches (and its schema filter takes its schema).
     pub fn matches(&self, schema: &str, name: &str) -> bool {
         self.is_match(&format!("{schema}.{name}"))
+            && self.schemas.as_ref().is_none_or(|f| f.accepts(schema))
     }
 
     pub fn is_match(&self, text: &str) -> bool {
@@ -63,6 +76,24 @@ impl ListPattern {
 
     pub fn as_str(&self) -> &str {
         &self.source
+    }
+}
+
+/// Debezium's schema filter: `schema.include.list` (only the schemas it matches) or
+/// `schema.exclude.list` (all but those), each a list of regular expressions matched against
+/// the whole schema name, without regard to case.
+#[derive(Debug, Clone)]
+pub enum SchemaFilter {
+    Include(Vec<ListPattern>),
+    Exclude(Vec<ListPattern>),
+}
+
+impl SchemaFilter {
+    pub fn accepts(&self, schema: &str) -> bool {
+        match self {
+            SchemaFilter::Include(patterns) => patterns.iter().any(|p| p.is_match(schema)),
+            SchemaFilter::Exclude(patterns) => !patterns.iter().any(|p| p.is_match(schema)),
+        }
     }
 }
 

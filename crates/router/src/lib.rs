@@ -18,7 +18,7 @@ pub mod transforms;
 
 pub use config::{
     AdditionalField, ConnectFormat, ContextHeaders, ErrorHandling, InvalidOperation, ListPattern,
-    MessageConfig, Output, Placement, RouterConfig, TableName, TransactionMetadata,
+    MessageConfig, Output, Placement, RouterConfig, SchemaFilter, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
 pub use record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};

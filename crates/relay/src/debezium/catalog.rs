@@ -248,8 +248,17 @@ pub const CATALOG: &[Spec] = &[
         Refused("columns are never dropped from outbox rows"), "columns to capture"),
     spec!("column.exclude.list", ["column.blacklist"], Connector, None,
         Refused("columns are never dropped from outbox rows"), "columns not to capture"),
-    spec!("transaction.boundary", Connector, Refused("Kafka transactions are not used"),
-        "Kafka Connect's transaction boundaries for exactly-once source connectors"),
+    spec!("transaction.boundary", [], Connector, Some("poll"), Parsed(|c, _| {
+        // Kafka Connect's default, written out; the others place commit points that
+        // outbox-relay, which writes no Kafka transactions, does not make.
+        match c.o.get("transaction.boundary").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("poll") => Ok(()),
+            Some(other) => Err(format!(
+                "transaction.boundary={other} is not supported by outbox-relay: Kafka transactions are not used \
+                 (--exactly-once keeps its promise without them); remove it or set poll, Kafka Connect's default"
+            )),
+        }
+    }), "Kafka Connect's transaction boundaries for exactly-once source connectors: poll (the default) only"),
     spec!("converters", Connector, Refused("custom converters are not supported"),
         "custom column converters"),
     spec!("exactly.once.support", [], Connector, Some("requested"), Parsed(|c, d| {
@@ -458,7 +467,14 @@ pub const CATALOG: &[Spec] = &[
         "the logical decoding messages relayed, by prefix"),
     spec!("table.include.list", ["table.whitelist"], Connector, None, With("transforms"),
         "the outbox tables (names or patterns)"),
+    spec!("schema.include.list", ["schema.whitelist", "schema.exclude.list", "schema.blacklist"], Connector, None,
+        Parsed(|c, d| {
+            d.table_patterns = c::schema_filter(c.o, &d.tables, std::mem::take(&mut d.table_patterns))?;
+            Ok(())
+        }),
+        "the schemas captured: every outbox table named must be in one, and a table pattern takes only their tables"),
     spec!("predicates", [], Connector, None, Parsed(|c, d| {
+        c::router_predicate(c.o, &d.router_alias, d)?;
         d.chain = c::transform_chain(c.o, &d.after_router)?;
         if !d.before_router.is_empty() {
             d.before_chain = Some(c::transform_chain(c.o, &d.before_router)?);

@@ -6,7 +6,7 @@
 use super::options::{choice, flag, schemas_enable, Options};
 use crate::secret::Secret;
 use outbox_router::connect::{Converter, HeaderConverter, TypeModes};
-use outbox_router::{ListPattern, MessageConfig, TableName};
+use outbox_router::{ListPattern, MessageConfig, SchemaFilter, TableName};
 
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
 const DECODE_MESSAGE: &str =
@@ -379,6 +379,51 @@ pub(super) fn outbox_tables(
     Ok((tables, patterns))
 }
 
+/// Debezium's schema filter (`schema.include.list`, or `schema.exclude.list`; their 1.x
+/// names `schema.whitelist`, `schema.blacklist`): a table is captured only where its schema
+/// passes it too. An outbox table named in `table.include.list` whose schema it leaves out
+/// would have Debezium capture none of its rows: refused, naming the option. The table
+/// patterns come back taking only the tables of the schemas it passes.
+pub(super) fn schema_filter(
+    o: &Options,
+    tables: &[TableName],
+    patterns: Vec<ListPattern>,
+) -> Result<Vec<ListPattern>, String> {
+    let find = |keys: [&'static str; 2]| keys.into_iter().find_map(|k| o.get(k).map(|v| (k, v)));
+    let include = find(["schema.include.list", "schema.whitelist"]);
+    let exclude = find(["schema.exclude.list", "schema.blacklist"]);
+    let list = |key: &str, value: &str| -> Result<Vec<ListPattern>, String> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| ListPattern::new(p).map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let (key, value, filter) = match (include, exclude) {
+        (None, None) => return Ok(patterns),
+        (Some((a, _)), Some((b, _))) => {
+            return Err(format!(
+                "{a} and {b} cannot both be set (Debezium refuses them together too); keep one"
+            ))
+        }
+        (Some((key, value)), None) => (key, value, SchemaFilter::Include(list(key, value)?)),
+        (None, Some((key, value))) => (key, value, SchemaFilter::Exclude(list(key, value)?)),
+    };
+    if let Some(table) = tables.iter().find(|t| !filter.accepts(&t.schema)) {
+        return Err(format!(
+            "{key}={value:?} leaves out the schema of the outbox table {}.{}: Debezium would capture none of \
+             its rows; add {} to it, or remove the option",
+            table.schema, table.name, table.schema
+        ));
+    }
+    let filter = std::sync::Arc::new(filter);
+    Ok(patterns
+        .into_iter()
+        .map(|p| p.within(filter.clone()))
+        .collect())
+}
+
 /// Logical decoding messages, relayed when the transform chain decodes them before the
 /// EventRouter (`DecodeLogicalDecodingMessageContent`, as Debezium documents it), filtered
 /// by `message.prefix.include.list` / `exclude.list` (Debezium's `LogicalDecodingMessageFilter`).
@@ -444,16 +489,9 @@ const PREDICATES: &[&str] = &[
     "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
 ];
 
-/// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
-/// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
-pub(super) fn transform_chain(
-    o: &Options,
-    aliases: &[String],
-) -> Result<outbox_router::transforms::Chain, String> {
-    use outbox_router::transforms::{Chain, Predicate, Step};
-    let mut steps = Vec::new();
-    let declared: Vec<String> = o
-        .get("predicates")
+/// The names `predicates` declares.
+fn declared_predicates(o: &Options) -> Vec<String> {
+    o.get("predicates")
         .map(|list| {
             list.split(',')
                 .map(str::trim)
@@ -461,7 +499,143 @@ pub(super) fn transform_chain(
                 .map(str::to_owned)
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The predicate of transform `alias` (`transforms.<alias>.predicate`, one of `declared`)
+/// and its `negate`, if it has one.
+fn step_predicate(
+    o: &Options,
+    alias: &str,
+    declared: &[String],
+) -> Result<Option<(outbox_router::transforms::Predicate, bool)>, String> {
+    use outbox_router::transforms::Predicate;
+    let key = |name: &str| format!("transforms.{alias}.{name}");
+    Ok(match o.get(&key("predicate")) {
+        None => None,
+        Some(name) => {
+            let name = name.trim();
+            if !declared.iter().any(|d| d == name) {
+                return Err(format!(
+                    "{}: predicate {name:?} is not declared in predicates ({})",
+                    key("predicate"),
+                    declared.join(",")
+                ));
+            }
+            let pkey = |field: &str| format!("predicates.{name}.{field}");
+            let preq = |field: &str| {
+                o.get(&pkey(field))
+                    .ok_or_else(|| format!("{} is missing", pkey(field)))
+            };
+            let predicate = match o.get(&pkey("type")).unwrap_or_default() {
+                "org.apache.kafka.connect.transforms.predicates.TopicNameMatches" => {
+                    Predicate::topic_name_matches(preq("pattern")?)
+                        .map_err(|e| format!("{}: {e}", pkey("pattern")))?
+                }
+                "org.apache.kafka.connect.transforms.predicates.HasHeaderKey" => {
+                    Predicate::HasHeaderKey(preq("name")?.to_owned())
+                }
+                "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" => {
+                    Predicate::RecordIsTombstone
+                }
+                other => {
+                    return Err(format!(
+                        "{}: the predicate {other:?} is not supported; outbox-relay applies {}",
+                        pkey("type"),
+                        PREDICATES.join(", ")
+                    ))
+                }
+            };
+            Some((predicate, flag(o, &key("negate"), false)?))
+        }
+    })
+}
+
+/// What the EventRouter's own predicate (`transforms.<router>.predicate`, as Debezium's
+/// documentation shows it, to route only the outbox table's records) lets through. A record
+/// it does not match skips the EventRouter and reaches Kafka as the raw record: for an outbox
+/// row Debezium's change event, which outbox-relay does not write. So the predicate is
+/// accepted where it matches every change event of every outbox table (topic
+/// `<topic.prefix>.<schema>.<table>`), the tombstones Debezium writes there after a DELETE
+/// (`tombstones.on.delete`, unless deletes are skipped), and, with logical decoding messages,
+/// the decoded messages (`<topic.prefix>.message`): then the EventRouter sees what it sees
+/// without the predicate. The connector's other records (heartbeats, transaction metadata)
+/// pass the EventRouter unchanged either way.
+pub(super) fn router_predicate(
+    o: &Options,
+    router: &str,
+    d: &super::catalog::Draft,
+) -> Result<(), String> {
+    use outbox_router::transforms::Predicate;
+    let key = format!("transforms.{router}.predicate");
+    o.get(&format!("transforms.{router}.negate"));
+    let Some((predicate, negate)) = step_predicate(o, router, &declared_predicates(o))? else {
+        return Ok(());
+    };
+    let name = o.get(&key).unwrap_or_default();
+    let matches = |topic: &str, tombstone: bool| -> Result<bool, String> {
+        let hit = match &predicate {
+            Predicate::TopicNameMatches(regex) => regex.is_match(topic),
+            Predicate::RecordIsTombstone => tombstone,
+            Predicate::HasHeaderKey(_) => {
+                return Err(format!(
+                    "{key}: {name} (HasHeaderKey) on the EventRouter is not supported: which headers a change event \
+                     carries is not known before it is made; route the outbox's records with TopicNameMatches on \
+                     its topic, {topic}"
+                ))
+            }
+        };
+        Ok(hit != negate)
+    };
+    if !d.table_patterns.is_empty() {
+        return Err(format!(
+            "{key}: a predicate on the EventRouter needs the outbox tables named in table.include.list (their \
+             topics are checked against it); patterns are not"
+        ));
+    }
+    let tombstones = flag(o, "tombstones.on.delete", true)? && !d.skipped.iter().any(|s| s == "d");
+    let shown = if negate {
+        format!("{name} (negate=true)")
+    } else {
+        name.to_owned()
+    };
+    for table in &d.tables {
+        let topic = format!("{}.{}.{}", d.topic_prefix, table.schema, table.name);
+        if !matches(&topic, false)? {
+            return Err(format!(
+                "{key}: {shown} does not match {topic}, the change events of the outbox table {}.{}: Debezium \
+                 would write them there unrouted, which outbox-relay does not do; make it match {topic}",
+                table.schema, table.name
+            ));
+        }
+        if tombstones && !matches(&topic, true)? {
+            return Err(format!(
+                "{key}: {shown} does not match the tombstones Debezium writes to {topic} after a DELETE of an \
+                 outbox row, which would reach {topic} unrouted; set tombstones.on.delete=false, or make it match them"
+            ));
+        }
+    }
+    if d.messages.is_some() {
+        let topic = format!("{}.message", d.topic_prefix);
+        if !matches(&topic, false)? {
+            return Err(format!(
+                "{key}: {shown} does not match {topic}, the logical decoding messages: Debezium would write them \
+                 there unrouted, which outbox-relay does not do; make it match {topic}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
+/// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
+pub(super) fn transform_chain(
+    o: &Options,
+    aliases: &[String],
+) -> Result<outbox_router::transforms::Chain, String> {
+    use outbox_router::transforms::{Chain, Step};
+    let mut steps = Vec::new();
+    let declared = declared_predicates(o);
     for alias in aliases {
         let key = |name: &str| format!("transforms.{alias}.{name}");
         let class = o.get(&key("type")).unwrap_or_default();
@@ -472,44 +646,7 @@ pub(super) fn transform_chain(
             &outbox_router::transforms::Options { alias, get: &get },
             side,
         )?;
-        let predicate = match o.get(&key("predicate")) {
-            None => None,
-            Some(name) => {
-                let name = name.trim();
-                if !declared.iter().any(|d| d == name) {
-                    return Err(format!(
-                        "{}: predicate {name:?} is not declared in predicates ({})",
-                        key("predicate"),
-                        declared.join(",")
-                    ));
-                }
-                let pkey = |field: &str| format!("predicates.{name}.{field}");
-                let preq = |field: &str| {
-                    o.get(&pkey(field))
-                        .ok_or_else(|| format!("{} is missing", pkey(field)))
-                };
-                let predicate = match o.get(&pkey("type")).unwrap_or_default() {
-                    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches" => {
-                        Predicate::topic_name_matches(preq("pattern")?)
-                            .map_err(|e| format!("{}: {e}", pkey("pattern")))?
-                    }
-                    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey" => {
-                        Predicate::HasHeaderKey(preq("name")?.to_owned())
-                    }
-                    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" => {
-                        Predicate::RecordIsTombstone
-                    }
-                    other => {
-                        return Err(format!(
-                            "{}: the predicate {other:?} is not supported; outbox-relay applies {}",
-                            pkey("type"),
-                            PREDICATES.join(", ")
-                        ))
-                    }
-                };
-                Some((predicate, flag(o, &key("negate"), false)?))
-            }
-        };
+        let predicate = step_predicate(o, alias, &declared)?;
         steps.push(Step {
             alias: alias.clone(),
             class: class.to_owned(),
@@ -579,12 +716,15 @@ pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
             }
             None => return Err(format!("{key} is missing")),
         }
-        if o.get(&format!("transforms.{alias}.predicate")).is_some() {
+        // The EventRouter's predicate is read with the others (see `router_predicate`).
+        if decode.as_deref() == Some(alias)
+            && o.get(&format!("transforms.{alias}.predicate")).is_some()
+        {
             return Err(format!(
-                "transforms.{alias}.predicate: transform predicates are not supported"
+                "transforms.{alias}.predicate: a predicate on {DECODE_MESSAGE} is not supported (the messages it \
+                 would not decode reach the EventRouter undecoded)"
             ));
         }
-        o.get(&format!("transforms.{alias}.negate"));
     }
     let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
     if let (Some(decode), Some(first)) = (&decode, before.first()) {
@@ -669,7 +809,8 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
         "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
         // Debezium's: bytes as they are, anything else through its delegate, configured
         // under `<key>.delegate.converter.type` (the class) and `.delegate.converter.type.*`.
-        "io.debezium.converters.BinaryDataConverter" => {
+        // ByteBufferConverter: its name until Debezium 2.0 renamed it.
+        "io.debezium.converters.BinaryDataConverter" | "io.debezium.converters.ByteBufferConverter" => {
             use outbox_router::connect::Delegate;
             let delegate_key = format!("{key}.delegate.converter.type");
             let delegate = match options.get(&delegate_key) {

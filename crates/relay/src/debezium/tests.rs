@@ -1095,3 +1095,122 @@ fn confluent_protobuf_converter_options() {
     .unwrap_err();
     assert!(e.contains("not a HeaderConverter"), "{e}");
 }
+
+/// Options public outbox configurations use that were once refused or ignored: Kafka
+/// Connect's default `transaction.boundary`, Debezium 1.x's `ByteBufferConverter`, the schema
+/// filter, and a predicate on the EventRouter itself (Debezium's documentation routes only the
+/// outbox table's records so).
+#[test]
+fn options_of_public_outbox_configurations() {
+    let ok = |extra: &[(&str, &str)]| translate(&config(extra), None);
+    let refused = |extra: &[(&str, &str)]| ok(extra).unwrap_err();
+    // transaction.boundary: poll, written out, is the default.
+    ok(&[("transaction.boundary", "poll")]).unwrap();
+    assert!(refused(&[("transaction.boundary", "interval")])
+        .starts_with("transaction.boundary=interval is not supported"));
+    // ByteBufferConverter: BinaryDataConverter's name before Debezium 2.0.
+    let s = ok(&[(
+        "value.converter",
+        "io.debezium.converters.ByteBufferConverter",
+    )])
+    .unwrap();
+    assert!(matches!(
+        connect(&s).value,
+        Converter::BinaryData { delegate: None }
+    ));
+
+    // The schema filter: an outbox table must be in it; patterns take only its schemas.
+    ok(&[("schema.include.list", "PUBLIC,other")]).unwrap();
+    ok(&[("schema.exclude.list", "audit")]).unwrap();
+    let e = refused(&[("schema.include.list", "inventory")]);
+    assert!(e.contains("schema.include.list=\"inventory\" leaves out the schema of the outbox table public.outbox"), "{e}");
+    let e = refused(&[("schema.blacklist", "pub.*")]);
+    assert!(e.starts_with("schema.blacklist="), "{e}");
+    let e = refused(&[
+        ("schema.include.list", "public"),
+        ("schema.exclude.list", "x"),
+    ]);
+    assert!(e.contains("cannot both be set"), "{e}");
+    let s = ok(&[
+        ("table.include.list", r"app\.outbox_\d+,other\.outbox_\d+"),
+        ("schema.include.list", "app"),
+    ])
+    .unwrap();
+    let [app, other] = s.table_patterns.as_slice() else {
+        panic!("{:?}", s.table_patterns)
+    };
+    assert!(app.matches("app", "outbox_1"));
+    assert!(
+        !other.matches("other", "outbox_1"),
+        "the schema filter leaves other out"
+    );
+
+    // The EventRouter's predicate: accepted where the outbox's change events (and the
+    // tombstones after a DELETE) all meet it, as then nothing skips the EventRouter.
+    let predicate = |kind: &str, extra: &[(&str, &str)]| {
+        let mut options = vec![
+            ("transforms.outbox.predicate", "isOutbox"),
+            ("predicates", "isOutbox"),
+        ];
+        let class = format!("org.apache.kafka.connect.transforms.predicates.{kind}");
+        options.push(("predicates.isOutbox.type", class.leak()));
+        options.extend_from_slice(extra);
+        ok(&options)
+    };
+    predicate(
+        "TopicNameMatches",
+        &[("predicates.isOutbox.pattern", r"app\.public\.outbox")],
+    )
+    .unwrap();
+    predicate(
+        "TopicNameMatches",
+        &[("predicates.isOutbox.pattern", r"app\..*")],
+    )
+    .unwrap();
+    let e = predicate(
+        "TopicNameMatches",
+        &[("predicates.isOutbox.pattern", "other")],
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("transforms.outbox.predicate: isOutbox does not match app.public.outbox"),
+        "{e}"
+    );
+    let e = predicate(
+        "TopicNameMatches",
+        &[
+            ("predicates.isOutbox.pattern", r"app\..*"),
+            ("transforms.outbox.negate", "true"),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("isOutbox (negate=true) does not match"), "{e}");
+    // Change events are not tombstones: RecordIsTombstone sends them past the EventRouter.
+    assert!(predicate("RecordIsTombstone", &[]).is_err());
+    let e = predicate("RecordIsTombstone", &[("transforms.outbox.negate", "true")]).unwrap_err();
+    assert!(e.contains("tombstones.on.delete=false"), "{e}");
+    predicate(
+        "RecordIsTombstone",
+        &[
+            ("transforms.outbox.negate", "true"),
+            ("tombstones.on.delete", "false"),
+        ],
+    )
+    .unwrap();
+    let e = predicate("HasHeaderKey", &[("predicates.isOutbox.name", "h")]).unwrap_err();
+    assert!(e.contains("HasHeaderKey"), "{e}");
+    // Messages reach the EventRouter on <topic.prefix>.message.
+    let e = predicate(
+        "TopicNameMatches",
+        &[
+            ("predicates.isOutbox.pattern", r"app\.public\.outbox"),
+            ("transforms", "decode,outbox"),
+            (
+                "transforms.decode.type",
+                "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+            ),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("does not match app.message"), "{e}");
+}
