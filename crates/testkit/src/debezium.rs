@@ -93,11 +93,37 @@ impl ConnectStandalone {
         "-XX:+ExplicitGCInvokesConcurrent",
     ];
 
+    /// As [`start`](Self::start), with the jars of the directories `beside` on the classpath
+    /// next to Debezium's, as a deployment puts a converter's jars in Debezium's plugin
+    /// directory (what a converter that Debezium's `BinaryDataConverter` delegates to needs:
+    /// Debezium loads it, and the classes it names, with its own class loader).
+    pub fn start_beside(
+        worker: &str,
+        connectors: &[serde_json::Value],
+        beside: &[PathBuf],
+    ) -> Result<Self> {
+        Self::start_in(
+            worker,
+            connectors,
+            &["-Xms64m", "-Xmx768m", "-XX:+UseSerialGC"],
+            beside,
+        )
+    }
+
     /// As [`start`](Self::start), with the JVM options `jvm` (heap, collector).
     pub fn start_with_jvm(
         worker: &str,
         connectors: &[serde_json::Value],
         jvm: &[&str],
+    ) -> Result<Self> {
+        Self::start_in(worker, connectors, jvm, &[])
+    }
+
+    fn start_in(
+        worker: &str,
+        connectors: &[serde_json::Value],
+        jvm: &[&str],
+        beside: &[PathBuf],
     ) -> Result<Self> {
         let libs = debezium_libs()?;
         let dir = tempfile::Builder::new()
@@ -139,7 +165,13 @@ impl ConnectStandalone {
                 dir.path().join("log4j2.properties").display()
             ))
             .arg("-cp")
-            .arg(format!("{}/*", libs.display()))
+            .arg(
+                std::iter::once(&libs)
+                    .chain(beside)
+                    .map(|dir| format!("{}/*", dir.display()))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            )
             .arg("org.apache.kafka.connect.cli.ConnectStandalone")
             .arg(dir.path().join("worker.properties"))
             .args(&files)

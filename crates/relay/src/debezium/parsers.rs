@@ -825,13 +825,13 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     },
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
-                    Converter::BinaryData { .. }
-                    | Converter::Avro(_)
-                    | Converter::CloudEvents(_)
+                    registry @ (Converter::Avro(_)
                     | Converter::JsonSchema(_)
-                    | Converter::Protobuf(_) => {
+                    | Converter::Protobuf(_)) => Delegate::Registry(Box::new(registry)),
+                    Converter::BinaryData { .. } | Converter::CloudEvents(_) => {
                         return Err(format!(
-                            "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter or ByteArrayConverter"
+                            "{delegate_key}: a BinaryDataConverter delegates to JsonConverter, StringConverter, \
+                             ByteArrayConverter or a schema-registry converter (Avro, JSON Schema, Protobuf)"
                         ))
                     }
                 }),

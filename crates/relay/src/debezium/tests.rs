@@ -1119,6 +1119,36 @@ fn options_of_public_outbox_configurations() {
         Converter::BinaryData { delegate: None }
     ));
 
+    // Debezium's outbox documentation: BinaryDataConverter delegating to a schema-registry
+    // converter, its options under `delegate.converter.type.`.
+    let s = ok(&[
+        (
+            "value.converter",
+            "io.debezium.converters.BinaryDataConverter",
+        ),
+        (
+            "value.converter.delegate.converter.type",
+            "io.apicurio.registry.utils.converter.AvroConverter",
+        ),
+        (
+            "value.converter.delegate.converter.type.apicurio.registry.url",
+            "http://registry:8080/apis/registry/v2",
+        ),
+        (
+            "value.converter.delegate.converter.type.apicurio.registry.auto-register",
+            "true",
+        ),
+    ])
+    .unwrap();
+    let Converter::BinaryData {
+        delegate: Some(outbox_router::connect::Delegate::Registry(inner)),
+    } = &connect(&s).value
+    else {
+        panic!("{:?}", connect(&s).value)
+    };
+    assert!(matches!(**inner, Converter::Avro(_)));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+
     // The schema filter: an outbox table must be in it; patterns take only its schemas.
     ok(&[("schema.include.list", "PUBLIC,other")]).unwrap();
     ok(&[("schema.exclude.list", "audit")]).unwrap();

@@ -42,7 +42,7 @@ pub enum Converter {
 }
 
 /// The converter `BinaryDataConverter` hands what is not bytes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delegate {
     Json {
         schemas_enable: bool,
@@ -50,20 +50,25 @@ pub enum Delegate {
     },
     String,
     ByteArray,
+    /// A schema-registry converter (Avro, JSON Schema, Protobuf), as Debezium's outbox
+    /// documentation shows it: it writes for the record's topic (see
+    /// [`super::Data::encode_to`]).
+    Registry(Box<Converter>),
 }
 
 impl Delegate {
-    pub fn converter(self) -> Converter {
+    pub fn converter(&self) -> Converter {
         match self {
             Delegate::Json {
                 schemas_enable,
                 replace_null_with_default,
             } => Converter::Json {
-                schemas_enable,
-                replace_null_with_default,
+                schemas_enable: *schemas_enable,
+                replace_null_with_default: *replace_null_with_default,
             },
             Delegate::String => Converter::String,
             Delegate::ByteArray => Converter::ByteArray,
+            Delegate::Registry(converter) => (**converter).clone(),
         }
     }
 }
@@ -110,14 +115,15 @@ impl Converter {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(schema, other),
             }),
-            Converter::BinaryData { delegate } => match (schema, value) {
-                (Some(s), _) if s.kind != SchemaType::Bytes => {
-                    binary_delegate(*delegate, value)?.encode(schema, value)
+            Converter::BinaryData { delegate } => {
+                if !binary_data_delegates(schema, value) {
+                    return Ok(match value {
+                        Value::Bytes(b) => Some(b.clone()),
+                        _ => None,
+                    });
                 }
-                (_, Value::Bytes(b)) => Ok(Some(b.clone())),
-                (_, Value::Null) => Ok(None),
-                _ => binary_delegate(*delegate, value)?.encode(schema, value),
-            },
+                binary_delegate(delegate.as_ref(), value)?.encode(schema, value)
+            }
             Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // Without the record's headers, as for a record without metadata.
             Converter::CloudEvents(ce) => ce.encode(schema, value, &[]),
@@ -175,7 +181,7 @@ impl Converter {
             }),
             Converter::BinaryData { delegate } => match value {
                 Value::Bytes(b) => Ok(Some(b.clone())),
-                other => binary_delegate(*delegate, other)?.encode_schemaless(other),
+                other => binary_delegate(delegate.as_ref(), other)?.encode_schemaless(other),
             },
             Converter::Avro(_) | Converter::Protobuf(_) => Err(AVRO_NEEDS_TOPIC.into()),
             // No schema: a Kafka null.
@@ -185,8 +191,21 @@ impl Converter {
     }
 }
 
+/// Whether `BinaryDataConverter` hands the value to its delegate: a value whose schema is not
+/// BYTES, or a schemaless one that is neither bytes nor null (which it writes as they are).
+pub(super) fn binary_data_delegates(schema: Option<&Schema>, value: &Value) -> bool {
+    match (schema, value) {
+        (Some(s), _) if s.kind != SchemaType::Bytes => true,
+        (_, Value::Bytes(_) | Value::Null) => false,
+        _ => true,
+    }
+}
+
 /// `BinaryDataConverter`'s delegate for a value that is not bytes, or its refusal.
-fn binary_delegate(delegate: Option<Delegate>, value: &Value) -> Result<Converter, String> {
+pub(super) fn binary_delegate(
+    delegate: Option<&Delegate>,
+    value: &Value,
+) -> Result<Converter, String> {
     delegate.map(Delegate::converter).ok_or_else(|| {
         let mut text = Vec::new();
         java_string(&mut text, None, value);
@@ -541,6 +560,62 @@ mod binary_data_tests {
                 .unwrap()
                 .as_deref(),
             Some(&b"\"x\""[..])
+        );
+    }
+
+    /// Debezium's outbox documentation delegates to a schema-registry Avro converter: what is
+    /// not bytes (a heartbeat's struct) is written by it for the record's topic, bytes as
+    /// they are, and nothing is registered for them.
+    #[test]
+    fn a_schema_registry_delegate_writes_for_the_records_topic() {
+        use super::super::avro::{AvroClass, AvroConverter, Framing};
+        use super::super::registry::fixed::FixedRegistry;
+        use super::super::Data;
+        let (serde, registry) = FixedRegistry::serde(7);
+        let avro = Converter::Avro(Arc::new(AvroConverter::new(
+            AvroClass::Confluent,
+            serde,
+            Framing::Confluent,
+        )));
+        let binary = Converter::BinaryData {
+            delegate: Some(Delegate::Registry(Box::new(avro.clone()))),
+        };
+        let mut headers = Vec::new();
+        let raw = Data::new(
+            Schema::new(SchemaType::Bytes, true),
+            Value::Bytes(Bytes::from_static(b"\x00\xffraw")),
+        );
+        assert_eq!(
+            raw.encode_to(&binary, "Order.events", &mut headers)
+                .unwrap()
+                .as_deref(),
+            Some(&b"\x00\xffraw"[..])
+        );
+        assert!(registry.asked_nothing());
+        let heartbeat = Data::new(
+            Schema::new(
+                SchemaType::Struct(vec![(
+                    "serverName".into(),
+                    Schema::new(SchemaType::String, false),
+                )]),
+                false,
+            )
+            .named("io.debezium.connector.common.ServerNameValue", None),
+            Value::Struct(vec![Value::text("app")]),
+        );
+        let delegated = heartbeat
+            .encode_to(&binary, "__debezium-heartbeat.app", &mut headers)
+            .unwrap();
+        assert_eq!(
+            delegated,
+            heartbeat
+                .encode_to(&avro, "__debezium-heartbeat.app", &mut headers)
+                .unwrap()
+        );
+        assert_eq!(&delegated.unwrap()[..5], &[0, 0, 0, 0, 7]);
+        assert_eq!(
+            registry.last().unwrap().subject,
+            "__debezium-heartbeat.app-value"
         );
     }
 }

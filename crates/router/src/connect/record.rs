@@ -3,7 +3,7 @@
 //! headers with theirs, timestamp. Nothing here is bytes yet; [`ConnectRecord::convert`]
 //! writes them with the worker's converters.
 
-use super::converter::{Converter, HeaderConverter};
+use super::converter::{binary_data_delegates, Converter, Delegate, HeaderConverter};
 use super::data::{Data, Header, Value};
 use super::registry::SerdeError;
 use crate::record::OutboxRecord;
@@ -30,6 +30,12 @@ impl Data {
             Converter::Protobuf(proto) => proto
                 .encode(topic, self.schema.as_ref(), &self.value)
                 .map_err(registry_failure),
+            // A schema-registry delegate writes for the topic too.
+            Converter::BinaryData {
+                delegate: Some(delegate @ Delegate::Registry(_)),
+            } if binary_data_delegates(self.schema.as_ref(), &self.value) => {
+                self.encode_to(&delegate.converter(), topic, headers)
+            }
             other => self.encode(other).map_err(|m| Failed(m, None)),
         }
     }
