@@ -351,7 +351,8 @@ async fn avro_converters_write_what_kafka_connect_writes() {
 /// schema only where the bytes do not (a doc here: Avro's Parsing Canonical Form) is used: its
 /// id, the record's bytes. One that would write other bytes (a field more) dead-letters the
 /// record saying which option to change, where writing the record's own bytes under that id
-/// would have a consumer read them with the wrong schema.
+/// would have a consumer read them with the wrong schema. Apicurio's artifacts are in the
+/// group `apicurio.registry.artifact.group-id` names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
     let registry = Registry::start().expect("a schema registry");
@@ -363,12 +364,17 @@ async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
         ("value.converter", "io.confluent.connect.avro.AvroConverter"),
         ("value.converter.schema.registry.url", ccompat.as_str()),
     ];
+    // In a group of its own (`artifact.group-id`, as a public configuration sets it).
     let apicurio = [
         (
             "value.converter",
             "io.apicurio.registry.utils.converter.AvroConverter",
         ),
         ("value.converter.apicurio.registry.url", apicurio.as_str()),
+        (
+            "value.converter.apicurio.registry.artifact.group-id",
+            "shipment",
+        ),
     ];
     // One slot for the three runs of each converter: each resumes where the last stopped.
     let run = |slot: &'static str,
@@ -466,7 +472,7 @@ async fn a_latest_version_is_used_where_it_writes_the_records_bytes() {
     .await;
 
     // --- Apicurio: the same with find-latest, the global id in a header ---
-    let artifact = "/apis/registry/v2/groups/default/artifacts/Order.found-value";
+    let artifact = "/apis/registry/v2/groups/shipment/artifacts/Order.found-value";
     let registering = run(
         "latest_apicurio",
         "found",

@@ -45,6 +45,8 @@ pub struct RegistryClient {
     credentials_option: Option<String>,
     agent: ureq::Agent,
     ids: Mutex<IdCache>,
+    /// Apicurio's artifact group (`apicurio.registry.artifact.group-id`; `default`).
+    group: String,
 }
 
 impl fmt::Debug for RegistryClient {
@@ -197,7 +199,16 @@ impl RegistryClient {
             credentials_option,
             agent: ureq::Agent::new_with_config(config),
             ids: Mutex::new(IdCache::default()),
+            group: "default".into(),
         })
+    }
+
+    /// Apicurio's artifacts in `group` (`apicurio.registry.artifact.group-id`), not `default`.
+    pub fn in_group(self, group: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            ..self
+        }
     }
 
     /// One request: the status and the body.
@@ -327,7 +338,10 @@ impl RegistryClient {
             }
             Api::Apicurio { content_id, .. } => {
                 // `apicurio.registry.url` is the API root (`…/apis/registry/v2`).
-                let artifacts = "/groups/default/artifacts";
+                let artifacts = format!(
+                    "/groups/{}/artifacts",
+                    percent_encoding::utf8_percent_encode(&self.group, SEGMENT)
+                );
                 let json = [("Content-Type", "application/json")];
                 let (status, body) = match lookup {
                     Lookup::Register => self.call(

@@ -186,8 +186,25 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
         content_id,
         check_period,
     };
-    let registry =
+    // SerdeConfig.EXPLICIT_ARTIFACT_GROUP_ID: the group artifacts are registered and looked
+    // up in. An explicit artifact id or version would name one artifact for every topic.
+    for option in ["artifact.artifact-id", "artifact.version"] {
+        let option = format!("{key}.apicurio.registry.{option}");
+        if let Some(value) = o.get(&option) {
+            return Err(format!(
+                "{option}={value} is not supported by outbox-relay: artifacts are named <topic>-key / <topic>-value \
+                 (TopicIdStrategy), each at its latest version"
+            ));
+        }
+    }
+    let mut registry =
         RegistryClient::new(api, url, credentials).map_err(|e| format!("{url_key}: {e}"))?;
+    if let Some(group) = o
+        .get(&format!("{key}.apicurio.registry.artifact.group-id"))
+        .filter(|g| !g.is_empty())
+    {
+        registry = registry.in_group(group);
+    }
     let serde = RegistrySerde::new(
         is_key,
         SubjectNameStrategy::Topic,

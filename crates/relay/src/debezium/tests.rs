@@ -1148,6 +1148,38 @@ fn options_of_public_outbox_configurations() {
     };
     assert!(matches!(**inner, Converter::Avro(_)));
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    // Apicurio's explicit group is read (the registry test registers in it); an explicit
+    // artifact id or version, one artifact for every topic, is refused by name.
+    let apicurio = |extra: (&str, &str)| {
+        ok(&[
+            (
+                "value.converter",
+                "io.apicurio.registry.utils.converter.AvroConverter",
+            ),
+            (
+                "value.converter.apicurio.registry.url",
+                "http://registry:8080/apis/registry/v2",
+            ),
+            extra,
+        ])
+    };
+    let s = apicurio((
+        "value.converter.apicurio.registry.artifact.group-id",
+        "shipment",
+    ))
+    .unwrap();
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let e = apicurio((
+        "value.converter.apicurio.registry.artifact.artifact-id",
+        "all",
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with(
+            "value.converter.apicurio.registry.artifact.artifact-id=all is not supported"
+        ),
+        "{e}"
+    );
 
     // The schema filter: an outbox table must be in it; patterns take only its schemas.
     ok(&[("schema.include.list", "PUBLIC,other")]).unwrap();
