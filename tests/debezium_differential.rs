@@ -10,7 +10,9 @@
 //! the handling modes, snapshot or not, and rows with NULLs, Unicode, big and special numbers,
 //! tombstones and JSON payloads of every shape. The seeds run by default are fixed;
 //! `OUTBOX_RELAY_DIFF_SEEDS=a,b,c` runs others, `OUTBOX_RELAY_DIFF_CASES=n` sets the cases per
-//! seed. A failure prints the seed and the case.
+//! seed. A failure prints the seed and the case. In every family a fifth of the cases put a
+//! predicate on the EventRouter itself (`TopicNameMatches` on the outbox's topics, the
+//! connector's prefix, or Debezium's heartbeat pattern negated; see `router_predicate`).
 //!
 //! Three families of cases follow the plain ones in each seed (`OUTBOX_RELAY_DIFF_AVRO_CASES=n`,
 //! `OUTBOX_RELAY_DIFF_FILTER_CASES=n`, `OUTBOX_RELAY_DIFF_PROTOBUF_CASES=n`, one each by
@@ -19,7 +21,9 @@
 //!   7.0.16 as value (and for some key) converter, on Debezium's plugin path
 //!   (`scripts/install-registry-converters.sh`), against one Apicurio Registry 2.6.13 both
 //!   sides use, each through a recording front: the subject name strategies,
-//!   `auto.register.schemas`, `connect.meta.data` drawn. Both sides register the same schemas
+//!   `auto.register.schemas`, `connect.meta.data` drawn; half the bytea cases keep their
+//!   `BinaryDataConverter` with the AvroConverter as its delegate (its jars then beside
+//!   Debezium's, as a deployment puts them in Debezium's plugin directory). Both sides register the same schemas
 //!   under the same subjects (the topics are the same), so the records, schema ids included,
 //!   are compared byte for byte, and so are the (subject, schema text) pairs each side sent
 //!   the registry. Apicurio's `io.apicurio.registry.utils.converter.AvroConverter` (installed

@@ -274,12 +274,18 @@ impl RegistryClient {
                     "globalIds"
                 };
                 let (status, text) = self.call("GET", &format!("/ids/{kind}/{id}"), None)?;
-                if !(200..=299).contains(&status) {
-                    return Err(RegistryError::Unavailable(format!(
+                let what = || {
+                    format!(
                         "schema registry at {} answered HTTP {status} for the content of {kind} {id}: {}",
                         self.shown,
                         message(&text)
-                    )));
+                    )
+                };
+                match status {
+                    200..=299 => {}
+                    401 | 403 => return Err(RegistryError::Unauthorized(what())),
+                    408 | 429 | 500..=599 => return Err(RegistryError::Unavailable(what())),
+                    _ => return Err(RegistryError::Rejected(what())),
                 }
                 let format = answer
                     .and_then(|a| a.get("type"))
@@ -647,7 +653,13 @@ impl SchemaRegistry for RegistryClient {
         }
         let answer = match Self::blocking(|| self.ask(subject, schema, lookup)) {
             Ok(id) => Ok(id),
-            Err(RegistryError::Rejected(m)) if m.contains(NOT_THE_LATEST) => Err(m),
+            Err(RegistryError::Rejected(m))
+                if ["use.latest.version: ", "apicurio.registry.find-latest: "]
+                    .iter()
+                    .any(|option| m.starts_with(&format!("{option}{NOT_THE_LATEST}"))) =>
+            {
+                Err(m)
+            }
             Err(e) => return Err(e),
         };
         self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(

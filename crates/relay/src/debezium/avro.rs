@@ -157,7 +157,11 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
         }
     };
     let as_confluent = flag(o, &format!("{key}.apicurio.registry.as-confluent"), false)?;
-    let headers = flag(o, &format!("{key}.apicurio.registry.headers.enabled"), true)?;
+    // Debezium's BinaryDataConverter calls its delegate's fromConnectData(topic, schema,
+    // value), without the record's headers: Apicurio's serializer then frames the id in the
+    // value (magic byte, id), whatever `headers.enabled` says.
+    let delegate = key.ends_with(".delegate.converter.type");
+    let headers = flag(o, &format!("{key}.apicurio.registry.headers.enabled"), true)? && !delegate;
     let framing = match (headers, as_confluent) {
         (true, _) => Framing::Headers { content_id },
         (false, true) => Framing::Confluent,

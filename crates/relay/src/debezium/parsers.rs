@@ -389,14 +389,16 @@ pub(super) fn schema_filter(
     tables: &[TableName],
     patterns: Vec<ListPattern>,
 ) -> Result<Vec<ListPattern>, String> {
-    let find = |keys: [&'static str; 2]| keys.into_iter().find_map(|k| o.get(k).map(|v| (k, v)));
+    // A blank list is no filter (Debezium's Selectors).
+    let find = |keys: [&'static str; 2]| {
+        keys.into_iter()
+            .find_map(|k| o.get(k).filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
+    };
     let include = find(["schema.include.list", "schema.whitelist"]);
     let exclude = find(["schema.exclude.list", "schema.blacklist"]);
     let list = |key: &str, value: &str| -> Result<Vec<ListPattern>, String> {
-        value
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
+        split_regex_list(value)
+            .iter()
             .map(|p| ListPattern::new(p).map_err(|e| format!("{key}: {e}")))
             .collect()
     };
@@ -600,7 +602,17 @@ pub(super) fn router_predicate(
         name.to_owned()
     };
     for table in &d.tables {
-        let topic = format!("{}.{}.{}", d.topic_prefix, table.schema, table.name);
+        // Debezium's topic naming replaces what a topic name cannot hold with `_`.
+        let topic: String = format!("{}.{}.{}", d.topic_prefix, table.schema, table.name)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
         if !matches(&topic, false)? {
             return Err(format!(
                 "{key}: {shown} does not match {topic}, the change events of the outbox table {}.{}: Debezium \
@@ -717,6 +729,9 @@ pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
             None => return Err(format!("{key} is missing")),
         }
         // The EventRouter's predicate is read with the others (see `router_predicate`).
+        if decode.as_deref() == Some(alias) {
+            o.get(&format!("transforms.{alias}.negate"));
+        }
         if decode.as_deref() == Some(alias)
             && o.get(&format!("transforms.{alias}.predicate")).is_some()
         {
@@ -825,6 +840,17 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                     },
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
+                    // Kafka Connect configures a header converter without its options
+                    // (`configure(Map)`), so a BinaryDataConverter there never has a delegate
+                    // in Debezium; a registry delegate, which needs a topic, is refused.
+                    Converter::Avro(_) | Converter::JsonSchema(_) | Converter::Protobuf(_)
+                        if key == "header.converter" =>
+                    {
+                        return Err(format!(
+                            "{delegate_key}: a header converter's BinaryDataConverter is not given its delegate by Kafka \
+                             Connect, and a schema-registry converter writes only record keys and values"
+                        ))
+                    }
                     registry @ (Converter::Avro(_)
                     | Converter::JsonSchema(_)
                     | Converter::Protobuf(_)) => Delegate::Registry(Box::new(registry)),

@@ -1146,8 +1146,32 @@ fn options_of_public_outbox_configurations() {
     else {
         panic!("{:?}", connect(&s).value)
     };
-    assert!(matches!(**inner, Converter::Avro(_)));
+    // Debezium calls the delegate without the record's headers: Apicurio's serializer then
+    // frames the id in the value, whatever headers.enabled says.
+    let Converter::Avro(avro) = &**inner else {
+        panic!("{inner:?}")
+    };
+    assert_eq!(avro.framing, outbox_router::connect::Framing::Long);
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let e = ok(&[
+        (
+            "header.converter",
+            "io.debezium.converters.BinaryDataConverter",
+        ),
+        (
+            "header.converter.delegate.converter.type",
+            "io.confluent.connect.avro.AvroConverter",
+        ),
+        (
+            "header.converter.delegate.converter.type.schema.registry.url",
+            "http://registry:8081",
+        ),
+    ])
+    .unwrap_err();
+    assert!(
+        e.contains("a header converter's BinaryDataConverter"),
+        "{e}"
+    );
     // Apicurio's explicit group is read (the registry test registers in it); an explicit
     // artifact id or version, one artifact for every topic, is refused by name.
     let apicurio = |extra: (&str, &str)| {
@@ -1184,6 +1208,9 @@ fn options_of_public_outbox_configurations() {
     // The schema filter: an outbox table must be in it; patterns take only its schemas.
     ok(&[("schema.include.list", "PUBLIC,other")]).unwrap();
     ok(&[("schema.exclude.list", "audit")]).unwrap();
+    // Blank: no filter, as in Debezium; `\,` is a comma inside a pattern.
+    ok(&[("schema.include.list", " ")]).unwrap();
+    ok(&[("schema.include.list", r"pub{1\,2}lic")]).unwrap();
     let e = refused(&[("schema.include.list", "inventory")]);
     assert!(e.contains("schema.include.list=\"inventory\" leaves out the schema of the outbox table public.outbox"), "{e}");
     let e = refused(&[("schema.blacklist", "pub.*")]);
