@@ -701,7 +701,9 @@ mod heartbeat;
 mod message_record;
 mod tolerance;
 mod transaction;
-pub use change_event::{BeforeRouter, SourcePosition, READABLE_FIELDS as CHANGE_EVENT_FIELDS};
+pub use change_event::{
+    change_event_topic, BeforeRouter, SourcePosition, READABLE_FIELDS as CHANGE_EVENT_FIELDS,
+};
 pub use transaction::TransactionMark;
 #[cfg(test)]
 mod tests;

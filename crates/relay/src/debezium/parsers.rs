@@ -602,17 +602,7 @@ pub(super) fn router_predicate(
         name.to_owned()
     };
     for table in &d.tables {
-        // Debezium's topic naming replaces what a topic name cannot hold with `_`.
-        let topic: String = format!("{}.{}.{}", d.topic_prefix, table.schema, table.name)
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let topic = outbox_router::change_event_topic(&d.topic_prefix, &table.schema, &table.name);
         if !matches(&topic, false)? {
             return Err(format!(
                 "{key}: {shown} does not match {topic}, the change events of the outbox table {}.{}: Debezium \

@@ -142,6 +142,21 @@ pub fn source_value(
     ])
 }
 
+/// The topic of `schema.table`'s change events, `<topic.prefix>.<schema>.<table>`, as
+/// Debezium's topic naming makes it: a character a topic name cannot hold (other than ASCII
+/// letters, digits, `.`, `_` and `-`) becomes `_`, one per UTF-16 unit as Java counts them.
+pub fn change_event_topic(topic_prefix: &str, schema: &str, table: &str) -> String {
+    let mut topic = String::new();
+    for c in format!("{topic_prefix}.{schema}.{table}").chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            topic.push(c);
+        } else {
+            topic.extend(std::iter::repeat_n('_', c.len_utf16()));
+        }
+    }
+    topic
+}
+
 /// The change event of an INSERT of `schema.table` as the transforms before the EventRouter
 /// see it: topic `<prefix>.<schema>.<table>`, the connector's context headers, and the
 /// envelope without its row images.
@@ -156,7 +171,7 @@ pub fn insert_event(
     context: &[Header],
     now_ms: i64,
 ) -> ConnectRecord {
-    let name = format!("{topic_prefix}.{schema}.{table}");
+    let name = change_event_topic(topic_prefix, schema, table);
     let envelope = Schema::new(
         SchemaType::Struct(vec![
             ("source".into(), source_schema()),
@@ -255,6 +270,24 @@ mod tests {
                 r#""ts_ns":1764151521123456000,"schema":"public","table":"outbox","txId":771,"#,
                 r#""lsn":23456789,"xmin":null,"origin":null,"origin_lsn":null}}"#
             )
+        );
+    }
+
+    /// Debezium's topic naming: what a topic name cannot hold becomes `_` (the predicate on
+    /// the EventRouter and the transforms before it read this topic).
+    #[test]
+    fn change_event_topics_are_named_as_debezium_names_them() {
+        assert_eq!(
+            change_event_topic("app", "public", "outbox"),
+            "app.public.outbox"
+        );
+        assert_eq!(
+            change_event_topic("app", "public", "outbox$v2"),
+            "app.public.outbox_v2"
+        );
+        assert_eq!(
+            change_event_topic("app-1", "Zürich", "x y"),
+            "app-1.Z_rich.x_y"
         );
     }
 }
