@@ -494,13 +494,7 @@ const PREDICATES: &[&str] = &[
 /// The names `predicates` declares.
 fn declared_predicates(o: &Options) -> Vec<String> {
     o.get("predicates")
-        .map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
+        .map(outbox_router::transforms::connect_list)
         .unwrap_or_default()
 }
 

@@ -95,10 +95,7 @@ impl Canonical {
                 match kind {
                     "enum" => {
                         out.push_str(",\"symbols\":");
-                        let symbols = object
-                            .get("symbols")
-                            .and_then(Value::as_array)
-                            .ok_or("an Avro enum without symbols")?;
+                        let symbols = array(object, "symbols", "an Avro enum without symbols")?;
                         list(out, symbols, |out, symbol| {
                             let symbol = symbol
                                 .as_str()
@@ -119,10 +116,7 @@ impl Canonical {
                         // Nested names resolve in the record's own namespace.
                         let inner = full.rsplit_once('.').map_or("", |(ns, _)| ns).to_owned();
                         out.push_str(",\"fields\":");
-                        let fields = object
-                            .get("fields")
-                            .and_then(Value::as_array)
-                            .ok_or("an Avro record without fields")?;
+                        let fields = array(object, "fields", "an Avro record without fields")?;
                         list(out, fields, |out, field| {
                             let field_name = field
                                 .get("name")
@@ -149,6 +143,19 @@ impl Canonical {
             }
         }
     }
+}
+
+/// The array `object` holds under `key`, or the error `missing`.
+fn array<'a>(
+    object: &'a Map<String, Value>,
+    key: &str,
+    missing: &str,
+) -> Result<&'a [Value], String> {
+    object
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .ok_or_else(|| missing.to_owned())
 }
 
 /// A JSON array of `items`, each written by `write`.

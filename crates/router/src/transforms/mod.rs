@@ -73,18 +73,9 @@ impl Options<'_> {
             .ok_or_else(|| format!("{} is missing", self.key(name)))
     }
 
-    /// A comma-separated list (Connect's `ConfigDef.Type.LIST`): items trimmed, empty ones
-    /// dropped.
+    /// A comma-separated list (Connect's `ConfigDef.Type.LIST`): see [`connect_list`].
     pub fn list(&self, name: &str) -> Vec<String> {
-        self.get(name)
-            .map(|list| {
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.get(name).map(|l| connect_list(&l)).unwrap_or_default()
     }
 
     pub fn flag(&self, name: &str, default: bool) -> Result<bool, String> {
@@ -181,6 +172,16 @@ pub fn supported_classes() -> Vec<String> {
                 vec![e.class.to_owned()]
             }
         })
+        .collect()
+}
+
+/// A comma-separated list as Kafka Connect reads one (`ConfigDef.Type.LIST`): items trimmed,
+/// empty ones dropped.
+pub fn connect_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
         .collect()
 }
 
