@@ -474,7 +474,14 @@ pub const CATALOG: &[Spec] = &[
         }),
         "the schemas captured: every outbox table named must be in one, and a table pattern takes only their tables"),
     spec!("predicates", [], Connector, None, Parsed(|c, d| {
-        c::router_predicate(c.o, &d.router_alias, d)?;
+        let sources = c::RoutedSources {
+            tables: &d.tables,
+            table_patterns: &d.table_patterns,
+            topic_prefix: &d.topic_prefix,
+            skipped: &d.skipped,
+            messages: d.messages.is_some(),
+        };
+        c::router_predicate(c.o, &d.router_alias, &sources)?;
         d.chain = c::transform_chain(c.o, &d.after_router)?;
         if !d.before_router.is_empty() {
             d.before_chain = Some(c::transform_chain(c.o, &d.before_router)?);

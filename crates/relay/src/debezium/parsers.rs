@@ -557,10 +557,20 @@ fn step_predicate(
 /// the decoded messages (`<topic.prefix>.message`): then the EventRouter sees what it sees
 /// without the predicate. The connector's other records (heartbeats, transaction metadata)
 /// pass the EventRouter unchanged either way.
+/// What the EventRouter's predicate is checked against: the connector's outbox tables (by
+/// name, or patterns), its topic prefix, the operations it skips, whether it decodes messages.
+pub(super) struct RoutedSources<'a> {
+    pub tables: &'a [TableName],
+    pub table_patterns: &'a [ListPattern],
+    pub topic_prefix: &'a str,
+    pub skipped: &'a [String],
+    pub messages: bool,
+}
+
 pub(super) fn router_predicate(
     o: &Options,
     router: &str,
-    d: &super::catalog::Draft,
+    d: &RoutedSources<'_>,
 ) -> Result<(), String> {
     use outbox_router::transforms::Predicate;
     let key = format!("transforms.{router}.predicate");
@@ -595,8 +605,8 @@ pub(super) fn router_predicate(
     } else {
         name.to_owned()
     };
-    for table in &d.tables {
-        let topic = outbox_router::change_event_topic(&d.topic_prefix, &table.schema, &table.name);
+    for table in d.tables {
+        let topic = outbox_router::change_event_topic(d.topic_prefix, &table.schema, &table.name);
         if !matches(&topic, false)? {
             return Err(format!(
                 "{key}: {shown} does not match {topic}, the change events of the outbox table {}.{}: Debezium \
@@ -611,7 +621,7 @@ pub(super) fn router_predicate(
             ));
         }
     }
-    if d.messages.is_some() {
+    if d.messages {
         let topic = format!("{}.message", d.topic_prefix);
         if !matches(&topic, false)? {
             return Err(format!(
