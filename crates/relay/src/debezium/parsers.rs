@@ -725,14 +725,12 @@ pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
         // The EventRouter's predicate is read with the others (see `router_predicate`).
         if decode.as_deref() == Some(alias) {
             o.get(&format!("transforms.{alias}.negate"));
-        }
-        if decode.as_deref() == Some(alias)
-            && o.get(&format!("transforms.{alias}.predicate")).is_some()
-        {
-            return Err(format!(
-                "transforms.{alias}.predicate: a predicate on {DECODE_MESSAGE} is not supported (the messages it \
-                 would not decode reach the EventRouter undecoded)"
-            ));
+            if o.get(&format!("transforms.{alias}.predicate")).is_some() {
+                return Err(format!(
+                    "transforms.{alias}.predicate: a predicate on {DECODE_MESSAGE} is not supported (the messages it \
+                     would not decode reach the EventRouter undecoded)"
+                ));
+            }
         }
     }
     let router = router.ok_or_else(|| format!("transforms: none of {list:?} is {EVENT_ROUTER}"))?;
