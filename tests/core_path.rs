@@ -463,3 +463,85 @@ async fn sigterm_under_load_exits_promptly_and_loses_nothing() {
         "a graceful stop under load neither loses nor repeats"
     );
 }
+
+/// librdkafka (2.12) takes a later request's success for proof that an earlier one landed,
+/// and Kafka accepts any sequence from a producer new to a partition: a partition's first
+/// request that failed (a topic just created) was reported delivered and never written
+/// (`deliver/producer/first_writes.rs`). So the first record of each partition is
+/// acknowledged before the next is sent: librdkafka's own log shows the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_partitions_first_record_is_acknowledged_before_the_next_is_sent() {
+    let stack = Stack::start().await;
+    let args = stack.relay_args(&[
+        "--topic-partitions",
+        "3",
+        "--producer-property",
+        "linger.ms=0",
+        "--producer-property",
+        "debug=msg",
+    ]);
+    let relay = outbox_relay_testkit::RelayProcess::spawn(
+        std::path::Path::new(RELAY),
+        &args,
+        &[("RUST_LOG", "info,librdkafka=debug")],
+    )
+    .unwrap();
+    stack.wait_for_slot(SLOT, &relay).await;
+    const TYPES: u64 = 6;
+    const EACH: u64 = 6;
+    let bootstrap = stack.broker.bootstrap_servers();
+    for t in 0..TYPES {
+        // Created here: the relay finds it and sends at once, as the rows come.
+        outbox_relay_testkit::kafka::create_topic(&bootstrap, &format!("New{t}.events"), 3)
+            .await
+            .unwrap();
+        for i in 0..EACH {
+            // One transaction each, one key per type: one partition, records a moment apart.
+            stack
+                .db
+                .batch_execute(&format!(
+                    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload) VALUES \
+                     ('{}', 'New{t}', 'a{t}', 'E', '{{}}')",
+                    event_uuid(t * 100 + i),
+                ))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(120), Some(&relay))
+        .await;
+    let log = relay.log();
+    for t in 0..TYPES {
+        let topic = format!("New{t}.events");
+        assert_eq!(
+            stack.read_topic(&topic).await.len(),
+            EACH as usize,
+            "{topic}"
+        );
+        // librdkafka's lines for the topic's partition (its one key's).
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("{topic} [")) && l.contains("MessageSet"))
+            .collect();
+        let first_delivered = lines
+            .iter()
+            .position(|l| l.contains("BaseSeq 0) delivered"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{topic}: no first record delivered in the log:\n{}",
+                    lines.join("\n")
+                )
+            });
+        let early: Vec<&&str> = lines[..first_delivered]
+            .iter()
+            .filter(|l| l.contains("Produce MessageSet") && !l.contains("BaseSeq 0,"))
+            .collect();
+        assert!(
+            early.is_empty(),
+            "{topic}: produced more before its first record was acknowledged:\n{}",
+            lines.join("\n")
+        );
+    }
+}

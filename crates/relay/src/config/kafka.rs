@@ -157,11 +157,18 @@ impl KafkaSettings {
                     // A record never times out: one that did could let a later record of
                     // the same key be sent before it. While the broker is away, records
                     // wait (bounded by the in-flight limit) and nothing is confirmed.
-                    .set("message.timeout.ms", "0")
-                    .set("log_level", "4");
+                    .set("message.timeout.ms", "0");
                 for (k, v) in &self.properties {
                     config.set(k, v);
                 }
+                // rdkafka sets the client's level after creating it (from the `log` crate's,
+                // which the relay does not use), over the `log_level` property: warnings, and
+                // librdkafka's debug lines when `debug` asks for them (see ReportContext).
+                config.set_log_level(if self.property(&["debug"]).is_some() {
+                    rdkafka::config::RDKafkaLogLevel::Debug
+                } else {
+                    rdkafka::config::RDKafkaLogLevel::Warning
+                });
             }
             ClientRole::Admin => {
                 config.set("log_level", "0");

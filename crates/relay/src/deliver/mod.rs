@@ -525,7 +525,9 @@ impl<P: Producer> Deliver<P> {
                         },
                     )?;
                 }
-                Sent::QueueFull(back) => {
+                // Full, or the record's partition has its first record in flight: its
+                // report (or another's) makes room.
+                Sent::QueueFull(back) | Sent::AfterReport(back) => {
                     self.held.put_back(record, back);
                     self.wait_for_report().await?;
                     if until_acknowledged && !self.acknowledged.is_empty() {
@@ -688,7 +690,7 @@ impl<P: Producer> Deliver<P> {
             let (tag, letter) = self.dead_letters.pop_front().expect("the front letter");
             match self.producer.send(&record, tag) {
                 Sent::Accepted => {}
-                Sent::QueueFull(back) => {
+                Sent::QueueFull(back) | Sent::AfterReport(back) => {
                     self.dead_letters.push_front((back, letter));
                     self.wait_for_report().await?;
                 }

@@ -30,7 +30,10 @@
 //!   `enable.gapless.guarantee` (the relay sets all three and refuses overrides), so a record
 //!   the broker refuses stops the producer before any later record of its partition lands;
 //!   the session ends, and the delivery stage's `Refusals` make the next session dead-letter that
-//!   event at once.
+//!   event at once. librdkafka's implicit acknowledgement could leave a gap where Kafka held
+//!   no sequence of the producer yet (a partition's first records); a partition's first
+//!   record therefore travels alone (`producer/first_writes.rs`), and a delivery reported
+//!   without an offset is not taken as one.
 //!   A record the relay's own checks refuse (too large for the producer or the topic) is
 //!   dead-lettered, in position order, before the tail is consulted.
 //!

@@ -12,6 +12,7 @@
 //! [`Producer::next_report`] returns it with [`Outcome::Acknowledged`]. Only then may the
 //! acknowledgement tracker count it.
 
+mod first_writes;
 mod outcomes;
 mod reports;
 mod topic_rules;
@@ -22,6 +23,7 @@ pub use outcomes::refused_record;
 pub use topics::topic_configs;
 pub use wire_size::{librdkafka_message_size, record_wire_size};
 
+use first_writes::FirstWrites;
 use outcomes::{delivery_outcome, is_refusal};
 use reports::is_size_refusal;
 pub use reports::Unacknowledged;
@@ -55,6 +57,9 @@ pub enum Sent {
     Accepted,
     /// The producer's queue is full: wait for a report, then send the same record again.
     QueueFull(Tag),
+    /// The first record of the record's partition is still in flight (see
+    /// `producer/first_writes.rs`): wait for a report, then send the same record again.
+    AfterReport(Tag),
     /// Refused before sending, for what the record is (e.g. larger than `message.max.bytes`).
     Refused(Tag, String, RefusedRecord),
     /// The producer cannot take records at all (a fatal producer state).
@@ -162,6 +167,11 @@ pub struct KafkaProducer {
     cluster_topics: Option<(std::time::Instant, HashMap<String, i32>)>,
     /// The producer's `message.max.bytes`.
     message_max_bytes: usize,
+    /// Which partitions acknowledged a record of this producer: a partition's first record
+    /// travels alone (`first_writes.rs`).
+    first_writes: FirstWrites,
+    /// Turns the partitions of records without key or partition (see `send`).
+    keyless_turn: u32,
 }
 
 impl KafkaProducer {
@@ -204,6 +214,8 @@ impl KafkaProducer {
                 .get("message.max.bytes")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_000_000),
+            first_writes: FirstWrites::default(),
+            keyless_turn: 0,
         })
     }
 
@@ -477,21 +489,38 @@ impl Producer for KafkaProducer {
                 value: value.as_deref(),
             });
         }
+        // The record's partition: its own, else its key's (Kafka's murmur2 over the topic's
+        // partitions as last read, as librdkafka and Java clients place it), else, without a
+        // key, the next in turn (librdkafka would pick one at random). The relay names every
+        // record's partition, so that a partition's first record can travel alone.
+        let partition = match record.partition {
+            Some(p) => Some(p),
+            None => self
+                .latest_counts
+                .get(&record.topic)
+                .map(|&count| match &record.key {
+                    Some(key) => crate::deliver::exactly_once::rule::key_partition(key, count),
+                    None => {
+                        self.keyless_turn = self.keyless_turn.wrapping_add(1);
+                        (self.keyless_turn % count.max(1) as u32) as i32
+                    }
+                }),
+        };
+        let sent = std::time::Instant::now();
+        if let Some(p) = partition {
+            if !self.first_writes.admit(&record.topic, p, sent) {
+                return Sent::AfterReport(tag);
+            }
+        }
         let place = Place {
             topic: record.topic.clone(),
-            partition: record.partition.or_else(|| {
-                let key = record.key.as_deref()?;
-                let partitions = *self.partition_counts.get(&record.topic)?;
-                Some(crate::deliver::exactly_once::rule::key_partition(
-                    key, partitions,
-                ))
-            }),
-            sent: std::time::Instant::now(),
+            partition,
+            sent,
         };
         let slot = self.in_flight.put(tag, place);
         let mut base: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&record.topic, slot).headers(headers);
-        if let Some(p) = record.partition {
+        if let Some(p) = partition {
             base = base.partition(p);
         }
         if let Some(t) = record.timestamp_ms {
@@ -507,7 +536,10 @@ impl Producer for KafkaProducer {
             Ok(()) => return Sent::Accepted,
             Err((error, _)) => error,
         };
-        let tag = self.in_flight.take(slot);
+        let (tag, place) = self.in_flight.take(slot);
+        if let Some(p) = place.partition {
+            self.first_writes.not_sent(&place.topic, p);
+        }
         match error {
             KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Sent::QueueFull(tag),
             KafkaError::MessageProduction(code) if is_refusal(code) => {
@@ -540,14 +572,35 @@ impl Producer for KafkaProducer {
     async fn next_report(&mut self) -> (Tag, Outcome) {
         loop {
             if let Some(report) = self.taken.pop_front() {
-                let tag = self.in_flight.take(report.slot);
+                let (tag, place) = self.in_flight.take(report.slot);
                 let outcome = match report.error {
+                    // An offset is Kafka's acknowledgement. librdkafka reports a record
+                    // delivered without one where it inferred the delivery from a later
+                    // request's (first_writes.rs says when that is wrong) or from a duplicate
+                    // sequence: not proof enough to confirm past it. The session ends and the
+                    // next one sends it again.
+                    None if report.offset < 0 => Outcome::Failed {
+                        error: format!(
+                            "librdkafka reported a record of {} delivered without an offset (inferred from another \
+                             request, not acknowledged by Kafka); it is sent again",
+                            place.topic
+                        ),
+                    },
                     None => Outcome::Acknowledged,
                     Some(refusal) => {
                         let fatal = self.producer.client().fatal_error();
                         delivery_outcome(refusal, fatal)
                     }
                 };
+                if let Some(p) = place.partition {
+                    let acknowledged = matches!(outcome, Outcome::Acknowledged);
+                    self.first_writes.reported(
+                        &place.topic,
+                        p,
+                        acknowledged,
+                        std::time::Instant::now(),
+                    );
+                }
                 return (tag, outcome);
             }
             if self.in_flight.used == 0 {
@@ -689,6 +742,8 @@ impl Producer for KafkaProducer {
         );
         // Dropping a librdkafka client flushes and joins its threads: not on a runtime thread.
         tokio::task::spawn_blocking(move || drop(old));
+        // A new producer id: Kafka holds no sequence of it anywhere.
+        self.first_writes = FirstWrites::default();
         self.batch_size = batch_size;
         Ok(())
     }

@@ -6,6 +6,7 @@ use super::super::dead_letter::RefusedRecord;
 use super::super::outcome::Tag;
 use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt as _};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
@@ -17,6 +18,9 @@ use std::time::{Duration, Instant};
 pub(super) struct Report {
     pub(super) slot: usize,
     pub(super) error: Option<Refusal>,
+    /// The record's offset in its partition; negative where librdkafka reported a delivery
+    /// without one (inferred, not acknowledged by Kafka).
+    pub(super) offset: i64,
 }
 
 /// What went wrong with one record.
@@ -70,23 +74,51 @@ pub struct ReportContext {
     pub(super) reports: Arc<Reports>,
 }
 
-impl ClientContext for ReportContext {}
+/// librdkafka's own log lines and errors reach the relay's log (target `librdkafka`): without
+/// this they went to the `log` crate, which nothing here reads, and a producer's warnings
+/// (a broker refusing connections, an idempotence fatal error) were never seen.
+/// `--producer-property debug=…` then shows librdkafka's debug contexts at `RUST_LOG`
+/// `librdkafka=debug`.
+impl ClientContext for ReportContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        use RDKafkaLogLevel as L;
+        match level {
+            L::Emerg | L::Alert | L::Critical | L::Error => {
+                tracing::error!(target: "librdkafka", facility, "{message}")
+            }
+            L::Warning => tracing::warn!(target: "librdkafka", facility, "{message}"),
+            L::Notice | L::Info => tracing::info!(target: "librdkafka", facility, "{message}"),
+            L::Debug => tracing::debug!(target: "librdkafka", facility, "{message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(target: "librdkafka", "producer: {error}: {reason}");
+    }
+}
 
 impl ProducerContext for ReportContext {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, slot: usize) {
-        let error = match result {
-            Ok(_) => None,
-            Err((e, message)) => Some(Refusal {
-                error: e.clone(),
-                record: undelivered_record(message, e.rdkafka_error_code()),
-                detail: broker_message(message),
-            }),
+        let (error, offset) = match result {
+            Ok(message) => (None, message.offset()),
+            Err((e, message)) => (
+                Some(Refusal {
+                    error: e.clone(),
+                    record: undelivered_record(message, e.rdkafka_error_code()),
+                    detail: broker_message(message),
+                }),
+                message.offset(),
+            ),
         };
         let mut queue = self.reports.queue.lock().unwrap();
         let was_empty = queue.is_empty();
-        queue.push(Report { slot, error });
+        queue.push(Report {
+            slot,
+            error,
+            offset,
+        });
         drop(queue);
         if was_empty {
             self.reports.arrived.notify_one();
@@ -97,7 +129,8 @@ impl ProducerContext for ReportContext {
 /// Where a record in flight went, and when.
 pub(super) struct Place {
     pub(super) topic: Arc<str>,
-    /// `None`: a record without key or partition, which librdkafka places at random.
+    /// `None`: the topic's partition count is unknown and the record has no key or
+    /// partition of its own (librdkafka places it).
     pub(super) partition: Option<i32>,
     pub(super) sent: Instant,
 }
@@ -126,13 +159,13 @@ impl Slots {
         }
     }
 
-    pub(super) fn take(&mut self, slot: usize) -> Tag {
-        let (tag, _) = self.tags[slot]
+    pub(super) fn take(&mut self, slot: usize) -> (Tag, Place) {
+        let taken = self.tags[slot]
             .take()
             .expect("a report for a record in flight");
         self.free.push(slot);
         self.used -= 1;
-        tag
+        taken
     }
 
     /// Each partition with a record in flight for longer than `age` at `now`, with the
