@@ -229,44 +229,6 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Result<Vec<ConsumedRecord>> {
     Ok(out)
 }
 
-/// Every record of `topic`, read partition by partition until `idle` passes without a new
-/// record. For tansu's memory:// storage, whose watermarks are wrong (kafka-broker.md).
-pub fn read_topic_until_idle(
-    bootstrap: &str,
-    topic: &str,
-    idle: Duration,
-) -> Result<Vec<ConsumedRecord>> {
-    let consumer: BaseConsumer = base_config(bootstrap)
-        .set("group.id", "outbox-relay-tests")
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "10")
-        .create()?;
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
-    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
-        bail!("topic {topic} not in metadata");
-    };
-    let partitions: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
-    let mut out = Vec::new();
-    for p in partitions {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
-        consumer.assign(&tpl)?;
-        let mut last = Instant::now();
-        while last.elapsed() < idle {
-            match consumer.poll(Duration::from_millis(100)) {
-                None => continue,
-                Some(Err(e)) => bail!("reading {topic}[{p}]: {e}"),
-                Some(Ok(m)) if m.partition() != p => continue,
-                Some(Ok(m)) => {
-                    last = Instant::now();
-                    out.push(to_record(topic, p, &m));
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 fn to_record(
     topic: &str,
     partition: i32,

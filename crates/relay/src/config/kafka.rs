@@ -204,6 +204,15 @@ pub fn parse_producer_property(text: &str) -> Result<(String, String), ConfigErr
         "message.timeout.ms" | "delivery.timeout.ms" => value != "0",
         _ => false,
     };
+    if key == "partitioner" && value != "murmur2_random" {
+        return Err(super::invalid(
+            "producer-property",
+            format!(
+                "partitioner={value}: outbox-relay names each record's partition itself (Kafka's murmur2 of the key, \
+                 the partition a Java producer chooses; librdkafka's murmur2_random)"
+            ),
+        ));
+    }
     if breaks_guarantee {
         return Err(super::invalid(
             "producer-property",
@@ -272,5 +281,19 @@ mod tests {
         assert!(parse_producer_property("delivery.timeout.ms=120000").is_err());
         assert!(parse_producer_property("message.timeout.ms=0").is_ok());
         assert_eq!(admin.get("bootstrap.servers"), Some("k:9092"));
+    }
+
+    /// The relay names every record's partition (first_writes.rs needs it): another
+    /// partitioner would have no effect, so it is refused by name.
+    #[test]
+    fn a_partitioner_other_than_murmur2_random_is_refused_by_name() {
+        assert!(parse_producer_property("partitioner=murmur2_random").is_ok());
+        let error = parse_producer_property("partitioner=consistent_random")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("producer-property") && error.contains("partitioner=consistent_random"),
+            "{error}"
+        );
     }
 }

@@ -525,9 +525,7 @@ impl<P: Producer> Deliver<P> {
                         },
                     )?;
                 }
-                // Full, or the record's partition has its first record in flight: its
-                // report (or another's) makes room.
-                Sent::QueueFull(back) | Sent::AfterReport(back) => {
+                Sent::QueueFull(back) => {
                     self.held.put_back(record, back);
                     self.wait_for_report().await?;
                     if until_acknowledged && !self.acknowledged.is_empty() {
@@ -690,7 +688,7 @@ impl<P: Producer> Deliver<P> {
             let (tag, letter) = self.dead_letters.pop_front().expect("the front letter");
             match self.producer.send(&record, tag) {
                 Sent::Accepted => {}
-                Sent::QueueFull(back) | Sent::AfterReport(back) => {
+                Sent::QueueFull(back) => {
                     self.dead_letters.push_front((back, letter));
                     self.wait_for_report().await?;
                 }

@@ -1,6 +1,7 @@
-//! A partition's first record from a producer travels alone: the next one is handed to
-//! librdkafka only once Kafka acknowledged it. Pure: the producer asks before each send and
-//! tells each report.
+//! A partition's first record from a producer travels alone: the partition's next records
+//! wait here, parked, and go to librdkafka once Kafka acknowledged that first one. Pure: the
+//! producer asks before each send, parks what may not go yet, tells each report, and takes
+//! back what may go. A parked record counts as in flight; other partitions never wait for it.
 //!
 //! # Why
 //! librdkafka's idempotent producer (2.12) keeps up to five produce requests in flight per
@@ -26,6 +27,7 @@
 //! forgets a producer after `producer.id.expiration.ms`, a day by default).
 
 use foldhash::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,35 +40,80 @@ pub(super) const IDLE_BEFORE_FIRST_AGAIN: Duration = Duration::from_secs(3600);
 enum State {
     /// No record of this producer acknowledged here (or not for long).
     New,
-    /// Its first record is in flight: the next waits for its report.
+    /// Its first record is in flight: the next ones are parked until its report.
     FirstInFlight,
     /// Kafka acknowledged a record of this producer here, last at this time.
     Acknowledged(Instant),
 }
 
-/// Each partition's state, by topic (looked up by the record's topic name, no copy of it).
-#[derive(Debug, Default)]
-pub(super) struct FirstWrites {
-    topics: HashMap<Arc<str>, Vec<State>>,
+#[derive(Debug)]
+struct Partition<R> {
+    state: State,
+    /// Records waiting for the first one's acknowledgement, in the order they came.
+    parked: VecDeque<R>,
 }
 
-impl FirstWrites {
-    fn state(&mut self, topic: &Arc<str>, partition: i32) -> &mut State {
+impl<R> Default for Partition<R> {
+    fn default() -> Self {
+        Self {
+            state: State::New,
+            parked: VecDeque::new(),
+        }
+    }
+}
+
+/// Each partition's state and parked records, by topic (looked up by the record's topic
+/// name, no copy of it). Partition numbers are the topic's (the producer checks them against
+/// its count first), so a topic's partitions are a vector.
+#[derive(Debug)]
+pub(super) struct FirstWrites<R> {
+    topics: HashMap<Arc<str>, Vec<Partition<R>>>,
+    /// The partitions with parked records, in the order they were first parked.
+    waiting: VecDeque<(Arc<str>, i32)>,
+    /// Parked records, all partitions together.
+    parked: usize,
+}
+
+impl<R> Default for FirstWrites<R> {
+    fn default() -> Self {
+        Self {
+            topics: HashMap::default(),
+            waiting: VecDeque::new(),
+            parked: 0,
+        }
+    }
+}
+
+impl<R> FirstWrites<R> {
+    fn partition(&mut self, topic: &Arc<str>, partition: i32) -> &mut Partition<R> {
         let index = usize::try_from(partition).unwrap_or(0);
         if !self.topics.contains_key(&**topic) {
             self.topics.insert(topic.clone(), Vec::new());
         }
-        let states = self.topics.get_mut(&**topic).expect("inserted above");
-        if states.len() <= index {
-            states.resize(index + 1, State::New);
+        let partitions = self.topics.get_mut(&**topic).expect("inserted above");
+        if partitions.len() <= index {
+            partitions.resize_with(index + 1, Partition::default);
         }
-        &mut states[index]
+        &mut partitions[index]
     }
 
-    /// Whether a record for `topic`/`partition` may be handed over at `now`. A partition's
-    /// first record may, and the partition's next ones then wait for its report.
+    /// Records parked, all partitions together.
+    pub(super) fn parked(&self) -> usize {
+        self.parked
+    }
+
+    /// Whether a record for `topic`/`partition` may be handed over at `now`: a partition's
+    /// first record may, and the partition's next ones must be [parked](Self::park) until
+    /// its report (as must any record behind parked ones).
     pub(super) fn admit(&mut self, topic: &Arc<str>, partition: i32, now: Instant) -> bool {
-        let state = self.state(topic, partition);
+        let part = self.partition(topic, partition);
+        if !part.parked.is_empty() {
+            return false;
+        }
+        Self::admit_state(&mut part.state, now)
+    }
+
+    fn admit_state(state: &mut State, now: Instant) -> bool {
         match *state {
             State::FirstInFlight => false,
             State::Acknowledged(at)
@@ -81,12 +128,57 @@ impl FirstWrites {
         }
     }
 
+    /// Keeps `record` for `topic`/`partition` until [`admit`](Self::admit) would let it go.
+    pub(super) fn park(&mut self, topic: &Arc<str>, partition: i32, record: R) {
+        let part = self.partition(topic, partition);
+        part.parked.push_back(record);
+        if part.parked.len() == 1 {
+            self.waiting.push_back((topic.clone(), partition));
+        }
+        self.parked += 1;
+    }
+
+    /// The next parked record that may go at `now`, oldest first within its partition: after
+    /// an acknowledgement every parked record of the partition, after a failed first record
+    /// the next one alone.
+    pub(super) fn next_release(&mut self, now: Instant) -> Option<(Arc<str>, i32, R)> {
+        for i in 0..self.waiting.len() {
+            let (topic, partition) = self.waiting[i].clone();
+            let part = self.partition(&topic, partition);
+            if !Self::admit_state(&mut part.state, now) {
+                continue;
+            }
+            let record = part
+                .parked
+                .pop_front()
+                .expect("a waiting partition has parked records");
+            if part.parked.is_empty() {
+                self.waiting.remove(i);
+            }
+            self.parked -= 1;
+            return Some((topic, partition, record));
+        }
+        None
+    }
+
+    /// A record [released](Self::next_release) that librdkafka could not take yet (its queue
+    /// is full): first in its partition's line again, and not in flight.
+    pub(super) fn unrelease(&mut self, topic: &Arc<str>, partition: i32, record: R) {
+        self.not_sent(topic, partition);
+        let part = self.partition(topic, partition);
+        part.parked.push_front(record);
+        if part.parked.len() == 1 {
+            self.waiting.push_front((topic.clone(), partition));
+        }
+        self.parked += 1;
+    }
+
     /// The record admitted last for `topic`/`partition` never reached librdkafka (it refused
     /// it on the spot): the partition's next record is its first again.
     pub(super) fn not_sent(&mut self, topic: &Arc<str>, partition: i32) {
-        let state = self.state(topic, partition);
-        if *state == State::FirstInFlight {
-            *state = State::New;
+        let part = self.partition(topic, partition);
+        if part.state == State::FirstInFlight {
+            part.state = State::New;
         }
     }
 
@@ -99,8 +191,8 @@ impl FirstWrites {
         acknowledged: bool,
         now: Instant,
     ) {
-        let state = self.state(topic, partition);
-        *state = match (*state, acknowledged) {
+        let part = self.partition(topic, partition);
+        part.state = match (part.state, acknowledged) {
             (_, true) => State::Acknowledged(now),
             (State::FirstInFlight, false) => State::New,
             (other, false) => other,
@@ -116,7 +208,7 @@ mod tests {
     /// partition takes records freely; other partitions and topics are not held by it.
     #[test]
     fn a_partitions_first_record_travels_alone_until_kafka_acknowledged_it() {
-        let mut writes = FirstWrites::default();
+        let mut writes = FirstWrites::<u32>::default();
         let (orders, customers): (Arc<str>, Arc<str>) =
             ("Order.events".into(), "Customer.events".into());
         let now = Instant::now();
@@ -155,7 +247,7 @@ mod tests {
     /// after an acknowledgement changes nothing (Kafka holds the producer's sequence).
     #[test]
     fn a_first_record_that_did_not_land_makes_the_next_one_first() {
-        let mut writes = FirstWrites::default();
+        let mut writes = FirstWrites::<u32>::default();
         let topic: Arc<str> = "T.events".into();
         let now = Instant::now();
         assert!(writes.admit(&topic, 0, now));
@@ -183,7 +275,7 @@ mod tests {
     /// producer's state has a first record again.
     #[test]
     fn a_partition_idle_for_long_has_a_first_record_again() {
-        let mut writes = FirstWrites::default();
+        let mut writes = FirstWrites::<u32>::default();
         let topic: Arc<str> = "T.events".into();
         let then = Instant::now();
         assert!(writes.admit(&topic, 1, then));
@@ -197,5 +289,47 @@ mod tests {
             "the first record after the idle time goes"
         );
         assert!(!writes.admit(&topic, 1, much_later), "alone");
+    }
+
+    /// Records parked behind a first one go in their order once it is acknowledged; after a
+    /// failed first record, the next parked one goes alone; a record librdkafka could not
+    /// take yet is first in line again. Other partitions are never held.
+    #[test]
+    fn parked_records_go_in_order_once_the_first_is_acknowledged() {
+        let mut writes = FirstWrites::<u32>::default();
+        let topic: Arc<str> = "T.events".into();
+        let now = Instant::now();
+        assert!(writes.admit(&topic, 0, now));
+        for r in 1..=3 {
+            assert!(!writes.admit(&topic, 0, now));
+            writes.park(&topic, 0, r);
+        }
+        assert!(writes.admit(&topic, 1, now), "another partition goes");
+        assert_eq!(writes.parked(), 3);
+        assert_eq!(
+            writes.next_release(now),
+            None,
+            "nothing before the first's report"
+        );
+        // The first failed: the next parked record is the new first, alone.
+        writes.reported(&topic, 0, false, now);
+        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 1)));
+        assert_eq!(writes.next_release(now), None);
+        assert!(
+            !writes.admit(&topic, 0, now),
+            "a new record waits behind the parked ones"
+        );
+        writes.park(&topic, 0, 4);
+        writes.reported(&topic, 0, true, now);
+        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 2)));
+        // librdkafka's queue is full: record 3 waits, first in line.
+        let (t, p, r) = writes.next_release(now).unwrap();
+        assert_eq!(r, 3);
+        writes.unrelease(&t, p, r);
+        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 3)));
+        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 4)));
+        assert_eq!(writes.next_release(now), None);
+        assert_eq!(writes.parked(), 0);
+        assert!(writes.admit(&topic, 0, now), "nothing parked: records go");
     }
 }

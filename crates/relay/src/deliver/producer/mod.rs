@@ -57,9 +57,6 @@ pub enum Sent {
     Accepted,
     /// The producer's queue is full: wait for a report, then send the same record again.
     QueueFull(Tag),
-    /// The first record of the record's partition is still in flight (see
-    /// `producer/first_writes.rs`): wait for a report, then send the same record again.
-    AfterReport(Tag),
     /// Refused before sending, for what the record is (e.g. larger than `message.max.bytes`).
     Refused(Tag, String, RefusedRecord),
     /// The producer cannot take records at all (a fatal producer state).
@@ -114,14 +111,18 @@ pub trait Producer {
     }
 }
 
-/// Why `record` cannot go to its partition: the topic has fewer (`detail`: what says so).
-fn unknown_partition(record: &OutboxRecord, detail: &str) -> String {
+/// Why `record` cannot go to `partition`: the topic has fewer (`detail`: what says so).
+fn unknown_partition(record: &OutboxRecord, partition: Option<i32>, detail: &str) -> String {
     format!(
         "partition {:?} does not exist in topic {} ({detail}); the topic has fewer partitions than the record's \
          partition placement asks for",
-        record.partition, record.topic
+        partition, record.topic
     )
 }
+
+/// How long records without key or partition keep going to the same partition of their
+/// topic (librdkafka's `sticky.partitioning.linger.ms` default).
+const KEYLESS_STICKY: Duration = Duration::from_millis(10);
 
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
@@ -167,11 +168,14 @@ pub struct KafkaProducer {
     cluster_topics: Option<(std::time::Instant, HashMap<String, i32>)>,
     /// The producer's `message.max.bytes`.
     message_max_bytes: usize,
-    /// Which partitions acknowledged a record of this producer: a partition's first record
-    /// travels alone (`first_writes.rs`).
-    first_writes: FirstWrites,
-    /// Turns the partitions of records without key or partition (see `send`).
-    keyless_turn: u32,
+    /// Which partitions acknowledged a record of this producer, and the records parked
+    /// behind a partition's first one (`first_writes.rs`), each with its slot.
+    first_writes: FirstWrites<(usize, OutboxRecord)>,
+    /// Outcomes decided here, not by librdkafka (a parked record it refused when released).
+    decided: VecDeque<(Tag, Outcome)>,
+    /// Each topic's partition for records without key or partition, and since when (see
+    /// `partition_of`).
+    keyless: HashMap<Arc<str>, (i32, Option<std::time::Instant>)>,
 }
 
 impl KafkaProducer {
@@ -215,7 +219,8 @@ impl KafkaProducer {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_000_000),
             first_writes: FirstWrites::default(),
-            keyless_turn: 0,
+            decided: VecDeque::new(),
+            keyless: HashMap::new(),
         })
     }
 
@@ -454,34 +459,44 @@ impl KafkaProducer {
         }
     }
 
-    fn fatal_error(&self) -> Option<String> {
-        self.producer
-            .client()
-            .fatal_error()
-            .map(|(code, text)| format!("{code}: {text}"))
-    }
-}
-
-impl Producer for KafkaProducer {
-    fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
-        if let Some(reason) = self.rules.too_large(record) {
-            return Sent::Refused(tag, reason, refused_record(record).oversized());
+    /// The partition `record` goes to: its own, else its key's (Kafka's murmur2 over the
+    /// topic's partitions as last read, as librdkafka's `murmur2_random` and Java clients
+    /// place it), else, without a key, the topic's current one for keyless records, which
+    /// moves to the next partition every 10 ms (librdkafka's sticky partitioning, its
+    /// `sticky.partitioning.linger.ms`). `None` where the topic's partition count is unknown
+    /// (librdkafka places it). The relay names every record's partition, so that a
+    /// partition's first record can travel alone.
+    fn partition_of(&mut self, record: &OutboxRecord) -> Option<i32> {
+        if let Some(p) = record.partition {
+            return Some(p);
         }
-        if let Some(reason) = self
-            .rules
-            .keyless_for_compacted(record)
-            .or_else(|| self.rules.timestamp_out_of_range(record))
+        let count = *self.latest_counts.get(&record.topic)?;
+        if let Some(key) = &record.key {
+            return Some(crate::deliver::exactly_once::rule::key_partition(
+                key, count,
+            ));
+        }
+        let now = std::time::Instant::now();
+        let (partition, since) = self
+            .keyless
+            .entry(record.topic.clone())
+            .or_insert((count - 1, None));
+        if since.is_none_or(|since| now.saturating_duration_since(since) >= KEYLESS_STICKY)
+            || *partition >= count
         {
-            return Sent::Refused(tag, reason, refused_record(record));
+            *partition = (*partition + 1) % count.max(1);
+            *since = Some(now);
         }
-        // A partition the topic does not have, judged on the count the relay knows (librdkafka
-        // may not have the metadata of a topic just created yet, and would fail it later).
-        if let (Some(p), Some(count)) = (record.partition, self.latest_counts.get(&record.topic)) {
-            if !(0..*count).contains(&p) {
-                let reason = unknown_partition(record, &format!("{count} partitions"));
-                return Sent::Refused(tag, reason, refused_record(record));
-            }
-        }
+        Some(*partition)
+    }
+
+    /// Hands `record` to librdkafka with the opaque `slot`.
+    fn hand_over(
+        &self,
+        record: &OutboxRecord,
+        partition: Option<i32>,
+        slot: usize,
+    ) -> Result<(), KafkaError> {
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (name, value) in &record.headers {
             headers = headers.insert(Header {
@@ -489,35 +504,6 @@ impl Producer for KafkaProducer {
                 value: value.as_deref(),
             });
         }
-        // The record's partition: its own, else its key's (Kafka's murmur2 over the topic's
-        // partitions as last read, as librdkafka and Java clients place it), else, without a
-        // key, the next in turn (librdkafka would pick one at random). The relay names every
-        // record's partition, so that a partition's first record can travel alone.
-        let partition = match record.partition {
-            Some(p) => Some(p),
-            None => self
-                .latest_counts
-                .get(&record.topic)
-                .map(|&count| match &record.key {
-                    Some(key) => crate::deliver::exactly_once::rule::key_partition(key, count),
-                    None => {
-                        self.keyless_turn = self.keyless_turn.wrapping_add(1);
-                        (self.keyless_turn % count.max(1) as u32) as i32
-                    }
-                }),
-        };
-        let sent = std::time::Instant::now();
-        if let Some(p) = partition {
-            if !self.first_writes.admit(&record.topic, p, sent) {
-                return Sent::AfterReport(tag);
-            }
-        }
-        let place = Place {
-            topic: record.topic.clone(),
-            partition,
-            sent,
-        };
-        let slot = self.in_flight.put(tag, place);
         let mut base: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&record.topic, slot).headers(headers);
         if let Some(p) = partition {
@@ -532,19 +518,22 @@ impl Producer for KafkaProducer {
         if let Some(v) = &record.value {
             base = base.payload(&v[..]);
         }
-        let error = match self.producer.send(base) {
-            Ok(()) => return Sent::Accepted,
-            Err((error, _)) => error,
-        };
-        let (tag, place) = self.in_flight.take(slot);
-        if let Some(p) = place.partition {
-            self.first_writes.not_sent(&place.topic, p);
-        }
+        self.producer.send(base).map_err(|(error, _)| error)
+    }
+
+    /// What librdkafka's refusal to take `record` (for `partition`) means.
+    fn not_taken(
+        &self,
+        record: &OutboxRecord,
+        partition: Option<i32>,
+        tag: Tag,
+        error: KafkaError,
+    ) -> Sent {
         match error {
             KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Sent::QueueFull(tag),
             KafkaError::MessageProduction(code) if is_refusal(code) => {
                 let reason = if code == RDKafkaErrorCode::UnknownPartition {
-                    unknown_partition(record, &code.to_string())
+                    unknown_partition(record, partition, &code.to_string())
                 } else {
                     format!(
                         "the record is larger than the producer's message.max.bytes ({code}); raise it with --producer-property \
@@ -569,8 +558,98 @@ impl Producer for KafkaProducer {
         }
     }
 
+    /// Hands librdkafka the parked records that may go now (first_writes.rs), in order, until
+    /// its queue is full. One it refuses on the spot gets its outcome here.
+    fn release_parked(&mut self) {
+        if self.first_writes.parked() == 0 {
+            return;
+        }
+        let now = std::time::Instant::now();
+        while let Some((topic, p, (slot, record))) = self.first_writes.next_release(now) {
+            let Err(error) = self.hand_over(&record, Some(p), slot) else {
+                continue;
+            };
+            if matches!(
+                error,
+                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull)
+            ) {
+                self.first_writes.unrelease(&topic, p, (slot, record));
+                return;
+            }
+            let (tag, _) = self.in_flight.take(slot);
+            self.first_writes.not_sent(&topic, p);
+            let decided = match self.not_taken(&record, Some(p), tag, error) {
+                Sent::Refused(tag, error, record) => (tag, Outcome::Refused { error, record }),
+                Sent::Failed(tag, error) => (tag, Outcome::Failed { error }),
+                Sent::Accepted | Sent::QueueFull(_) => unreachable!("not a refusal"),
+            };
+            self.decided.push_back(decided);
+        }
+    }
+
+    fn fatal_error(&self) -> Option<String> {
+        self.producer
+            .client()
+            .fatal_error()
+            .map(|(code, text)| format!("{code}: {text}"))
+    }
+}
+
+impl Producer for KafkaProducer {
+    fn send(&mut self, record: &OutboxRecord, tag: Tag) -> Sent {
+        if let Some(reason) = self.rules.too_large(record) {
+            return Sent::Refused(tag, reason, refused_record(record).oversized());
+        }
+        if let Some(reason) = self
+            .rules
+            .keyless_for_compacted(record)
+            .or_else(|| self.rules.timestamp_out_of_range(record))
+        {
+            return Sent::Refused(tag, reason, refused_record(record));
+        }
+        // A partition the topic does not have, judged on the count the relay knows (librdkafka
+        // may not have the metadata of a topic just created yet, and would fail it later).
+        if let (Some(p), Some(count)) = (record.partition, self.latest_counts.get(&record.topic)) {
+            if !(0..*count).contains(&p) {
+                let reason =
+                    unknown_partition(record, record.partition, &format!("{count} partitions"));
+                return Sent::Refused(tag, reason, refused_record(record));
+            }
+        }
+        let partition = self.partition_of(record);
+        let now = std::time::Instant::now();
+        let place = Place {
+            topic: record.topic.clone(),
+            partition,
+            sent: now,
+        };
+        // A partition's first record travels alone (first_writes.rs); the rule applies where
+        // the topic's partitions are known (every partition the relay names is one of them).
+        let gated = partition.filter(|_| self.latest_counts.contains_key(&record.topic));
+        if let Some(p) = gated {
+            if !self.first_writes.admit(&record.topic, p, now) {
+                let slot = self.in_flight.put(tag, place);
+                self.first_writes
+                    .park(&record.topic, p, (slot, record.clone()));
+                return Sent::Accepted;
+            }
+        }
+        let slot = self.in_flight.put(tag, place);
+        let Err(error) = self.hand_over(record, partition, slot) else {
+            return Sent::Accepted;
+        };
+        let (tag, _) = self.in_flight.take(slot);
+        if let Some(p) = gated {
+            self.first_writes.not_sent(&record.topic, p);
+        }
+        self.not_taken(record, partition, tag, error)
+    }
+
     async fn next_report(&mut self) -> (Tag, Outcome) {
         loop {
+            if let Some(decided) = self.decided.pop_front() {
+                return decided;
+            }
             if let Some(report) = self.taken.pop_front() {
                 let (tag, place) = self.in_flight.take(report.slot);
                 let outcome = match report.error {
@@ -601,6 +680,8 @@ impl Producer for KafkaProducer {
                         std::time::Instant::now(),
                     );
                 }
+                // What the report lets go (a partition's parked records).
+                self.release_parked();
                 return (tag, outcome);
             }
             if self.in_flight.used == 0 {
@@ -609,6 +690,13 @@ impl Producer for KafkaProducer {
             // Everything that arrived, in one go; the queue keeps its capacity.
             self.taken
                 .extend(self.reports.queue.lock().unwrap().drain(..));
+            if self.taken.is_empty() && self.in_flight.used == self.first_writes.parked() {
+                // Only parked records, none in librdkafka (its queue was full with nothing of
+                // the relay's in it): no report will come; try again shortly. Cancel-safe.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                self.release_parked();
+                continue;
+            }
             if self.taken.is_empty() {
                 // Cancel-safe: nothing was taken; a report arriving meanwhile leaves a permit.
                 self.reports.arrived.notified().await;

@@ -74,26 +74,31 @@ pub struct ReportContext {
     pub(super) reports: Arc<Reports>,
 }
 
-/// librdkafka's own log lines and errors reach the relay's log (target `librdkafka`): without
-/// this they went to the `log` crate, which nothing here reads, and a producer's warnings
-/// (a broker refusing connections, an idempotence fatal error) were never seen.
-/// `--producer-property debug=…` then shows librdkafka's debug contexts at `RUST_LOG`
-/// `librdkafka=debug`.
+/// librdkafka's own log lines reach the relay's log (target `librdkafka`): without this they
+/// went to the `log` crate, which nothing here reads, and a producer's warnings were never
+/// seen. Its errors are warnings here (a broker restarting is one, and the relay recovers);
+/// its error callback repeats what a log line said, except a fatal producer error.
+/// `--producer-property debug=…` adds librdkafka's debug lines at `RUST_LOG`
+/// `librdkafka=debug`. librdkafka redacts its sensitive settings (`sasl.password`) itself.
 impl ClientContext for ReportContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         use RDKafkaLogLevel as L;
         match level {
-            L::Emerg | L::Alert | L::Critical | L::Error => {
+            L::Emerg | L::Alert | L::Critical => {
                 tracing::error!(target: "librdkafka", facility, "{message}")
             }
-            L::Warning => tracing::warn!(target: "librdkafka", facility, "{message}"),
+            L::Error | L::Warning => tracing::warn!(target: "librdkafka", facility, "{message}"),
             L::Notice | L::Info => tracing::info!(target: "librdkafka", facility, "{message}"),
             L::Debug => tracing::debug!(target: "librdkafka", facility, "{message}"),
         }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        tracing::warn!(target: "librdkafka", "producer: {error}: {reason}");
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            tracing::error!(target: "librdkafka", "producer: {error}: {reason}");
+        } else {
+            tracing::debug!(target: "librdkafka", "producer: {error}: {reason}");
+        }
     }
 }
 
