@@ -23,8 +23,8 @@
 //! Once a partition acknowledged one record of this producer, Kafka holds the producer's
 //! sequence there and refuses a gap (`OUT_OF_ORDER_SEQUENCE_NUMBER`), which librdkafka recovers
 //! from in order. So only a partition's first record needs to travel alone: once per partition
-//! per producer, and again after [`IDLE_BEFORE_FIRST_AGAIN`] without a record there (Kafka
-//! forgets a producer after `producer.id.expiration.ms`, a day by default).
+//! per producer, and again after [`IDLE_BEFORE_FIRST_AGAIN`] without an acknowledged record
+//! there (Kafka forgets a producer after `producer.id.expiration.ms`, a day by default).
 
 use foldhash::HashMap;
 use std::collections::VecDeque;
@@ -36,12 +36,15 @@ use std::time::{Duration, Instant};
 /// by default), after which the broker no longer checks this producer's sequence there.
 pub(super) const IDLE_BEFORE_FIRST_AGAIN: Duration = Duration::from_secs(3600);
 
+/// A record in flight, as the producer names it (its report slot).
+pub(super) type Slot = usize;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// No record of this producer acknowledged here (or not for long).
     New,
-    /// Its first record is in flight: the next ones are parked until its report.
-    FirstInFlight,
+    /// This first record is in flight: the next ones are parked until its report.
+    FirstInFlight(Slot),
     /// Kafka acknowledged a record of this producer here, last at this time.
     Acknowledged(Instant),
 }
@@ -50,7 +53,7 @@ enum State {
 struct Partition<R> {
     state: State,
     /// Records waiting for the first one's acknowledgement, in the order they came.
-    parked: VecDeque<R>,
+    parked: VecDeque<(Slot, R)>,
 }
 
 impl<R> Default for Partition<R> {
@@ -63,8 +66,9 @@ impl<R> Default for Partition<R> {
 }
 
 /// Each partition's state and parked records, by topic (looked up by the record's topic
-/// name, no copy of it). Partition numbers are the topic's (the producer checks them against
-/// its count first), so a topic's partitions are a vector.
+/// name, no copy of it). Only partitions the topic has reach here (the producer applies the
+/// rule where it knows the count, and checks a record's partition against it), so a topic's
+/// partitions are a vector.
 #[derive(Debug)]
 pub(super) struct FirstWrites<R> {
     topics: HashMap<Arc<str>, Vec<Partition<R>>>,
@@ -86,7 +90,8 @@ impl<R> Default for FirstWrites<R> {
 
 impl<R> FirstWrites<R> {
     fn partition(&mut self, topic: &Arc<str>, partition: i32) -> &mut Partition<R> {
-        let index = usize::try_from(partition).unwrap_or(0);
+        debug_assert!(partition >= 0, "a partition the topic has");
+        let index = partition.max(0) as usize;
         if !self.topics.contains_key(&**topic) {
             self.topics.insert(topic.clone(), Vec::new());
         }
@@ -102,101 +107,133 @@ impl<R> FirstWrites<R> {
         self.parked
     }
 
-    /// Whether a record for `topic`/`partition` may be handed over at `now`: a partition's
-    /// first record may, and the partition's next ones must be [parked](Self::park) until
-    /// its report (as must any record behind parked ones).
-    pub(super) fn admit(&mut self, topic: &Arc<str>, partition: i32, now: Instant) -> bool {
+    /// Whether the record in `slot` for `topic`/`partition` may be handed over at `now`: a
+    /// partition's first record may, and the partition's next ones must be
+    /// [parked](Self::park) until its report (as must any record behind parked ones).
+    pub(super) fn admit(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        slot: Slot,
+        now: Instant,
+    ) -> bool {
         let part = self.partition(topic, partition);
-        if !part.parked.is_empty() {
-            return false;
-        }
-        Self::admit_state(&mut part.state, now)
+        part.parked.is_empty() && Self::admit_state(&mut part.state, slot, now)
     }
 
-    fn admit_state(state: &mut State, now: Instant) -> bool {
+    fn admit_state(state: &mut State, slot: Slot, now: Instant) -> bool {
         match *state {
-            State::FirstInFlight => false,
+            State::FirstInFlight(_) => false,
             State::Acknowledged(at)
                 if now.saturating_duration_since(at) < IDLE_BEFORE_FIRST_AGAIN =>
             {
                 true
             }
             State::New | State::Acknowledged(_) => {
-                *state = State::FirstInFlight;
+                *state = State::FirstInFlight(slot);
                 true
             }
         }
     }
 
-    /// Keeps `record` for `topic`/`partition` until [`admit`](Self::admit) would let it go.
-    pub(super) fn park(&mut self, topic: &Arc<str>, partition: i32, record: R) {
+    /// Keeps the record in `slot` for `topic`/`partition` until it may go.
+    pub(super) fn park(&mut self, topic: &Arc<str>, partition: i32, slot: Slot, record: R) {
         let part = self.partition(topic, partition);
-        part.parked.push_back(record);
+        part.parked.push_back((slot, record));
         if part.parked.len() == 1 {
             self.waiting.push_back((topic.clone(), partition));
         }
         self.parked += 1;
     }
 
-    /// The next parked record that may go at `now`, oldest first within its partition: after
-    /// an acknowledgement every parked record of the partition, after a failed first record
-    /// the next one alone.
-    pub(super) fn next_release(&mut self, now: Instant) -> Option<(Arc<str>, i32, R)> {
+    /// The next parked record of `topic`/`partition` that may go at `now`: after an
+    /// acknowledgement every parked record in turn, after a failed first the next one alone.
+    pub(super) fn next_release_of(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        now: Instant,
+    ) -> Option<(Slot, R)> {
+        let part = self.partition(topic, partition);
+        let &(slot, _) = part.parked.front()?;
+        if !Self::admit_state(&mut part.state, slot, now) {
+            return None;
+        }
+        let released = part.parked.pop_front().expect("a front record");
+        if part.parked.is_empty() {
+            self.waiting
+                .retain(|(t, p)| !(*p == partition && **t == **topic));
+        }
+        self.parked -= 1;
+        Some(released)
+    }
+
+    /// The next parked record of any partition that may go at `now`.
+    pub(super) fn next_release(&mut self, now: Instant) -> Option<(Arc<str>, i32, Slot, R)> {
         for i in 0..self.waiting.len() {
             let (topic, partition) = self.waiting[i].clone();
-            let part = self.partition(&topic, partition);
-            if !Self::admit_state(&mut part.state, now) {
-                continue;
+            if let Some((slot, record)) = self.next_release_of(&topic, partition, now) {
+                return Some((topic, partition, slot, record));
             }
-            let record = part
-                .parked
-                .pop_front()
-                .expect("a waiting partition has parked records");
-            if part.parked.is_empty() {
-                self.waiting.remove(i);
-            }
-            self.parked -= 1;
-            return Some((topic, partition, record));
         }
         None
     }
 
-    /// A record [released](Self::next_release) that librdkafka could not take yet (its queue
-    /// is full): first in its partition's line again, and not in flight.
-    pub(super) fn unrelease(&mut self, topic: &Arc<str>, partition: i32, record: R) {
-        self.not_sent(topic, partition);
+    /// A released record librdkafka could not take yet (its queue is full): first in its
+    /// partition's line again, and not in flight.
+    pub(super) fn unrelease(&mut self, topic: &Arc<str>, partition: i32, slot: Slot, record: R) {
+        self.not_sent(topic, partition, slot);
         let part = self.partition(topic, partition);
-        part.parked.push_front(record);
+        part.parked.push_front((slot, record));
         if part.parked.len() == 1 {
             self.waiting.push_front((topic.clone(), partition));
         }
         self.parked += 1;
     }
 
-    /// The record admitted last for `topic`/`partition` never reached librdkafka (it refused
-    /// it on the spot): the partition's next record is its first again.
-    pub(super) fn not_sent(&mut self, topic: &Arc<str>, partition: i32) {
+    /// The record in `slot` never reached librdkafka (it refused it on the spot): if it was
+    /// the partition's first, the next record is the first again.
+    pub(super) fn not_sent(&mut self, topic: &Arc<str>, partition: i32, slot: Slot) {
         let part = self.partition(topic, partition);
-        if part.state == State::FirstInFlight {
+        if part.state == State::FirstInFlight(slot) {
             part.state = State::New;
         }
     }
 
-    /// A record of `topic`/`partition` came back: Kafka acknowledged it (at `now`) or not.
-    /// After a failed first record, the next one is the first again.
+    /// The record in `slot` of `topic`/`partition` came back: Kafka acknowledged it (at
+    /// `now`; any acknowledgement shows Kafka holds the producer's sequence there) or not.
+    /// True when it was the partition's first record and not acknowledged: the next one is
+    /// the first again (or the caller [takes the parked ones back](Self::take_parked)).
     pub(super) fn reported(
         &mut self,
         topic: &Arc<str>,
         partition: i32,
+        slot: Slot,
         acknowledged: bool,
         now: Instant,
-    ) {
+    ) -> bool {
         let part = self.partition(topic, partition);
-        part.state = match (part.state, acknowledged) {
-            (_, true) => State::Acknowledged(now),
-            (State::FirstInFlight, false) => State::New,
-            (other, false) => other,
-        };
+        if acknowledged {
+            part.state = State::Acknowledged(now);
+            return false;
+        }
+        if part.state == State::FirstInFlight(slot) {
+            part.state = State::New;
+            return true;
+        }
+        false
+    }
+
+    /// Every parked record of `topic`/`partition`, oldest first, no longer parked.
+    pub(super) fn take_parked(&mut self, topic: &Arc<str>, partition: i32) -> Vec<(Slot, R)> {
+        let part = self.partition(topic, partition);
+        let taken: Vec<(Slot, R)> = part.parked.drain(..).collect();
+        if !taken.is_empty() {
+            self.waiting
+                .retain(|(t, p)| !(*p == partition && **t == **topic));
+            self.parked -= taken.len();
+        }
+        taken
     }
 }
 
@@ -204,132 +241,181 @@ impl<R> FirstWrites<R> {
 mod tests {
     use super::*;
 
+    fn topic(name: &str) -> Arc<str> {
+        name.into()
+    }
+
     /// The first record of each partition travels alone; after its acknowledgement the
     /// partition takes records freely; other partitions and topics are not held by it.
     #[test]
     fn a_partitions_first_record_travels_alone_until_kafka_acknowledged_it() {
-        let mut writes = FirstWrites::<u32>::default();
-        let (orders, customers): (Arc<str>, Arc<str>) =
-            ("Order.events".into(), "Customer.events".into());
+        let mut writes = FirstWrites::<()>::default();
+        let (orders, customers) = (topic("Order.events"), topic("Customer.events"));
         let now = Instant::now();
         assert!(
-            writes.admit(&orders, 2, now),
+            writes.admit(&orders, 2, 1, now),
             "a partition's first record goes"
         );
         assert!(
-            !writes.admit(&orders, 2, now),
+            !writes.admit(&orders, 2, 2, now),
             "the second waits for its report"
         );
-        assert!(!writes.admit(&orders, 2, now), "and keeps waiting");
         assert!(
-            writes.admit(&orders, 0, now),
-            "another partition has a first record of its own"
+            writes.admit(&orders, 0, 3, now),
+            "another partition has a first of its own"
         );
         assert!(
-            writes.admit(&customers, 2, now),
+            writes.admit(&customers, 2, 4, now),
             "so has another topic's partition"
         );
-        writes.reported(&orders, 2, true, now);
-        for _ in 0..3 {
+        assert!(!writes.reported(&orders, 2, 1, true, now));
+        for slot in 5..8 {
             assert!(
-                writes.admit(&orders, 2, now),
+                writes.admit(&orders, 2, slot, now),
                 "acknowledged: records go freely"
             );
         }
         assert!(
-            !writes.admit(&orders, 0, now),
+            !writes.admit(&orders, 0, 8, now),
             "partition 0 still waits for its first"
         );
     }
 
-    /// A first record that failed (not written, or unknown) makes the next one the first;
-    /// a first record librdkafka refused on the spot frees the partition at once; a failure
-    /// after an acknowledgement changes nothing (Kafka holds the producer's sequence).
+    /// Only the first record's own report frees the partition: a report of an older record
+    /// that failed (sent before the rule applied, or before a long idle time) changes
+    /// nothing; any acknowledgement shows Kafka holds the producer's sequence.
     #[test]
-    fn a_first_record_that_did_not_land_makes_the_next_one_first() {
-        let mut writes = FirstWrites::<u32>::default();
-        let topic: Arc<str> = "T.events".into();
+    fn only_the_first_records_own_failure_makes_the_next_one_first() {
+        let mut writes = FirstWrites::<()>::default();
+        let t = topic("T.events");
         let now = Instant::now();
-        assert!(writes.admit(&topic, 0, now));
-        writes.reported(&topic, 0, false, now);
+        assert!(writes.admit(&t, 0, 10, now));
         assert!(
-            writes.admit(&topic, 0, now),
+            !writes.reported(&t, 0, 9, false, now),
+            "an older record's failure"
+        );
+        assert!(
+            !writes.admit(&t, 0, 11, now),
+            "the first is still unanswered"
+        );
+        assert!(
+            writes.reported(&t, 0, 10, false, now),
+            "the first's own failure"
+        );
+        assert!(
+            writes.admit(&t, 0, 12, now),
             "the next record is the first again"
         );
-        assert!(!writes.admit(&topic, 0, now), "and travels alone");
-        writes.not_sent(&topic, 0);
+        assert!(!writes.admit(&t, 0, 13, now), "and travels alone");
+        writes.not_sent(&t, 0, 11);
         assert!(
-            writes.admit(&topic, 0, now),
-            "refused on the spot: the next is first"
+            !writes.admit(&t, 0, 13, now),
+            "another slot refused on the spot frees nothing"
         );
-        writes.reported(&topic, 0, true, now);
-        writes.reported(&topic, 0, false, now);
-        assert!(writes.admit(&topic, 0, now));
+        writes.not_sent(&t, 0, 12);
         assert!(
-            writes.admit(&topic, 0, now),
-            "a failure after an acknowledgement holds nothing"
+            writes.admit(&t, 0, 13, now),
+            "the first refused on the spot: the next is first"
         );
+        assert!(
+            !writes.reported(&t, 0, 9, true, now),
+            "an older record acknowledged"
+        );
+        assert!(
+            writes.admit(&t, 0, 14, now),
+            "Kafka holds the sequence: records go"
+        );
+        assert!(
+            !writes.reported(&t, 0, 14, false, now),
+            "a failure after that holds nothing"
+        );
+        assert!(writes.admit(&t, 0, 15, now));
     }
 
     /// A partition without an acknowledged record for longer than Kafka may keep the
     /// producer's state has a first record again.
     #[test]
     fn a_partition_idle_for_long_has_a_first_record_again() {
-        let mut writes = FirstWrites::<u32>::default();
-        let topic: Arc<str> = "T.events".into();
+        let mut writes = FirstWrites::<()>::default();
+        let t = topic("T.events");
         let then = Instant::now();
-        assert!(writes.admit(&topic, 1, then));
-        writes.reported(&topic, 1, true, then);
+        assert!(writes.admit(&t, 1, 1, then));
+        writes.reported(&t, 1, 1, true, then);
         let later = then + IDLE_BEFORE_FIRST_AGAIN - Duration::from_secs(1);
-        assert!(writes.admit(&topic, 1, later));
-        assert!(writes.admit(&topic, 1, later), "still within the idle time");
+        assert!(writes.admit(&t, 1, 2, later));
+        assert!(writes.admit(&t, 1, 3, later), "still within the idle time");
         let much_later = then + IDLE_BEFORE_FIRST_AGAIN;
         assert!(
-            writes.admit(&topic, 1, much_later),
-            "the first record after the idle time goes"
+            writes.admit(&t, 1, 4, much_later),
+            "the first record after it goes"
         );
-        assert!(!writes.admit(&topic, 1, much_later), "alone");
+        assert!(!writes.admit(&t, 1, 5, much_later), "alone");
     }
 
     /// Records parked behind a first one go in their order once it is acknowledged; after a
-    /// failed first record, the next parked one goes alone; a record librdkafka could not
-    /// take yet is first in line again. Other partitions are never held.
+    /// failed first the next parked one goes alone; a record librdkafka could not take yet is
+    /// first in line again (and, released as a first, no longer in flight); a partition that
+    /// cannot release does not hold one that can.
     #[test]
     fn parked_records_go_in_order_once_the_first_is_acknowledged() {
-        let mut writes = FirstWrites::<u32>::default();
-        let topic: Arc<str> = "T.events".into();
+        let mut writes = FirstWrites::<&str>::default();
+        let (a, b) = (topic("A.events"), topic("B.events"));
         let now = Instant::now();
-        assert!(writes.admit(&topic, 0, now));
-        for r in 1..=3 {
-            assert!(!writes.admit(&topic, 0, now));
-            writes.park(&topic, 0, r);
+        assert!(writes.admit(&a, 0, 1, now));
+        for (slot, r) in [(2, "a2"), (3, "a3"), (4, "a4")] {
+            assert!(!writes.admit(&a, 0, slot, now));
+            writes.park(&a, 0, slot, r);
         }
-        assert!(writes.admit(&topic, 1, now), "another partition goes");
-        assert_eq!(writes.parked(), 3);
+        assert!(writes.admit(&b, 0, 5, now));
+        assert!(!writes.admit(&b, 0, 6, now));
+        writes.park(&b, 0, 6, "b6");
+        assert_eq!(writes.parked(), 4);
         assert_eq!(
             writes.next_release(now),
             None,
-            "nothing before the first's report"
+            "nothing before a first's report"
         );
-        // The first failed: the next parked record is the new first, alone.
-        writes.reported(&topic, 0, false, now);
-        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 1)));
-        assert_eq!(writes.next_release(now), None);
+        // B's first is acknowledged: B's parked record goes although A, ahead, cannot.
+        writes.reported(&b, 0, 5, true, now);
+        assert_eq!(writes.next_release(now), Some((b.clone(), 0, 6, "b6")));
+        // A's first failed: the next parked record is the new first, alone.
+        assert!(writes.reported(&a, 0, 1, false, now));
+        assert_eq!(writes.next_release_of(&a, 0, now), Some((2, "a2")));
+        assert_eq!(writes.next_release_of(&a, 0, now), None);
+        // Released as a first, refused for a full queue: parked again, and still the first.
+        writes.unrelease(&a, 0, 2, "a2");
+        assert_eq!(writes.next_release(now), Some((a.clone(), 0, 2, "a2")));
         assert!(
-            !writes.admit(&topic, 0, now),
+            !writes.admit(&a, 0, 7, now),
             "a new record waits behind the parked ones"
         );
-        writes.park(&topic, 0, 4);
-        writes.reported(&topic, 0, true, now);
-        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 2)));
-        // librdkafka's queue is full: record 3 waits, first in line.
-        let (t, p, r) = writes.next_release(now).unwrap();
-        assert_eq!(r, 3);
-        writes.unrelease(&t, p, r);
-        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 3)));
-        assert_eq!(writes.next_release(now), Some((topic.clone(), 0, 4)));
+        writes.park(&a, 0, 7, "a7");
+        writes.reported(&a, 0, 2, true, now);
+        assert_eq!(writes.next_release_of(&a, 0, now), Some((3, "a3")));
+        let (slot, r) = writes.next_release_of(&a, 0, now).unwrap();
+        assert_eq!(r, "a4");
+        writes.unrelease(&a, 0, slot, r);
+        assert_eq!(writes.next_release(now), Some((a.clone(), 0, 4, "a4")));
+        assert_eq!(writes.next_release(now), Some((a.clone(), 0, 7, "a7")));
         assert_eq!(writes.next_release(now), None);
         assert_eq!(writes.parked(), 0);
-        assert!(writes.admit(&topic, 0, now), "nothing parked: records go");
+        assert!(writes.admit(&a, 0, 8, now), "nothing parked: records go");
+    }
+
+    /// A first record that failed for good (its session ends) leaves its parked records to
+    /// be taken back, oldest first, none of them sent.
+    #[test]
+    fn the_parked_records_of_a_failed_first_are_taken_back_in_order() {
+        let mut writes = FirstWrites::<&str>::default();
+        let t = topic("T.events");
+        let now = Instant::now();
+        assert!(writes.admit(&t, 3, 1, now));
+        writes.park(&t, 3, 2, "r2");
+        writes.park(&t, 3, 3, "r3");
+        assert!(writes.reported(&t, 3, 1, false, now));
+        assert_eq!(writes.take_parked(&t, 3), vec![(2, "r2"), (3, "r3")]);
+        assert_eq!(writes.parked(), 0);
+        assert_eq!(writes.next_release(now), None);
+        assert!(writes.admit(&t, 3, 4, now), "the next record is a first");
     }
 }

@@ -170,9 +170,13 @@ pub struct KafkaProducer {
     message_max_bytes: usize,
     /// Which partitions acknowledged a record of this producer, and the records parked
     /// behind a partition's first one (`first_writes.rs`), each with its slot.
-    first_writes: FirstWrites<(usize, OutboxRecord)>,
-    /// Outcomes decided here, not by librdkafka (a parked record it refused when released).
+    first_writes: FirstWrites<OutboxRecord>,
+    /// Outcomes decided here, not by librdkafka (a parked record it refused when released, or
+    /// not sent because its partition's first record failed); in flight until handed out.
     decided: VecDeque<(Tag, Outcome)>,
+    /// librdkafka's queue was full when parked records were released: the next report retries
+    /// every partition, not only its own.
+    release_stalled: bool,
     /// Each topic's partition for records without key or partition, and since when (see
     /// `partition_of`).
     keyless: HashMap<Arc<str>, (i32, Option<std::time::Instant>)>,
@@ -220,6 +224,7 @@ impl KafkaProducer {
                 .unwrap_or(1_000_000),
             first_writes: FirstWrites::default(),
             decided: VecDeque::new(),
+            release_stalled: false,
             keyless: HashMap::new(),
         })
     }
@@ -558,14 +563,26 @@ impl KafkaProducer {
         }
     }
 
-    /// Hands librdkafka the parked records that may go now (first_writes.rs), in order, until
-    /// its queue is full. One it refuses on the spot gets its outcome here.
-    fn release_parked(&mut self) {
+    /// Hands librdkafka the parked records of `topic`/`partition` that may go now
+    /// (first_writes.rs), in order; `None`: of every partition. Stops at a full queue (the
+    /// next report retries every partition). One librdkafka refuses on the spot gets its
+    /// outcome here.
+    fn release_parked(&mut self, only: Option<(&Arc<str>, i32)>) {
         if self.first_writes.parked() == 0 {
             return;
         }
         let now = std::time::Instant::now();
-        while let Some((topic, p, (slot, record))) = self.first_writes.next_release(now) {
+        loop {
+            let next = match only {
+                Some((topic, p)) => self
+                    .first_writes
+                    .next_release_of(topic, p, now)
+                    .map(|(slot, record)| (topic.clone(), p, slot, record)),
+                None => self.first_writes.next_release(now),
+            };
+            let Some((topic, p, slot, record)) = next else {
+                return;
+            };
             let Err(error) = self.hand_over(&record, Some(p), slot) else {
                 continue;
             };
@@ -573,11 +590,12 @@ impl KafkaProducer {
                 error,
                 KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull)
             ) {
-                self.first_writes.unrelease(&topic, p, (slot, record));
+                self.first_writes.unrelease(&topic, p, slot, record);
+                self.release_stalled = true;
                 return;
             }
             let (tag, _) = self.in_flight.take(slot);
-            self.first_writes.not_sent(&topic, p);
+            self.first_writes.not_sent(&topic, p, slot);
             let decided = match self.not_taken(&record, Some(p), tag, error) {
                 Sent::Refused(tag, error, record) => (tag, Outcome::Refused { error, record }),
                 Sent::Failed(tag, error) => (tag, Outcome::Failed { error }),
@@ -618,29 +636,29 @@ impl Producer for KafkaProducer {
         }
         let partition = self.partition_of(record);
         let now = std::time::Instant::now();
+        // A partition's first record travels alone (first_writes.rs); the rule applies where
+        // the topic's partitions are known (every partition the relay names is one of them).
         let place = Place {
             topic: record.topic.clone(),
             partition,
+            gated: partition.is_some() && self.latest_counts.contains_key(&record.topic),
             sent: now,
         };
-        // A partition's first record travels alone (first_writes.rs); the rule applies where
-        // the topic's partitions are known (every partition the relay names is one of them).
-        let gated = partition.filter(|_| self.latest_counts.contains_key(&record.topic));
-        if let Some(p) = gated {
-            if !self.first_writes.admit(&record.topic, p, now) {
-                let slot = self.in_flight.put(tag, place);
+        let gated = place.gated;
+        let slot = self.in_flight.put(tag, place);
+        if let (Some(p), true) = (partition, gated) {
+            if !self.first_writes.admit(&record.topic, p, slot, now) {
                 self.first_writes
-                    .park(&record.topic, p, (slot, record.clone()));
+                    .park(&record.topic, p, slot, record.clone());
                 return Sent::Accepted;
             }
         }
-        let slot = self.in_flight.put(tag, place);
         let Err(error) = self.hand_over(record, partition, slot) else {
             return Sent::Accepted;
         };
         let (tag, _) = self.in_flight.take(slot);
-        if let Some(p) = gated {
-            self.first_writes.not_sent(&record.topic, p);
+        if let (Some(p), true) = (partition, gated) {
+            self.first_writes.not_sent(&record.topic, p, slot);
         }
         self.not_taken(record, partition, tag, error)
     }
@@ -671,17 +689,33 @@ impl Producer for KafkaProducer {
                         delivery_outcome(refusal, fatal)
                     }
                 };
-                if let Some(p) = place.partition {
+                if let (Some(p), true) = (place.partition, place.gated) {
                     let acknowledged = matches!(outcome, Outcome::Acknowledged);
-                    self.first_writes.reported(
+                    let first_failed = self.first_writes.reported(
                         &place.topic,
                         p,
+                        report.slot,
                         acknowledged,
                         std::time::Instant::now(),
                     );
+                    if first_failed && !matches!(outcome, Outcome::Refused { .. }) {
+                        // The session ends on this outcome: its parked records are not
+                        // sent (one could land ahead of it), and are sent again by the next.
+                        for (slot, _) in self.first_writes.take_parked(&place.topic, p) {
+                            let (tag, _) = self.in_flight.take(slot);
+                            let error = format!(
+                                "not sent: the first record of {} partition {p} failed before it",
+                                place.topic
+                            );
+                            self.decided.push_back((tag, Outcome::Failed { error }));
+                        }
+                    }
+                    // What the report lets go: the partition's parked records.
+                    self.release_parked(Some((&place.topic, p)));
                 }
-                // What the report lets go (a partition's parked records).
-                self.release_parked();
+                if std::mem::take(&mut self.release_stalled) {
+                    self.release_parked(None);
+                }
                 return (tag, outcome);
             }
             if self.in_flight.used == 0 {
@@ -694,7 +728,7 @@ impl Producer for KafkaProducer {
                 // Only parked records, none in librdkafka (its queue was full with nothing of
                 // the relay's in it): no report will come; try again shortly. Cancel-safe.
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                self.release_parked();
+                self.release_parked(None);
                 continue;
             }
             if self.taken.is_empty() {
@@ -705,7 +739,7 @@ impl Producer for KafkaProducer {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_flight.used
+        self.in_flight.used + self.decided.len()
     }
 
     fn waiting_longer_than(&self, age: Duration) -> Vec<Unacknowledged> {

@@ -137,6 +137,8 @@ pub(super) struct Place {
     /// `None`: the topic's partition count is unknown and the record has no key or
     /// partition of its own (librdkafka places it).
     pub(super) partition: Option<i32>,
+    /// Under the first-record rule (first_writes.rs): a partition the topic is known to have.
+    pub(super) gated: bool,
     pub(super) sent: Instant,
 }
 
@@ -271,6 +273,7 @@ mod tests {
         let at = |topic: &str, partition, secs| Place {
             topic: topic.into(),
             partition,
+            gated: false,
             sent: now - Duration::from_secs(secs),
         };
         let mut slots = Slots::default();
