@@ -418,4 +418,30 @@ mod tests {
         assert_eq!(writes.next_release(now), None);
         assert!(writes.admit(&t, 3, 4, now), "the next record is a first");
     }
+
+    /// An older record's acknowledgement while the first is in flight shows Kafka holds the
+    /// producer's sequence: the parked records all go. After the idle time, the front parked
+    /// record goes alone, as a first.
+    #[test]
+    fn an_acknowledgement_frees_the_parked_records_and_an_idle_partition_releases_one_first() {
+        let mut writes = FirstWrites::<&str>::default();
+        let t = topic("T.events");
+        let now = Instant::now();
+        assert!(writes.admit(&t, 0, 1, now));
+        writes.park(&t, 0, 2, "r2");
+        writes.park(&t, 0, 3, "r3");
+        writes.reported(&t, 0, 0, true, now);
+        assert_eq!(writes.next_release_of(&t, 0, now), Some((2, "r2")));
+        assert_eq!(writes.next_release_of(&t, 0, now), Some((3, "r3")));
+        // Acknowledged long ago: a parked record goes as a first, alone.
+        assert!(writes.admit(&t, 1, 4, now));
+        writes.reported(&t, 1, 4, true, now);
+        let later = now + IDLE_BEFORE_FIRST_AGAIN;
+        assert!(writes.admit(&t, 1, 5, later), "a first after the idle time");
+        writes.park(&t, 1, 6, "r6");
+        writes.park(&t, 1, 7, "r7");
+        writes.reported(&t, 1, 5, false, later);
+        assert_eq!(writes.next_release_of(&t, 1, later), Some((6, "r6")));
+        assert_eq!(writes.next_release_of(&t, 1, later), None, "r6 goes alone");
+    }
 }

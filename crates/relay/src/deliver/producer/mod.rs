@@ -177,6 +177,10 @@ pub struct KafkaProducer {
     /// librdkafka's queue was full when parked records were released: the next report retries
     /// every partition, not only its own.
     release_stalled: bool,
+    /// librdkafka's queue in bytes (`queue.buffering.max.kbytes`): a record larger than it is
+    /// refused before it is parked (the stage's queue-full-while-idle rule never sees a
+    /// parked record).
+    queue_max_bytes: usize,
     /// Each topic's partition for records without key or partition, and since when (see
     /// `partition_of`).
     keyless: HashMap<Arc<str>, (i32, Option<std::time::Instant>)>,
@@ -225,6 +229,10 @@ impl KafkaProducer {
             first_writes: FirstWrites::default(),
             decided: VecDeque::new(),
             release_stalled: false,
+            queue_max_bytes: config
+                .get("queue.buffering.max.kbytes")
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(usize::MAX, |kb| kb.saturating_mul(1024)),
             keyless: HashMap::new(),
         })
     }
@@ -648,6 +656,12 @@ impl Producer for KafkaProducer {
         let slot = self.in_flight.put(tag, place);
         if let (Some(p), true) = (partition, gated) {
             if !self.first_writes.admit(&record.topic, p, slot, now) {
+                if librdkafka_message_size(record) > self.queue_max_bytes {
+                    let (tag, _) = self.in_flight.take(slot);
+                    let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
+                                  with --producer-property to relay such events";
+                    return Sent::Refused(tag, reason.into(), refused_record(record).oversized());
+                }
                 self.first_writes
                     .park(&record.topic, p, slot, record.clone());
                 return Sent::Accepted;
@@ -689,6 +703,7 @@ impl Producer for KafkaProducer {
                         delivery_outcome(refusal, fatal)
                     }
                 };
+                let stalled = std::mem::take(&mut self.release_stalled);
                 if let (Some(p), true) = (place.partition, place.gated) {
                     let acknowledged = matches!(outcome, Outcome::Acknowledged);
                     let first_failed = self.first_writes.reported(
@@ -699,8 +714,10 @@ impl Producer for KafkaProducer {
                         std::time::Instant::now(),
                     );
                     if first_failed && !matches!(outcome, Outcome::Refused { .. }) {
-                        // The session ends on this outcome: its parked records are not
-                        // sent (one could land ahead of it), and are sent again by the next.
+                        // The session ends on this outcome (a neighbour's of a snapshot row or
+                        // dead letter aside, which costs that session): its parked records are
+                        // not sent (one could land ahead of it), and the next session sends
+                        // them again.
                         for (slot, _) in self.first_writes.take_parked(&place.topic, p) {
                             let (tag, _) = self.in_flight.take(slot);
                             let error = format!(
@@ -713,7 +730,7 @@ impl Producer for KafkaProducer {
                     // What the report lets go: the partition's parked records.
                     self.release_parked(Some((&place.topic, p)));
                 }
-                if std::mem::take(&mut self.release_stalled) {
+                if stalled {
                     self.release_parked(None);
                 }
                 return (tag, outcome);
@@ -851,6 +868,7 @@ impl Producer for KafkaProducer {
 
     fn rebuild(&mut self) -> Result<(), RelayError> {
         debug_assert_eq!(self.in_flight.used, 0, "rebuilt with records in flight");
+        debug_assert!(self.decided.is_empty() && self.first_writes.parked() == 0);
         let Some(batch_size) = self.wanted_batch_size.take() else {
             return Ok(());
         };
