@@ -1908,7 +1908,8 @@ async fn an_event_timestamp_the_broker_refuses_is_dead_lettered_not_retried_fore
     let reason = dead[0].header_str("outbox-relay.error.reason");
     assert!(
         reason.contains("message.timestamp.after.max.ms"),
-        "{reason}"
+        "{reason}\n{}",
+        relay.log()
     );
 }
 
