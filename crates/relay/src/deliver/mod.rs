@@ -515,12 +515,10 @@ impl<P: Producer> Deliver<P> {
                         .is_some_and(|since| since.elapsed() >= QUEUE_FULL_WHILE_IDLE) =>
                 {
                     self.held.full_while_idle_since = None;
-                    let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
-                                  with --producer-property to relay such events";
                     self.on_report(
                         back,
                         Outcome::Refused {
-                            error: reason.into(),
+                            error: producer::LARGER_THAN_QUEUE.into(),
                             record: producer::refused_record(&record).oversized(),
                         },
                     )?;

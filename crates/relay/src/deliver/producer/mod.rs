@@ -124,6 +124,11 @@ fn unknown_partition(record: &OutboxRecord, partition: Option<i32>, detail: &str
 /// topic (librdkafka's `sticky.partitioning.linger.ms` default).
 const KEYLESS_STICKY: Duration = Duration::from_millis(10);
 
+/// Why a record larger than librdkafka's whole queue is refused (it could never be taken).
+pub const LARGER_THAN_QUEUE: &str =
+    "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
+     with --producer-property to relay such events";
+
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
@@ -658,9 +663,8 @@ impl Producer for KafkaProducer {
             if !self.first_writes.admit(&record.topic, p, slot, now) {
                 if librdkafka_message_size(record) > self.queue_max_bytes {
                     let (tag, _) = self.in_flight.take(slot);
-                    let reason = "the record is larger than the producer's queue (queue.buffering.max.kbytes); raise it \
-                                  with --producer-property to relay such events";
-                    return Sent::Refused(tag, reason.into(), refused_record(record).oversized());
+                    let reason = LARGER_THAN_QUEUE.into();
+                    return Sent::Refused(tag, reason, refused_record(record).oversized());
                 }
                 self.first_writes
                     .park(&record.topic, p, slot, record.clone());
