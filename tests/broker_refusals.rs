@@ -9,14 +9,14 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::{Broker, PgCluster, Storage};
+use outbox_relay_testkit::{Broker, PgCluster};
 use std::time::Duration;
 
 const SLOT: &str = "outbox_relay";
 
 async fn stack_with_broker(broker: Broker) -> Stack {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("PostgreSQL for this test: {e:#}"));
-    Stack::of(pg, broker, Storage::Sqlite).await
+    Stack::of(pg, broker).await
 }
 
 fn reason(record: &outbox_relay_testkit::ConsumedRecord) -> String {

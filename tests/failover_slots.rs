@@ -16,7 +16,7 @@ async fn stack_on(major: u32) -> Stack {
         .unwrap_or_else(|e| panic!("PostgreSQL {major} for this test: {e:#}"));
     let broker = Broker::start(Storage::Sqlite)
         .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
-    Stack::of(pg, broker, Storage::Sqlite).await
+    Stack::of(pg, broker).await
 }
 
 async fn is_failover_slot(stack: &Stack) -> bool {

@@ -24,7 +24,7 @@ async fn stack_on(major: u32) -> Stack {
         .unwrap_or_else(|e| panic!("PostgreSQL {major} for this test: {e:#}"));
     let broker = Broker::start(Storage::Sqlite)
         .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
-    let stack = Stack::of(pg, broker, Storage::Sqlite).await;
+    let stack = Stack::of(pg, broker).await;
     stack.db.batch_execute(GENERATED_ROUTING).await.unwrap();
     stack
 }

@@ -68,7 +68,7 @@ async fn idle_timeout_on_postgresql_18() {
     let pg = PgCluster::start_version(18, "idle_replication_slot_timeout = '1s'")
         .unwrap_or_else(|e| panic!("PostgreSQL 18: {e:#}"));
     let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
-    let stack = Stack::of(pg, broker, Storage::Sqlite).await;
+    let stack = Stack::of(pg, broker).await;
     let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     relay.terminate(Duration::from_secs(30)).unwrap();
     // Idle past the timeout; a checkpoint invalidates it.
@@ -104,7 +104,7 @@ async fn standby_slot(standby_extra: &str) -> (Stack, PgCluster, tokio_postgres:
         .start_standby("standby1", standby_extra)
         .unwrap_or_else(|e| panic!("a standby: {e:#}\n{}", primary.log()));
     let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
-    let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    let stack = Stack::of(primary, broker).await;
     let standby_db = standby.connect().await.unwrap();
     let mut relay = RelayProcess::spawn(
         Path::new(RELAY),

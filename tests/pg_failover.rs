@@ -98,7 +98,7 @@ async fn failover(major: u32, exactly_once: bool) {
         .unwrap_or_else(|e| panic!("a standby of PostgreSQL {major}: {e:#}\n{}", primary.log()));
     let (primary_port, standby_port) = (primary.port(), standby.port());
     let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
-    let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    let stack = Stack::of(primary, broker).await;
     let url = multi_host_url(&[primary_port, standby_port], "");
     // `check --slot-failover` names what the slot lacks to survive a failover, with the fix.
     let (code, said) = stack.check_as(&url, &["--slot-failover"]);
@@ -338,7 +338,7 @@ async fn capture_from_a_standby_with_writes_on_the_primary() {
         .start_standby("standby1", "")
         .unwrap_or_else(|e| panic!("a standby of PostgreSQL 16: {e:#}\n{}", primary.log()));
     let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
-    let stack = Stack::of(primary, broker, Storage::Sqlite).await;
+    let stack = Stack::of(primary, broker).await;
     let relay = RelayProcess::spawn(
         Path::new(RELAY),
         &stack.relay_args_as(&standby.url(), &["--primary-url", &stack.pg.url()]),

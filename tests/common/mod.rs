@@ -13,7 +13,6 @@ pub struct Stack {
     pub pg: PgCluster,
     pub broker: Broker,
     pub db: tokio_postgres::Client,
-    pub storage: Storage,
 }
 
 impl Stack {
@@ -30,22 +29,17 @@ impl Stack {
 
     /// The given PostgreSQL (a version, a configuration) with the outbox table, and the given
     /// broker (a policy, a listener).
-    pub async fn of(pg: PgCluster, broker: Broker, storage: Storage) -> Stack {
-        Self::of_schema(pg, broker, storage, OUTBOX_DDL).await
+    pub async fn of(pg: PgCluster, broker: Broker) -> Stack {
+        Self::of_schema(pg, broker, OUTBOX_DDL).await
     }
 
     /// `pg` with `ddl` applied, and `broker`.
-    async fn of_schema(pg: PgCluster, broker: Broker, storage: Storage, ddl: &str) -> Stack {
+    async fn of_schema(pg: PgCluster, broker: Broker, ddl: &str) -> Stack {
         let db = pg.connect().await.expect("connect to the test cluster");
         db.batch_execute(ddl)
             .await
             .expect("create the outbox table");
-        Stack {
-            pg,
-            broker,
-            db,
-            storage,
-        }
+        Stack { pg, broker, db }
     }
 
     /// PostgreSQL with `ddl` applied (another outbox shape), and a broker.
@@ -63,7 +57,7 @@ impl Stack {
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for this test: {e:#}"));
         let broker = Broker::start(storage)
             .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
-        Self::of_schema(pg, broker, storage, ddl).await
+        Self::of_schema(pg, broker, ddl).await
     }
 
     pub fn relay_args(&self, extra: &[&str]) -> Vec<String> {
