@@ -28,7 +28,7 @@ use outcomes::{delivery_outcome, is_refusal};
 use reports::is_size_refusal;
 pub use reports::Unacknowledged;
 use reports::{Place, Report, ReportContext, Reports, Slots};
-use topic_rules::TopicRules;
+use topic_rules::{Due, TopicRules};
 use topics::{topic_refusal, TopicRefusal};
 
 type RdProducer = ThreadedProducer<ReportContext>;
@@ -132,6 +132,29 @@ pub const LARGER_THAN_QUEUE: &str =
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
+/// What DescribeConfigs said of one topic's configs.
+#[derive(Clone, Copy, Debug)]
+enum Configs {
+    /// An answer (its `max.message.bytes`, if it says it), or none will ever come (not
+    /// authorized, not supported).
+    Read(Option<usize>),
+    /// No answer this time (the request timed out, the broker did not know the topic yet).
+    Unanswered,
+}
+
+/// A DescribeConfigs request the broker will refuse again however often it is asked.
+fn never_answers_describe_configs(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::UnsupportedVersion
+            | RDKafkaErrorCode::UnsupportedFeature
+            | RDKafkaErrorCode::InvalidRequest
+            | RDKafkaErrorCode::SecurityDisabled
+    )
+}
+
 /// Topics per DescribeConfigs request when many are read again at once.
 const DESCRIBE_CHUNK: usize = 500;
 
@@ -153,8 +176,10 @@ pub struct KafkaProducer {
     in_flight: Slots,
     /// What each topic takes (size, keys, timestamps), as its configs say.
     rules: TopicRules,
-    /// False once the broker did not answer DescribeConfigs.
+    /// False once the broker refused DescribeConfigs (not authorized, not supported).
     describe_configs_works: bool,
+    /// The last DescribeConfigs request failed (a warning said so; an answer clears it).
+    describe_configs_failing: bool,
     /// The settings the producer was built from, with `batch.size` as it is now.
     settings: KafkaSettings,
     /// The `batch.size` the producer builds batches up to.
@@ -221,6 +246,7 @@ impl KafkaProducer {
             in_flight: Slots::default(),
             rules: TopicRules::new(compressed),
             describe_configs_works: true,
+            describe_configs_failing: false,
             settings: kafka.clone(),
             batch_size,
             wanted_batch_size: None,
@@ -256,97 +282,108 @@ impl KafkaProducer {
             })
     }
 
-    /// The `max.message.bytes` of each of `topics`, when the broker tells it, in one
-    /// DescribeConfigs request (learning on the way which are compacted and their timestamp
-    /// windows). A broker that does not answer DescribeConfigs (or refuses the relay) is asked
-    /// once per producer: no stall per topic, no stall per re-read.
-    async fn topic_limits(&mut self, topics: &[Arc<str>]) -> Vec<(Arc<str>, Option<usize>)> {
-        self.describe_topics(topics).await.0
-    }
-
-    /// [`Self::topic_limits`], and whether the broker answered that a topic does not exist
-    /// (yet: a topic created a moment ago may not have reached the broker that answers).
-    async fn describe_topics(
-        &mut self,
-        topics: &[Arc<str>],
-    ) -> (Vec<(Arc<str>, Option<usize>)>, bool) {
-        let unknown = || (topics.iter().map(|t| (t.clone(), None)).collect(), false);
+    /// What the broker says of each of `topics`' configs, in one DescribeConfigs request
+    /// (learning on the way their `max.message.bytes`, which are compacted and their timestamp
+    /// windows), and whether it answered that a topic does not exist (yet: a topic created a
+    /// moment ago may not have reached the broker that answers).
+    ///
+    /// A broker that cannot answer DescribeConfigs (too old) or refuses the relay is asked
+    /// once per producer: no stall per topic, no stall per re-read. A request that fails
+    /// otherwise (a timeout under load, a broker restarting) leaves those topics' rules as they
+    /// were, and they are asked for again in a few seconds.
+    async fn describe_topics(&mut self, topics: &[Arc<str>]) -> (Vec<(Arc<str>, Configs)>, bool) {
+        let all = |configs: Configs| (topics.iter().map(|t| (t.clone(), configs)).collect(), false);
         if !self.describe_configs_works || topics.is_empty() {
-            return unknown();
+            return all(Configs::Read(None));
         }
         let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
         let resources: Vec<ResourceSpecifier<'_>> =
             topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
         let results = match self.admin.describe_configs(&resources, &options).await {
             Ok(results) => results,
-            Err(e) => {
+            Err(KafkaError::AdminOp(code)) if never_answers_describe_configs(code) => {
                 self.describe_configs_works = false;
-                tracing::warn!(topic = &*topics[0], error = %e, "cannot read topics' max.message.bytes (DescribeConfigs); records \
+                tracing::warn!(topic = &*topics[0], error = %code, "cannot read topics' max.message.bytes (DescribeConfigs); records \
                     are not checked against it and batches keep librdkafka's batch.size: grant DESCRIBE_CONFIGS on the \
                     topics, or keep their max.message.bytes at or above batch.size");
-                return unknown();
+                return all(Configs::Read(None));
+            }
+            Err(e) => {
+                if !self.describe_configs_failing {
+                    self.describe_configs_failing = true;
+                    tracing::warn!(topic = &*topics[0], error = %e, "reading topics' configs (DescribeConfigs) failed; \
+                        asking again in a few seconds, and until then a topic not read yet is not checked against its \
+                        max.message.bytes, compaction or timestamp window (the broker judges its records)");
+                }
+                return all(Configs::Unanswered);
             }
         };
+        if std::mem::take(&mut self.describe_configs_failing) {
+            tracing::info!("the broker answers DescribeConfigs again");
+        }
         let not_yet = results
             .iter()
             .any(|r| matches!(r, Err(RDKafkaErrorCode::UnknownTopicOrPartition)));
-        let mut described: HashMap<String, rdkafka::admin::ConfigResource> = results
-            .into_iter()
-            .flatten()
-            .filter_map(|resource| match &resource.specifier {
-                rdkafka::admin::OwnedResourceSpecifier::Topic(name) => {
-                    Some((name.clone(), resource))
-                }
-                _ => None,
-            })
-            .collect();
-        let limits = topics
+        // Results come in the order asked (a resource that failed names no topic).
+        let configs = topics
             .iter()
-            .map(|topic| {
-                let limit = described.remove(&**topic).and_then(|resource| {
-                    self.rules
-                        .learn(topic, |name| resource.get(name)?.value.clone())
-                });
-                (topic.clone(), limit)
+            .zip(results)
+            .map(|(topic, result)| {
+                let configs = match result {
+                    Ok(resource) => Configs::Read(
+                        self.rules
+                            .learn(topic, |name| resource.get(name)?.value.clone()),
+                    ),
+                    // Not authorized to read this topic's configs: asked again a minute later.
+                    Err(RDKafkaErrorCode::TopicAuthorizationFailed) => Configs::Read(None),
+                    Err(_) => Configs::Unanswered,
+                };
+                (topic.clone(), configs)
             })
             .collect();
-        (limits, not_yet)
+        (configs, not_yet)
     }
 
-    /// Learns `topic`'s record size limit and rules (see [`Self::learned_limit`]). A topic
-    /// just created or found that the answering broker does not know yet is asked again for a
-    /// few seconds: its first records would otherwise go out unchecked, and a record its
-    /// timestamp window refuses would fail its whole batch at the broker.
+    /// Learns `topic`'s record size limit and rules (see [`Self::learned`]). A topic just
+    /// created or found that the answering broker does not know yet is asked again for a few
+    /// seconds: its first records would otherwise go out unchecked, and a record its timestamp
+    /// window refuses would fail its whole batch at the broker.
     async fn learn_limit(&mut self, topic: &Arc<str>) {
         for attempt in 0.. {
-            let (limits, not_yet) = self.describe_topics(std::slice::from_ref(topic)).await;
+            let (configs, not_yet) = self.describe_topics(std::slice::from_ref(topic)).await;
             if not_yet && attempt < 30 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
-            for (topic, limit) in limits {
-                self.learned_limit(&topic, limit);
+            for (topic, configs) in configs {
+                self.learned(&topic, configs);
             }
             return;
         }
     }
 
-    /// Reads again, together, the configs and partition counts of every known topic whose
-    /// rules are stale: thousands of topics cost a request per chunk of them a minute, not two
-    /// round trips per topic.
-    async fn refresh_stale_topics(&mut self) {
-        let stale: Vec<Arc<str>> = self
-            .known_topics
-            .iter()
-            .filter(|t| self.rules.stale(t))
-            .cloned()
-            .collect();
-        for chunk in stale.chunks(DESCRIBE_CHUNK) {
-            for (topic, limit) in self.topic_limits(chunk).await {
-                self.learned_limit(&topic, limit);
+    /// Reads again, together, the configs of every known topic whose rules are due (stale,
+    /// or their last read got no answer), and the partition counts of the stale ones: thousands
+    /// of topics cost a request per chunk of them a minute, not two round trips per topic.
+    async fn refresh_due_topics(&mut self) {
+        let mut due: Vec<Arc<str>> = Vec::new();
+        let mut stale: Vec<Arc<str>> = Vec::new();
+        for topic in &self.known_topics {
+            match self.rules.due(topic) {
+                Some(Due::Refresh) => {
+                    due.push(topic.clone());
+                    stale.push(topic.clone());
+                }
+                Some(Due::Retry) => due.push(topic.clone()),
+                None => {}
             }
         }
-        if self.read_cluster_topics().await {
+        for chunk in due.chunks(DESCRIBE_CHUNK) {
+            for (topic, configs) in self.describe_topics(chunk).await.0 {
+                self.learned(&topic, configs);
+            }
+        }
+        if !stale.is_empty() && self.read_cluster_topics().await {
             for topic in &stale {
                 let count = self
                     .cluster_topics
@@ -356,6 +393,14 @@ impl KafkaProducer {
                     self.learned_partitions(topic, count);
                 }
             }
+        }
+    }
+
+    /// What the broker said of `topic`'s configs, for the rules and the producer.
+    fn learned(&mut self, topic: &Arc<str>, configs: Configs) {
+        match configs {
+            Configs::Read(limit) => self.learned_limit(topic, limit),
+            Configs::Unanswered => self.rules.unanswered(topic),
         }
     }
 
@@ -772,8 +817,8 @@ impl Producer for KafkaProducer {
     /// CreateTopics permission (and some brokers do not implement that API at all).
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {
         if self.known_topics.contains(topic) {
-            if self.rules.stale(topic) {
-                self.refresh_stale_topics().await;
+            if self.rules.due(topic).is_some() {
+                self.refresh_due_topics().await;
             }
             return Ok(self.ready(topic));
         }

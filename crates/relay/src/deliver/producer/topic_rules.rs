@@ -8,8 +8,33 @@ use outbox_router::OutboxRecord;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a topic's `max.message.bytes` is trusted before it is read again.
+/// How long a topic's configs are trusted before they are read again.
 const LIMIT_TTL: Duration = Duration::from_secs(60);
+
+/// How soon a topic whose configs could not be read (a request that timed out, a broker
+/// that did not know the topic yet) is asked again.
+const UNREAD_RETRY: Duration = Duration::from_secs(5);
+
+/// When a topic's configs were last asked for, and whether the broker answered.
+#[derive(Clone, Copy)]
+enum Read {
+    /// The broker answered (with or without `max.message.bytes`), or will never answer
+    /// (not authorized): asked again after [`LIMIT_TTL`].
+    Answered(Instant),
+    /// No answer: asked again after [`UNREAD_RETRY`]; the rules learned before, if any, hold
+    /// meanwhile.
+    Unanswered(Instant),
+}
+
+/// Why a topic's configs are to be read again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Due {
+    /// Read more than [`LIMIT_TTL`] ago: an operator may have changed them (its partition
+    /// count too).
+    Refresh,
+    /// The last read got no answer.
+    Retry,
+}
 
 pub(super) struct TopicRules {
     /// Each known topic's `max.message.bytes`, where the broker says it.
@@ -20,8 +45,9 @@ pub(super) struct TopicRules {
     /// (`message.timestamp.before.max.ms`, `.after.max.ms`).
     timestamp_windows: HashMap<Arc<str>, (i64, i64)>,
     /// When each topic's configs were last read: they are read again after [`LIMIT_TTL`], so
-    /// an operator who raises (or lowers) a limit does not have to restart the relay.
-    read_at: HashMap<Arc<str>, Instant>,
+    /// an operator who raises (or lowers) a limit does not have to restart the relay, and
+    /// after [`UNREAD_RETRY`] when the read got no answer.
+    read_at: HashMap<Arc<str>, Read>,
     /// Whether records are compressed (then the broker, not the relay, judges a record's size).
     compressed: bool,
 }
@@ -44,7 +70,8 @@ impl TopicRules {
         topic: &Arc<str>,
         entry: impl Fn(&str) -> Option<String>,
     ) -> Option<usize> {
-        self.read_at.insert(topic.clone(), Instant::now());
+        self.read_at
+            .insert(topic.clone(), Read::Answered(Instant::now()));
         let compacted = entry("cleanup.policy")
             .is_some_and(|policy| policy.split(',').any(|p| p.trim() == "compact"));
         if compacted {
@@ -74,19 +101,35 @@ impl TopicRules {
         Some(limit)
     }
 
-    /// The broker did not say `topic`'s limit: nothing is checked against it.
+    /// The broker answered without `topic`'s limit (or will not answer): nothing is checked
+    /// against it until the next read.
     pub(super) fn forget_limit(&mut self, topic: &Arc<str>) {
-        self.read_at.insert(topic.clone(), Instant::now());
+        self.read_at
+            .insert(topic.clone(), Read::Answered(Instant::now()));
         self.limits.remove(topic);
     }
 
-    /// Whether `topic`'s limit is to be read again.
-    pub(super) fn stale(&self, topic: &Arc<str>) -> bool {
-        self.limits.contains_key(topic)
-            && self
-                .read_at
-                .get(topic)
-                .is_some_and(|read| read.elapsed() > LIMIT_TTL)
+    /// `topic`'s configs could not be read this time: what was learned before holds, and
+    /// they are asked for again soon.
+    pub(super) fn unanswered(&mut self, topic: &Arc<str>) {
+        self.read_at
+            .insert(topic.clone(), Read::Unanswered(Instant::now()));
+    }
+
+    /// Whether (and why) `topic`'s configs are to be read again.
+    pub(super) fn due(&self, topic: &Arc<str>) -> Option<Due> {
+        self.due_at(topic, Instant::now())
+    }
+
+    fn due_at(&self, topic: &Arc<str>, now: Instant) -> Option<Due> {
+        match *self.read_at.get(topic)? {
+            Read::Answered(at) => {
+                (now.saturating_duration_since(at) > LIMIT_TTL).then_some(Due::Refresh)
+            }
+            Read::Unanswered(at) => {
+                (now.saturating_duration_since(at) > UNREAD_RETRY).then_some(Due::Retry)
+            }
+        }
     }
 
     /// Why `record` cannot go to its topic as it is: larger than its `max.message.bytes`.
@@ -196,12 +239,54 @@ mod tests {
         assert!(rules
             .timestamp_out_of_range(&record("t", Some("k"), Some(now), 1))
             .is_none());
-        assert!(!rules.stale(&topic), "read just now");
+        assert_eq!(rules.due(&topic), None, "read just now");
         // Compressed records: the broker judges the size of the compressed batch.
         let mut compressed = TopicRules::new(true);
         assert_eq!(compressed.learn(&topic, entry), Some(1000));
         assert!(compressed
             .too_large(&record("t", Some("k"), None, 2000))
             .is_none());
+    }
+
+    #[test]
+    fn a_topic_is_read_again_a_minute_after_an_answer_and_seconds_after_none() {
+        let mut rules = TopicRules::new(false);
+        let topic: Arc<str> = "t".into();
+        let now = Instant::now();
+        assert_eq!(
+            rules.due_at(&topic, now),
+            None,
+            "never asked: not known here"
+        );
+        let entry = |name: &str| (name == "max.message.bytes").then(|| "1000".to_owned());
+        rules.learn(&topic, entry);
+        assert_eq!(rules.due_at(&topic, now + UNREAD_RETRY * 2), None);
+        assert_eq!(
+            rules.due_at(&topic, now + LIMIT_TTL * 2),
+            Some(Due::Refresh)
+        );
+        // A read that timed out keeps what was learned, and is retried within seconds.
+        rules.unanswered(&topic);
+        assert!(rules
+            .too_large(&record("t", Some("k"), None, 2000))
+            .is_some());
+        assert_eq!(rules.due_at(&topic, Instant::now()), None);
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 2),
+            Some(Due::Retry)
+        );
+        // An answer without a limit (or a refusal to answer): read again a minute later.
+        rules.forget_limit(&topic);
+        assert!(rules
+            .too_large(&record("t", Some("k"), None, 2000))
+            .is_none());
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 2),
+            None
+        );
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + LIMIT_TTL * 2),
+            Some(Due::Refresh)
+        );
     }
 }
