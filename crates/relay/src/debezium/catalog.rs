@@ -55,6 +55,9 @@ pub enum Treatment {
     NoEffect,
     /// Refused when set: it would change the records and outbox-relay does not do it.
     Refused(&'static str),
+    /// Accepted, not carried out (why): a configuration that sets it still runs, and the
+    /// relay says at start that it does not do it.
+    NotRun(&'static str),
 }
 
 /// One option.
@@ -76,6 +79,7 @@ impl Spec {
             Treatment::With(other) => format!("applied (with {other})"),
             Treatment::NoEffect => "accepted, no effect on the records".into(),
             Treatment::Refused(why) => format!("refused: {why}"),
+            Treatment::NotRun(why) => format!("accepted, not run: {why}"),
         }
     }
 
@@ -220,7 +224,7 @@ macro_rules! spec {
     };
 }
 
-use Treatment::{NoEffect, Parsed, Refused, With};
+use Treatment::{NoEffect, NotRun, Parsed, Refused, With};
 
 /// Every option outbox-relay knows, in the order `translate` reads them.
 pub const CATALOG: &[Spec] = &[
@@ -616,6 +620,10 @@ pub const CATALOG: &[Spec] = &[
         "each transform's type, options, predicate and negate"),
     spec!("predicates.*", [], Connector, None, With("predicates"), "each predicate's type and options"),
     // --- Kafka ---
+    spec!("producer.override.interceptor.classes", [], ConnectorOrWorker, None,
+        NotRun(INTERCEPTORS_NOT_RUN), "the Java producer's interceptors"),
+    spec!("producer.override.metric.reporters", [], ConnectorOrWorker, None, NoEffect,
+        "Java metric reporters: the relay's metrics are on --metrics-address"),
     spec!("producer.override.*", [], ConnectorOrWorker, None, Parsed(|c, d| {
         d.bootstrap_servers = c.w.and_then(|w| w.get("bootstrap.servers")).map(str::to_owned);
         // The worker's producer.*, then the connector's producer.override.* (the last one wins).
@@ -624,6 +632,11 @@ pub const CATALOG: &[Spec] = &[
             settings.extend(w.with_prefix("producer."));
         }
         settings.extend(c.o.with_prefix("producer.override."));
+        for (key, value) in &settings {
+            if key == "interceptor.classes" && !value.trim().is_empty() {
+                d.notes.push(format!("producer interceptor.classes={} is not run: {INTERCEPTORS_NOT_RUN}", value.trim()));
+            }
+        }
         super::producer::translate_all(settings, &mut d.producer_properties, &mut d.producer_unknown)
             .map_err(|e| format!("producer.{e}"))
     }), "the producer's settings (the worker's producer.*, then these)"),
@@ -663,6 +676,10 @@ pub const CATALOG: &[Spec] = &[
     spec!("message.key.columns", [], Connector, None, NoEffect, "the key is the EventRouter's"),
     spec!("database.*", [], Connector, None, NoEffect, "other connection options of Debezium's"),
 ];
+
+/// Why `interceptor.classes` is accepted but not run.
+pub const INTERCEPTORS_NOT_RUN: &str = "outbox-relay runs no Java classes: a header an interceptor adds (a trace \
+    context) is not on the records, and what it counts is not counted; the relay's own metrics and logs stand in";
 
 /// The entry of `name` in a configuration whose EventRouter's alias is `router`, if
 /// outbox-relay knows the option.

@@ -59,7 +59,7 @@ pub fn translate(
             // Known options: never listed as unknown, whether or not they mattered here. A
             // family read with another option is left to that option's parser, which marks
             // the keys it knows (a misspelt transform option stays unknown).
-            Treatment::NoEffect | Treatment::With(_) => {
+            Treatment::NoEffect | Treatment::With(_) | Treatment::NotRun(_) => {
                 for name in names() {
                     match name.strip_suffix('*') {
                         Some(prefix) if matches!(spec.treatment, Treatment::NoEffect) => {

@@ -264,6 +264,40 @@ fn a_connector_producer_override_wins_over_the_worker_producer_setting() {
     assert_eq!(linger, ["5", "3"], "{:?}", s.producer_properties);
 }
 
+/// Java producer interceptors cannot run here: the configuration still runs, the relay says
+/// at start that they are not run, and `check` does not list them as applied.
+#[test]
+fn producer_interceptors_are_accepted_and_reported_not_run() {
+    let interceptor =
+        "io.opentelemetry.instrumentation.kafkaclients.v2_6.TracingProducerInterceptor";
+    let s = translate(
+        &config(&[("producer.override.interceptor.classes", interceptor)]),
+        None,
+    )
+    .unwrap();
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains(interceptor) && n.contains("not run")),
+        "{:?}",
+        s.notes
+    );
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let entries = [(
+        "producer.override.interceptor.classes".to_owned(),
+        interceptor.to_owned(),
+    )]
+    .into();
+    let doc = super::option_doc("producer.override.interceptor.classes", &entries).unwrap();
+    assert!(
+        doc.treatment.starts_with("accepted, not run"),
+        "{}",
+        doc.treatment
+    );
+    let doc = super::option_doc("producer.override.linger.ms", &entries).unwrap();
+    assert_eq!(doc.treatment, "applied");
+}
+
 #[test]
 fn unknown_options_are_listed_and_semantic_ones_refused() {
     let s = translate(
