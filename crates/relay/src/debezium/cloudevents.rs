@@ -4,7 +4,7 @@
 
 use super::options::{flag, Options};
 use outbox_router::connect::cloudevents::{CloudEvents, Source};
-use outbox_router::connect::{Converter, HeaderConverter};
+use outbox_router::connect::{Converter, HeaderConverter, JsonConverter};
 
 /// The converter configured under `key` (`value.converter`).
 pub(super) fn converter(key: &str, o: &Options) -> Result<CloudEvents, String> {
@@ -88,10 +88,10 @@ pub(super) fn check_header_converter(
     };
     let json_with_schemas = matches!(
         header,
-        HeaderConverter::Other(Converter::Json {
+        HeaderConverter::Other(Converter::Json(JsonConverter {
             schemas_enable: true,
             ..
-        })
+        }))
     );
     if ce.reads_headers() && !json_with_schemas {
         return Err(

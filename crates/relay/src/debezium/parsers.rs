@@ -5,7 +5,7 @@
 
 use super::options::{choice, flag, schemas_enable, Options};
 use crate::secret::Secret;
-use outbox_router::connect::{Converter, HeaderConverter, TypeModes};
+use outbox_router::connect::{Converter, HeaderConverter, JsonConverter, TypeModes};
 use outbox_router::{ListPattern, MessageConfig, SchemaFilter, TableName};
 
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
@@ -804,14 +804,14 @@ fn before_router(o: &Options, alias: &str, class: &str) -> Result<(), String> {
 /// JsonConverter settings read from the same configuration.
 fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converter, String> {
     match class {
-        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json {
+        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json(JsonConverter {
             schemas_enable: schemas_enable(options, key)?.unwrap_or(true),
             replace_null_with_default: flag(
                 options,
                 &format!("{key}.replace.null.with.default"),
                 true,
             )?,
-        }),
+        })),
         "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
         "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::ByteArray),
         // Debezium's: bytes as they are, anything else through its delegate, configured
@@ -823,13 +823,7 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
             let delegate = match options.get(&delegate_key) {
                 None => None,
                 Some(class) => Some(match converter_class(class, &delegate_key, options)? {
-                    Converter::Json {
-                        schemas_enable,
-                        replace_null_with_default,
-                    } => Delegate::Json {
-                        schemas_enable,
-                        replace_null_with_default,
-                    },
+                    Converter::Json(json) => Delegate::Json(json),
                     Converter::String => Delegate::String,
                     Converter::ByteArray => Delegate::ByteArray,
                     // Kafka Connect configures a header converter without its options
@@ -912,10 +906,10 @@ pub(super) fn converter(
             Converter::Avro(avro) => super::avro::describe(avro),
             Converter::JsonSchema(json) => super::json_schema::describe(json),
             Converter::Protobuf(proto) => super::protobuf::describe(proto),
-            Converter::Json {
+            Converter::Json(JsonConverter {
                 schemas_enable,
                 replace_null_with_default,
-            } => format!(
+            }) => format!(
                 ", schemas.enable={schemas_enable}{}",
                 if *replace_null_with_default {
                     ""

@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::{PublicationMode, SnapshotMode};
-use outbox_router::connect::{Converter, HeaderConverter};
+use outbox_router::connect::{Converter, HeaderConverter, JsonConverter};
 use outbox_router::{InvalidOperation, Output, Placement};
 
 fn fixture(name: &str) -> RawConfig {
@@ -87,27 +87,27 @@ fn every_seed_connector_config_translates_as_it_is() {
     let f = connect(&s);
     assert_eq!(
         f.key,
-        Converter::Json {
+        Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true
-        }
+        })
     );
     assert_eq!(
         f.value,
-        Converter::Json {
+        Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true
-        }
+        })
     );
     assert_eq!(f.header, HeaderConverter::Simple);
     let s = translate(&fixture("seed-001-user-outbox-connector.json"), None).unwrap();
     assert_eq!(connect(&s).key, Converter::String);
     assert_eq!(
         connect(&s).value,
-        Converter::Json {
+        Converter::Json(JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true
-        }
+        })
     );
     assert_eq!(s.connector_name.as_deref(), Some("user-outbox-connector"));
 }
@@ -201,10 +201,10 @@ fn placements_regex_and_converters() {
     assert_eq!(connect(&s).value, Converter::ByteArray);
     assert_eq!(
         connect(&s).header,
-        HeaderConverter::Other(Converter::Json {
+        HeaderConverter::Other(Converter::Json(JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true
-        })
+        }))
     );
 }
 
@@ -545,10 +545,10 @@ fn initial_statements_and_replace_null_with_default_are_read() {
     );
     assert_eq!(
         connect(&s).value,
-        Converter::Json {
+        Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: false
-        }
+        })
     );
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
     let err = translate(

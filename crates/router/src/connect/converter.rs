@@ -17,12 +17,7 @@ use std::sync::Arc;
 /// A key or value converter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Converter {
-    Json {
-        schemas_enable: bool,
-        /// `replace.null.with.default` (Kafka 3.7+, KIP-581): a null field is written as its
-        /// schema's default (true, the default) or as null (false).
-        replace_null_with_default: bool,
-    },
+    Json(JsonConverter),
     String,
     ByteArray,
     /// Debezium's `io.debezium.converters.BinaryDataConverter`: a BYTES value (or one
@@ -44,10 +39,7 @@ pub enum Converter {
 /// The converter `BinaryDataConverter` hands what is not bytes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delegate {
-    Json {
-        schemas_enable: bool,
-        replace_null_with_default: bool,
-    },
+    Json(JsonConverter),
     String,
     ByteArray,
     /// A schema-registry converter (Avro, JSON Schema, Protobuf), as Debezium's outbox
@@ -59,13 +51,7 @@ pub enum Delegate {
 impl Delegate {
     pub fn converter(&self) -> Converter {
         match self {
-            Delegate::Json {
-                schemas_enable,
-                replace_null_with_default,
-            } => Converter::Json {
-                schemas_enable: *schemas_enable,
-                replace_null_with_default: *replace_null_with_default,
-            },
+            Delegate::Json(json) => Converter::Json(*json),
             Delegate::String => Converter::String,
             Delegate::ByteArray => Converter::ByteArray,
             Delegate::Registry(converter) => (**converter).clone(),
@@ -85,7 +71,7 @@ impl Converter {
     /// Kafka Connect's class of this converter.
     pub fn class(&self) -> &'static str {
         match self {
-            Converter::Json { .. } => "org.apache.kafka.connect.json.JsonConverter",
+            Converter::Json(_) => "org.apache.kafka.connect.json.JsonConverter",
             Converter::String => "org.apache.kafka.connect.storage.StringConverter",
             Converter::ByteArray => "org.apache.kafka.connect.converters.ByteArrayConverter",
             Converter::BinaryData { .. } => "io.debezium.converters.BinaryDataConverter",
@@ -100,14 +86,7 @@ impl Converter {
     /// `schema` is `None` only for the EventRouter's tombstones.
     pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, String> {
         match self {
-            Converter::Json {
-                schemas_enable,
-                replace_null_with_default,
-            } => JsonConverter {
-                schemas_enable: *schemas_enable,
-                replace_null_with_default: *replace_null_with_default,
-            }
-            .encode(schema, value),
+            Converter::Json(json) => json.encode(schema, value),
             Converter::String => Ok(to_java_string(schema, value)),
             // Kafka Connect refuses non-bytes values here and the task dies; outbox-relay
             // writes the value's text instead (documented in the README).
@@ -138,7 +117,7 @@ impl Converter {
         let value = Value::String(text.clone());
         let string = Schema::new(SchemaType::String, true);
         match self {
-            Converter::Json { schemas_enable, .. } => {
+            Converter::Json(JsonConverter { schemas_enable, .. }) => {
                 let mut out = Vec::new();
                 if *schemas_enable {
                     out.extend_from_slice(b"{\"schema\":null,\"payload\":");
@@ -163,7 +142,7 @@ impl Converter {
             return Ok(None);
         }
         match self {
-            Converter::Json { schemas_enable, .. } => {
+            Converter::Json(JsonConverter { schemas_enable, .. }) => {
                 let mut out = Vec::new();
                 if *schemas_enable {
                     out.extend_from_slice(b"{\"schema\":null,\"payload\":");
@@ -339,14 +318,14 @@ mod tests {
     fn jsonb_payload_under_each_converter() {
         let payload = Value::text(r#"{"id": 1}"#);
         let s = json_schema();
-        let off = Converter::Json {
+        let off = Converter::Json(JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true,
-        };
-        let on = Converter::Json {
+        });
+        let on = Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,
-        };
+        });
         assert_eq!(
             text(&off.encode(Some(&s), &payload).unwrap()),
             r#""{\"id\": 1}""#
@@ -368,14 +347,14 @@ mod tests {
     #[test]
     fn null_values_and_tombstones() {
         let s = Schema::new(SchemaType::String, true).named("io.debezium.data.Json", Some(1));
-        let off = Converter::Json {
+        let off = Converter::Json(JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true,
-        };
-        let on = Converter::Json {
+        });
+        let on = Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,
-        };
+        });
         assert_eq!(text(&off.encode(Some(&s), &Value::Null).unwrap()), "null");
         assert_eq!(
             text(&on.encode(Some(&s), &Value::Null).unwrap()),
@@ -398,9 +377,11 @@ mod tests {
         region.default = Some(Value::text("eu"));
         let envelope = Schema::new(SchemaType::Struct(vec![("region".into(), region)]), false);
         let row = Value::Struct(vec![Value::Null]);
-        let json = |replace_null_with_default| Converter::Json {
-            schemas_enable: false,
-            replace_null_with_default,
+        let json = |replace_null_with_default| {
+            Converter::Json(JsonConverter {
+                schemas_enable: false,
+                replace_null_with_default,
+            })
         };
         assert_eq!(
             text(&json(true).encode(Some(&envelope), &row).unwrap()),
@@ -428,10 +409,10 @@ mod tests {
         )
         .named("orders.public.outbox.Order.Value", None);
         let value = Value::Struct(vec![Value::text("{}"), Value::text("OrderCreated")]);
-        let on = Converter::Json {
+        let on = Converter::Json(JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,
-        };
+        });
         assert_eq!(
             text(&on.encode(Some(&envelope), &value).unwrap()),
             concat!(
@@ -516,10 +497,10 @@ mod tests {
         );
         assert_eq!(
             text(
-                &HeaderConverter::Other(Converter::Json {
+                &HeaderConverter::Other(Converter::Json(JsonConverter {
                     schemas_enable: false,
                     replace_null_with_default: true
-                })
+                }))
                 .encode(&uuid, &id)
                 .unwrap()
             ),
@@ -549,10 +530,10 @@ mod binary_data_tests {
         let err = plain.encode(Some(&text), &Value::text("x")).unwrap_err();
         assert!(err.contains("requires a delegate.converter.type"), "{err}");
         let delegating = Converter::BinaryData {
-            delegate: Some(Delegate::Json {
+            delegate: Some(Delegate::Json(JsonConverter {
                 schemas_enable: false,
                 replace_null_with_default: true,
-            }),
+            })),
         };
         assert_eq!(
             delegating

@@ -285,10 +285,10 @@ mod tests {
 
     fn expanded(payload: &str, b: ExpandBehaviour) -> (String, String) {
         let (schema, value) = expand("payload", payload.as_bytes(), b).expect("expands");
-        let plain = Converter::Json {
+        let plain = Converter::Json(crate::connect::JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true,
-        }
+        })
         .encode(Some(&schema), &value)
         .unwrap()
         .unwrap();

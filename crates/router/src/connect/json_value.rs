@@ -15,6 +15,8 @@ const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonConverter {
     pub schemas_enable: bool,
+    /// `replace.null.with.default` (Kafka 3.7+, KIP-581): a null field is written as its
+    /// schema's default (true, the default) or as null (false).
     pub replace_null_with_default: bool,
 }
 

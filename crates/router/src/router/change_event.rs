@@ -236,10 +236,10 @@ mod tests {
             transaction: None,
         };
         let value = source_value(&before, "dbserver1", "public", "outbox", &position, 0);
-        let json = HeaderConverter::Other(Converter::Json {
+        let json = HeaderConverter::Other(Converter::Json(crate::connect::JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,
-        })
+        }))
         .encode(&source_schema(), &value)
         .unwrap()
         .unwrap();

@@ -101,14 +101,14 @@ fn text(b: &Option<Bytes>) -> &str {
     std::str::from_utf8(b.as_deref().expect("not null")).unwrap()
 }
 
-const JSON_ON: Converter = Converter::Json {
+const JSON_ON: Converter = Converter::Json(crate::connect::JsonConverter {
     schemas_enable: true,
     replace_null_with_default: true,
-};
-const JSON_OFF: Converter = Converter::Json {
+});
+const JSON_OFF: Converter = Converter::Json(crate::connect::JsonConverter {
     schemas_enable: false,
     replace_null_with_default: true,
-};
+});
 
 #[test]
 fn kafka_connect_defaults_write_schema_envelopes() {

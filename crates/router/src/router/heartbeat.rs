@@ -67,10 +67,10 @@ mod tests {
     /// `SchemaFactory.heartbeatKeySchema` / `heartbeatValueSchema` through JsonConverter.
     #[test]
     fn heartbeat_records_carry_debeziums_schemas() {
-        let json = Converter::Json {
+        let json = Converter::Json(crate::connect::JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,
-        };
+        });
         let hb = router(json.clone(), Some("__debezium-heartbeat.dbserver1"));
         let r = hb.converted(hb.heartbeat(1_700_000_000_000));
         assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");

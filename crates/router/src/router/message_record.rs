@@ -341,10 +341,10 @@ mod tests {
     const ORDER: &str = r#"{"id":"4d47e5a0-0000-4000-8000-000000000001","aggregatetype":"order","aggregateid":"1","type":"OrderCreated","payload":{"orderId":1,"note":null,"lines":[{"sku":"A","qty":2}]}}"#;
 
     fn json(schemas_enable: bool) -> Converter {
-        Converter::Json {
+        Converter::Json(crate::connect::JsonConverter {
             schemas_enable,
             replace_null_with_default: true,
-        }
+        })
     }
 
     /// Debezium's EventRouter defaults (aggregatetype, aggregateid, payload, id) reading a

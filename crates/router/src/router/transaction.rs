@@ -171,10 +171,10 @@ mod tests {
     use crate::Router;
 
     fn router() -> Router {
-        let json = Converter::Json {
+        let json = Converter::Json(crate::connect::JsonConverter {
             schemas_enable: false,
             replace_null_with_default: true,
-        };
+        });
         Router::new(RouterConfig {
             output: Output::Connect(ConnectFormat {
                 transaction_metadata: Some(crate::config::TransactionMetadata {

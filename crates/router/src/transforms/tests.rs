@@ -260,10 +260,10 @@ fn order(name: Option<&str>) -> ConnectRecord {
 }
 
 fn json(data: &Data) -> String {
-    let c = crate::connect::Converter::Json {
+    let c = crate::connect::Converter::Json(crate::connect::JsonConverter {
         schemas_enable: true,
         replace_null_with_default: true,
-    };
+    });
     String::from_utf8(data.encode(&c).unwrap().unwrap().to_vec()).unwrap()
 }
 
