@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 const LIMIT_TTL: Duration = Duration::from_secs(60);
 
 /// How soon a topic whose configs could not be read (a request that timed out, a broker
-/// that did not know the topic yet) is asked again.
+/// that did not know the topic yet) is asked again; twice as long after each further
+/// failure, up to [`LIMIT_TTL`] (each read that times out holds the delivery stage).
 const UNREAD_RETRY: Duration = Duration::from_secs(5);
 
 /// When a topic's configs were last asked for, and whether the broker answered.
@@ -21,9 +22,9 @@ enum Read {
     /// The broker answered (with or without `max.message.bytes`), or will never answer
     /// (not authorized): asked again after [`LIMIT_TTL`].
     Answered(Instant),
-    /// No answer: asked again after [`UNREAD_RETRY`]; the rules learned before, if any, hold
-    /// meanwhile.
-    Unanswered(Instant),
+    /// No answer, this many times in a row: asked again after [`UNREAD_RETRY`] (doubled per
+    /// further failure); the rules learned before, if any, hold meanwhile.
+    Unanswered(Instant, u32),
 }
 
 /// Why a topic's configs are to be read again.
@@ -112,8 +113,12 @@ impl TopicRules {
     /// `topic`'s configs could not be read this time: what was learned before holds, and
     /// they are asked for again soon.
     pub(super) fn unanswered(&mut self, topic: &Arc<str>) {
+        let failures = match self.read_at.get(topic) {
+            Some(Read::Unanswered(_, failures)) => failures.saturating_add(1),
+            _ => 1,
+        };
         self.read_at
-            .insert(topic.clone(), Read::Unanswered(Instant::now()));
+            .insert(topic.clone(), Read::Unanswered(Instant::now(), failures));
     }
 
     /// Whether (and why) `topic`'s configs are to be read again.
@@ -126,8 +131,11 @@ impl TopicRules {
             Read::Answered(at) => {
                 (now.saturating_duration_since(at) > LIMIT_TTL).then_some(Due::Refresh)
             }
-            Read::Unanswered(at) => {
-                (now.saturating_duration_since(at) > UNREAD_RETRY).then_some(Due::Retry)
+            Read::Unanswered(at, failures) => {
+                let wait = UNREAD_RETRY
+                    .saturating_mul(1 << failures.saturating_sub(1).min(8))
+                    .min(LIMIT_TTL);
+                (now.saturating_duration_since(at) > wait).then_some(Due::Retry)
             }
         }
     }
@@ -273,6 +281,24 @@ mod tests {
         assert_eq!(rules.due_at(&topic, Instant::now()), None);
         assert_eq!(
             rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 2),
+            Some(Due::Retry)
+        );
+        // Failing again: asked less and less often, at least once a minute.
+        rules.unanswered(&topic);
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2),
+            None
+        );
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
+            Some(Due::Retry)
+        );
+        for _ in 0..20 {
+            rules.unanswered(&topic);
+        }
+        assert_eq!(rules.due_at(&topic, Instant::now() + LIMIT_TTL / 2), None);
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + LIMIT_TTL * 2),
             Some(Due::Retry)
         );
         // An answer without a limit (or a refusal to answer): read again a minute later.
