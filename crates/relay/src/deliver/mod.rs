@@ -151,6 +151,12 @@ impl<P: Producer> Deliver<P> {
         }
     }
 
+    /// Starts making sure `topic` exists, off the delivery path (the canary's topic, as the
+    /// session starts, so that the first canary finds it).
+    pub fn prepare_topic(&mut self, topic: &str) {
+        let _ = self.producer.ensure_topic_in_background(&topic.into());
+    }
+
     /// What the broker refused, shared with the next sessions: an event it refused is
     /// dead-lettered before it is sent again.
     pub fn with_refusals(mut self, refusals: Refusals) -> Self {
@@ -347,11 +353,24 @@ impl<P: Producer> Deliver<P> {
             }
             Routed::Canary { record, written_ms } => {
                 // The canary never stops the relay: a topic it cannot have (refused, not
-                // allowed) is logged, and its age says the rest.
-                let refused = match self.topic(&record.topic).await {
-                    Ok(Ok(_)) => None,
-                    Ok(Err(reason)) => Some(reason),
-                    Err(e) => Some(e.to_string()),
+                // allowed) is logged, and its age says the rest. Its topic is made sure of
+                // off the delivery path: a CreateTopics request may take a minute while the
+                // cluster elects a controller, and the events must not wait for it.
+                let refused = match self.producer.ensure_topic_in_background(&record.topic) {
+                    None => {
+                        tracing::debug!(
+                            topic = &*record.topic,
+                            "the canary's topic is being created: this canary is not sent"
+                        );
+                        self.acknowledged.push_back(ticket);
+                        return self.send_dead_letters().await;
+                    }
+                    Some(Err(reason)) => Some(reason),
+                    Some(Ok(())) => match self.topic(&record.topic).await {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(reason)) => Some(reason),
+                        Err(e) => Some(e.to_string()),
+                    },
                 };
                 if let Some(reason) = refused {
                     tracing::warn!(

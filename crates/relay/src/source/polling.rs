@@ -75,7 +75,7 @@ impl Source for Polling<'_> {
             .column_index(&settings.router.key_column)
             .expect("statements() checked the key column");
         let producer = KafkaProducer::new(&settings.kafka)?;
-        let deliver = Deliver::new(
+        let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
@@ -144,6 +144,9 @@ impl Source for Polling<'_> {
             }
             _ => None,
         };
+        if let Some(canary) = &canary {
+            deliver.prepare_topic(&canary.topic);
+        }
         let mut poller = Poller {
             deliver,
             router,

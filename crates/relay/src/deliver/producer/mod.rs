@@ -93,6 +93,12 @@ pub trait Producer {
     /// what is known of it.
     fn ensure_topic(&mut self, topic: &Arc<str>)
         -> impl Future<Output = Result<Topic, RelayError>>;
+    /// Makes sure `topic` exists without holding the delivery stage (the canary's topic:
+    /// its creation never holds the events): `None` while that is under way, then whether it
+    /// does; [`Self::ensure_topic`] then finds it without waiting.
+    fn ensure_topic_in_background(&mut self, _topic: &Arc<str>) -> Option<Result<(), String>> {
+        Some(Ok(()))
+    }
     /// Why `record` would be refused for what it is, judged before sending (the relay's own
     /// checks, e.g. larger than its topic's `max.message.bytes`), and whether its payload is
     /// what is refused (too large).
@@ -132,6 +138,75 @@ pub const LARGER_THAN_QUEUE: &str =
 /// librdkafka's default `batch.size`.
 const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
+/// How the relay creates a topic.
+struct TopicSpec {
+    partitions: i32,
+    replication_factor: i32,
+    /// Every config it is created with.
+    configs: Vec<(String, String)>,
+    /// Those that `topic.creation.*` asked for.
+    theirs: Vec<(String, String)>,
+}
+
+/// Makes sure `topic` exists, off the delivery path: a topic that exists needs no
+/// CreateTopics permission; one created by another meanwhile is as good. The reason when not.
+async fn create_topic(
+    admin: &AdminClient<DefaultClientContext>,
+    producer: RdProducer,
+    topic: &str,
+    spec: TopicSpec,
+) -> Result<(), String> {
+    let name = topic.to_owned();
+    let exists = tokio::task::spawn_blocking(move || {
+        producer
+            .client()
+            .fetch_metadata(Some(&name), Duration::from_secs(10))
+            .is_ok_and(|m| {
+                m.topics()
+                    .iter()
+                    .any(|t| t.name() == name && t.error().is_none() && !t.partitions().is_empty())
+            })
+    })
+    .await
+    .unwrap_or(false);
+    if exists {
+        return Ok(());
+    }
+    let mut new_topic = NewTopic::new(
+        topic,
+        spec.partitions,
+        TopicReplication::Fixed(spec.replication_factor),
+    );
+    for (key, value) in &spec.configs {
+        new_topic = new_topic.set(key, value);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = admin
+        .create_topics(&[new_topic], &options)
+        .await
+        .map_err(|e| format!("creating topic {topic}: {e}"))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!(
+                topic,
+                partitions = spec.partitions,
+                configs = ?spec.theirs,
+                "created topic"
+            ),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(
+                    match topic_refusal(topic, code, spec.partitions, spec.replication_factor) {
+                        TopicRefusal::ThisTopic(reason) => reason,
+                        TopicRefusal::Fatal(e) => e.to_string(),
+                    },
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What DescribeConfigs said of one topic's configs.
 #[derive(Clone, Copy, Debug)]
 enum Configs {
@@ -167,7 +242,9 @@ pub struct KafkaProducer {
     reports: Arc<Reports>,
     /// Reports taken from the queue and not yet handed to the delivery stage.
     taken: VecDeque<Report>,
-    admin: AdminClient<DefaultClientContext>,
+    admin: Arc<AdminClient<DefaultClientContext>>,
+    /// Topics being made sure of in a task of their own (the canary's), with its answer.
+    creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Result<(), String>>>,
     known_topics: HashSet<Arc<str>>,
     /// Topics the broker refused to create, with why.
     refused_topics: HashMap<Arc<str>, String>,
@@ -238,7 +315,8 @@ impl KafkaProducer {
             producer,
             reports,
             taken: VecDeque::new(),
-            admin,
+            admin: Arc::new(admin),
+            creating: HashMap::new(),
             known_topics: HashSet::new(),
             refused_topics: HashMap::new(),
             partitions: kafka.topic_partitions,
@@ -500,6 +578,33 @@ impl KafkaProducer {
         .await
         .ok()
         .flatten()
+    }
+
+    /// How `topic` is created: `topic.creation.*` applies to the routed topics, not to the
+    /// dead-letter topic (a compacted dead-letter topic would lose the rows it keeps); the
+    /// relay's own configs unless those name them.
+    fn creation_of(&self, topic: &str) -> TopicSpec {
+        let none = Vec::new();
+        let (partitions, replication_factor, theirs) = if *topic == *self.settings.dead_letter_topic
+        {
+            (self.partitions, self.replication_factor, &none[..])
+        } else {
+            self.settings
+                .topic_creation
+                .for_topic(topic, self.partitions, self.replication_factor)
+        };
+        let configs = topic_configs(replication_factor)
+            .into_iter()
+            .filter(|(k, _)| !theirs.iter().any(|(t, _)| t == k))
+            .map(|(k, v)| (k.to_owned(), v))
+            .chain(theirs.iter().cloned())
+            .collect();
+        TopicSpec {
+            partitions,
+            replication_factor,
+            configs,
+            theirs: theirs.to_vec(),
+        }
     }
 
     /// Records `topic`'s partition count; a change under a running relay is logged (its keys
@@ -831,28 +936,18 @@ impl Producer for KafkaProducer {
             self.known_topics.insert(topic.clone());
             return Ok(self.ready(topic));
         }
-        // topic.creation.* applies to the routed topics, not to the dead-letter topic (a
-        // compacted dead-letter topic would lose the rows it keeps).
-        let none = Vec::new();
-        let (partitions, replication_factor, theirs) = if **topic
-            == *self.settings.dead_letter_topic
-        {
-            (self.partitions, self.replication_factor, &none[..])
-        } else {
-            self.settings
-                .topic_creation
-                .for_topic(topic, self.partitions, self.replication_factor)
-        };
-        let replication = TopicReplication::Fixed(replication_factor);
-        let ours = topic_configs(replication_factor);
-        let mut new_topic = NewTopic::new(topic, partitions, replication);
-        for (key, value) in ours
-            .iter()
-            .filter(|(k, _)| !theirs.iter().any(|(t, _)| t == k))
-        {
-            new_topic = new_topic.set(key, value);
-        }
-        for (key, value) in theirs {
+        let TopicSpec {
+            partitions,
+            replication_factor,
+            configs,
+            theirs,
+        } = self.creation_of(topic);
+        let mut new_topic = NewTopic::new(
+            topic,
+            partitions,
+            TopicReplication::Fixed(replication_factor),
+        );
+        for (key, value) in &configs {
             new_topic = new_topic.set(key, value);
         }
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
@@ -901,6 +996,38 @@ impl Producer for KafkaProducer {
         self.learn_limit(topic).await;
         self.known_topics.insert(topic.clone());
         Ok(self.ready(topic))
+    }
+
+    /// Makes sure `topic` exists in a task of its own: `None` while that is under way,
+    /// then whether it does (the reason when not; the next call tries again). Once it does,
+    /// [`Self::ensure_topic`] finds it without waiting for a CreateTopics request, which may
+    /// take a minute while the cluster has no controller.
+    fn ensure_topic_in_background(&mut self, topic: &Arc<str>) -> Option<Result<(), String>> {
+        if self.known_topics.contains(topic) {
+            return Some(Ok(()));
+        }
+        if let Some(reason) = self.refused_topics.get(topic) {
+            return Some(Err(reason.clone()));
+        }
+        if let Some(task) = self.creating.get_mut(topic) {
+            let result = match task.try_recv() {
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => return None,
+                Ok(result) => result,
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err(format!(
+                    "creating topic {topic}: the task ended without an answer"
+                )),
+            };
+            self.creating.remove(topic);
+            return Some(result);
+        }
+        let (tell, answer) = tokio::sync::oneshot::channel();
+        self.creating.insert(topic.clone(), answer);
+        let spec = self.creation_of(topic);
+        let (admin, producer, topic) = (self.admin.clone(), self.producer.clone(), topic.clone());
+        tokio::spawn(async move {
+            let _ = tell.send(create_topic(&admin, producer, &topic, spec).await);
+        });
+        None
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {

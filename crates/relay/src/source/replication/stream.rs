@@ -230,6 +230,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
 
     /// Produces the canaries written for `slot` to `topic` (see `source/canary.rs`).
     pub fn canaries(mut self, topic: &str, slot: &str) -> Self {
+        self.deliver.prepare_topic(topic);
         self.canary = Some((topic.into(), slot.to_owned()));
         self
     }
