@@ -902,25 +902,57 @@ pub(super) fn converter(
     let converter = converter_class(class, &key, options)?;
     notes.push(format!(
         "{key} = {class}{} ({source})",
-        match &converter {
-            Converter::Avro(avro) => super::avro::describe(avro),
-            Converter::JsonSchema(json) => super::json_schema::describe(json),
-            Converter::Protobuf(proto) => super::protobuf::describe(proto),
-            Converter::Json(JsonConverter {
-                schemas_enable,
-                replace_null_with_default,
-            }) => format!(
-                ", schemas.enable={schemas_enable}{}",
-                if *replace_null_with_default {
-                    ""
-                } else {
-                    ", replace.null.with.default=false"
-                }
-            ),
-            _ => String::new(),
-        }
+        describe_converter(&converter)
     ));
+    // BinaryDataConverter hands its delegate only `<key>.delegate.converter.type.*`: a
+    // JsonConverter option under the converter's own name is not read, by Debezium either.
+    if let Converter::BinaryData { .. } = converter {
+        for option in ["schemas.enable", "replace.null.with.default"] {
+            let name = format!("{key}.{option}");
+            if let Some(value) = options.get(&name) {
+                notes.push(format!(
+                    "{name}={value} does not apply: BinaryDataConverter reads its delegate's options under \
+                     {key}.delegate.converter.type.{option}, as Debezium does"
+                ));
+            }
+        }
+    }
     Ok(converter)
+}
+
+/// What a converter's note says of its settings, after its class.
+fn describe_converter(converter: &Converter) -> String {
+    match converter {
+        Converter::Avro(avro) => super::avro::describe(avro),
+        Converter::JsonSchema(json) => super::json_schema::describe(json),
+        Converter::Protobuf(proto) => super::protobuf::describe(proto),
+        Converter::Json(JsonConverter {
+            schemas_enable,
+            replace_null_with_default,
+        }) => format!(
+            ", schemas.enable={schemas_enable}{}",
+            if *replace_null_with_default {
+                ""
+            } else {
+                ", replace.null.with.default=false"
+            }
+        ),
+        Converter::BinaryData { delegate: None } => {
+            ": bytes as they are, a value that is not bytes refused (no delegate.converter.type)"
+                .into()
+        }
+        Converter::BinaryData {
+            delegate: Some(delegate),
+        } => {
+            let delegate = delegate.converter();
+            format!(
+                ": bytes as they are, anything else through {}{}",
+                delegate.class(),
+                describe_converter(&delegate)
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 pub(super) fn header_converter(

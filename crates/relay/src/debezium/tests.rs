@@ -1130,6 +1130,57 @@ fn confluent_protobuf_converter_options() {
     assert!(e.contains("not a HeaderConverter"), "{e}");
 }
 
+/// BinaryDataConverter's note names its delegate and its delegate's settings; a JsonConverter
+/// option under the converter's own name, which Debezium does not hand to the delegate, is
+/// said not to apply.
+#[test]
+fn binary_data_notes_name_the_delegate_and_options_that_do_not_apply() {
+    let s = translate(
+        &config(&[
+            (
+                "value.converter",
+                "io.debezium.converters.BinaryDataConverter",
+            ),
+            (
+                "value.converter.delegate.converter.type",
+                "org.apache.kafka.connect.json.JsonConverter",
+            ),
+            (
+                "value.converter.delegate.converter.type.schemas.enable",
+                "false",
+            ),
+            ("value.converter.schemas.enable", "true"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let note = |part: &str| s.notes.iter().find(|n| n.contains(part)).cloned();
+    assert_eq!(
+        note("value.converter = ").as_deref(),
+        Some(
+            "value.converter = io.debezium.converters.BinaryDataConverter: bytes as they are, anything else \
+             through org.apache.kafka.connect.json.JsonConverter, schemas.enable=false (connector config)"
+        ),
+        "{:?}",
+        s.notes
+    );
+    assert!(
+        note("value.converter.schemas.enable=true does not apply")
+            .is_some_and(|n| n.contains("value.converter.delegate.converter.type.schemas.enable")),
+        "{:?}",
+        s.notes
+    );
+    assert_eq!(
+        connect(&s).value,
+        Converter::BinaryData {
+            delegate: Some(outbox_router::connect::Delegate::Json(JsonConverter {
+                schemas_enable: false,
+                replace_null_with_default: true,
+            }))
+        }
+    );
+}
+
 /// Options public outbox configurations use that were once refused or ignored: Kafka
 /// Connect's default `transaction.boundary`, Debezium 1.x's `ByteBufferConverter`, the schema
 /// filter, and a predicate on the EventRouter itself (Debezium's documentation routes only the
