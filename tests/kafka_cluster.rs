@@ -163,7 +163,8 @@ async fn write(db: &tokio_postgres::Client, first: u64, count: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
     let mut setup = setup().await;
-    let relay = streaming_relay(&setup).await;
+    // A partition still unanswered when the wait below gives up is named in the relay's log.
+    let relay = streaming_relay_with(&setup, &["--stuck-partition-after", "60"]).await;
     write(&setup.db, 0, 1000).await;
     let leader = setup.cluster.leader("Order.events", 0).unwrap();
     setup.cluster.kill(leader);

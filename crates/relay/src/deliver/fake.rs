@@ -23,6 +23,9 @@ pub struct FakeProducer {
     pub refused_topics: Vec<String>,
     /// Records with a value longer than this never fit the queue (QueueFull every time).
     pub queue_bytes: Option<usize>,
+    /// Topics whose creation never ends (a cluster without a controller): made sure of in
+    /// the background, it stays under way; on the delivery path, it never returns.
+    pub creating_topics: Vec<String>,
     /// Topics whose first use asks for a rebuild (a smaller batch size).
     pub rebuild_for_topics: Vec<String>,
     /// `sent.len()` at each rebuild, and what was in flight then.
@@ -59,6 +62,7 @@ impl FakeProducer {
             queue_full_seen: 0,
             refused_topics: Vec::new(),
             queue_bytes: None,
+            creating_topics: Vec::new(),
             rebuild_for_topics: Vec::new(),
             rebuilds: Vec::new(),
             partitions: 1,
@@ -139,6 +143,9 @@ impl Producer for FakeProducer {
     }
 
     async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Topic, RelayError> {
+        if self.creating_topics.iter().any(|t| **t == **topic) {
+            std::future::pending::<()>().await;
+        }
         if let Some(i) = self.rebuild_for_topics.iter().position(|t| **t == **topic) {
             self.rebuild_for_topics.remove(i);
             self.wants_rebuild = true;
@@ -150,6 +157,10 @@ impl Producer for FakeProducer {
                 rebuild: self.wants_rebuild,
             },
         })
+    }
+
+    fn ensure_topic_in_background(&mut self, topic: &Arc<str>) -> Option<Result<(), String>> {
+        (!self.creating_topics.iter().any(|t| **t == **topic)).then_some(Ok(()))
     }
 
     fn refuses(&self, record: &OutboxRecord) -> Option<(String, bool)> {

@@ -53,6 +53,50 @@ fn stage(producer: FakeProducer) -> Deliver<FakeProducer> {
     Deliver::new(producer, "dlq", Arc::new(Metrics::new()), Arc::default())
 }
 
+/// The canary's topic is created off the delivery path: while its creation is under way
+/// (a CreateTopics request can wait a minute for a new controller), a canary is not sent and
+/// the events behind it go on, their reports taken and their positions confirmed.
+#[tokio::test(start_paused = true)]
+async fn a_canary_whose_topic_is_being_created_never_holds_the_events() {
+    let mut producer = FakeProducer::new(100);
+    producer.creating_topics = vec!["outbox-relay.canary".into()];
+    let mut d = stage(producer);
+    d.prepare_topic("outbox-relay.canary");
+    let mut t = AckTracker::new(Lsn::ZERO);
+    t.begin();
+    let canary = OutboxRecord {
+        topic: "outbox-relay.canary".into(),
+        ..record("x", 0)
+    };
+    let submitted = tokio::time::timeout(
+        Duration::from_secs(1),
+        d.submit(
+            Routed::Canary {
+                record: canary,
+                written_ms: 1,
+            },
+            t.produced(),
+            origin(10),
+        ),
+    )
+    .await;
+    assert!(submitted.is_ok(), "the canary held the stage");
+    assert_eq!(t.commit(Lsn::from_u64(10)), None);
+    t.begin();
+    submit_events(&mut d, &mut t, 1, 20).await;
+    assert_eq!(t.commit(Lsn::from_u64(20)), None);
+    assert_eq!(
+        d.producer.sent_topics(),
+        ["A.events"],
+        "the canary is not sent"
+    );
+    d.producer.complete(0, Outcome::Acknowledged);
+    let first = d.next_acknowledged().await.unwrap();
+    let second = d.next_acknowledged().await.unwrap();
+    assert_eq!(t.delivered(first), Some(Lsn::from_u64(10)));
+    assert_eq!(t.delivered(second), Some(Lsn::from_u64(20)));
+}
+
 /// A partition that leaves a record unanswered longer than the limit is reported (/ready
 /// red, the metric, named), while the others go on; once it answers, it is cleared.
 #[tokio::test(start_paused = true)]
