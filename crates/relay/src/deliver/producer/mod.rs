@@ -148,14 +148,19 @@ struct TopicSpec {
     theirs: Vec<(String, String)>,
 }
 
+/// Whether a topic could be made sure of: else why, and whether the broker refuses this
+/// topic itself.
+type Creation = Result<(), (String, bool)>;
+
 /// Makes sure `topic` exists, off the delivery path: a topic that exists needs no
-/// CreateTopics permission; one created by another meanwhile is as good. The reason when not.
+/// CreateTopics permission; one created by another meanwhile is as good. The reason when not,
+/// and whether the broker refuses this topic itself (then it is not asked again).
 async fn create_topic(
     admin: &AdminClient<DefaultClientContext>,
     producer: RdProducer,
     topic: &str,
     spec: TopicSpec,
-) -> Result<(), String> {
+) -> Creation {
     let name = topic.to_owned();
     let exists = tokio::task::spawn_blocking(move || {
         producer
@@ -184,7 +189,7 @@ async fn create_topic(
     let results = admin
         .create_topics(&[new_topic], &options)
         .await
-        .map_err(|e| format!("creating topic {topic}: {e}"))?;
+        .map_err(|e| (format!("creating topic {topic}: {e}"), false))?;
     for result in results {
         match result {
             Ok(_) => tracing::info!(
@@ -197,8 +202,8 @@ async fn create_topic(
             Err((_, code)) => {
                 return Err(
                     match topic_refusal(topic, code, spec.partitions, spec.replication_factor) {
-                        TopicRefusal::ThisTopic(reason) => reason,
-                        TopicRefusal::Fatal(e) => e.to_string(),
+                        TopicRefusal::ThisTopic(reason) => (reason, true),
+                        TopicRefusal::Fatal(e) => (e.to_string(), false),
                     },
                 )
             }
@@ -244,7 +249,7 @@ pub struct KafkaProducer {
     taken: VecDeque<Report>,
     admin: Arc<AdminClient<DefaultClientContext>>,
     /// Topics being made sure of in a task of their own (the canary's), with its answer.
-    creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Result<(), String>>>,
+    creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Creation>>,
     known_topics: HashSet<Arc<str>>,
     /// Topics the broker refused to create, with why.
     refused_topics: HashMap<Arc<str>, String>,
@@ -255,8 +260,9 @@ pub struct KafkaProducer {
     rules: TopicRules,
     /// False once the broker refused DescribeConfigs (not authorized, not supported).
     describe_configs_works: bool,
-    /// The last DescribeConfigs request failed (a warning said so; an answer clears it).
-    describe_configs_failing: bool,
+    /// DescribeConfigs requests failed this many times in a row, the last one then (a warning
+    /// said so; an answer clears it): no request is sent until the next try is due.
+    describe_configs_failing: Option<(std::time::Instant, u32)>,
     /// The settings the producer was built from, with `batch.size` as it is now.
     settings: KafkaSettings,
     /// The `batch.size` the producer builds batches up to.
@@ -324,7 +330,7 @@ impl KafkaProducer {
             in_flight: Slots::default(),
             rules: TopicRules::new(compressed),
             describe_configs_works: true,
-            describe_configs_failing: false,
+            describe_configs_failing: None,
             settings: kafka.clone(),
             batch_size,
             wanted_batch_size: None,
@@ -362,17 +368,24 @@ impl KafkaProducer {
 
     /// What the broker says of each of `topics`' configs, in one DescribeConfigs request
     /// (learning on the way their `max.message.bytes`, which are compacted and their timestamp
-    /// windows), and whether it answered that a topic does not exist (yet: a topic created a
-    /// moment ago may not have reached the broker that answers).
+    /// windows), and whether a topic went unanswered (a topic created a moment ago may not
+    /// have reached the broker that answers yet).
     ///
     /// A broker that cannot answer DescribeConfigs (too old) or refuses the relay is asked
     /// once per producer: no stall per topic, no stall per re-read. A request that fails
     /// otherwise (a timeout under load, a broker restarting) leaves those topics' rules as they
-    /// were, and they are asked for again in a few seconds.
+    /// were, to be asked for again; until the next try is due (5 s, doubled per further
+    /// failure, at most a minute) no request is sent at all, so that a slow broker does not
+    /// hold the delivery stage once per new topic.
     async fn describe_topics(&mut self, topics: &[Arc<str>]) -> (Vec<(Arc<str>, Configs)>, bool) {
         let all = |configs: Configs| (topics.iter().map(|t| (t.clone(), configs)).collect(), false);
         if !self.describe_configs_works || topics.is_empty() {
             return all(Configs::Read(None));
+        }
+        if let Some((since, failures)) = self.describe_configs_failing {
+            if since.elapsed() <= topic_rules::retry_wait(failures) {
+                return all(Configs::Unanswered);
+            }
         }
         let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
         let resources: Vec<ResourceSpecifier<'_>> =
@@ -387,49 +400,56 @@ impl KafkaProducer {
                 return all(Configs::Read(None));
             }
             Err(e) => {
-                if !self.describe_configs_failing {
-                    self.describe_configs_failing = true;
-                    tracing::warn!(topic = &*topics[0], error = %e, "reading topics' configs (DescribeConfigs) failed; \
-                        asking again in a few seconds, and until then a topic not read yet is not checked against its \
-                        max.message.bytes, compaction or timestamp window (the broker judges its records)");
-                }
+                let failures = match self.describe_configs_failing {
+                    Some((_, failures)) => failures.saturating_add(1),
+                    None => {
+                        tracing::warn!(topic = &*topics[0], error = %e, "reading topics' configs (DescribeConfigs) failed; \
+                            asking again in a few seconds, and until then a topic not read yet is not checked against its \
+                            max.message.bytes, compaction or timestamp window (the broker judges its records)");
+                        1
+                    }
+                };
+                self.describe_configs_failing = Some((std::time::Instant::now(), failures));
                 return all(Configs::Unanswered);
             }
         };
-        if std::mem::take(&mut self.describe_configs_failing) {
+        if self.describe_configs_failing.take().is_some() {
             tracing::info!("the broker answers DescribeConfigs again");
         }
-        let not_yet = results
-            .iter()
-            .any(|r| matches!(r, Err(RDKafkaErrorCode::UnknownTopicOrPartition)));
-        // Results come in the order asked (a resource that failed names no topic).
+        // Results come in the order asked. rdkafka hands a resource the broker refused (a
+        // topic it does not know yet, one the relay may not describe) back as one without
+        // entries: a topic always has entries (every config, defaults included), so none
+        // means no answer for that topic.
+        let mut unanswered = false;
         let configs = topics
             .iter()
-            .zip(results)
-            .map(|(topic, result)| {
-                let configs = match result {
-                    Ok(resource) => Configs::Read(
+            .enumerate()
+            .map(|(i, topic)| {
+                let configs = match results.get(i) {
+                    Some(Ok(resource)) if !resource.entries.is_empty() => Configs::Read(
                         self.rules
                             .learn(topic, |name| resource.get(name)?.value.clone()),
                     ),
-                    // Not authorized to read this topic's configs: asked again a minute later.
-                    Err(RDKafkaErrorCode::TopicAuthorizationFailed) => Configs::Read(None),
-                    Err(_) => Configs::Unanswered,
+                    _ => {
+                        unanswered = true;
+                        Configs::Unanswered
+                    }
                 };
                 (topic.clone(), configs)
             })
             .collect();
-        (configs, not_yet)
+        (configs, unanswered)
     }
 
-    /// Learns `topic`'s record size limit and rules (see [`Self::learned`]). A topic just
-    /// created or found that the answering broker does not know yet is asked again for a few
-    /// seconds: its first records would otherwise go out unchecked, and a record its timestamp
-    /// window refuses would fail its whole batch at the broker.
-    async fn learn_limit(&mut self, topic: &Arc<str>) {
+    /// Learns `topic`'s record size limit and rules (see [`Self::learned`]). A topic the
+    /// relay just created (`created`) that the answering broker does not know yet is asked
+    /// again for a few seconds: its first records would otherwise go out unchecked, and a
+    /// record its timestamp window refuses would fail its whole batch at the broker. Any other
+    /// topic left unanswered is asked again later (see [`TopicRules::due`]).
+    async fn learn_limit(&mut self, topic: &Arc<str>, created: bool) {
         for attempt in 0.. {
-            let (configs, not_yet) = self.describe_topics(std::slice::from_ref(topic)).await;
-            if not_yet && attempt < 30 {
+            let (configs, unanswered) = self.describe_topics(std::slice::from_ref(topic)).await;
+            if unanswered && created && attempt < 30 && self.describe_configs_failing.is_none() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -932,7 +952,7 @@ impl Producer for KafkaProducer {
         }
         if let Some(count) = self.existing_partitions(topic).await {
             self.learned_partitions(topic, count);
-            self.learn_limit(topic).await;
+            self.learn_limit(topic, false).await;
             self.known_topics.insert(topic.clone());
             return Ok(self.ready(topic));
         }
@@ -993,7 +1013,7 @@ impl Producer for KafkaProducer {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        self.learn_limit(topic).await;
+        self.learn_limit(topic, true).await;
         self.known_topics.insert(topic.clone());
         Ok(self.ready(topic))
     }
@@ -1013,12 +1033,18 @@ impl Producer for KafkaProducer {
             let result = match task.try_recv() {
                 Err(tokio::sync::oneshot::error::TryRecvError::Empty) => return None,
                 Ok(result) => result,
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err(format!(
-                    "creating topic {topic}: the task ended without an answer"
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err((
+                    format!("creating topic {topic}: the task ended without an answer"),
+                    false,
                 )),
             };
             self.creating.remove(topic);
-            return Some(result);
+            return Some(result.map_err(|(reason, this_topic)| {
+                if this_topic {
+                    self.refused_topics.insert(topic.clone(), reason.clone());
+                }
+                reason
+            }));
         }
         let (tell, answer) = tokio::sync::oneshot::channel();
         self.creating.insert(topic.clone(), answer);

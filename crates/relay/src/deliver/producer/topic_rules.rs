@@ -16,6 +16,14 @@ const LIMIT_TTL: Duration = Duration::from_secs(60);
 /// failure, up to [`LIMIT_TTL`] (each read that times out holds the delivery stage).
 const UNREAD_RETRY: Duration = Duration::from_secs(5);
 
+/// How long after its `failures`-th failure in a row a read is tried again: [`UNREAD_RETRY`],
+/// doubled per further failure, at most [`LIMIT_TTL`].
+pub(super) fn retry_wait(failures: u32) -> Duration {
+    UNREAD_RETRY
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(LIMIT_TTL)
+}
+
 /// When a topic's configs were last asked for, and whether the broker answered.
 #[derive(Clone, Copy)]
 enum Read {
@@ -132,10 +140,7 @@ impl TopicRules {
                 (now.saturating_duration_since(at) > LIMIT_TTL).then_some(Due::Refresh)
             }
             Read::Unanswered(at, failures) => {
-                let wait = UNREAD_RETRY
-                    .saturating_mul(1 << failures.saturating_sub(1).min(8))
-                    .min(LIMIT_TTL);
-                (now.saturating_duration_since(at) > wait).then_some(Due::Retry)
+                (now.saturating_duration_since(at) > retry_wait(failures)).then_some(Due::Retry)
             }
         }
     }
