@@ -215,14 +215,20 @@ async fn create_topic(
 /// What DescribeConfigs said of one topic's configs.
 #[derive(Clone, Copy, Debug)]
 enum Configs {
-    /// An answer (its `max.message.bytes`, if it says it), or none will ever come (not
-    /// authorized, not supported).
+    /// An answer (its `max.message.bytes`, if it says it), or none will ever come (the
+    /// broker cannot answer DescribeConfigs at all).
     Read(Option<usize>),
-    /// No answer this time (the request timed out, the broker did not know the topic yet).
+    /// No answer this time (the request timed out, the broker did not know the topic yet or
+    /// the relay may not describe it).
     Unanswered,
+    /// Not asked: requests fail, and the next try is not due yet.
+    Postponed,
 }
 
-/// A DescribeConfigs request the broker will refuse again however often it is asked.
+/// A DescribeConfigs request the broker will refuse again however often it is asked. In
+/// practice librdkafka raises `UnsupportedFeature` for a broker too old for the request; a
+/// topic the relay may not describe comes back without entries (rdkafka has no per-topic
+/// error), not as one of these.
 fn never_answers_describe_configs(code: RDKafkaErrorCode) -> bool {
     matches!(
         code,
@@ -258,11 +264,14 @@ pub struct KafkaProducer {
     in_flight: Slots,
     /// What each topic takes (size, keys, timestamps), as its configs say.
     rules: TopicRules,
-    /// False once the broker refused DescribeConfigs (not authorized, not supported).
+    /// False once the broker refused DescribeConfigs as such (a broker too old for it).
     describe_configs_works: bool,
     /// DescribeConfigs requests failed this many times in a row, the last one then (a warning
     /// said so; an answer clears it): no request is sent until the next try is due.
     describe_configs_failing: Option<(std::time::Instant, u32)>,
+    /// Whether a topic the relay just created is asked for again until answered (false once
+    /// one stayed unanswered, until some topic is answered).
+    wait_for_created: bool,
     /// The settings the producer was built from, with `batch.size` as it is now.
     settings: KafkaSettings,
     /// The `batch.size` the producer builds batches up to.
@@ -331,6 +340,7 @@ impl KafkaProducer {
             rules: TopicRules::new(compressed),
             describe_configs_works: true,
             describe_configs_failing: None,
+            wait_for_created: true,
             settings: kafka.clone(),
             batch_size,
             wanted_batch_size: None,
@@ -371,8 +381,9 @@ impl KafkaProducer {
     /// windows), and whether a topic went unanswered (a topic created a moment ago may not
     /// have reached the broker that answers yet).
     ///
-    /// A broker that cannot answer DescribeConfigs (too old) or refuses the relay is asked
-    /// once per producer: no stall per topic, no stall per re-read. A request that fails
+    /// A broker that cannot answer DescribeConfigs (too old) is asked once per producer: no
+    /// stall per topic, no stall per re-read. A topic the relay may not describe is answered
+    /// without entries, and asked for again less and less often. A request that fails
     /// otherwise (a timeout under load, a broker restarting) leaves those topics' rules as they
     /// were, to be asked for again; until the next try is due (5 s, doubled per further
     /// failure, at most a minute) no request is sent at all, so that a slow broker does not
@@ -384,7 +395,7 @@ impl KafkaProducer {
         }
         if let Some((since, failures)) = self.describe_configs_failing {
             if since.elapsed() <= topic_rules::retry_wait(failures) {
-                return all(Configs::Unanswered);
+                return all(Configs::Postponed);
             }
         }
         let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
@@ -426,10 +437,13 @@ impl KafkaProducer {
             .enumerate()
             .map(|(i, topic)| {
                 let configs = match results.get(i) {
-                    Some(Ok(resource)) if !resource.entries.is_empty() => Configs::Read(
-                        self.rules
-                            .learn(topic, |name| resource.get(name)?.value.clone()),
-                    ),
+                    Some(Ok(resource)) if !resource.entries.is_empty() => {
+                        self.wait_for_created = true;
+                        Configs::Read(
+                            self.rules
+                                .learn(topic, |name| resource.get(name)?.value.clone()),
+                        )
+                    }
                     _ => {
                         unanswered = true;
                         Configs::Unanswered
@@ -443,15 +457,31 @@ impl KafkaProducer {
 
     /// Learns `topic`'s record size limit and rules (see [`Self::learned`]). A topic the
     /// relay just created (`created`) that the answering broker does not know yet is asked
-    /// again for a few seconds: its first records would otherwise go out unchecked, and a
-    /// record its timestamp window refuses would fail its whole batch at the broker. Any other
-    /// topic left unanswered is asked again later (see [`TopicRules::due`]).
+    /// again for up to 3 s: its first records would otherwise go out unchecked, and a record
+    /// its timestamp window refuses would fail its whole batch at the broker. Any other topic
+    /// left unanswered is asked again later (see [`TopicRules::due`]). Once a created topic
+    /// stayed unanswered that long (the relay may create topics but not describe them), later
+    /// ones are not waited for until some topic is answered.
     async fn learn_limit(&mut self, topic: &Arc<str>, created: bool) {
-        for attempt in 0.. {
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
             let (configs, unanswered) = self.describe_topics(std::slice::from_ref(topic)).await;
-            if unanswered && created && attempt < 30 && self.describe_configs_failing.is_none() {
+            let wait = unanswered && created && self.wait_for_created;
+            if wait
+                && self.describe_configs_failing.is_none()
+                && std::time::Instant::now() < deadline
+            {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
+            }
+            if wait && self.describe_configs_failing.is_none() {
+                self.wait_for_created = false;
+                tracing::warn!(
+                    topic = &**topic,
+                    "the broker answers DescribeConfigs for this topic without its configs 3 s after it was created \
+                     (the relay may not describe it?): its records are not checked against its max.message.bytes, \
+                     compaction or timestamp window until it does; grant DESCRIBE_CONFIGS on the topics"
+                );
             }
             for (topic, configs) in configs {
                 self.learned(&topic, configs);
@@ -499,6 +529,7 @@ impl KafkaProducer {
         match configs {
             Configs::Read(limit) => self.learned_limit(topic, limit),
             Configs::Unanswered => self.rules.unanswered(topic),
+            Configs::Postponed => self.rules.postponed(topic),
         }
     }
 

@@ -27,8 +27,8 @@ pub(super) fn retry_wait(failures: u32) -> Duration {
 /// When a topic's configs were last asked for, and whether the broker answered.
 #[derive(Clone, Copy)]
 enum Read {
-    /// The broker answered (with or without `max.message.bytes`), or will never answer
-    /// (not authorized): asked again after [`LIMIT_TTL`].
+    /// The broker answered (with or without `max.message.bytes`), or cannot answer
+    /// DescribeConfigs at all: asked again after [`LIMIT_TTL`].
     Answered(Instant),
     /// No answer, this many times in a row: asked again after [`UNREAD_RETRY`] (doubled per
     /// further failure); the rules learned before, if any, hold meanwhile.
@@ -123,6 +123,17 @@ impl TopicRules {
     pub(super) fn unanswered(&mut self, topic: &Arc<str>) {
         let failures = match self.read_at.get(topic) {
             Some(Read::Unanswered(_, failures)) => failures.saturating_add(1),
+            _ => 1,
+        };
+        self.read_at
+            .insert(topic.clone(), Read::Unanswered(Instant::now(), failures));
+    }
+
+    /// `topic`'s configs were not asked for (requests fail, the next try is not due): asked
+    /// for later, as after its last read, without counting a failure.
+    pub(super) fn postponed(&mut self, topic: &Arc<str>) {
+        let failures = match self.read_at.get(topic) {
+            Some(Read::Unanswered(_, failures)) => *failures,
             _ => 1,
         };
         self.read_at
@@ -294,6 +305,13 @@ mod tests {
             rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2),
             None
         );
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
+            Some(Due::Retry)
+        );
+        // Not asked (requests fail, the next try is not due): no failure counted.
+        rules.postponed(&topic);
+        assert_eq!(rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2), None);
         assert_eq!(
             rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
             Some(Due::Retry)
