@@ -3,7 +3,8 @@
 //! while a writer commits events all along, and
 //! - the leader of a partition killed mid-stream,
 //! - too few replicas in sync for `acks=all` (NOT_ENOUGH_REPLICAS) until a broker comes back,
-//! - a broker killed and restarted mid-stream.
+//! - a broker killed and restarted mid-stream,
+//! - the relay killed while a broker is down, and started again before it returns.
 //!
 //! Each time, every committed event is in Kafka, each aggregate's events in commit order, and
 //! the slot never confirms past what Kafka acknowledged.
@@ -334,4 +335,24 @@ async fn a_broker_restarted_mid_stream_loses_nothing_and_keeps_order() {
     write(&setup.db, 1200, 600).await;
     wait_delivered(&setup, &relay, Duration::from_secs(120)).await;
     assert_complete_and_ordered(&setup, &relay, 1800).await;
+}
+
+/// A new session while a broker is away: its producer knows no partition, so each one's first
+/// record travels alone again (the next ones parked behind it), and those led by the killed
+/// broker wait for their new leaders. Killed with -9 mid-stream, the relay resumes from the
+/// slot: nothing lost, each aggregate in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_restarted_while_a_broker_is_down_loses_nothing_and_keeps_order() {
+    let mut setup = setup().await;
+    let mut relay = streaming_relay(&setup).await;
+    write(&setup.db, 0, 500).await;
+    wait_delivered(&setup, &relay, Duration::from_secs(60)).await;
+    setup.cluster.kill(1);
+    write(&setup.db, 500, 500).await;
+    relay.kill9();
+    let relay = relay_with(&setup, &["--stuck-partition-after", "60"]);
+    write(&setup.db, 1000, 500).await;
+    wait_delivered(&setup, &relay, Duration::from_secs(120)).await;
+    setup.cluster.start_node(1).unwrap();
+    assert_complete_and_ordered(&setup, &relay, 1500).await;
 }

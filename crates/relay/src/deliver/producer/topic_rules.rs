@@ -311,7 +311,10 @@ mod tests {
         );
         // Not asked (requests fail, the next try is not due): no failure counted.
         rules.postponed(&topic);
-        assert_eq!(rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2), None);
+        assert_eq!(
+            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2),
+            None
+        );
         assert_eq!(
             rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
             Some(Due::Retry)
