@@ -276,69 +276,44 @@ mod tests {
     fn a_topic_is_read_again_a_minute_after_an_answer_and_seconds_after_none() {
         let mut rules = TopicRules::new(false);
         let topic: Arc<str> = "t".into();
-        let now = Instant::now();
+        // Whether the topic is due `after` from now.
+        let due =
+            |rules: &TopicRules, after: Duration| rules.due_at(&topic, Instant::now() + after);
         assert_eq!(
-            rules.due_at(&topic, now),
+            due(&rules, LIMIT_TTL * 2),
             None,
             "never asked: not known here"
         );
         let entry = |name: &str| (name == "max.message.bytes").then(|| "1000".to_owned());
         rules.learn(&topic, entry);
-        assert_eq!(rules.due_at(&topic, now + UNREAD_RETRY * 2), None);
-        assert_eq!(
-            rules.due_at(&topic, now + LIMIT_TTL * 2),
-            Some(Due::Refresh)
-        );
+        assert_eq!(due(&rules, UNREAD_RETRY * 2), None);
+        assert_eq!(due(&rules, LIMIT_TTL * 2), Some(Due::Refresh));
         // A read that timed out keeps what was learned, and is retried within seconds.
         rules.unanswered(&topic);
         assert!(rules
             .too_large(&record("t", Some("k"), None, 2000))
             .is_some());
-        assert_eq!(rules.due_at(&topic, Instant::now()), None);
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 2),
-            Some(Due::Retry)
-        );
-        // Failing again: asked less and less often, at least once a minute.
-        rules.unanswered(&topic);
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2),
-            None
-        );
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
-            Some(Due::Retry)
-        );
-        // Not asked (requests fail, the next try is not due): no failure counted.
-        rules.postponed(&topic);
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3 / 2),
-            None
-        );
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 3),
-            Some(Due::Retry)
-        );
+        assert_eq!(due(&rules, Duration::ZERO), None);
+        assert_eq!(due(&rules, UNREAD_RETRY * 2), Some(Due::Retry));
+        // Failing again: asked less and less often; not asked (requests fail, the next try is
+        // not due): no failure counted.
+        for step in [TopicRules::unanswered, TopicRules::postponed] {
+            step(&mut rules, &topic);
+            assert_eq!(due(&rules, UNREAD_RETRY * 3 / 2), None);
+            assert_eq!(due(&rules, UNREAD_RETRY * 3), Some(Due::Retry));
+        }
+        // At least once a minute however often it failed.
         for _ in 0..20 {
             rules.unanswered(&topic);
         }
-        assert_eq!(rules.due_at(&topic, Instant::now() + LIMIT_TTL / 2), None);
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + LIMIT_TTL * 2),
-            Some(Due::Retry)
-        );
-        // An answer without a limit (or a refusal to answer): read again a minute later.
+        assert_eq!(due(&rules, LIMIT_TTL / 2), None);
+        assert_eq!(due(&rules, LIMIT_TTL * 2), Some(Due::Retry));
+        // An answer without a limit: read again a minute later.
         rules.forget_limit(&topic);
         assert!(rules
             .too_large(&record("t", Some("k"), None, 2000))
             .is_none());
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + UNREAD_RETRY * 2),
-            None
-        );
-        assert_eq!(
-            rules.due_at(&topic, Instant::now() + LIMIT_TTL * 2),
-            Some(Due::Refresh)
-        );
+        assert_eq!(due(&rules, UNREAD_RETRY * 2), None);
+        assert_eq!(due(&rules, LIMIT_TTL * 2), Some(Due::Refresh));
     }
 }
