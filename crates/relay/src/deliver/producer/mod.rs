@@ -152,31 +152,13 @@ struct TopicSpec {
 /// topic itself.
 type Creation = Result<(), (String, bool)>;
 
-/// Makes sure `topic` exists, off the delivery path: a topic that exists needs no
-/// CreateTopics permission; one created by another meanwhile is as good. The reason when not,
-/// and whether the broker refuses this topic itself (then it is not asked again).
+/// Creates `topic` as `spec` says: whether this request created it (false: it existed
+/// already, another creator's), or what its refusal means.
 async fn create_topic(
     admin: &AdminClient<DefaultClientContext>,
-    producer: RdProducer,
     topic: &str,
-    spec: TopicSpec,
-) -> Creation {
-    let name = topic.to_owned();
-    let exists = tokio::task::spawn_blocking(move || {
-        producer
-            .client()
-            .fetch_metadata(Some(&name), Duration::from_secs(10))
-            .is_ok_and(|m| {
-                m.topics()
-                    .iter()
-                    .any(|t| t.name() == name && t.error().is_none() && !t.partitions().is_empty())
-            })
-    })
-    .await
-    .unwrap_or(false);
-    if exists {
-        return Ok(());
-    }
+    spec: &TopicSpec,
+) -> Result<bool, TopicRefusal> {
     let mut new_topic = NewTopic::new(
         topic,
         spec.partitions,
@@ -189,27 +171,79 @@ async fn create_topic(
     let results = admin
         .create_topics(&[new_topic], &options)
         .await
-        .map_err(|e| (format!("creating topic {topic}: {e}"), false))?;
+        .map_err(|e| {
+            TopicRefusal::Fatal(RelayError::BrokerUnavailable(anyhow!(
+                "creating topic {topic}: {e}"
+            )))
+        })?;
+    let mut created = false;
     for result in results {
         match result {
-            Ok(_) => tracing::info!(
-                topic,
-                partitions = spec.partitions,
-                configs = ?spec.theirs,
-                "created topic"
-            ),
+            Ok(_) => {
+                created = true;
+                tracing::info!(
+                    topic,
+                    partitions = spec.partitions,
+                    configs = ?spec.theirs,
+                    "created topic"
+                )
+            }
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((_, code)) => {
-                return Err(
-                    match topic_refusal(topic, code, spec.partitions, spec.replication_factor) {
-                        TopicRefusal::ThisTopic(reason) => (reason, true),
-                        TopicRefusal::Fatal(e) => (e.to_string(), false),
-                    },
-                )
+                return Err(topic_refusal(
+                    topic,
+                    code,
+                    spec.partitions,
+                    spec.replication_factor,
+                ))
             }
         }
     }
-    Ok(())
+    Ok(created)
+}
+
+/// Makes sure `topic` exists, off the delivery path: a topic that exists needs no
+/// CreateTopics permission; one created by another meanwhile is as good.
+async fn make_sure_of(
+    admin: &AdminClient<DefaultClientContext>,
+    producer: RdProducer,
+    topic: &str,
+    spec: &TopicSpec,
+) -> Creation {
+    let counts = partition_counts(producer, Some(topic.to_owned())).await;
+    if counts.is_some_and(|counts| counts.contains_key(topic)) {
+        return Ok(());
+    }
+    match create_topic(admin, topic, spec).await {
+        Ok(_) => Ok(()),
+        Err(TopicRefusal::ThisTopic(reason)) => Err((reason, true)),
+        Err(TopicRefusal::Fatal(e)) => Err((e.to_string(), false)),
+    }
+}
+
+/// The partition count of `topic`, or of every topic of the cluster (`None`), from one
+/// metadata request; topics that do not exist (or have no partitions) are left out.
+async fn partition_counts(
+    producer: RdProducer,
+    topic: Option<String>,
+) -> Option<HashMap<String, i32>> {
+    tokio::task::spawn_blocking(move || {
+        let metadata = producer
+            .client()
+            .fetch_metadata(topic.as_deref(), Duration::from_secs(10))
+            .ok()?;
+        Some(
+            metadata
+                .topics()
+                .iter()
+                .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+                .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
+                .collect(),
+        )
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// What DescribeConfigs said of one topic's configs.
@@ -608,27 +642,9 @@ impl KafkaProducer {
             .remove(topic)
     }
 
-    /// The partition count of `topic`, or of every topic of the cluster (`None`), from one
-    /// metadata request; topics that do not exist (or have no partitions) are left out.
+    /// See [`partition_counts`].
     async fn partition_counts_of(&self, topic: Option<String>) -> Option<HashMap<String, i32>> {
-        let producer = self.producer.clone();
-        tokio::task::spawn_blocking(move || {
-            let metadata = producer
-                .client()
-                .fetch_metadata(topic.as_deref(), Duration::from_secs(10))
-                .ok()?;
-            Some(
-                metadata
-                    .topics()
-                    .iter()
-                    .filter(|t| t.error().is_none() && !t.partitions().is_empty())
-                    .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
-                    .collect(),
-            )
-        })
-        .await
-        .ok()
-        .flatten()
+        partition_counts(self.producer.clone(), topic).await
     }
 
     /// How `topic` is created: `topic.creation.*` applies to the routed topics, not to the
@@ -987,50 +1003,16 @@ impl Producer for KafkaProducer {
             self.known_topics.insert(topic.clone());
             return Ok(self.ready(topic));
         }
-        let TopicSpec {
-            partitions,
-            replication_factor,
-            configs,
-            theirs,
-        } = self.creation_of(topic);
-        let mut new_topic = NewTopic::new(
-            topic,
-            partitions,
-            TopicReplication::Fixed(replication_factor),
-        );
-        for (key, value) in &configs {
-            new_topic = new_topic.set(key, value);
-        }
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let results = self
-            .admin
-            .create_topics(&[new_topic], &options)
-            .await
-            .map_err(|e| RelayError::BrokerUnavailable(anyhow!("creating topic {topic}: {e}")))?;
-        let mut created = false;
-        for result in results {
-            match result {
-                Ok(_) => {
-                    created = true;
-                    tracing::info!(
-                        topic = &**topic,
-                        partitions,
-                        configs = ?theirs,
-                        "created topic"
-                    )
-                }
-                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((_, code)) => {
-                    match topic_refusal(topic, code, partitions, replication_factor) {
-                        TopicRefusal::ThisTopic(reason) => {
-                            self.refused_topics.insert(topic.clone(), reason.clone());
-                            return Ok(Topic::Refused(reason));
-                        }
-                        TopicRefusal::Fatal(e) => return Err(e),
-                    }
-                }
+        let spec = self.creation_of(topic);
+        let partitions = spec.partitions;
+        let created = match create_topic(&self.admin, topic, &spec).await {
+            Ok(created) => created,
+            Err(TopicRefusal::ThisTopic(reason)) => {
+                self.refused_topics.insert(topic.clone(), reason.clone());
+                return Ok(Topic::Refused(reason));
             }
-        }
+            Err(TopicRefusal::Fatal(e)) => return Err(e),
+        };
         // A topic this relay created has the count it asked for; read back the count the
         // broker chose (asked for its default, -1) or another creator's.
         let known = created && partitions > 0;
@@ -1082,7 +1064,7 @@ impl Producer for KafkaProducer {
         let spec = self.creation_of(topic);
         let (admin, producer, topic) = (self.admin.clone(), self.producer.clone(), topic.clone());
         tokio::spawn(async move {
-            let _ = tell.send(create_topic(&admin, producer, &topic, spec).await);
+            let _ = tell.send(make_sure_of(&admin, producer, &topic, &spec).await);
         });
         None
     }
