@@ -66,12 +66,15 @@ impl<R> Default for Partition<R> {
 }
 
 /// Each partition's state and parked records, by topic (looked up by the record's topic
-/// name, no copy of it). Only partitions the topic has reach here (the producer applies the
-/// rule where it knows the count, and checks a record's partition against it), so a topic's
-/// partitions are a vector.
+/// name, no copy of it, once per call). Only partitions the topic has reach here (the
+/// producer applies the rule where it knows the count, and checks a record's partition
+/// against it), so a topic's partitions are a vector.
 #[derive(Debug)]
 pub(super) struct FirstWrites<R> {
-    topics: HashMap<Arc<str>, Vec<Partition<R>>>,
+    /// Each topic's index in `partitions`.
+    topics: HashMap<Arc<str>, usize>,
+    /// Each topic's partitions.
+    partitions: Vec<Vec<Partition<R>>>,
     /// The partitions with parked records, in the order they were first parked.
     waiting: VecDeque<(Arc<str>, i32)>,
     /// Parked records, all partitions together.
@@ -82,6 +85,7 @@ impl<R> Default for FirstWrites<R> {
     fn default() -> Self {
         Self {
             topics: HashMap::default(),
+            partitions: Vec::new(),
             waiting: VecDeque::new(),
             parked: 0,
         }
@@ -92,10 +96,15 @@ impl<R> FirstWrites<R> {
     fn partition(&mut self, topic: &Arc<str>, partition: i32) -> &mut Partition<R> {
         debug_assert!(partition >= 0, "a partition the topic has");
         let index = partition.max(0) as usize;
-        if !self.topics.contains_key(&**topic) {
-            self.topics.insert(topic.clone(), Vec::new());
-        }
-        let partitions = self.topics.get_mut(&**topic).expect("inserted above");
+        let at = match self.topics.get(&**topic) {
+            Some(&at) => at,
+            None => {
+                self.partitions.push(Vec::new());
+                self.topics.insert(topic.clone(), self.partitions.len() - 1);
+                self.partitions.len() - 1
+            }
+        };
+        let partitions = &mut self.partitions[at];
         if partitions.len() <= index {
             partitions.resize_with(index + 1, Partition::default);
         }

@@ -701,11 +701,11 @@ impl KafkaProducer {
     /// `sticky.partitioning.linger.ms`). `None` where the topic's partition count is unknown
     /// (librdkafka places it). The relay names every record's partition, so that a
     /// partition's first record can travel alone.
-    fn partition_of(&mut self, record: &OutboxRecord) -> Option<i32> {
+    fn partition_of(&mut self, record: &OutboxRecord, count: Option<i32>) -> Option<i32> {
         if let Some(p) = record.partition {
             return Some(p);
         }
-        let count = *self.latest_counts.get(&record.topic)?;
+        let count = count?;
         if let Some(key) = &record.key {
             return Some(crate::deliver::exactly_once::rule::key_partition(
                 key, count,
@@ -857,21 +857,23 @@ impl Producer for KafkaProducer {
         }
         // A partition the topic does not have, judged on the count the relay knows (librdkafka
         // may not have the metadata of a topic just created yet, and would fail it later).
-        if let (Some(p), Some(count)) = (record.partition, self.latest_counts.get(&record.topic)) {
-            if !(0..*count).contains(&p) {
+        // The topic's partition count as last read, looked up once per record.
+        let count = self.latest_counts.get(&record.topic).copied();
+        if let (Some(p), Some(count)) = (record.partition, count) {
+            if !(0..count).contains(&p) {
                 let reason =
                     unknown_partition(record, record.partition, &format!("{count} partitions"));
                 return Sent::Refused(tag, reason, refused_record(record));
             }
         }
-        let partition = self.partition_of(record);
+        let partition = self.partition_of(record, count);
         let now = std::time::Instant::now();
         // A partition's first record travels alone (first_writes.rs); the rule applies where
         // the topic's partitions are known (every partition the relay names is one of them).
         let place = Place {
             topic: record.topic.clone(),
             partition,
-            gated: partition.is_some() && self.latest_counts.contains_key(&record.topic),
+            gated: partition.is_some() && count.is_some(),
             sent: now,
         };
         let gated = place.gated;
@@ -927,12 +929,15 @@ impl Producer for KafkaProducer {
                 let stalled = std::mem::take(&mut self.release_stalled);
                 if let (Some(p), true) = (place.partition, place.gated) {
                     let acknowledged = matches!(outcome, Outcome::Acknowledged);
+                    // When the record was sent stands for when it was acknowledged: a
+                    // little earlier, so the idle hour starts no later than it did (and no
+                    // clock is read per report).
                     let first_failed = self.first_writes.reported(
                         &place.topic,
                         p,
                         report.slot,
                         acknowledged,
-                        std::time::Instant::now(),
+                        place.sent,
                     );
                     if first_failed && !matches!(outcome, Outcome::Refused { .. }) {
                         // The session ends on this outcome (a neighbour's of a snapshot row or
