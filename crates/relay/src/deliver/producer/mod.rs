@@ -287,6 +287,8 @@ pub struct KafkaProducer {
     reports: Arc<Reports>,
     /// Reports taken from the queue and not yet handed to the delivery stage.
     taken: VecDeque<Report>,
+    /// When the last reports were taken from the queue.
+    taken_at: std::time::Instant,
     admin: Arc<AdminClient<DefaultClientContext>>,
     /// Topics being made sure of in a task of their own (the canary's), with its answer.
     creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Creation>>,
@@ -364,6 +366,7 @@ impl KafkaProducer {
             producer,
             reports,
             taken: VecDeque::new(),
+            taken_at: std::time::Instant::now(),
             admin: Arc::new(admin),
             creating: HashMap::new(),
             known_topics: HashSet::new(),
@@ -929,15 +932,15 @@ impl Producer for KafkaProducer {
                 let stalled = std::mem::take(&mut self.release_stalled);
                 if let (Some(p), true) = (place.partition, place.gated) {
                     let acknowledged = matches!(outcome, Outcome::Acknowledged);
-                    // When the record was sent stands for when it was acknowledged: a
-                    // little earlier, so the idle hour starts no later than it did (and no
-                    // clock is read per report).
+                    // The clock is read once per batch of reports, not per report (the
+                    // record's send time would not do: a record waits in flight for as long
+                    // as Kafka takes, hours through an outage).
                     let first_failed = self.first_writes.reported(
                         &place.topic,
                         p,
                         report.slot,
                         acknowledged,
-                        place.sent,
+                        self.taken_at,
                     );
                     if first_failed && !matches!(outcome, Outcome::Refused { .. }) {
                         // The session ends on this outcome (a neighbour's of a snapshot row or
@@ -964,9 +967,13 @@ impl Producer for KafkaProducer {
             if self.in_flight.used == 0 {
                 return std::future::pending().await;
             }
-            // Everything that arrived, in one go; the queue keeps its capacity.
+            // Everything that arrived, in one go; the queue keeps its capacity. When it was
+            // taken stands for when each of these records was acknowledged (a moment later).
             self.taken
                 .extend(self.reports.queue.lock().unwrap().drain(..));
+            if !self.taken.is_empty() {
+                self.taken_at = std::time::Instant::now();
+            }
             if self.taken.is_empty() && self.in_flight.used == self.first_writes.parked() {
                 // Only parked records, none in librdkafka (its queue was full with nothing of
                 // the relay's in it): no report will come; try again shortly. Cancel-safe.
