@@ -148,10 +148,6 @@ struct TopicSpec {
     theirs: Vec<(String, String)>,
 }
 
-/// Whether a topic could be made sure of: else why, and whether the broker refuses this
-/// topic itself.
-type Creation = Result<(), (String, bool)>;
-
 /// Creates `topic` as `spec` says: whether this request created it (false: it existed
 /// already, another creator's), or what its refusal means.
 async fn create_topic(
@@ -209,16 +205,12 @@ async fn make_sure_of(
     producer: RdProducer,
     topic: &str,
     spec: &TopicSpec,
-) -> Creation {
+) -> Result<(), TopicRefusal> {
     let counts = partition_counts(producer, Some(topic.to_owned())).await;
     if counts.is_some_and(|counts| counts.contains_key(topic)) {
         return Ok(());
     }
-    match create_topic(admin, topic, spec).await {
-        Ok(_) => Ok(()),
-        Err(TopicRefusal::ThisTopic(reason)) => Err((reason, true)),
-        Err(TopicRefusal::Fatal(e)) => Err((e.to_string(), false)),
-    }
+    create_topic(admin, topic, spec).await.map(|_| ())
 }
 
 /// The partition count of `topic`, or of every topic of the cluster (`None`), from one
@@ -291,7 +283,7 @@ pub struct KafkaProducer {
     taken_at: std::time::Instant,
     admin: Arc<AdminClient<DefaultClientContext>>,
     /// Topics being made sure of in a task of their own (the canary's), with its answer.
-    creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Creation>>,
+    creating: HashMap<Arc<str>, tokio::sync::oneshot::Receiver<Result<(), TopicRefusal>>>,
     known_topics: HashSet<Arc<str>>,
     /// Topics the broker refused to create, with why.
     refused_topics: HashMap<Arc<str>, String>,
@@ -1058,17 +1050,19 @@ impl Producer for KafkaProducer {
             let result = match task.try_recv() {
                 Err(tokio::sync::oneshot::error::TryRecvError::Empty) => return None,
                 Ok(result) => result,
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err((
-                    format!("creating topic {topic}: the task ended without an answer"),
-                    false,
-                )),
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                    Err(TopicRefusal::Fatal(RelayError::BrokerUnavailable(anyhow!(
+                        "creating topic {topic}: the task ended without an answer"
+                    ))))
+                }
             };
             self.creating.remove(topic);
-            return Some(result.map_err(|(reason, this_topic)| {
-                if this_topic {
+            return Some(result.map_err(|refusal| match refusal {
+                TopicRefusal::ThisTopic(reason) => {
                     self.refused_topics.insert(topic.clone(), reason.clone());
+                    reason
                 }
-                reason
+                TopicRefusal::Fatal(e) => e.to_string(),
             }));
         }
         let (tell, answer) = tokio::sync::oneshot::channel();

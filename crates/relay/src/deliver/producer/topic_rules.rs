@@ -121,19 +121,19 @@ impl TopicRules {
     /// `topic`'s configs could not be read this time: what was learned before holds, and
     /// they are asked for again soon.
     pub(super) fn unanswered(&mut self, topic: &Arc<str>) {
-        let failures = match self.read_at.get(topic) {
-            Some(Read::Unanswered(_, failures)) => failures.saturating_add(1),
-            _ => 1,
-        };
-        self.read_at
-            .insert(topic.clone(), Read::Unanswered(Instant::now(), failures));
+        self.not_read(topic, 1);
     }
 
     /// `topic`'s configs were not asked for (requests fail, the next try is not due): asked
     /// for later, as after its last read, without counting a failure.
     pub(super) fn postponed(&mut self, topic: &Arc<str>) {
+        self.not_read(topic, 0);
+    }
+
+    /// `topic`'s configs were not read now, `failed` more times in a row (at least once).
+    fn not_read(&mut self, topic: &Arc<str>, failed: u32) {
         let failures = match self.read_at.get(topic) {
-            Some(Read::Unanswered(_, failures)) => *failures,
+            Some(Read::Unanswered(_, failures)) => failures.saturating_add(failed),
             _ => 1,
         };
         self.read_at
