@@ -5,10 +5,12 @@
 
 use super::avro::AvroConverter;
 use super::data::{Schema, SchemaType, Value};
-use super::java_text::{connect_date_millis, java_string, kafka_date_string, to_java_string};
+use super::java_text::{
+    connect_date_millis, java_string, kafka_date_string, kafka_values_string, to_java_string,
+};
 use super::json::write_string;
 use super::json_schema::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
-use super::json_value::{write_schemaless, write_value, JsonConverter};
+use super::json_value::{write_schemaless, JsonConverter};
 use super::protobuf::ProtobufConverter;
 use base64::Engine;
 use bytes::Bytes;
@@ -220,7 +222,7 @@ impl HeaderConverter {
                 HeaderConverter::Simple => match value {
                     Value::Struct(_) | Value::Array(_) | Value::Map(_) => {
                         let mut out = Vec::new();
-                        write_schemaless(&mut out, value)?;
+                        kafka_values_string(&mut out, None, value, false);
                         Ok(Some(out.into()))
                     }
                     Value::Bytes(b) => Ok(Some(
@@ -242,7 +244,7 @@ impl HeaderConverter {
                 Value::Null => None,
                 Value::Struct(_) | Value::Array(_) | Value::Map(_) => {
                     let mut out = Vec::new();
-                    write_value(&mut out, schema, value)?;
+                    kafka_values_string(&mut out, Some(schema), value, false);
                     Some(out.into())
                 }
                 Value::Bytes(b) => Some(base64::engine::general_purpose::STANDARD.encode(b).into()),

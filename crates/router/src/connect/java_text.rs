@@ -141,3 +141,111 @@ pub(super) fn java_string_in(
 pub fn struct_to_java_string(schema: &Schema, value: &Value) -> Option<Bytes> {
     to_java_string(Some(schema), value)
 }
+
+/// A struct, list or map as SimpleHeaderConverter writes it (Kafka's `Values.convertToString`,
+/// its `append`): `{"name":value,…}` for a struct (a null field as its default, as
+/// `Struct.get` reads it), `[a,b]`, `{k:v,…}`; strings within them quoted with only `\` and
+/// `"` escaped (a newline stays a newline: found by the differential test), bytes in base64,
+/// numbers as Java prints them, `java.util.Date`s (Connect's Date, Time, Timestamp) formatted
+/// unquoted. Top-level strings and bytes are written bare.
+pub(super) fn kafka_values_string(
+    out: &mut Vec<u8>,
+    schema: Option<&Schema>,
+    value: &Value,
+    embedded: bool,
+) {
+    let quoted = |out: &mut Vec<u8>, text: &[u8]| {
+        if embedded {
+            out.push(b'"');
+        }
+        out.extend_from_slice(text);
+        if embedded {
+            out.push(b'"');
+        }
+    };
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int(v) => match schema.and_then(|s| connect_date_millis(s, *v)) {
+            Some(millis) => out.extend_from_slice(kafka_date_string(millis).as_bytes()),
+            None => out.extend_from_slice(v.to_string().as_bytes()),
+        },
+        Value::Float(f) => write_double(out, *f),
+        Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
+        Value::String(s) if embedded => {
+            out.push(b'"');
+            for &b in s.iter() {
+                if matches!(b, b'\\' | b'"') {
+                    out.push(b'\\');
+                }
+                out.push(b);
+            }
+            out.push(b'"');
+        }
+        Value::String(s) => out.extend_from_slice(s),
+        Value::Bytes(b) => {
+            use base64::Engine as _;
+            quoted(
+                out,
+                base64::engine::general_purpose::STANDARD
+                    .encode(b)
+                    .as_bytes(),
+            )
+        }
+        Value::Array(items) => {
+            let item_schema = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Array(items)) => Some(&**items),
+                _ => None,
+            };
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                kafka_values_string(out, item_schema, item, true);
+            }
+            out.push(b']');
+        }
+        Value::Map(entries) => {
+            let (keys, values) = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Map(k, v)) => (Some(&**k), Some(&**v)),
+                _ => (None, None),
+            };
+            out.push(b'{');
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                kafka_values_string(out, keys, k, true);
+                out.push(b':');
+                kafka_values_string(out, values, v, true);
+            }
+            out.push(b'}');
+        }
+        Value::Struct(values) => {
+            let fields = match schema.map(|s| &s.kind) {
+                Some(SchemaType::Struct(fields)) => &fields[..],
+                _ => &[],
+            };
+            out.push(b'{');
+            for (i, (name, field_schema)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                kafka_values_string(
+                    out,
+                    None,
+                    &Value::String(name.as_bytes().to_vec().into()),
+                    true,
+                );
+                out.push(b':');
+                let value = match (values.get(i).unwrap_or(&Value::Null), &field_schema.default) {
+                    (Value::Null, Some(default)) => default,
+                    (value, _) => value,
+                };
+                kafka_values_string(out, Some(field_schema), value, true);
+            }
+            out.push(b'}');
+        }
+    }
+}
