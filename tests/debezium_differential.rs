@@ -14,9 +14,10 @@
 //! predicate on the EventRouter itself (`TopicNameMatches` on the outbox's topics, the
 //! connector's prefix, or Debezium's heartbeat pattern negated; see `router_predicate`).
 //!
-//! Three families of cases follow the plain ones in each seed (`OUTBOX_RELAY_DIFF_AVRO_CASES=n`,
-//! `OUTBOX_RELAY_DIFF_FILTER_CASES=n`, `OUTBOX_RELAY_DIFF_PROTOBUF_CASES=n`, one each by
-//! default; numbered from 100, 200 and 300):
+//! Four families of cases follow the plain ones in each seed (`OUTBOX_RELAY_DIFF_AVRO_CASES=n`,
+//! `OUTBOX_RELAY_DIFF_FILTER_CASES=n`, `OUTBOX_RELAY_DIFF_PROTOBUF_CASES=n`,
+//! `OUTBOX_RELAY_DIFF_BEFORE_CASES=n`, one each by default; numbered from 100, 200, 300 and
+//! 400):
 //! - Avro: the same generated cases with Confluent's `io.confluent.connect.avro.AvroConverter`
 //!   7.0.16 as value (and for some key) converter, on Debezium's plugin path
 //!   (`scripts/install-registry-converters.sh`), against one Apicurio Registry 2.6.13 both
@@ -35,6 +36,9 @@
 //! - Filter: Kafka's `Filter` after the EventRouter under a `TopicNameMatches`, `HasHeaderKey`
 //!   or `RecordIsTombstone` predicate, negated or not; the records each case expects are
 //!   decided row by row, so that a side that drops too much or too little fails.
+//! - Before: Kafka Connect's transforms before the EventRouter, on each row's change event:
+//!   its row image, key, `op` and blocks copied or moved into headers, blocks dropped, a field
+//!   added, the key replaced (see `before_family`).
 //! - Protobuf: Confluent's `io.confluent.connect.protobuf.ProtobufConverter` 7.0.16 as value
 //!   (and for half key) converter, on the same plugin path and registry as the Avro family,
 //!   compared the same way (schema ids, message indexes, registrations): the subject name
@@ -1618,6 +1622,7 @@ enum Family {
     Avro,
     Filter,
     Protobuf,
+    Before,
 }
 
 /// Where a family's case numbers start (`S<seed>C<index>` names the case in every topic).
@@ -1627,6 +1632,7 @@ fn first_index(family: Family) -> usize {
         Family::Avro => 100,
         Family::Filter => 200,
         Family::Protobuf => 300,
+        Family::Before => 400,
     }
 }
 
@@ -1642,6 +1648,7 @@ fn generate_case(seed: u64, index: usize, pg_port: u16, family: Family) -> Case 
         Family::Avro => avro_family(&mut case),
         Family::Filter => filter_family(&mut case),
         Family::Protobuf => protobuf_family(&mut case, protobuf.unwrap()),
+        Family::Before => before_family(&mut case),
     }
     router_predicate(&mut case);
     case
@@ -2199,6 +2206,136 @@ fn filter_family(case: &mut Case) {
     );
 }
 
+/// Kafka Connect's transforms before the EventRouter, on the change event Debezium makes of
+/// each outbox row (not on heartbeats and transaction records: a negated `TopicNameMatches`):
+/// a `HeaderFrom$Value` copying the row image `after` (and some of `before`, `op`, `source`,
+/// or moving `before`, `source` or `transaction` out of it) into headers, a `HeaderFrom$Key`
+/// copying the change event's key (the primary key's struct), a `ReplaceField$Value`
+/// dropping a block the EventRouter does not read, an `InsertField$Value`, a `ValueToKey`
+/// the EventRouter then replaces. The EventRouter routes what they leave; the headers they
+/// add come before its own, in the header converter drawn (Kafka's SimpleHeaderConverter, or
+/// a JsonConverter with or without schemas). DELETEs write no tombstones (a tombstone fails
+/// HeaderFrom, and Debezium's task with it). Cases that decode logical decoding messages
+/// keep their chain: transforms before the EventRouter are refused there.
+fn before_family(case: &mut Case) {
+    let mut rng = family_rng(case, 0xbef0_4e00_0000_0000);
+    let config = &mut case.config;
+    let transforms = config["transforms"].as_str().unwrap_or("outbox").to_owned();
+    if transforms.starts_with("decode,") {
+        case.describe = format!(
+            "{}; messages: no transforms before the EventRouter",
+            case.describe
+        );
+        return;
+    }
+    let id_column = config
+        .get("transforms.outbox.table.field.event.id")
+        .and_then(Value::as_str)
+        .unwrap_or("id")
+        .to_owned();
+    // A snapshot row's source block holds when and where each side's own snapshot read it
+    // (README): copied only from streamed rows.
+    let snapshot = config.get("snapshot.mode").and_then(Value::as_str) == Some("initial");
+    let mut set = |k: &str, v: &str| {
+        config.insert(k.to_owned(), json!(v));
+    };
+    set("tombstones.on.delete", "false");
+    const T: &str = "org.apache.kafka.connect.transforms.";
+    let mut aliases: Vec<&str> = Vec::new();
+    let mut chosen: Vec<String> = Vec::new();
+    let streamed: &[&[&str]] = &[
+        &["before"],
+        &["source"],
+        &["transaction"],
+        &["before", "source"],
+    ];
+    let snapshotted: &[&[&str]] = &[&["before"], &["transaction"], &["before", "transaction"]];
+    let choices = if snapshot { snapshotted } else { streamed };
+    let blocks = choices[rng.below(choices.len())];
+    let (fields, headers, operation) = if rng.chance(30) {
+        let headers: Vec<String> = blocks.iter().map(|b| format!("moved_{b}")).collect();
+        (blocks.join(","), headers.join(","), "move")
+    } else {
+        let mut fields = vec!["after"];
+        for extra in ["before", "op", "source"] {
+            if rng.chance(40) && !(snapshot && extra == "source") {
+                fields.push(extra);
+            }
+        }
+        let headers: Vec<String> = fields.iter().map(|f| format!("cdc_{f}")).collect();
+        (fields.join(","), headers.join(","), "copy")
+    };
+    set("transforms.row.type", &format!("{T}HeaderFrom$Value"));
+    set("transforms.row.fields", &fields);
+    set("transforms.row.headers", &headers);
+    set("transforms.row.operation", operation);
+    aliases.push("row");
+    chosen.push(format!("HeaderFrom {operation} {fields}"));
+    if rng.chance(50) {
+        set("transforms.pk.type", &format!("{T}HeaderFrom$Key"));
+        set("transforms.pk.fields", &id_column);
+        set("transforms.pk.headers", "cdc_key");
+        set("transforms.pk.operation", "copy");
+        aliases.push("pk");
+        chosen.push("HeaderFrom$Key".into());
+    }
+    if rng.chance(40) {
+        let block = rng.text(&["before", "transaction"]);
+        set("transforms.trim.type", &format!("{T}ReplaceField$Value"));
+        set("transforms.trim.exclude", block);
+        aliases.push("trim");
+        chosen.push(format!("ReplaceField exclude {block}"));
+    }
+    if rng.chance(30) {
+        set("transforms.stage.type", &format!("{T}InsertField$Value"));
+        set("transforms.stage.static.field", "stage");
+        set("transforms.stage.static.value", "before-router");
+        aliases.push("stage");
+        chosen.push("InsertField".into());
+    }
+    if rng.chance(30) {
+        set("transforms.rekey.type", &format!("{T}ValueToKey"));
+        set("transforms.rekey.fields", "op");
+        aliases.push("rekey");
+        chosen.push("ValueToKey".into());
+    }
+    for alias in &aliases {
+        set(&format!("transforms.{alias}.predicate"), "isInternal");
+        set(&format!("transforms.{alias}.negate"), "true");
+    }
+    set(
+        "predicates.isInternal.type",
+        "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+    );
+    set("predicates.isInternal.pattern", "__.*|.*\\.transaction");
+    if !config.contains_key("header.converter") && rng.chance(60) {
+        let schemas = rng.chance(50);
+        config.insert(
+            "header.converter".into(),
+            json!("org.apache.kafka.connect.json.JsonConverter"),
+        );
+        config.insert(
+            "header.converter.schemas.enable".into(),
+            json!(schemas.to_string()),
+        );
+        chosen.push(format!("header.converter=json schemas {schemas}"));
+    }
+    let predicates = match config.get("predicates").and_then(Value::as_str) {
+        Some(list) => format!("{list},isInternal"),
+        None => "isInternal".into(),
+    };
+    config.insert("predicates".into(), json!(predicates));
+    config.insert(
+        "transforms".into(),
+        json!(format!("{},{transforms}", aliases.join(","))),
+    );
+    case.describe = format!(
+        "{}; before the EventRouter: {}",
+        case.describe,
+        chosen.join(", ")
+    );
+}
+
 /// Whether `topic` is one of `case`'s (its marker `S<seed>C<index>`, not followed by a digit).
 fn of_case(topic: &str, case: &Case) -> bool {
     let marker = format!("S{}C{}", case.seed, case.index);
@@ -2422,6 +2559,7 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
             Family::Protobuf,
             per_family("OUTBOX_RELAY_DIFF_PROTOBUF_CASES"),
         ),
+        (Family::Before, per_family("OUTBOX_RELAY_DIFF_BEFORE_CASES")),
     ];
     let per_seed: usize = families.iter().map(|(_, n)| n).sum();
     // The Avro and Protobuf cases' converters for Debezium (before anything starts: the

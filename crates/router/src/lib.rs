@@ -22,7 +22,5 @@ pub use config::{
 };
 pub use error::ConfigError;
 pub use record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
-pub use router::{
-    change_event_topic, BeforeRouter, Router, SourcePosition, TransactionMark, CHANGE_EVENT_FIELDS,
-};
+pub use router::{change_event_topic, BeforeRouter, Router, SourcePosition, TransactionMark};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

@@ -70,18 +70,15 @@ pub enum RouteOutcome {
 pub struct PendingRecord {
     pub record: crate::connect::ConnectRecord,
     pub dead: InvalidRow,
-    /// For an outbox row when transforms run before the EventRouter: the change event they
-    /// see, made when they run.
+    /// Set when `record` is an outbox row's change event, which transforms before the
+    /// EventRouter run on.
     pub event: Option<Box<ChangeEventAt>>,
 }
 
-/// The change event an outbox row came from, for the transforms before the EventRouter:
-/// where it is in the WAL, its table, and how many of the record's headers are the
-/// connector's context headers (which those transforms see and may change).
+/// Marks a [`PendingRecord`] that is the change event of an outbox row of relation
+/// `relation_id`: the transforms before the EventRouter run on it, then the EventRouter
+/// routes what they made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeEventAt {
-    pub position: crate::SourcePosition,
-    pub schema: String,
-    pub table: String,
-    pub context: usize,
+    pub relation_id: u32,
 }

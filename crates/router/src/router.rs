@@ -138,7 +138,7 @@ impl Router {
     /// [`RouteOutcome::Invalid`], dead-lettered with the reason. Never returns
     /// [`RouteOutcome::Connect`].
     /// `now_ms`: the time a record without a timestamp of its own is produced at.
-    pub fn transformed(&self, outcome: RouteOutcome, now_ms: i64) -> RouteOutcome {
+    pub fn transformed(&mut self, outcome: RouteOutcome, now_ms: i64) -> RouteOutcome {
         let RouteOutcome::Connect(pending) = outcome else {
             return outcome;
         };
@@ -156,41 +156,17 @@ impl Router {
         let mut record = record;
         if let Some(before) = &self.config.before {
             // The transforms before the EventRouter see the change event an outbox row came
-            // from (their headers become the routed record's first ones), and the
-            // connector's own records (heartbeats, transaction metadata) themselves.
-            let (input, routed) = match &event {
-                Some(at) => {
-                    let context = at.context.min(record.headers.len());
-                    let input = change_event::insert_event(
-                        before,
-                        &format.schema_name(format!(
-                            "{}.{}.{}.Envelope",
-                            format.topic_prefix, at.schema, at.table
-                        )),
-                        &format.topic_prefix,
-                        &at.schema,
-                        &at.table,
-                        &at.position,
-                        &record.headers[..context],
-                        now_ms,
-                    );
-                    let tail = record.headers.split_off(context);
-                    (input, Some((record, tail)))
-                }
-                None => (record, None),
-            };
-            let original = keep_original.then(|| input.clone());
-            let topic = input.topic.clone();
-            record = match (before.chain.apply(input, now_ms), routed) {
-                // The transforms' headers (the context ones among them), then the EventRouter's.
-                (Ok(Some(out)), Some((mut routed, tail))) => {
-                    routed.headers = out.headers;
-                    routed.headers.extend(tail);
-                    routed
-                }
-                (Ok(Some(out)), None) => out,
-                (Ok(None), _) => return RouteOutcome::Ignored,
-                (Err(error), _) => {
+            // from, and the connector's own records (heartbeats, transaction metadata)
+            // themselves; the EventRouter then routes what they made of the change event.
+            if event.is_some() {
+                change_event::stamp(&mut record, now_ms);
+            }
+            let original = keep_original.then(|| record.clone());
+            let topic = record.topic.clone();
+            record = match before.chain.apply(record, now_ms) {
+                Ok(Some(out)) => out,
+                Ok(None) => return RouteOutcome::Ignored,
+                Err(error) => {
                     dead.original_topic.get_or_insert_with(|| topic.to_string());
                     return tolerance::failed(
                         format,
@@ -204,6 +180,30 @@ impl Router {
                     );
                 }
             };
+            if let Some(at) = event {
+                let plan = self
+                    .relations
+                    .get(&at.relation_id)
+                    .and_then(|p| p.as_ref()?.connect.as_ref());
+                let Some(plan) = plan else {
+                    dead.reason =
+                        format!("relation {} is no longer an outbox table", at.relation_id);
+                    return RouteOutcome::Invalid(dead);
+                };
+                match plan.route_event(
+                    record,
+                    format,
+                    &self.config,
+                    &mut self.topics,
+                    &mut self.envelope_names,
+                    dead,
+                ) {
+                    RouteOutcome::Connect(pending) => {
+                        (record, dead) = (pending.record, pending.dead);
+                    }
+                    other => return other,
+                }
+            }
         }
         let original = keep_original.then(|| record.clone());
         let topic = record.topic.clone();
@@ -250,7 +250,7 @@ impl Router {
 
     /// The Kafka record `outcome` becomes once transformed and converted (tests).
     #[cfg(test)]
-    pub(crate) fn converted(&self, outcome: Option<RouteOutcome>) -> OutboxRecord {
+    pub(crate) fn converted(&mut self, outcome: Option<RouteOutcome>) -> OutboxRecord {
         match outcome.map(|o| self.transformed(o, 0)) {
             Some(RouteOutcome::Record(record)) => record,
             other => panic!("not a record: {other:?}"),
@@ -266,19 +266,7 @@ impl Router {
             }
             LogicalMessage::Insert(insert) => self.route_insert(insert),
             LogicalMessage::Update(update) => match self.relations.get(&update.relation_id) {
-                Some(Some(plan)) => match self.config.on_update {
-                    InvalidOperation::Ignore => RouteOutcome::Ignored,
-                    InvalidOperation::Warn | InvalidOperation::Error => {
-                        RouteOutcome::SkippedUpdate {
-                            table: plan.table.clone(),
-                            error: self.config.on_update == InvalidOperation::Error,
-                        }
-                    }
-                    InvalidOperation::Fatal => RouteOutcome::Fatal(format!(
-                        "an UPDATE of outbox table {} and table.op.invalid.behavior=fatal; outbox rows must only be inserted (and deleted)",
-                        plan.table
-                    )),
-                },
+                Some(Some(plan)) => unexpected_update(&self.config, &plan.table),
                 _ => RouteOutcome::Ignored,
             },
             // UPDATE, DELETE and TRUNCATE of the outbox are not events: cleanup jobs
@@ -695,15 +683,28 @@ impl TopicCache {
 
 mod change_event;
 mod connect_record;
+/// What the EventRouter does with an UPDATE of outbox table `table`:
+/// `table.op.invalid.behavior`.
+fn unexpected_update(config: &RouterConfig, table: &str) -> RouteOutcome {
+    match config.on_update {
+        InvalidOperation::Ignore => RouteOutcome::Ignored,
+        InvalidOperation::Warn | InvalidOperation::Error => RouteOutcome::SkippedUpdate {
+            table: table.to_owned(),
+            error: config.on_update == InvalidOperation::Error,
+        },
+        InvalidOperation::Fatal => RouteOutcome::Fatal(format!(
+            "an UPDATE of outbox table {table} and table.op.invalid.behavior=fatal; outbox rows must only be inserted (and deleted)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod connect_tests;
 mod heartbeat;
 mod message_record;
 mod tolerance;
 mod transaction;
-pub use change_event::{
-    change_event_topic, BeforeRouter, SourcePosition, READABLE_FIELDS as CHANGE_EVENT_FIELDS,
-};
+pub use change_event::{change_event_topic, BeforeRouter, SourcePosition};
 pub use transaction::TransactionMark;
 #[cfg(test)]
 mod tests;

@@ -126,7 +126,7 @@ pub struct Draft {
     pub transaction_topic: Option<String>,
     pub extended_headers: bool,
     /// The EventRouter's alias, the DecodeLogicalDecodingMessageContent's, the transforms
-    /// after the EventRouter.
+    /// before and after the EventRouter.
     pub router_alias: String,
     pub decode_alias: Option<String>,
     pub before_router: Vec<String>,
@@ -466,7 +466,7 @@ pub const CATALOG: &[Spec] = &[
         d.tables = tables;
         d.table_patterns = patterns;
         Ok(())
-    }), "the Outbox EventRouter, with DecodeLogicalDecodingMessageContent or Kafka Connect's header and record transforms before it, and Kafka Connect's transforms after it"),
+    }), "the Outbox EventRouter, with DecodeLogicalDecodingMessageContent or Kafka Connect's transforms before it (on the change event), and Kafka Connect's transforms after it"),
     spec!("message.prefix.include.list", ["message.prefix.exclude.list"], Connector, None, With("transforms"),
         "the logical decoding messages relayed, by prefix"),
     spec!("table.include.list", ["table.whitelist"], Connector, None, With("transforms"),
@@ -673,7 +673,17 @@ pub const CATALOG: &[Spec] = &[
     spec!("database.history.kafka.bootstrap.servers", ["schema.history.internal.kafka.bootstrap.servers",
         "schema.history.internal.kafka.topic", "database.history.kafka.topic"], Connector, None, NoEffect,
         "PostgreSQL keeps no schema history"),
-    spec!("message.key.columns", [], Connector, None, NoEffect, "the key is the EventRouter's"),
+    spec!("message.key.columns", [], Connector, None, Parsed(|c, d| {
+        // The change event's key is the primary key's columns; only the transforms before
+        // the EventRouter see it (the routed record's key is the EventRouter's).
+        match (c.o.get("message.key.columns"), d.before_router.first()) {
+            (Some(_), Some(alias)) => Err(format!(
+                "message.key.columns is not supported with transforms before the EventRouter \
+                 (transforms.{alias}): their change events carry the table's primary key as their key"
+            )),
+            _ => Ok(()),
+        }
+    }), "the change event's key: the primary key only; the routed record's key is the EventRouter's"),
     spec!("database.*", [], Connector, None, NoEffect, "other connection options of Debezium's"),
 ];
 

@@ -98,7 +98,7 @@ pub fn expand_worker(
 
 /// What the option catalog says of `key` in a connector configuration (`entries`): its
 /// group, its documentation line, and what outbox-relay does with it. A transform's option
-/// after the EventRouter is described by that transform's registry entry. `None` for an
+/// (before or after the EventRouter) is described by that transform's registry entry. `None` for an
 /// option outbox-relay does not know.
 pub fn option_doc(
     key: &str,

@@ -633,7 +633,7 @@ pub(super) fn router_predicate(
     Ok(())
 }
 
-/// The transforms after the EventRouter, in order, with their predicates (Kafka Connect's
+/// The transforms before or after the EventRouter, in order, with their predicates (Kafka Connect's
 /// `transforms.<alias>.predicate` naming one of `predicates`, and `negate`).
 pub(super) fn transform_chain(
     o: &Options,
@@ -669,9 +669,9 @@ pub(super) fn transform_chain(
     Ok(Chain { steps })
 }
 
-/// Whether `class` is one of Kafka Connect's transforms outbox-relay applies after the
-/// EventRouter.
-fn after_router(class: &str) -> bool {
+/// Whether `class` is one of Kafka Connect's transforms outbox-relay applies (before or
+/// after the EventRouter).
+fn kafka_transform(class: &str) -> bool {
     outbox_router::transforms::lookup(class).is_some()
 }
 
@@ -694,12 +694,11 @@ pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
     for alias in aliases {
         let key = format!("transforms.{alias}.type");
         match o.get(&key) {
-            Some(class) if router.is_some() && after_router(class) => {
+            Some(class) if router.is_some() && kafka_transform(class) => {
                 after.push(alias.to_owned());
                 continue;
             }
-            Some(class) if after_router(class) => {
-                before_router(o, alias, class)?;
+            Some(class) if kafka_transform(class) => {
                 before.push(alias.to_owned());
                 continue;
             }
@@ -716,7 +715,7 @@ pub(super) fn event_router(o: &Options) -> Result<RouterAliases, String> {
             Some(other) => {
                 return Err(format!(
                     "{key}: the transform {other} is not supported; outbox-relay applies {EVENT_ROUTER} (with \
-                     {DECODE_MESSAGE} before it), and after it {}",
+                     {DECODE_MESSAGE} before it), and before or after it {}",
                     outbox_router::transforms::supported_classes().join(", ")
                 ))
             }
@@ -755,49 +754,6 @@ pub(super) struct RouterAliases {
     pub decode: Option<String>,
     pub before: Vec<String>,
     pub after: Vec<String>,
-}
-
-/// The transforms outbox-relay applies before the EventRouter, to the change events: those
-/// that read headers, the envelope's metadata (`source`, `transaction`, `op`, timestamps),
-/// the topic or the record's nullness. Others would read the row images (`before`,
-/// `after`) or the change event's key, which outbox-relay does not build.
-const BEFORE_ROUTER: &[&str] = &[
-    "org.apache.kafka.connect.transforms.InsertHeader",
-    "org.apache.kafka.connect.transforms.DropHeaders",
-    "org.apache.kafka.connect.transforms.HeaderFrom$Value",
-    "org.apache.kafka.connect.transforms.Filter",
-];
-
-fn before_router(o: &Options, alias: &str, class: &str) -> Result<(), String> {
-    let key = format!("transforms.{alias}.type");
-    if !BEFORE_ROUTER.contains(&class) {
-        return Err(format!(
-            "{key}: {class} is supported after the EventRouter (it transforms the routed records); before it, \
-             outbox-relay applies {} (the change event's row images and key are not built); put it after the \
-             EventRouter's alias in transforms",
-            BEFORE_ROUTER.join(", ")
-        ));
-    }
-    if class.starts_with("org.apache.kafka.connect.transforms.HeaderFrom") {
-        let option = format!("transforms.{alias}.operation");
-        if o.get(&option).map(str::trim) == Some("move") {
-            return Err(format!(
-                "{option}=move before the EventRouter is not supported: the EventRouter needs the change event's \
-                 fields; use copy, as Debezium's CloudEvents documentation does"
-            ));
-        }
-        let option = format!("transforms.{alias}.fields");
-        for field in o.get(&option).unwrap_or_default().split(',').map(str::trim) {
-            if !field.is_empty() && !outbox_router::CHANGE_EVENT_FIELDS.contains(&field) {
-                return Err(format!(
-                    "{option}: {field:?} is not one of the change event's fields outbox-relay provides before the \
-                     EventRouter ({})",
-                    outbox_router::CHANGE_EVENT_FIELDS.join(", ")
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The converter `class` configured under `key` (`value.converter`…), with the

@@ -754,15 +754,28 @@ fn transforms_after_the_event_router_are_chained_with_their_predicates() {
     ));
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
 
+    // Any of them may come before the EventRouter too: it then runs on the change event.
+    let before = translate(
+        &config(&[
+            ("transforms", "route,outbox"),
+            (
+                "transforms.route.type",
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            ),
+            ("transforms.route.regex", "(.*)"),
+            ("transforms.route.replacement", "cdc.$1"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let chain = &before
+        .router
+        .before
+        .expect("a chain before the EventRouter")
+        .chain;
+    assert_eq!(chain.steps[0].alias, "route");
+    assert!(before.router.chain.steps.is_empty());
     let refused = |extra: &[(&str, &str)]| translate(&config(extra), None).unwrap_err();
-    let before = refused(&[
-        ("transforms", "route,outbox"),
-        (
-            "transforms.route.type",
-            "org.apache.kafka.connect.transforms.RegexRouter",
-        ),
-    ]);
-    assert!(before.contains("after the EventRouter"), "{before}");
     let unknown = refused(&[
         ("transforms", "outbox,flat"),
         (
@@ -896,25 +909,31 @@ fn the_cloudevents_recipe_is_accepted_and_its_impossible_variants_refused() {
         all.extend_from_slice(changes);
         translate(&config(&all), None)
     };
+    // Moving the metadata out of the change event, copying the row image, or another
+    // transform before the EventRouter: the change event carries them all.
+    for changes in [
+        &[("transforms.meta.operation", "move")][..],
+        &[
+            ("transforms.meta.fields", "after,op"),
+            ("transforms.meta.headers", "row,op"),
+        ][..],
+        &[(
+            "transforms.meta.type",
+            "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        )][..],
+    ] {
+        if let Err(e) = with(changes) {
+            panic!("{changes:?} refused: {e}");
+        }
+    }
     for (changes, named) in [
+        (
+            &[("message.key.columns", "public.outbox:id")][..],
+            "message.key.columns",
+        ),
         (
             &[("header.converter.schemas.enable", "false")][..],
             "header.converter",
-        ),
-        (
-            &[("transforms.meta.operation", "move")][..],
-            "transforms.meta.operation",
-        ),
-        (
-            &[("transforms.meta.fields", "after,op")][..],
-            "transforms.meta.fields",
-        ),
-        (
-            &[(
-                "transforms.meta.type",
-                "org.apache.kafka.connect.transforms.ReplaceField$Value",
-            )][..],
-            "transforms.meta.type",
         ),
         (
             &[("value.converter.serializer.type", "avro")][..],

@@ -703,7 +703,9 @@ pub async fn column_facts(
              SELECT DISTINCT ON (c.attnum) c.name, c.attnotnull, c.def, c.typ, c.typmod, t.typname::text, \
                     (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = c.typ), \
                     el.oid, el.typname::text, \
-                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = el.oid) \
+                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = el.oid), \
+                    (SELECT array_position(i.indkey::int2[], c.attnum) FROM pg_index i \
+                     WHERE i.indrelid = $1::text::regclass AND i.indisprimary) \
              FROM cols c JOIN pg_type t ON t.oid = c.typ \
              LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typcategory = 'A' \
              ORDER BY c.attnum, c.depth DESC",
@@ -732,6 +734,7 @@ pub async fn column_facts(
                     })
                 }),
             }),
+            key_position: r.get(10),
         })
         .collect())
 }

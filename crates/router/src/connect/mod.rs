@@ -13,7 +13,7 @@ mod java_text;
 mod json;
 mod json_schema;
 mod json_value;
-mod pg_text;
+pub(crate) mod pg_text;
 mod postgres_types;
 mod protobuf;
 mod record;

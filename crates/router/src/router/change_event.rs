@@ -1,10 +1,9 @@
-//! The change event Debezium's PostgreSQL connector makes of an outbox INSERT, as far as the
-//! transforms before the EventRouter can read it: the envelope
-//! (`<topic.prefix>.<schema>.<table>.Envelope`, version 2) with its `source` block
-//! (`io.debezium.connector.postgresql.Source`), `transaction` block (`event.block`), `op`
-//! and timestamps, the connector's context headers, on topic `<topic.prefix>.<schema>.<table>`.
-//! Its `before` and `after` row images are not built: the configuration refuses transforms
-//! before the EventRouter that read them (see the relay's `debezium/connector.rs`).
+//! The change event Debezium's PostgreSQL connector makes of an outbox INSERT, which the
+//! transforms before the EventRouter read: the envelope
+//! (`<topic.prefix>.<schema>.<table>.Envelope`, version 2) with the row's images (`before`
+//! null, `after` the row), its `source` block (`io.debezium.connector.postgresql.Source`),
+//! `transaction` block (`event.block`), `op` and timestamps, the row's key, the connector's
+//! context headers, on topic `<topic.prefix>.<schema>.<table>`.
 //!
 //! The source block's values are Debezium 3.6's for a streamed change (`SourceInfo`,
 //! `PostgresSourceInfoStructMaker`, `AbstractSourceInfoStructMaker`): `ts_ms`, `ts_us`,
@@ -108,10 +107,13 @@ pub fn source_value(
     schema: &str,
     table: &str,
     position: &SourcePosition,
-    now_ms: i64,
 ) -> Value {
-    // Instant of the commit (now when unknown, as `AbstractSourceInfoStructMaker`).
-    let micros = position.commit_time_us.unwrap_or(now_ms * 1000);
+    // Instant of the commit; when unknown, now, which [`stamp`] sets.
+    let time = |f: fn(i64) -> i64| {
+        position
+            .commit_time_us
+            .map_or(Value::Null, |us| Value::Int(f(us)))
+    };
     let lsn_text = |lsn: Option<u64>| match lsn {
         Some(l) => format!("\"{l}\""),
         None => "null".into(),
@@ -120,7 +122,7 @@ pub fn source_value(
         Value::text(&before.version),
         Value::text("postgresql"),
         Value::text(topic_prefix),
-        Value::Int(micros.div_euclid(1000)),
+        time(|us| us.div_euclid(1000)),
         Value::text(position.snapshot.unwrap_or("false")),
         Value::text(&before.database),
         Value::text(&format!(
@@ -128,8 +130,8 @@ pub fn source_value(
             lsn_text(position.last_commit_lsn),
             lsn_text(Some(position.lsn))
         )),
-        Value::Int(micros),
-        Value::Int(micros.saturating_mul(1000)),
+        time(|us| us),
+        time(|us| us.saturating_mul(1000)),
         Value::text(schema),
         Value::text(table),
         position
@@ -157,9 +159,19 @@ pub fn change_event_topic(topic_prefix: &str, schema: &str, table: &str) -> Stri
     topic
 }
 
-/// The change event of an INSERT of `schema.table` as the transforms before the EventRouter
-/// see it: topic `<prefix>.<schema>.<table>`, the connector's context headers, and the
-/// envelope without its row images.
+/// A row's image in its change event: the `after` struct, its schema (`….Value`, also
+/// `before`'s), and the event's key (`….Key`, or no key).
+pub struct RowImage {
+    pub value_schema: Schema,
+    pub after: Value,
+    pub key: Data,
+}
+
+/// The change event of an INSERT of `schema.table`, as Debezium's PostgreSQL connector makes
+/// it (`Envelope.create`, or `read` for a snapshot row): topic `<prefix>.<schema>.<table>`,
+/// the connector's context headers, the row's key, and the envelope `before` (null),
+/// `after`, `source`, `transaction`, `op`, `ts_ms`, `ts_us`, `ts_ns`, in
+/// `TableSchemaBuilder`'s order. Its timestamps are set when the transforms run ([`stamp`]).
 #[allow(clippy::too_many_arguments)]
 pub fn insert_event(
     before: &BeforeRouter,
@@ -169,11 +181,13 @@ pub fn insert_event(
     table: &str,
     position: &SourcePosition,
     context: &[Header],
-    now_ms: i64,
+    image: RowImage,
 ) -> ConnectRecord {
     let name = change_event_topic(topic_prefix, schema, table);
     let envelope = Schema::new(
         SchemaType::Struct(vec![
+            ("before".into(), image.value_schema.clone()),
+            ("after".into(), image.value_schema),
             ("source".into(), source_schema()),
             ("transaction".into(), transaction_schema()),
             ("op".into(), string(false)),
@@ -195,16 +209,22 @@ pub fn insert_event(
     ConnectRecord {
         topic: name.into(),
         partition: None,
-        key: Data::null(),
+        key: image.key,
         value: Data::new(
             envelope,
             Value::Struct(vec![
-                source_value(before, topic_prefix, schema, table, position, now_ms),
+                Value::Null,
+                image.after,
+                source_value(before, topic_prefix, schema, table, position),
                 transaction,
-                Value::text("c"),
-                Value::Int(now_ms),
-                Value::Int(now_ms * 1000),
-                Value::Int(now_ms * 1_000_000),
+                Value::text(if position.snapshot.is_some() {
+                    "r"
+                } else {
+                    "c"
+                }),
+                Value::Null,
+                Value::Null,
+                Value::Null,
             ]),
         ),
         headers: context.to_vec(),
@@ -212,8 +232,25 @@ pub fn insert_event(
     }
 }
 
-/// The fields of the envelope a transform before the EventRouter may read.
-pub const READABLE_FIELDS: &[&str] = &["source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"];
+/// Sets the time an [`insert_event`] was processed: its `ts_ms`, `ts_us` and `ts_ns`, and
+/// the source block's time when the commit's is unknown (as `AbstractSourceInfoStructMaker`).
+pub fn stamp(event: &mut ConnectRecord, now_ms: i64) {
+    let Value::Struct(values) = &mut event.value.value else {
+        return;
+    };
+    if let [_, _, Value::Struct(source), _, _, ms, us, ns] = &mut values[..] {
+        *ms = Value::Int(now_ms);
+        *us = Value::Int(now_ms * 1000);
+        *ns = Value::Int(now_ms * 1_000_000);
+        if let [_, _, _, ts_ms @ Value::Null, _, _, _, ts_us @ Value::Null, ts_ns @ Value::Null, ..] =
+            &mut source[..]
+        {
+            *ts_ms = Value::Int(now_ms);
+            *ts_us = Value::Int(now_ms * 1000);
+            *ts_ns = Value::Int(now_ms * 1_000_000);
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -235,7 +272,7 @@ mod tests {
             snapshot: None,
             transaction: None,
         };
-        let value = source_value(&before, "dbserver1", "public", "outbox", &position, 0);
+        let value = source_value(&before, "dbserver1", "public", "outbox", &position);
         let json = HeaderConverter::Other(Converter::Json(crate::connect::JsonConverter {
             schemas_enable: true,
             replace_null_with_default: true,

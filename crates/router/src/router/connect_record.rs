@@ -2,6 +2,7 @@
 //! value and header bytes a Connect worker would produce out (see the README's drop-in
 //! table for where outbox-relay deliberately differs: it never crashes on a row).
 
+use super::change_event::{self, change_event_topic, RowImage};
 use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
@@ -9,7 +10,7 @@ use crate::connect::{
     ConnectRecord, Data, Header, PgType, Schema, SchemaType, Value,
 };
 use crate::record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
-use crate::SourcePosition;
+use crate::{BeforeRouter, SourcePosition};
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Relation};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 /// A column as Debezium types it.
 #[derive(Debug, Clone)]
 struct TypedColumn {
+    name: Arc<str>,
     position: usize,
     kind: ColumnKind,
     schema: Schema,
@@ -29,6 +31,16 @@ enum Placed {
     Partition,
 }
 
+/// An additional field (`table.fields.additional.placement`): where it goes, its alias, its
+/// column, and that column's typing (`Err` when the table lacks it).
+#[derive(Debug, Clone)]
+struct Additional {
+    placed: Placed,
+    alias: Arc<str>,
+    column: Arc<str>,
+    typed: Result<TypedColumn, String>,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectPlan {
     /// Set when a used column has a type outbox-relay cannot write as Debezium would.
@@ -37,8 +49,8 @@ pub(crate) struct ConnectPlan {
     key: Result<TypedColumn, String>,
     payload: Result<TypedColumn, String>,
     route_by: Result<TypedColumn, String>,
-    /// In configuration order; missing columns are `Err` unless ignored.
-    additional: Vec<(Placed, Arc<str>, Result<TypedColumn, String>)>,
+    /// In configuration order.
+    additional: Vec<Additional>,
     timestamp: Option<Result<TypedColumn, String>>,
     schema_version: Option<Result<TypedColumn, String>>,
     tracing: Option<usize>,
@@ -51,6 +63,22 @@ pub(crate) struct ConnectPlan {
     /// The table's schema and name (the change event's source block).
     namespace: String,
     name: String,
+    relation_id: u32,
+    /// The change event's row image, when transforms run before the EventRouter.
+    image: Option<ImagePlan>,
+}
+
+/// The change event Debezium makes of a row, for the transforms before the EventRouter:
+/// its `after` image (every column Debezium has a schema for, in table order, as the
+/// struct `<topic.prefix>.<schema>.<table>.Value`) and key (the primary key's columns, as
+/// `….Key`; no key without a primary key), as `TableSchemaBuilder` builds them.
+#[derive(Debug, Clone)]
+struct ImagePlan {
+    columns: Vec<TypedColumn>,
+    value_schema: Schema,
+    /// The key struct's schema and its columns' indexes in `columns`.
+    key: Option<(Schema, Vec<usize>)>,
+    envelope_name: String,
 }
 
 /// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
@@ -81,31 +109,13 @@ impl ConnectPlan {
             let position = relation
                 .column_index(name)
                 .ok_or_else(|| format!("column {name:?} is missing from the table"))?;
-            let column = &relation.columns[position];
-            let fact = facts.iter().find(|f| f.name == name);
-            let pg_type = fact
-                .and_then(|f| f.pg_type.clone())
-                .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
-            let kind = match ColumnKind::resolve(&pg_type, &format.types) {
-                Ok(kind) => kind,
-                Err(what) => {
-                    unsupported.get_or_insert_with(|| format!(
-                        "column {name:?} of {}.{} has {what}, which outbox-relay cannot write the way Debezium does; \
-                         change the column's type, or use outbox-relay's native options instead of --debezium-config",
-                        relation.namespace, relation.name
-                    ));
-                    return Err(format!("column {name:?} has an unsupported type"));
-                }
-            };
-            let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
-            schema.default = fact
-                .and_then(|f| f.default_expression.as_deref())
-                .filter(|_| has_default_mapper(&pg_type))
-                .and_then(|e| default_value(&kind, e));
-            Ok(TypedColumn {
-                position,
-                kind,
-                schema,
+            type_column(relation, facts, format, position).map_err(|what| {
+                unsupported.get_or_insert_with(|| format!(
+                    "column {name:?} of {}.{} has {what}, which outbox-relay cannot write the way Debezium does; \
+                     change the column's type, or use outbox-relay's native options instead of --debezium-config",
+                    relation.namespace, relation.name
+                ));
+                format!("column {name:?} has an unsupported type")
             })
         };
         let id = typed(&config.id_column);
@@ -116,6 +126,7 @@ impl ConnectPlan {
             .additional
             .iter()
             .filter(|f| {
+                // Missing columns are skipped when ignored, not typed (no unsupported type).
                 !config.ignore_missing_additional || relation.column_index(&f.column).is_some()
             })
             .map(|f| {
@@ -124,7 +135,12 @@ impl ConnectPlan {
                     Placement::Envelope => Placed::Envelope,
                     Placement::Partition => Placed::Partition,
                 };
-                (placed, f.alias.clone(), typed(&f.column))
+                Additional {
+                    placed,
+                    alias: f.alias.clone(),
+                    column: f.column.as_str().into(),
+                    typed: typed(&f.column),
+                }
             })
             .collect::<Vec<_>>();
         let timestamp = config.timestamp_column.as_deref().map(&mut typed);
@@ -135,7 +151,7 @@ impl ConnectPlan {
             .and_then(|c| relation.column_index(c));
         let envelope = additional
             .iter()
-            .any(|(p, _, _)| matches!(p, Placed::Envelope));
+            .any(|a| matches!(a.placed, Placed::Envelope));
         let context = format
             .context_headers
             .iter()
@@ -163,6 +179,11 @@ impl ConnectPlan {
             context,
             namespace: relation.namespace.clone(),
             name: relation.name.clone(),
+            relation_id: relation.relation_id,
+            image: config
+                .before
+                .is_some()
+                .then(|| ImagePlan::new(relation, facts, format)),
         }
     }
 
@@ -173,7 +194,9 @@ impl ConnectPlan {
     }
 
     /// `transforms`: whether transforms follow the EventRouter (the record is then left
-    /// for them, unconverted).
+    /// for them, unconverted). `position`: where the row is in the WAL, when transforms run
+    /// before the EventRouter: the row's change event is then left for them (see
+    /// [`Self::route_event`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn route(
         &self,
@@ -208,45 +231,166 @@ impl ConnectPlan {
             row: None,
             connect_dlq: None,
         };
-        let invalid = |reason: String, original_topic: Option<String>| {
-            RouteOutcome::Invalid(dead(reason, original_topic))
-        };
-        macro_rules! or_invalid {
-            ($e:expr) => {
-                match $e {
-                    Ok(v) => v,
-                    Err(reason) => return invalid(reason, None),
-                }
+        if let (Some(image), Some(position), Some(before)) = (&self.image, position, &config.before)
+        {
+            let record = match image.change_event(self, columns, before, format, position) {
+                Ok(record) => record,
+                Err(reason) => return RouteOutcome::Invalid(dead(reason, None)),
             };
+            return RouteOutcome::Connect(Box::new(PendingRecord {
+                record,
+                dead: dead(String::new(), None),
+                event: Some(Box::new(ChangeEventAt {
+                    relation_id: self.relation_id,
+                })),
+            }));
         }
+        let row = Tuple(columns);
+        let value_schema = format!("{}.Value", self.value_schema_prefix);
+        let routed = self.event_router(
+            &row,
+            self.context.clone(),
+            (Some(&value_schema), None),
+            format,
+            config,
+            topics,
+            envelope_names,
+        );
+        match routed {
+            Ok(record) => finish(record, format, transforms, None, || {
+                dead(String::new(), None)
+            }),
+            Err((reason, topic)) => RouteOutcome::Invalid(dead(reason, topic)),
+        }
+    }
 
-        let routing = match raw(&self.route_by) {
-            Some(r) => r,
-            None => {
-                let reason = match &self.route_by {
-                    Err(e) => e.clone(),
-                    // Debezium's task dies here (NullPointerException); dead-letter instead.
-                    Ok(_) => format!("routing column {:?} is NULL", config.route_by_column),
-                };
-                return invalid(reason, None);
+    /// Debezium's EventRouter on the change event the transforms before it made of a row
+    /// (`dead`: the row's dead letter): the routed record, left for the transforms after
+    /// the EventRouter and the converters. A record that is not a change event any more
+    /// (its value schema's name no longer ends with `.Envelope`) passes unchanged, as
+    /// `SmtManager.isValidEnvelope` lets it; a delete is dropped and an update handled as
+    /// `table.op.invalid.behavior` says, as the EventRouter does.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn route_event(
+        &self,
+        event: ConnectRecord,
+        format: &ConnectFormat,
+        config: &RouterConfig,
+        topics: &mut TopicCache,
+        envelope_names: &mut EnvelopeNames,
+        mut dead: InvalidRow,
+    ) -> RouteOutcome {
+        let fields = match &event.value.schema {
+            Some(Schema {
+                kind: SchemaType::Struct(fields),
+                name: Some(name),
+                ..
+            }) if name.ends_with(".Envelope") => fields,
+            _ => {
+                return RouteOutcome::Connect(Box::new(PendingRecord {
+                    record: event,
+                    dead,
+                    event: None,
+                }))
             }
         };
-        let topic = match topics.topic_for(&routing, config) {
-            Ok(topic) => topic,
-            Err((reason, topic)) => return invalid(reason, topic),
+        let Value::Struct(values) = &event.value.value else {
+            dead.reason = format!(
+                "Only Struct objects supported for [Detect Debezium Operation], found: {}",
+                crate::connect::java_class(event.value.schema.as_ref(), &event.value.value)
+            );
+            return RouteOutcome::Invalid(dead);
         };
-        let with_topic = |reason: String| invalid(reason, Some(topic.to_string()));
+        let envelope = Image { fields, values };
+        match envelope.get("op").map(|(v, _)| v) {
+            Ok(Value::String(op)) if &op[..] == b"d" => return RouteOutcome::Ignored,
+            Ok(Value::String(op)) if &op[..] == b"u" => {
+                return super::unexpected_update(config, &dead.table)
+            }
+            _ => {}
+        }
+        let Some((after, schema)) = envelope.find("after") else {
+            dead.reason = "Unknown field: after".into();
+            return RouteOutcome::Invalid(dead);
+        };
+        let (Value::Struct(values), SchemaType::Struct(fields)) = (after, &schema.kind) else {
+            dead.reason = format!(
+                "Only Struct objects supported for [Read Outbox Event], found: {}",
+                crate::connect::java_class(Some(schema), after)
+            );
+            return RouteOutcome::Invalid(dead);
+        };
+        let name = schema.name.as_deref();
+        let ts_ms = match envelope.get("ts_ms") {
+            Ok((Value::Int(ms), _)) => Some(ms),
+            _ => None,
+        };
+        let row = Image { fields, values };
+        let mut headers = event.headers;
+        let routed = self.event_router(
+            &row,
+            std::mem::take(&mut headers),
+            (name, ts_ms),
+            format,
+            config,
+            topics,
+            envelope_names,
+        );
+        match routed {
+            Ok(record) => RouteOutcome::Connect(Box::new(PendingRecord {
+                record,
+                dead,
+                event: None,
+            })),
+            Err((reason, topic)) => {
+                dead.reason = reason;
+                dead.original_topic = topic;
+                RouteOutcome::Invalid(dead)
+            }
+        }
+    }
+
+    /// `EventRouterDelegate.apply` on `row` (the change event's `after`): the routed record,
+    /// its headers `headers` then the EventRouter's, or why it cannot be routed (and the
+    /// topic, once known). `(value schema name, ts_ms)`: the name of `after`'s schema, which
+    /// names the envelope, and the change event's `ts_ms` (the record's timestamp when no
+    /// timestamp field gives one; `None`: when the relay read the event).
+    #[allow(clippy::too_many_arguments)]
+    fn event_router(
+        &self,
+        row: &impl Row,
+        mut headers: Vec<Header>,
+        (value_schema, ts_ms): (Option<&str>, Option<i64>),
+        format: &ConnectFormat,
+        config: &RouterConfig,
+        topics: &mut TopicCache,
+        envelope_names: &mut EnvelopeNames,
+    ) -> Result<ConnectRecord, (String, Option<String>)> {
+        let invalid = |reason: String| (reason, None);
+        let routing = match row.routing(&config.route_by_column, &self.route_by) {
+            Ok(Some(r)) => r,
+            // Debezium's task dies here (NullPointerException); dead-letter instead.
+            Ok(None) => {
+                return Err(invalid(format!(
+                    "routing column {:?} is NULL",
+                    config.route_by_column
+                )))
+            }
+            Err(reason) => return Err(invalid(reason)),
+        };
+        let topic = topics.topic_for(&routing, config)?;
+        let with_topic = |reason: String| (reason, Some(topic.to_string()));
 
         // The record's headers: Debezium's context headers, trace context (opt-in), `id`, then
         // additional fields (EventRouterDelegate.apply appends to the record's headers). A
         // NULL column is a header with a null value (SimpleHeaderConverter), not a missing one.
-        let mut headers = Vec::with_capacity(self.context.len() + 1 + self.additional.len());
-        headers.extend(self.context.iter().cloned());
+        headers.reserve(1 + self.additional.len());
         // Propagated trace context goes where Debezium's tracing SMT puts it: before `id`.
-        if let Some(context) = self.tracing.and_then(|p| match columns.get(p) {
-            Some(ColumnValue::Text(b)) => Some(b.clone()),
-            _ => None,
-        }) {
+        if let Some(context) = format
+            .tracing_span_context_column
+            .as_deref()
+            .and_then(|name| row.text(name, self.tracing))
+        {
             headers.extend(trace_headers(&context).into_iter().map(|(k, v)| Header {
                 name: k,
                 data: Data::new(
@@ -256,11 +400,12 @@ impl ConnectPlan {
                 encoded: Some(Some(v)),
             }));
         }
-        let (id, id_column) = or_invalid!(field_of(columns, &self.id));
-        headers.push(Header::new("id", Data::new(id_column.schema.clone(), id)));
+        let (id, id_schema) = field_of(row, &config.id_column, &self.id).map_err(invalid)?;
+        headers.push(Header::new("id", Data::new(id_schema.clone(), id)));
 
-        let (mut payload, payload_column) = or_invalid!(field_of(columns, &self.payload));
-        let mut payload_schema = payload_column.schema.clone();
+        let (mut payload, payload_schema) =
+            field_of(row, &config.payload_column, &self.payload).map_err(invalid)?;
+        let mut payload_schema = payload_schema.clone();
         let mut schemaless = None;
         if let (Some(behaviour), Value::String(text)) = (format.expand, &payload) {
             if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
@@ -274,20 +419,30 @@ impl ConnectPlan {
         let mut envelope_fields = vec![(Arc::<str>::from("payload"), payload_schema.clone())];
         let mut envelope_values = vec![payload.clone()];
         let mut partition = None;
-        for (placed, alias, column) in &self.additional {
-            let (value, column) = match placed {
-                Placed::Partition => or_invalid!(value_of(columns, column)),
-                _ => or_invalid!(field_of(columns, column)),
-            };
+        for Additional {
+            placed,
+            alias,
+            column: name,
+            typed: column,
+        } in &self.additional
+        {
+            if config.ignore_missing_additional && !row.has(name, column) {
+                continue;
+            }
+            let (value, schema) = match placed {
+                Placed::Partition => row.value(name, column),
+                _ => field_of(row, name, column),
+            }
+            .map_err(invalid)?;
             match placed {
-                Placed::Header(name) => {
+                Placed::Header(header) => {
                     headers.push(Header::new(
-                        name.clone(),
-                        Data::new(column.schema.clone(), value),
+                        header.clone(),
+                        Data::new(schema.clone(), value),
                     ));
                 }
                 Placed::Envelope => {
-                    envelope_fields.push((alias.clone(), column.schema.clone()));
+                    envelope_fields.push((alias.clone(), schema.clone()));
                     envelope_values.push(value);
                 }
                 Placed::Partition => {
@@ -295,65 +450,347 @@ impl ConnectPlan {
                         Value::Int(p) if (0..=i64::from(i32::MAX)).contains(&p) => Some(p as i32),
                         Value::Null => None,
                         other => {
-                            return with_topic(format!(
+                            return Err(with_topic(format!(
                                 "partition column value {other:?} is not a partition number (Debezium needs an int4 column)"
-                            ))
+                            )))
                         }
                     }
                 }
             }
         }
 
-        let timestamp_ms = match &self.timestamp {
-            None => None,
-            Some(column) => {
-                let column = or_invalid!(column.as_ref().map_err(Clone::clone));
-                match columns.get(column.position) {
-                    Some(ColumnValue::Text(t)) => Some(or_invalid!(column.kind.epoch_millis(t))),
-                    // NULL: when the relay read the event (Debezium's ts_ms), stamped by the route stage.
-                    _ => None,
-                }
-            }
-        };
+        let timestamp_ms = match (&config.timestamp_column, &self.timestamp) {
+            (Some(name), Some(column)) => row.timestamp_ms(name, column).map_err(invalid)?,
+            _ => None,
+        }
+        .or(ts_ms);
 
         let envelope = if self.envelope {
             let mut schema = Schema::new(SchemaType::Struct(envelope_fields), false);
-            if let Some(version) = &self.schema_version {
-                let (v, _) = or_invalid!(value_of(columns, version));
+            if let (Some(name), Some(column)) =
+                (&format.schema_version_column, &self.schema_version)
+            {
+                let (v, _) = row.value(name, column).map_err(invalid)?;
                 schema.version = match v {
                     Value::Int(v) => i32::try_from(v).ok(),
                     _ => None,
                 };
             }
             let routed = String::from_utf8_lossy(&routing);
-            schema.name = Some(envelope_names.name(schema.version, || {
-                format!("{}.{routed}.Value", self.value_schema_prefix)
+            // EventRouterDelegate.getSchemaName: the routed topic before the last part of
+            // the row's schema name.
+            schema.name = Some(envelope_names.name(schema.version, || match value_schema {
+                Some(name) => match name.rsplit_once('.') {
+                    Some((head, tail)) => format!("{head}.{routed}.{tail}"),
+                    None => format!("{routed}.{name}"),
+                },
+                None => routed.into_owned(),
             }));
             Some((schema, Value::Struct(envelope_values)))
         } else {
             None
         };
         let value = event_router_value(format, payload, payload_schema, schemaless, envelope);
-        let (key, key_column) = or_invalid!(field_of(columns, &self.key));
-        let record = ConnectRecord {
+        let (key, key_schema) = field_of(row, &config.key_column, &self.key).map_err(invalid)?;
+        Ok(ConnectRecord {
             topic,
             partition,
-            key: Data::new(key_column.schema.clone(), key),
+            key: Data::new(key_schema.clone(), key),
             value,
             headers,
             timestamp_ms,
-        };
-        let event = position.map(|position| {
-            Box::new(ChangeEventAt {
-                position: position.clone(),
-                schema: self.namespace.clone(),
-                table: self.name.clone(),
-                context: self.context.len(),
-            })
-        });
-        finish(record, format, transforms, event, || {
-            dead(String::new(), None)
         })
+    }
+}
+
+impl ImagePlan {
+    fn new(relation: &Relation, facts: &[ColumnFacts], format: &ConnectFormat) -> Self {
+        // Columns Debezium has no schema for are left out, as it leaves them out.
+        let columns: Vec<TypedColumn> = (0..relation.columns.len())
+            .filter_map(|p| type_column(relation, facts, format, p).ok())
+            .collect();
+        let prefix = change_event_topic(&format.topic_prefix, &relation.namespace, &relation.name);
+        let value_schema = Schema::new(
+            SchemaType::Struct(
+                columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.schema.clone()))
+                    .collect(),
+            ),
+            true,
+        )
+        .named(&format.schema_name(format!("{prefix}.Value")), None);
+        let mut key: Vec<(i32, usize)> = columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let fact = facts.iter().find(|f| *f.name == *c.name)?;
+                Some((fact.key_position?, i))
+            })
+            .collect();
+        key.sort_unstable();
+        let key = (!key.is_empty()).then(|| {
+            let indexes: Vec<usize> = key.into_iter().map(|(_, i)| i).collect();
+            let fields = indexes
+                .iter()
+                .map(|&i| (columns[i].name.clone(), columns[i].schema.clone()))
+                .collect();
+            let schema = Schema::new(SchemaType::Struct(fields), false)
+                .named(&format.schema_name(format!("{prefix}.Key")), None);
+            (schema, indexes)
+        });
+        Self {
+            columns,
+            value_schema,
+            key,
+            envelope_name: format.schema_name(format!("{prefix}.Envelope")),
+        }
+    }
+
+    /// The change event of the INSERT of `columns`, as Debezium's PostgreSQL connector
+    /// makes it (its `ts_ms` set by [`change_event::stamp`] when the transforms run).
+    fn change_event(
+        &self,
+        plan: &ConnectPlan,
+        columns: &[ColumnValue],
+        before: &BeforeRouter,
+        format: &ConnectFormat,
+        position: &SourcePosition,
+    ) -> Result<ConnectRecord, String> {
+        let after = self
+            .columns
+            .iter()
+            .map(|c| value_of(columns, c))
+            .collect::<Result<Vec<Value>, String>>()?;
+        let key = match &self.key {
+            Some((schema, indexes)) => Data::new(
+                schema.clone(),
+                Value::Struct(indexes.iter().map(|&i| after[i].clone()).collect()),
+            ),
+            None => Data::null(),
+        };
+        Ok(change_event::insert_event(
+            before,
+            &self.envelope_name,
+            &format.topic_prefix,
+            &plan.namespace,
+            &plan.name,
+            position,
+            &plan.context,
+            RowImage {
+                value_schema: self.value_schema.clone(),
+                after: Value::Struct(after),
+                key,
+            },
+        ))
+    }
+}
+
+/// A column typed as Debezium types it, or `what` it has that Debezium does not map.
+fn type_column(
+    relation: &Relation,
+    facts: &[ColumnFacts],
+    format: &ConnectFormat,
+    position: usize,
+) -> Result<TypedColumn, String> {
+    let column = &relation.columns[position];
+    let fact = facts.iter().find(|f| f.name == column.name);
+    let pg_type = fact
+        .and_then(|f| f.pg_type.clone())
+        .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
+    let kind = ColumnKind::resolve(&pg_type, &format.types)?;
+    let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
+    schema.default = fact
+        .and_then(|f| f.default_expression.as_deref())
+        .filter(|_| has_default_mapper(&pg_type))
+        .and_then(|e| default_value(&kind, e));
+    Ok(TypedColumn {
+        name: column.name.as_str().into(),
+        position,
+        kind,
+        schema,
+    })
+}
+
+/// Where the EventRouter reads a row's fields, as `Struct.get` on the change event's
+/// `after`: each read names the field and gives the plan's typing of the table's column of
+/// that name, which a tuple is read with.
+trait Row {
+    /// The field's value (NULL as `Null`) and schema.
+    fn value<'s>(
+        &'s self,
+        name: &str,
+        column: &'s Result<TypedColumn, String>,
+    ) -> Result<(Value, &'s Schema), String>;
+    /// Whether the row has the field.
+    fn has(&self, name: &str, column: &Result<TypedColumn, String>) -> bool;
+    /// The routing field's text; `None` when NULL.
+    fn routing(
+        &self,
+        name: &str,
+        column: &Result<TypedColumn, String>,
+    ) -> Result<Option<Bytes>, String>;
+    /// The event timestamp field in epoch milliseconds; `None` when NULL.
+    fn timestamp_ms(
+        &self,
+        name: &str,
+        column: &Result<TypedColumn, String>,
+    ) -> Result<Option<i64>, String>;
+    /// A text field's bytes (the tracing span context); `None` when NULL or missing.
+    fn text(&self, name: &str, position: Option<usize>) -> Option<Bytes>;
+}
+
+/// A row as the replication stream sent it, typed by the plan.
+struct Tuple<'a>(&'a [ColumnValue]);
+
+impl Row for Tuple<'_> {
+    fn value<'s>(
+        &'s self,
+        _: &str,
+        column: &'s Result<TypedColumn, String>,
+    ) -> Result<(Value, &'s Schema), String> {
+        let column = column.as_ref().map_err(Clone::clone)?;
+        Ok((value_of(self.0, column)?, &column.schema))
+    }
+
+    fn has(&self, _: &str, column: &Result<TypedColumn, String>) -> bool {
+        column.is_ok()
+    }
+
+    fn routing(
+        &self,
+        _: &str,
+        column: &Result<TypedColumn, String>,
+    ) -> Result<Option<Bytes>, String> {
+        let column = column.as_ref().map_err(Clone::clone)?;
+        Ok(match self.0.get(column.position) {
+            Some(ColumnValue::Text(b) | ColumnValue::Binary(b)) => Some(b.clone()),
+            _ => None,
+        })
+    }
+
+    fn timestamp_ms(
+        &self,
+        _: &str,
+        column: &Result<TypedColumn, String>,
+    ) -> Result<Option<i64>, String> {
+        let column = column.as_ref().map_err(Clone::clone)?;
+        match self.0.get(column.position) {
+            Some(ColumnValue::Text(t)) => column.kind.epoch_millis(t).map(Some),
+            // NULL: when the relay read the event (Debezium's ts_ms), stamped by the route stage.
+            _ => Ok(None),
+        }
+    }
+
+    fn text(&self, _: &str, position: Option<usize>) -> Option<Bytes> {
+        match self.0.get(position?) {
+            Some(ColumnValue::Text(b)) => Some(b.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A struct of the change event (its `after`, or the envelope itself) after the transforms
+/// before the EventRouter: fields are found by name, with the schemas the transforms gave.
+struct Image<'a> {
+    fields: &'a [(Arc<str>, Schema)],
+    values: &'a [Value],
+}
+
+impl<'a> Image<'a> {
+    /// The field `name`, as `Struct.get` finds it (without its default).
+    fn find(&self, name: &str) -> Option<(&'a Value, &'a Schema)> {
+        let i = self.fields.iter().position(|(n, _)| &**n == name)?;
+        Some((
+            self.values.get(i).unwrap_or(&Value::Null),
+            &self.fields[i].1,
+        ))
+    }
+
+    fn get(&self, name: &str) -> Result<(Value, &'a Schema), String> {
+        let (value, schema) = self
+            .find(name)
+            .ok_or_else(|| format!("{name} is not a valid field name"))?;
+        Ok((value.clone(), schema))
+    }
+}
+
+impl Row for Image<'_> {
+    fn value<'s>(
+        &'s self,
+        name: &str,
+        _: &'s Result<TypedColumn, String>,
+    ) -> Result<(Value, &'s Schema), String> {
+        self.get(name)
+    }
+
+    fn has(&self, name: &str, _: &Result<TypedColumn, String>) -> bool {
+        self.fields.iter().any(|(n, _)| &**n == name)
+    }
+
+    fn routing(
+        &self,
+        name: &str,
+        _: &Result<TypedColumn, String>,
+    ) -> Result<Option<Bytes>, String> {
+        match self.get(name)? {
+            (Value::String(text), _) => Ok(Some(text)),
+            (Value::Null, _) => Ok(None),
+            (_, schema) => Err(format!(
+                "Field '{name}' is not of type STRING (routing field of type {})",
+                schema.kind.type_name()
+            )),
+        }
+    }
+
+    fn timestamp_ms(
+        &self,
+        name: &str,
+        _: &Result<TypedColumn, String>,
+    ) -> Result<Option<i64>, String> {
+        let (value, schema) = self
+            .get(name)
+            .map_err(|_| format!("Unable to find timestamp field {name} in event"))?;
+        let unsupported = || {
+            format!(
+                "Unsupported field type {} for event timestamp",
+                schema.name.as_deref().unwrap_or(schema.kind.type_name())
+            )
+        };
+        // As a tuple's column is read: Debezium's time types by their names, a plain
+        // integer as epoch milliseconds, the text of a ZonedTimestamp or IsoTimestamp
+        // (`time.precision.mode=isostring`).
+        match (value, schema.name.as_deref()) {
+            (Value::Null, _) => Ok(None),
+            (Value::Int(t), Some("io.debezium.time.MicroTimestamp")) => {
+                Ok(Some(t.div_euclid(1000)))
+            }
+            (Value::Int(t), Some("io.debezium.time.NanoTimestamp")) => {
+                Ok(Some(t.div_euclid(1_000_000)))
+            }
+            (
+                Value::Int(t),
+                None
+                | Some("io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp"),
+            ) => Ok(Some(t)),
+            (
+                Value::String(text),
+                Some("io.debezium.time.ZonedTimestamp" | "io.debezium.time.IsoTimestamp"),
+            ) => {
+                let text = String::from_utf8_lossy(&text).replacen('T', " ", 1);
+                crate::connect::pg_text::parse_timestamp_micros(text.trim_end_matches('Z'))
+                    .map(|micros| Some(micros.div_euclid(1000)))
+                    .ok_or_else(|| format!("cannot read a timestamp from {text:?}"))
+            }
+            _ => Err(unsupported()),
+        }
+    }
+
+    fn text(&self, name: &str, _: Option<usize>) -> Option<Bytes> {
+        match self.get(name).ok()? {
+            (Value::String(text), _) => Some(text),
+            _ => None,
+        }
     }
 }
 
@@ -441,27 +878,24 @@ pub(super) fn event_router_value(
     }
 }
 
-/// A column as the EventRouter reads it with `Struct.get`: NULL becomes the column's
-/// default when its schema has one (id, key, payload, header and envelope fields; the
-/// routing, timestamp and schema-version columns are read without it).
-fn field_of<'a>(
-    columns: &[ColumnValue],
-    column: &'a Result<TypedColumn, String>,
-) -> Result<(Value, &'a TypedColumn), String> {
-    let (value, column) = value_of(columns, column)?;
-    match (&value, &column.schema.default) {
-        (Value::Null, Some(default)) => Ok((default.clone(), column)),
-        _ => Ok((value, column)),
+/// A field as the EventRouter reads it with `Struct.get`: NULL becomes the field's default
+/// when its schema has one (id, key, payload, header and envelope fields; the routing,
+/// timestamp and schema-version fields are read without it).
+fn field_of<'s>(
+    row: &'s impl Row,
+    name: &str,
+    column: &'s Result<TypedColumn, String>,
+) -> Result<(Value, &'s Schema), String> {
+    let (value, schema) = row.value(name, column)?;
+    match (&value, &schema.default) {
+        (Value::Null, Some(default)) => Ok((default.clone(), schema)),
+        _ => Ok((value, schema)),
     }
 }
 
 /// The Connect value of a row's column.
-fn value_of<'a>(
-    columns: &[ColumnValue],
-    column: &'a Result<TypedColumn, String>,
-) -> Result<(Value, &'a TypedColumn), String> {
-    let column = column.as_ref().map_err(Clone::clone)?;
-    let value = match columns.get(column.position) {
+fn value_of(columns: &[ColumnValue], column: &TypedColumn) -> Result<Value, String> {
+    Ok(match columns.get(column.position) {
         Some(ColumnValue::Null) => Value::Null,
         Some(ColumnValue::Text(b)) => column.kind.value(b)?,
         Some(ColumnValue::Binary(_)) => {
@@ -477,8 +911,7 @@ fn value_of<'a>(
                 column.position + 1
             ))
         }
-    };
-    Ok((value, column))
+    })
 }
 
 /// `traceparent` / `tracestate` from a java.util.Properties text (`key=value` lines), the

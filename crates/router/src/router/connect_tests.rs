@@ -52,6 +52,7 @@ fn router_with(config: RouterConfig) -> Router {
             not_null: *c != "payload",
             default_expression: None,
             pg_type: None,
+            key_position: (*c == "id").then_some(1),
         })
         .collect();
     router.route(&seed_relation());
@@ -375,4 +376,245 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+/// A transform before the EventRouter, configured as `transforms.<alias>.*` would be.
+fn before_step(alias: &str, class: &str, options: &[(&str, &str)]) -> crate::transforms::Step {
+    use crate::transforms::{lookup, Options, Step};
+    let (entry, side) = lookup(class).unwrap();
+    let options: Vec<(String, String)> = options
+        .iter()
+        .map(|(k, v)| (format!("transforms.{alias}.{k}"), (*v).to_owned()))
+        .collect();
+    let get = |k: &str| options.iter().find(|(o, _)| o == k).map(|(_, v)| v.clone());
+    let transform = (entry.parse)(&Options { alias, get: &get }, side).unwrap();
+    Step {
+        alias: alias.into(),
+        class: class.into(),
+        transform,
+        predicate: None,
+    }
+}
+
+const T: &str = "org.apache.kafka.connect.transforms.";
+
+/// A router of the seeds' table with `steps` before the EventRouter, at a WAL position.
+fn router_before(config: RouterConfig, steps: Vec<crate::transforms::Step>) -> Router {
+    let mut r = router_with(RouterConfig {
+        before: Some(crate::BeforeRouter {
+            chain: crate::transforms::Chain { steps },
+            version: "3.6.1.Final".into(),
+            database: "postgres".into(),
+        }),
+        ..config
+    });
+    r.set_position(crate::SourcePosition {
+        lsn: 28_844_416,
+        xid: Some(983),
+        commit_time_us: Some(1_764_152_870_824_123),
+        last_commit_lsn: Some(28_844_176),
+        snapshot: None,
+        transaction: None,
+    });
+    r
+}
+
+/// The EventRouter reads the change event the transforms before it made: where they leave
+/// the row alone, it routes exactly what it routes from the row itself (headers, envelope,
+/// key, timestamp, tombstone).
+#[test]
+fn the_event_router_routes_a_change_event_as_it_routes_the_row() {
+    let mut format = format(JSON_ON, JSON_ON, true);
+    format.header = HeaderConverter::Other(JSON_ON);
+    let config = RouterConfig {
+        additional: vec![
+            AdditionalField {
+                column: "event_type".into(),
+                placement: crate::Placement::Header,
+                alias: "type".into(),
+            },
+            AdditionalField {
+                column: "created_at".into(),
+                placement: crate::Placement::Envelope,
+                alias: "at".into(),
+            },
+        ],
+        timestamp_column: Some("created_at".into()),
+        output: Output::Connect(format),
+        ..RouterConfig::default()
+    };
+    let mut plain = router_with(config.clone());
+    let mut before = router_before(
+        config,
+        vec![
+            before_step(
+                "drop",
+                &format!("{T}ReplaceField$Value"),
+                &[("exclude", "source,transaction")],
+            ),
+            before_step(
+                "tag",
+                &format!("{T}InsertField$Value"),
+                &[("static.field", "origin"), ("static.value", "shop")],
+            ),
+        ],
+    );
+    for payload in [Some(r#"{"total": 42}"#), None, Some("  ")] {
+        let outcome = plain.route(&seed_insert(payload));
+        let expected = plain.converted(Some(outcome));
+        let outcome = before.route(&seed_insert(payload));
+        let got = before.converted(Some(outcome));
+        assert_eq!(got, expected, "{payload:?}");
+        assert_eq!(got.timestamp_ms, Some(1_767_261_600_000));
+    }
+    // Without a timestamp column, the record's time is the change event's ts_ms: when the
+    // relay processed it.
+    let mut config = before.config.clone();
+    config.timestamp_column = None;
+    let mut r = router_before(config, vec![]);
+    let outcome = r.route(&seed_insert(Some("{}")));
+    match r.transformed(outcome, 1_700_000_000_123) {
+        RouteOutcome::Record(record) => assert_eq!(record.timestamp_ms, Some(1_700_000_000_123)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The change event carries the row as Debezium's connector writes it: `after` the row
+/// (`<prefix>.<schema>.<table>.Value`, each column with Debezium's schema), `before` null,
+/// the key the primary key's struct, `op` `c` (`r` for a snapshot row).
+#[test]
+fn transforms_before_the_event_router_read_the_row_and_its_key() {
+    let mut format = format(JSON_ON, JSON_ON, false);
+    format.header = HeaderConverter::Other(JSON_OFF);
+    format.context_headers = None;
+    let config = RouterConfig {
+        output: Output::Connect(format),
+        ..RouterConfig::default()
+    };
+    let mut r = router_before(
+        config,
+        vec![
+            before_step(
+                "row",
+                &format!("{T}HeaderFrom$Value"),
+                &[
+                    ("fields", "after,before,op"),
+                    ("headers", "row,old,op"),
+                    ("operation", "copy"),
+                ],
+            ),
+            before_step(
+                "pk",
+                &format!("{T}HeaderFrom$Key"),
+                &[("fields", "id"), ("headers", "pk"), ("operation", "copy")],
+            ),
+        ],
+    );
+    let outcome = r.route(&seed_insert(Some(r#"{"a":1}"#)));
+    let rec = r.converted(Some(outcome));
+    let names: Vec<&str> = rec.headers.iter().map(|(n, _)| &**n).collect();
+    assert_eq!(names, ["row", "old", "op", "pk", "id", "eventType"]);
+    assert_eq!(
+        text(&rec.headers[0].1),
+        concat!(
+            r#"{"id":"6b1c0e4e-0000-4000-8000-000000000001","aggregate_type":"Order","#,
+            r#""aggregate_id":"order-1","event_type":"OrderCreated","payload":"{\"a\":1}","#,
+            r#""created_at":"2026-01-01T10:00:00.000000Z"}"#
+        )
+    );
+    assert_eq!(text(&rec.headers[1].1), "null");
+    assert_eq!(text(&rec.headers[2].1), r#""c""#);
+    assert_eq!(
+        text(&rec.headers[3].1),
+        r#""6b1c0e4e-0000-4000-8000-000000000001""#
+    );
+    // The routing is the EventRouter's, from the row.
+    assert_eq!(&*rec.topic, "Order.events");
+    assert_eq!(
+        text(&rec.key),
+        r#"{"schema":{"type":"string","optional":false},"payload":"order-1"}"#
+    );
+
+    // With schemas: the row's schema is the table's Value struct.
+    let mut with_schemas = r.config.clone();
+    if let Output::Connect(f) = &mut with_schemas.output {
+        f.header = HeaderConverter::Other(JSON_ON);
+    }
+    let steps = r.config.before.clone().unwrap().chain.steps;
+    let mut r = router_before(with_schemas, steps);
+    r.set_position(crate::SourcePosition {
+        snapshot: Some("true"),
+        ..r.position.clone()
+    });
+    let outcome = r.route(&seed_insert(None));
+    let rec = r.converted(Some(outcome));
+    let row = text(&rec.headers[0].1);
+    assert!(
+        row.starts_with(r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"field":"id"}"#)
+            && row.contains(r#""optional":true,"name":"orders-server.public.outbox.Value"},"payload":{"id":"#)
+            && row.contains(r#""payload":null,"#),
+        "{row}"
+    );
+    assert_eq!(
+        text(&rec.headers[2].1),
+        r#"{"schema":{"type":"string","optional":false},"payload":"r"}"#
+    );
+}
+
+/// What the transforms before the EventRouter make of a change event decides what the
+/// EventRouter does: a record that is no longer a change event passes it unchanged, one
+/// whose row is gone is dead-lettered with Debezium's reason, a filtered one is dropped.
+#[test]
+fn the_event_router_follows_what_the_transforms_before_it_made() {
+    let config = RouterConfig {
+        output: Output::Connect(format(JSON_OFF, JSON_OFF, false)),
+        ..RouterConfig::default()
+    };
+    let mut renamed = router_before(
+        config.clone(),
+        vec![before_step(
+            "meta",
+            &format!("{T}SetSchemaMetadata$Value"),
+            &[("schema.name", "shop.Change")],
+        )],
+    );
+    let outcome = renamed.route(&seed_insert(Some("{}")));
+    let rec = renamed.converted(Some(outcome));
+    assert_eq!(&*rec.topic, "orders-server.public.outbox");
+    let value = text(&rec.value);
+    assert!(
+        value.starts_with(r#"{"before":null,"after":{"id":"6b1c0e4e-0000-4000-8000-000000000001","#)
+            && value.contains(r#""source":{"version":"3.6.1.Final","connector":"postgresql","name":"orders-server","ts_ms":1764152870824,"#)
+            && value.contains(r#""transaction":null,"op":"c","ts_ms":0,"ts_us":0,"ts_ns":0}"#),
+        "{value}"
+    );
+    assert_eq!(
+        text(&rec.key),
+        r#"{"id":"6b1c0e4e-0000-4000-8000-000000000001"}"#
+    );
+
+    let mut rowless = router_before(
+        config.clone(),
+        vec![before_step(
+            "drop",
+            &format!("{T}ReplaceField$Value"),
+            &[("exclude", "after")],
+        )],
+    );
+    let outcome = rowless.route(&seed_insert(Some("{}")));
+    match rowless.transformed(outcome, 0) {
+        RouteOutcome::Invalid(dead) => {
+            assert_eq!(dead.reason, "Unknown field: after");
+            assert_eq!(text(&dead.event_id), "6b1c0e4e-0000-4000-8000-000000000001");
+            assert!(dead.row.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let mut filtered = router_before(
+        config,
+        vec![before_step("drop", &format!("{T}Filter"), &[])],
+    );
+    let outcome = filtered.route(&seed_insert(Some("{}")));
+    assert_eq!(filtered.transformed(outcome, 0), RouteOutcome::Ignored);
 }

@@ -71,7 +71,7 @@ mod tests {
             schemas_enable: true,
             replace_null_with_default: true,
         });
-        let hb = router(json.clone(), Some("__debezium-heartbeat.dbserver1"));
+        let mut hb = router(json.clone(), Some("__debezium-heartbeat.dbserver1"));
         let r = hb.converted(hb.heartbeat(1_700_000_000_000));
         assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");
         assert_eq!(r.partition, Some(0));
@@ -84,7 +84,7 @@ mod tests {
             std::str::from_utf8(r.value.as_deref().unwrap()).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":1700000000000}}"#
         );
-        let hb = router(Converter::String, Some("hb"));
+        let mut hb = router(Converter::String, Some("hb"));
         let r = hb.converted(hb.heartbeat(5));
         assert_eq!(r.key.as_deref(), Some(&b"Struct{serverName=dbserver1}"[..]));
         assert_eq!(r.value.as_deref(), Some(&b"Struct{ts_ms=5}"[..]));

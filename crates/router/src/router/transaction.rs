@@ -195,7 +195,7 @@ mod tests {
     /// with null counts, END with the total and per-table counts.
     #[test]
     fn begin_and_end_records_as_debezium_writes_them() {
-        let r = router();
+        let mut r = router();
         let begin = r.converted(r.transaction_record(&TransactionMark::Begin {
             id: "571:53195829".into(),
             ts_ms: 1_486_500_577_125,

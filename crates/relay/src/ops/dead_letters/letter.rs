@@ -321,7 +321,7 @@ impl Reroute {
                     .collect(),
             },
         }));
-        // The transforms after the EventRouter, as `run` applies them.
+        // The transforms before and after the EventRouter, as `run` applies them.
         self.router.transformed(outcome, crate::metrics::now_ms())
     }
 }

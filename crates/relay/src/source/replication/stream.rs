@@ -889,7 +889,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         event: Option<EventPosition>,
         table: Arc<str>,
     ) -> Result<Option<Seq>, RelayError> {
-        // Kafka Connect's transforms after the EventRouter, on every record (heartbeats and
+        // Kafka Connect's transforms before and after the EventRouter, on every record (heartbeats and
         // transaction records too, as a worker's chain).
         let outcome = self.router.transformed(outcome, crate::metrics::now_ms());
         let Some(routed) = route::triage(outcome, Some(position))? else {
