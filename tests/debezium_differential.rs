@@ -3304,6 +3304,9 @@ async fn the_relay_writes_what_debezium_writes_for_generated_cases() {
         "header.converter",
         "two rows per transaction",
         "update and delete",
+        "before the EventRouter: ",
+        "HeaderFrom$Key",
+        "HeaderFrom move",
     ] {
         covered.push(format!(
             "{}: {}",

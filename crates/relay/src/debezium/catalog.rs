@@ -486,6 +486,21 @@ pub const CATALOG: &[Spec] = &[
             messages: d.messages.is_some(),
         };
         c::router_predicate(c.o, &d.router_alias, &sources)?;
+        // The predicate is checked against the change events' topics, which a routing
+        // transform before the EventRouter would change.
+        let predicate = format!("transforms.{}.predicate", d.router_alias);
+        if c.o.get(&predicate).is_some() {
+            for alias in &d.before_router {
+                let class = c.o.get(&format!("transforms.{alias}.type")).unwrap_or_default();
+                if class.ends_with(".RegexRouter") || class.ends_with(".TimestampRouter") {
+                    return Err(format!(
+                        "{predicate}: a predicate on the EventRouter after transforms.{alias} ({class}), which renames \
+                         the change events' topics, is not supported; put {alias} after the EventRouter, or drop the \
+                         predicate"
+                    ));
+                }
+            }
+        }
         d.chain = c::transform_chain(c.o, &d.after_router)?;
         if !d.before_router.is_empty() {
             d.before_chain = Some(c::transform_chain(c.o, &d.before_router)?);

@@ -776,6 +776,28 @@ fn transforms_after_the_event_router_are_chained_with_their_predicates() {
     assert_eq!(chain.steps[0].alias, "route");
     assert!(before.router.chain.steps.is_empty());
     let refused = |extra: &[(&str, &str)]| translate(&config(extra), None).unwrap_err();
+    // A predicate on the EventRouter is checked against the change events' topics, which a
+    // RegexRouter before it renames.
+    let renamed = refused(&[
+        ("transforms", "route,outbox"),
+        (
+            "transforms.route.type",
+            "org.apache.kafka.connect.transforms.RegexRouter",
+        ),
+        ("transforms.route.regex", "(.*)"),
+        ("transforms.route.replacement", "cdc.$1"),
+        ("predicates", "isOutbox"),
+        (
+            "predicates.isOutbox.type",
+            "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        ),
+        ("predicates.isOutbox.pattern", ".*"),
+        ("transforms.outbox.predicate", "isOutbox"),
+    ]);
+    assert!(
+        renamed.contains("transforms.outbox.predicate") && renamed.contains("renames"),
+        "{renamed}"
+    );
     let unknown = refused(&[
         ("transforms", "outbox,flat"),
         (

@@ -220,7 +220,9 @@ impl HeaderConverter {
             (None, Value::Null) => Ok(None),
             (None, value) => match self {
                 HeaderConverter::Simple => match value {
-                    Value::Struct(_) | Value::Array(_) | Value::Map(_) => {
+                    // A Connect Struct always has its schema.
+                    Value::Struct(_) => Err("a struct header without a schema".into()),
+                    Value::Array(_) | Value::Map(_) => {
                         let mut out = Vec::new();
                         kafka_values_string(&mut out, None, value, false);
                         Ok(Some(out.into()))

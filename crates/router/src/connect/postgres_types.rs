@@ -65,8 +65,8 @@ pub struct ColumnFacts {
     /// The column's type with domains resolved to their base type; `None` types the
     /// column from the Relation message's OID alone.
     pub pg_type: Option<PgType>,
-    /// Its place in the table's primary key (1 for the first), which the change event's
-    /// key follows; `None` when it is not part of it.
+    /// Its place in the table's primary key (ascending: `pg_index.indkey`'s order), which the
+    /// change event's key follows; `None` when it is not part of it.
     pub key_position: Option<i32>,
 }
 

@@ -54,8 +54,10 @@ pub(crate) struct ConnectPlan {
     timestamp: Option<Result<TypedColumn, String>>,
     schema_version: Option<Result<TypedColumn, String>>,
     tracing: Option<usize>,
-    /// `<topic.prefix>.<schema>.<table>`, the prefix of the envelope schema name.
-    value_schema_prefix: String,
+    /// The name of the row's schema, `<topic.prefix>.<schema>.<table>.Value` (the table's
+    /// change event topic, as Debezium names its record schemas): the EventRouter names its
+    /// envelope after it.
+    value_schema_name: String,
     /// Whether any additional field goes into the envelope.
     envelope: bool,
     /// Debezium's context headers, converted once.
@@ -125,10 +127,6 @@ impl ConnectPlan {
         let additional = config
             .additional
             .iter()
-            .filter(|f| {
-                // Missing columns are skipped when ignored, not typed (no unsupported type).
-                !config.ignore_missing_additional || relation.column_index(&f.column).is_some()
-            })
             .map(|f| {
                 let placed = match f.placement {
                     Placement::Header => Placed::Header(f.alias.clone()),
@@ -149,9 +147,12 @@ impl ConnectPlan {
             .tracing_span_context_column
             .as_deref()
             .and_then(|c| relation.column_index(c));
-        let envelope = additional
+        // `onlyHeadersInOutputMessage`: from the configuration, whether or not the table has
+        // the envelope's columns.
+        let envelope = config
+            .additional
             .iter()
-            .any(|a| matches!(a.placed, Placed::Envelope));
+            .any(|f| f.placement == Placement::Envelope);
         let context = format
             .context_headers
             .iter()
@@ -171,9 +172,9 @@ impl ConnectPlan {
             timestamp,
             schema_version,
             tracing,
-            value_schema_prefix: format.schema_name(format!(
-                "{}.{}.{}",
-                format.topic_prefix, relation.namespace, relation.name
+            value_schema_name: format.schema_name(format!(
+                "{}.Value",
+                change_event_topic(&format.topic_prefix, &relation.namespace, &relation.name)
             )),
             envelope,
             context,
@@ -245,12 +246,13 @@ impl ConnectPlan {
                 })),
             }));
         }
-        let row = Tuple(columns);
-        let value_schema = format!("{}.Value", self.value_schema_prefix);
+        // The context headers, then room for the EventRouter's (`id`, additional fields).
+        let mut headers = Vec::with_capacity(self.context.len() + 1 + self.additional.len());
+        headers.extend(self.context.iter().cloned());
         let routed = self.event_router(
-            &row,
-            self.context.clone(),
-            (Some(&value_schema), None),
+            &Tuple(columns),
+            headers,
+            (Some(&self.value_schema_name), Ok(None)),
             format,
             config,
             topics,
@@ -280,6 +282,11 @@ impl ConnectPlan {
         envelope_names: &mut EnvelopeNames,
         mut dead: InvalidRow,
     ) -> RouteOutcome {
+        // A tombstone the transforms made is dropped; a record that is no longer a change
+        // event passes unchanged.
+        if event.value.value.is_null() {
+            return RouteOutcome::Ignored;
+        }
         let fields = match &event.value.schema {
             Some(Schema {
                 kind: SchemaType::Struct(fields),
@@ -294,43 +301,50 @@ impl ConnectPlan {
                 }))
             }
         };
+        let invalid = |mut dead: InvalidRow, reason: String| {
+            dead.reason = reason;
+            RouteOutcome::Invalid(dead)
+        };
         let Value::Struct(values) = &event.value.value else {
-            dead.reason = format!(
-                "Only Struct objects supported for [Detect Debezium Operation], found: {}",
-                crate::connect::java_class(event.value.schema.as_ref(), &event.value.value)
+            let found = crate::connect::java_class(event.value.schema.as_ref(), &event.value.value);
+            return invalid(
+                dead,
+                format!(
+                    "Only Struct objects supported for [Detect Debezium Operation], found: {found}"
+                ),
             );
-            return RouteOutcome::Invalid(dead);
         };
         let envelope = Image { fields, values };
-        match envelope.get("op").map(|(v, _)| v) {
-            Ok(Value::String(op)) if &op[..] == b"d" => return RouteOutcome::Ignored,
-            Ok(Value::String(op)) if &op[..] == b"u" => {
+        match envelope.get("op") {
+            Ok((Value::String(op), _)) if &op[..] == b"d" => return RouteOutcome::Ignored,
+            Ok((Value::String(op), _)) if &op[..] == b"u" => {
                 return super::unexpected_update(config, &dead.table)
             }
-            _ => {}
+            Ok((Value::String(_), _)) => {}
+            // Debezium's `op.equals(…)` on a null `op`.
+            Ok(_) => return invalid(dead, "op is null (NullPointerException)".into()),
+            Err(reason) => return invalid(dead, reason),
         }
         let Some((after, schema)) = envelope.find("after") else {
-            dead.reason = "Unknown field: after".into();
-            return RouteOutcome::Invalid(dead);
+            return invalid(dead, "Unknown field: after".into());
         };
         let (Value::Struct(values), SchemaType::Struct(fields)) = (after, &schema.kind) else {
-            dead.reason = format!(
-                "Only Struct objects supported for [Read Outbox Event], found: {}",
-                crate::connect::java_class(Some(schema), after)
+            let found = crate::connect::java_class(Some(schema), after);
+            return invalid(
+                dead,
+                format!("Only Struct objects supported for [Read Outbox Event], found: {found}"),
             );
-            return RouteOutcome::Invalid(dead);
         };
-        let name = schema.name.as_deref();
+        // The record's time where no timestamp field gives one (`getInt64("ts_ms")`).
         let ts_ms = match envelope.get("ts_ms") {
-            Ok((Value::Int(ms), _)) => Some(ms),
-            _ => None,
+            Ok((Value::Int(ms), _)) => Ok(Some(ms)),
+            Ok(_) => Ok(None),
+            Err(reason) => Err(reason),
         };
-        let row = Image { fields, values };
-        let mut headers = event.headers;
         let routed = self.event_router(
-            &row,
-            std::mem::take(&mut headers),
-            (name, ts_ms),
+            &Image { fields, values },
+            event.headers,
+            (schema.name.as_deref(), ts_ms),
             format,
             config,
             topics,
@@ -354,13 +368,14 @@ impl ConnectPlan {
     /// its headers `headers` then the EventRouter's, or why it cannot be routed (and the
     /// topic, once known). `(value schema name, ts_ms)`: the name of `after`'s schema, which
     /// names the envelope, and the change event's `ts_ms` (the record's timestamp when no
-    /// timestamp field gives one; `None`: when the relay read the event).
+    /// timestamp field gives one; `None`: when the relay read the event; `Err`: why it
+    /// cannot be read).
     #[allow(clippy::too_many_arguments)]
     fn event_router(
         &self,
         row: &impl Row,
         mut headers: Vec<Header>,
-        (value_schema, ts_ms): (Option<&str>, Option<i64>),
+        (value_schema, ts_ms): (Option<&str>, Result<Option<i64>, String>),
         format: &ConnectFormat,
         config: &RouterConfig,
         topics: &mut TopicCache,
@@ -462,8 +477,11 @@ impl ConnectPlan {
         let timestamp_ms = match (&config.timestamp_column, &self.timestamp) {
             (Some(name), Some(column)) => row.timestamp_ms(name, column).map_err(invalid)?,
             _ => None,
-        }
-        .or(ts_ms);
+        };
+        let timestamp_ms = match timestamp_ms {
+            Some(ms) => Some(ms),
+            None => ts_ms.map_err(invalid)?,
+        };
 
         let envelope = if self.envelope {
             let mut schema = Schema::new(SchemaType::Struct(envelope_fields), false);

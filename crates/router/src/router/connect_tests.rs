@@ -611,6 +611,35 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         other => panic!("{other:?}"),
     }
 
+    // A change event without its `op` fails the EventRouter as it fails Debezium's; a
+    // tombstone the transforms made is dropped, as the EventRouter drops tombstones.
+    for (step, expected) in [
+        (
+            before_step(
+                "drop",
+                &format!("{T}ReplaceField$Value"),
+                &[("exclude", "op")],
+            ),
+            Some("op is not a valid field name"),
+        ),
+        (
+            before_step(
+                "extract",
+                &format!("{T}ExtractField$Value"),
+                &[("field", "before")],
+            ),
+            None,
+        ),
+    ] {
+        let mut r = router_before(config.clone(), vec![step]);
+        let outcome = r.route(&seed_insert(Some("{}")));
+        match (r.transformed(outcome, 0), expected) {
+            (RouteOutcome::Invalid(dead), Some(reason)) => assert_eq!(dead.reason, reason),
+            (RouteOutcome::Ignored, None) => {}
+            (other, _) => panic!("{expected:?}: {other:?}"),
+        }
+    }
+
     let mut filtered = router_before(
         config,
         vec![before_step("drop", &format!("{T}Filter"), &[])],
