@@ -4,7 +4,8 @@
 //!
 //! Beside the native routing, the Debezium mode (`--debezium-config`) on the same messages:
 //! the record Kafka Connect would write, through the Connect record model, the converters and
-//! a chain of transforms, for two connector configurations ([`DEBEZIUM_CASES`]).
+//! a chain of transforms, for three connector configurations ([`DEBEZIUM_CASES`]), one
+//! with a transform before the EventRouter (the row's change event made and routed).
 //!
 //! cargo bench --bench decode_route
 //!
@@ -143,6 +144,30 @@ const DEBEZIUM_CASES: &[(&str, &str)] = &[
             "predicates.tombstone.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter"}}"#,
+    ),
+    (
+        // debezium-json with a transform before the EventRouter, as Debezium's CloudEvents
+        // recipe puts one: the row's whole change event is made, HeaderFrom copies its
+        // source, op and transaction into headers, the EventRouter routes it.
+        "debezium-before",
+        r#"{"name": "bench", "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "localhost", "database.dbname": "postgres",
+            "database.user": "postgres", "topic.prefix": "bench",
+            "table.include.list": "public.outbox",
+            "transforms": "meta,outbox",
+            "transforms.meta.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.meta.fields": "source,op,transaction",
+            "transforms.meta.headers": "source,op,transaction",
+            "transforms.meta.operation": "copy",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType",
+            "transforms.outbox.table.expand.json.payload": "true",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false"}}"#,
     ),
 ];
 

@@ -25,7 +25,7 @@ count() { # case events -> instructions
 printf '%-16s %8s %14s %10s\n' case payload instr/event "÷ native"
 for size in 100B 1000B 10000B; do
     native=
-    for name in native debezium-json debezium-chain; do
+    for name in native debezium-json debezium-chain debezium-before; do
         base=$(count "$name/$size" 0)
         full=$(count "$name/$size" "$n")
         per=$(( (full - base) / n ))
