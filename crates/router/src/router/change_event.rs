@@ -159,35 +159,21 @@ pub fn change_event_topic(topic_prefix: &str, schema: &str, table: &str) -> Stri
     topic
 }
 
-/// A row's image in its change event: the `after` struct, its schema (`….Value`, also
-/// `before`'s), and the event's key (`….Key`, or no key).
+/// A row's image in its change event: the `after` struct and the event's key (`….Key`, or
+/// no key).
 pub struct RowImage {
-    pub value_schema: Schema,
     pub after: Value,
     pub key: Data,
 }
 
-/// The change event of an INSERT of `schema.table`, as Debezium's PostgreSQL connector makes
-/// it (`Envelope.create`, or `read` for a snapshot row): topic `<prefix>.<schema>.<table>`,
-/// the connector's context headers, the row's key, and the envelope `before` (null),
-/// `after`, `source`, `transaction`, `op`, `ts_ms`, `ts_us`, `ts_ns`, in
-/// `TableSchemaBuilder`'s order. Its timestamps are set when the transforms run ([`stamp`]).
-#[allow(clippy::too_many_arguments)]
-pub fn insert_event(
-    before: &BeforeRouter,
-    envelope_name: &str,
-    topic_prefix: &str,
-    schema: &str,
-    table: &str,
-    position: &SourcePosition,
-    context: &[Header],
-    image: RowImage,
-) -> ConnectRecord {
-    let name = change_event_topic(topic_prefix, schema, table);
-    let envelope = Schema::new(
+/// The schema of a table's change events, `envelope_name` (`….Envelope`, version 2): `before`
+/// and `after` of the row's schema `value_schema` (`….Value`), `source`, `transaction`, `op`,
+/// `ts_ms`, `ts_us`, `ts_ns`, in `TableSchemaBuilder`'s order.
+pub fn envelope_schema(envelope_name: &str, value_schema: Schema) -> Schema {
+    Schema::new(
         SchemaType::Struct(vec![
-            ("before".into(), image.value_schema.clone()),
-            ("after".into(), image.value_schema),
+            ("before".into(), value_schema.clone()),
+            ("after".into(), value_schema),
             ("source".into(), source_schema()),
             ("transaction".into(), transaction_schema()),
             ("op".into(), string(false)),
@@ -197,7 +183,25 @@ pub fn insert_event(
         ]),
         false,
     )
-    .named(envelope_name, Some(2));
+    .named(envelope_name, Some(2))
+}
+
+/// The change event of an INSERT of `schema.table`, as Debezium's PostgreSQL connector makes
+/// it (`Envelope.create`, or `read` for a snapshot row), on its `topic` (`<prefix>.<schema>.<table>`,
+/// [`change_event_topic`]) with the schema [`envelope_schema`] made: the connector's context headers, the row's key,
+/// `before` null and `after` the row. Its timestamps are set when the transforms run
+/// ([`stamp`]).
+#[allow(clippy::too_many_arguments)]
+pub fn insert_event(
+    before: &BeforeRouter,
+    (topic, envelope): (Arc<str>, Schema),
+    topic_prefix: &str,
+    schema: &str,
+    table: &str,
+    position: &SourcePosition,
+    context: &[Header],
+    image: RowImage,
+) -> ConnectRecord {
     let transaction = match &position.transaction {
         Some((id, total, in_table)) => Value::Struct(vec![
             Value::text(id),
@@ -207,7 +211,7 @@ pub fn insert_event(
         None => Value::Null,
     };
     ConnectRecord {
-        topic: name.into(),
+        topic,
         partition: None,
         key: image.key,
         value: Data::new(

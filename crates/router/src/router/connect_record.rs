@@ -77,10 +77,10 @@ pub(crate) struct ConnectPlan {
 #[derive(Debug, Clone)]
 struct ImagePlan {
     columns: Vec<TypedColumn>,
-    value_schema: Schema,
     /// The key struct's schema and its columns' indexes in `columns`.
     key: Option<(Schema, Vec<usize>)>,
-    envelope_name: String,
+    /// The change events' topic and schema (`….Envelope`).
+    envelope: (Arc<str>, Schema),
 }
 
 /// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
@@ -559,9 +559,14 @@ impl ImagePlan {
         });
         Self {
             columns,
-            value_schema,
             key,
-            envelope_name: format.schema_name(format!("{prefix}.Envelope")),
+            envelope: (
+                prefix.as_str().into(),
+                change_event::envelope_schema(
+                    &format.schema_name(format!("{prefix}.Envelope")),
+                    value_schema,
+                ),
+            ),
         }
     }
 
@@ -589,14 +594,13 @@ impl ImagePlan {
         };
         Ok(change_event::insert_event(
             before,
-            &self.envelope_name,
+            self.envelope.clone(),
             &format.topic_prefix,
             &plan.namespace,
             &plan.name,
             position,
             &plan.context,
             RowImage {
-                value_schema: self.value_schema.clone(),
                 after: Value::Struct(after),
                 key,
             },
