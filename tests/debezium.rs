@@ -2014,3 +2014,89 @@ async fn a_record_a_transform_fails_on_goes_to_connects_dead_letter_queue() {
     // The relay's own dead-letter topic got nothing (it was never even created).
     assert!(!stack.topics().await.iter().any(|t| t == "outbox-relay.dlq"));
 }
+
+/// Kafka Connect's transforms before the EventRouter run on Debezium's change event of each
+/// row, as a worker runs them: `HeaderFrom` copies its row image `after`, its `op` and its
+/// key into headers, then the EventRouter routes what they left. The table has no primary
+/// key: the key is its first unique index by name, as Debezium's pgoutput decoder falls back
+/// to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transforms_before_the_event_router_read_the_change_events_row_and_key() {
+    let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS_TABLE).await;
+    stack
+        .db
+        .batch_execute(
+            "CREATE TABLE public.keyed (id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL,
+                 type text NOT NULL, payload jsonb, tenant int NOT NULL DEFAULT 7);
+             CREATE UNIQUE INDEX keyed_b_idx ON public.keyed (id);
+             CREATE UNIQUE INDEX keyed_a_idx ON public.keyed (tenant, aggregateid);",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let relay = start(
+        &stack,
+        dir.path(),
+        "before_router",
+        serde_json::json!({
+            "table.include.list": "public.keyed",
+            "transforms": "row,pk,outbox",
+            "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.row.fields": "after,op",
+            "transforms.row.headers": "row,op",
+            "transforms.row.operation": "copy",
+            "transforms.pk.type": "org.apache.kafka.connect.transforms.HeaderFrom$Key",
+            "transforms.pk.fields": "aggregateid,tenant",
+            "transforms.pk.headers": "pk_aggregate,pk_tenant",
+            "transforms.pk.operation": "copy",
+            "header.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "header.converter.schemas.enable": "false",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "producer.override.linger.ms": "1",
+        }),
+    )
+    .await;
+    stack
+        .db
+        .batch_execute(
+            "INSERT INTO public.keyed (id, aggregatetype, aggregateid, type, payload)
+             VALUES ('6b1c0e4e-0000-4000-8000-000000000001', 'Order', 'order-1', 'Created', '{\"n\": 1}');",
+        )
+        .await
+        .unwrap();
+    wait_all_confirmed(&stack, "before_router", &relay).await;
+    let records = stack.read_topic("outbox.event.Order").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    // Debezium's four context headers (JSON strings here), then the transforms', then the
+    // EventRouter's.
+    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names[3..],
+        [
+            "__debezium.context.runId",
+            "row",
+            "op",
+            "pk_aggregate",
+            "pk_tenant",
+            "id"
+        ]
+    );
+    assert_eq!(
+        r.header_str("__debezium.context.connectorLogicalName"),
+        r#""app""#
+    );
+    assert_eq!(
+        r.header_str("row"),
+        concat!(
+            r#"{"id":"6b1c0e4e-0000-4000-8000-000000000001","aggregatetype":"Order","#,
+            r#""aggregateid":"order-1","type":"Created","payload":"{\"n\": 1}","tenant":7}"#
+        )
+    );
+    assert_eq!(r.header_str("op"), r#""c""#);
+    // keyed_a_idx (tenant, aggregateid) comes first by name: the key's fields.
+    assert_eq!(r.header_str("pk_aggregate"), r#""order-1""#);
+    assert_eq!(r.header_str("pk_tenant"), "7");
+    assert_eq!(text(&r.key), "order-1");
+    drop(relay);
+}

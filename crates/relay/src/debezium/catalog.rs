@@ -489,7 +489,16 @@ pub const CATALOG: &[Spec] = &[
         // The predicate is checked against the change events' topics, which a routing
         // transform before the EventRouter would change.
         let predicate = format!("transforms.{}.predicate", d.router_alias);
-        if c.o.get(&predicate).is_some() {
+        if let Some(name) = c.o.get(&predicate) {
+            // Whether a record is a tombstone is known once the transforms before the
+            // EventRouter made it.
+            let class = c.o.get(&format!("predicates.{name}.type")).unwrap_or_default();
+            if let (Some(alias), true) = (d.before_router.first(), class.ends_with(".RecordIsTombstone")) {
+                return Err(format!(
+                    "{predicate}: {name} (RecordIsTombstone) on the EventRouter after transforms before it \
+                     (transforms.{alias}) is not supported; use TopicNameMatches on the change events' topics"
+                ));
+            }
             for alias in &d.before_router {
                 let class = c.o.get(&format!("transforms.{alias}.type")).unwrap_or_default();
                 if class.ends_with(".RegexRouter") || class.ends_with(".TimestampRouter") {

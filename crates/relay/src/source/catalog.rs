@@ -704,8 +704,10 @@ pub async fn column_facts(
                     (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = c.typ), \
                     el.oid, el.typname::text, \
                     (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = el.oid), \
-                    (SELECT array_position(i.indkey::int2[], c.attnum) FROM pg_index i \
-                     WHERE i.indrelid = $1::text::regclass AND i.indisprimary) \
+                    (SELECT array_position(k.indkey::int2[], c.attnum) FROM ( \
+                       SELECT i.indkey FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
+                       WHERE i.indrelid = $1::text::regclass AND (i.indisprimary OR i.indisunique) \
+                       ORDER BY i.indisprimary DESC, ic.relname LIMIT 1) k) \
              FROM cols c JOIN pg_type t ON t.oid = c.typ \
              LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typcategory = 'A' \
              ORDER BY c.attnum, c.depth DESC",

@@ -31,8 +31,8 @@ pub use pg_text::Numeric;
 pub(crate) use pg_text::{civil_from_days, days_from_civil};
 pub(crate) use postgres_types::java_hash_map_order;
 pub use postgres_types::{
-    default_value, has_default_mapper, oid, BinaryMode, ColumnFacts, ColumnKind, DecimalMode,
-    HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
+    debezium_writes_unproduced, default_value, has_default_mapper, oid, BinaryMode, ColumnFacts,
+    ColumnKind, DecimalMode, HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
 pub use protobuf::{protobuf_schema, ProtobufConverter, ProtobufOptions, ProtobufSchema};
 pub use record::{ConnectRecord, ConvertError, Converters, Failed, Stop};

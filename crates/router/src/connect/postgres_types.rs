@@ -65,8 +65,9 @@ pub struct ColumnFacts {
     /// The column's type with domains resolved to their base type; `None` types the
     /// column from the Relation message's OID alone.
     pub pg_type: Option<PgType>,
-    /// Its place in the table's primary key (ascending: `pg_index.indkey`'s order), which the
-    /// change event's key follows; `None` when it is not part of it.
+    /// Its place in the table's primary key, or without one in its first unique index by
+    /// name, as Debezium's pgoutput decoder falls back to (ascending: `pg_index.indkey`'s
+    /// order), which the change event's key follows; `None` when it is not part of it.
     pub key_position: Option<i32>,
 }
 
@@ -236,6 +237,25 @@ pub enum ColumnKind {
     Unknown(BinaryMode),
 }
 
+/// Whether Debezium writes columns of `pg_type` with a schema of its own that outbox-relay
+/// does not produce (`PostgresValueConverter.schemaBuilder`): the geometric types as
+/// `io.debezium.data.geometry.*` structs, PostGIS's geometry and geography, pgvector's
+/// vectors. A row image leaves out only what Debezium leaves out, so these are refused
+/// rather than dropped.
+pub fn debezium_writes_unproduced(pg_type: &PgType) -> bool {
+    // point, lseg, path, box, polygon, line, circle.
+    const GEOMETRIC: &[u32] = &[600, 601, 602, 603, 604, 628, 718];
+    GEOMETRIC.contains(&pg_type.oid)
+        || matches!(
+            pg_type.name.as_str(),
+            "geometry" | "geography" | "vector" | "halfvec" | "sparsevec"
+        )
+        || pg_type
+            .element
+            .as_deref()
+            .is_some_and(debezium_writes_unproduced)
+}
+
 /// Array element types Debezium has no schema for (PVC.schemaBuilder returns null and the
 /// column is left out of the record): money[], name[], interval[], varbit[], bit[], xml[].
 const UNMAPPED_ARRAY_ELEMENTS: &[u32] = &[790, 19, 1186, 1562, 1560, 142];
@@ -339,6 +359,12 @@ impl ColumnKind {
                 "citext" => Self::Text,
                 "ltree" => Self::Ltree,
                 "hstore" => Self::Hstore(modes.hstore),
+                _ if debezium_writes_unproduced(pg_type) => {
+                    return Err(format!(
+                        "{} (Debezium writes it as a struct of its own, which outbox-relay does not produce)",
+                        describe(pg_type)
+                    ))
+                }
                 _ if modes.include_unknown => Self::Unknown(modes.binary),
                 _ => {
                     return Err(format!(

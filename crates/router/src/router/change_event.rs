@@ -145,9 +145,11 @@ pub fn source_value(
 }
 
 /// The topic of `schema.table`'s change events, `<topic.prefix>.<schema>.<table>`, as
-/// Debezium's topic naming makes it: a character a topic name cannot hold (other than ASCII
-/// letters, digits, `.`, `_` and `-`) becomes `_`, one per UTF-16 unit as Java counts them.
+/// Debezium's topic naming makes it (`sanitizedTopicName`): a character a topic name cannot
+/// hold (other than ASCII letters, digits, `.`, `_` and `-`) becomes `_`, one per UTF-16
+/// unit as Java counts them, and a name longer than Kafka's 249 characters is cut there.
 pub fn change_event_topic(topic_prefix: &str, schema: &str, table: &str) -> String {
+    const MAX_NAME_LENGTH: usize = 249;
     let mut topic = String::new();
     for c in format!("{topic_prefix}.{schema}.{table}").chars() {
         if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -156,6 +158,8 @@ pub fn change_event_topic(topic_prefix: &str, schema: &str, table: &str) -> Stri
             topic.extend(std::iter::repeat_n('_', c.len_utf16()));
         }
     }
+    // ASCII only by now: characters are bytes.
+    topic.truncate(MAX_NAME_LENGTH);
     topic
 }
 
@@ -329,6 +333,12 @@ mod tests {
         assert_eq!(
             change_event_topic("app-1", "Zürich", "x y"),
             "app-1.Z_rich.x_y"
+        );
+        let long = "t".repeat(63);
+        let topic = change_event_topic(&"p".repeat(150), &long, &long);
+        assert_eq!(topic.len(), 249);
+        assert!(
+            topic.starts_with(&"p".repeat(150)) && topic.ends_with(&format!(".{}", "t".repeat(34)))
         );
     }
 }

@@ -83,19 +83,46 @@ struct ImagePlan {
     envelope: (Arc<str>, Schema),
 }
 
-/// The envelope schema's name per schema version, as Debezium's EventRouter keeps it: built
-/// from the first event it routes (that event's table and routed value) and kept for every
-/// later event of the connector, whatever its routed value (`EventRouterDelegate`'s
-/// `defaultValueSchema` and `versionedValueSchema`, found by the differential test).
+/// The envelope schema's name, as Debezium's EventRouter keeps it: built from the first event
+/// it routes (that event's table and routed value) and kept for every later one, whatever
+/// its routed value (found by the differential test). `EventRouterDelegate` keeps it per
+/// schema version with `table.field.event.schema.version` (`versionedValueSchema`), else
+/// per payload schema (`payloadSchemaCache`, 10,000 of them, the least recently used
+/// forgotten). Here the first 64 are kept, which each row is compared with: payload schemas
+/// vary with the column's type, and from row to row only with `table.expand.json.payload`
+/// and the envelope, which Debezium's task fails on; one beyond them is named anew each
+/// time, as a forgotten one would be.
 #[derive(Debug, Default)]
-pub(crate) struct EnvelopeNames(std::collections::HashMap<Option<i32>, Arc<str>>);
+pub(crate) struct EnvelopeNames {
+    versioned: std::collections::HashMap<Option<i32>, Arc<str>>,
+    by_payload: Vec<(Schema, Arc<str>)>,
+}
 
 impl EnvelopeNames {
-    fn name(&mut self, version: Option<i32>, first: impl FnOnce() -> String) -> Arc<str> {
-        self.0
-            .entry(version)
-            .or_insert_with(|| first().into())
-            .clone()
+    const PAYLOAD_SCHEMAS: usize = 64;
+
+    /// `version`: `Some` (the event's schema version) when versions are configured.
+    pub(crate) fn name(
+        &mut self,
+        version: Option<Option<i32>>,
+        payload: &Schema,
+        first: impl FnOnce() -> String,
+    ) -> Arc<str> {
+        if let Some(version) = version {
+            return self
+                .versioned
+                .entry(version)
+                .or_insert_with(|| first().into())
+                .clone();
+        }
+        if let Some((_, name)) = self.by_payload.iter().find(|(s, _)| s == payload) {
+            return name.clone();
+        }
+        let name: Arc<str> = first().into();
+        if self.by_payload.len() < Self::PAYLOAD_SCHEMAS {
+            self.by_payload.push((payload.clone(), name.clone()));
+        }
+        name
     }
 }
 
@@ -162,6 +189,13 @@ impl ConnectPlan {
                     .expect("a string header always converts")
             })
             .collect();
+        let image = config.before.is_some().then(|| {
+            let (image, problem) = ImagePlan::new(relation, facts, format);
+            if let Some(problem) = problem {
+                unsupported.get_or_insert(problem);
+            }
+            image
+        });
         Self {
             unsupported,
             id,
@@ -181,10 +215,7 @@ impl ConnectPlan {
             namespace: relation.namespace.clone(),
             name: relation.name.clone(),
             relation_id: relation.relation_id,
-            image: config
-                .before
-                .is_some()
-                .then(|| ImagePlan::new(relation, facts, format)),
+            image,
         }
     }
 
@@ -335,10 +366,21 @@ impl ConnectPlan {
                 format!("Only Struct objects supported for [Read Outbox Event], found: {found}"),
             );
         };
+        // EventRouterDelegate reads the payload's field first.
+        if !fields_named(fields, &config.payload_column) {
+            return invalid(
+                dead,
+                format!(
+                    "Unable to find payload field {} in event",
+                    config.payload_column
+                ),
+            );
+        }
         // The record's time where no timestamp field gives one (`getInt64("ts_ms")`).
         let ts_ms = match envelope.get("ts_ms") {
-            Ok((Value::Int(ms), _)) => Ok(Some(ms)),
-            Ok(_) => Ok(None),
+            Ok((Value::Null, _)) => Ok(None),
+            Ok((Value::Int(ms), schema)) if schema.kind == SchemaType::Int64 => Ok(Some(ms)),
+            Ok(_) => Err("Field 'ts_ms' is not of type INT64".into()),
             Err(reason) => Err(reason),
         };
         let routed = self.event_router(
@@ -497,13 +539,20 @@ impl ConnectPlan {
             let routed = String::from_utf8_lossy(&routing);
             // EventRouterDelegate.getSchemaName: the routed topic before the last part of
             // the row's schema name.
-            schema.name = Some(envelope_names.name(schema.version, || match value_schema {
-                Some(name) => match name.rsplit_once('.') {
-                    Some((head, tail)) => format!("{head}.{routed}.{tail}"),
-                    None => format!("{routed}.{name}"),
-                },
-                None => routed.into_owned(),
-            }));
+            let version = format
+                .schema_version_column
+                .is_some()
+                .then_some(schema.version);
+            schema.name =
+                Some(
+                    envelope_names.name(version, &payload_schema, || match value_schema {
+                        Some(name) => match name.rsplit_once('.') {
+                            Some((head, tail)) => format!("{head}.{routed}.{tail}"),
+                            None => format!("{routed}.{name}"),
+                        },
+                        None => routed.into_owned(),
+                    }),
+                );
             Some((schema, Value::Struct(envelope_values)))
         } else {
             None
@@ -522,11 +571,38 @@ impl ConnectPlan {
 }
 
 impl ImagePlan {
-    fn new(relation: &Relation, facts: &[ColumnFacts], format: &ConnectFormat) -> Self {
-        // Columns Debezium has no schema for are left out, as it leaves them out.
-        let columns: Vec<TypedColumn> = (0..relation.columns.len())
-            .filter_map(|p| type_column(relation, facts, format, p).ok())
-            .collect();
+    /// The plan, and why the change events cannot be made as Debezium makes them, if so.
+    fn new(
+        relation: &Relation,
+        facts: &[ColumnFacts],
+        format: &ConnectFormat,
+    ) -> (Self, Option<String>) {
+        // Columns Debezium has no schema for are left out, as it leaves them out; one it
+        // writes in a way outbox-relay does not is a problem of the plan.
+        let mut problem = None;
+        let mut columns = Vec::with_capacity(relation.columns.len());
+        for (position, column) in relation.columns.iter().enumerate() {
+            match type_column(relation, facts, format, position) {
+                Ok(typed) => columns.push(typed),
+                Err(what) => {
+                    let pg_type = facts
+                        .iter()
+                        .find(|f| f.name == column.name)
+                        .and_then(|f| f.pg_type.clone())
+                        .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
+                    if crate::connect::debezium_writes_unproduced(&pg_type) {
+                        problem.get_or_insert_with(|| {
+                            format!(
+                                "column {:?} of {}.{} has {what}, which the transforms before the EventRouter \
+                                 would read in the change event; change the column's type, or move those \
+                                 transforms after the EventRouter",
+                                column.name, relation.namespace, relation.name
+                            )
+                        });
+                    }
+                }
+            }
+        }
         let prefix = change_event_topic(&format.topic_prefix, &relation.namespace, &relation.name);
         let value_schema = Schema::new(
             SchemaType::Struct(
@@ -557,7 +633,7 @@ impl ImagePlan {
                 .named(&format.schema_name(format!("{prefix}.Key")), None);
             (schema, indexes)
         });
-        Self {
+        let plan = Self {
             columns,
             key,
             envelope: (
@@ -567,7 +643,8 @@ impl ImagePlan {
                     value_schema,
                 ),
             ),
-        }
+        };
+        (plan, problem)
     }
 
     /// The change event of the INSERT of `columns`, as Debezium's PostgreSQL connector
@@ -737,6 +814,11 @@ impl<'a> Image<'a> {
     }
 }
 
+/// Whether a struct's `fields` hold one named `name`.
+fn fields_named(fields: &[(Arc<str>, Schema)], name: &str) -> bool {
+    fields.iter().any(|(n, _)| &**n == name)
+}
+
 impl Row for Image<'_> {
     fn value<'s>(
         &'s self,
@@ -747,7 +829,7 @@ impl Row for Image<'_> {
     }
 
     fn has(&self, name: &str, _: &Result<TypedColumn, String>) -> bool {
-        self.fields.iter().any(|(n, _)| &**n == name)
+        fields_named(self.fields, name)
     }
 
     fn routing(

@@ -647,3 +647,70 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
     let outcome = filtered.route(&seed_insert(Some("{}")));
     assert_eq!(filtered.transformed(outcome, 0), RouteOutcome::Ignored);
 }
+
+/// Debezium's EventRouter names an envelope once per payload schema (without schema
+/// versions): a payload of another schema (another table's column type) gets a name of its
+/// own, from its first event's routed topic.
+#[test]
+fn envelope_names_are_kept_per_payload_schema() {
+    use crate::connect::{Schema, SchemaType};
+    let mut names = connect_record::EnvelopeNames::default();
+    let text = Schema::new(SchemaType::String, false);
+    let json = Schema::new(SchemaType::String, true).named("io.debezium.data.Json", Some(1));
+    assert_eq!(
+        &*names.name(None, &text, || "a.Order.Value".into()),
+        "a.Order.Value"
+    );
+    assert_eq!(
+        &*names.name(None, &text, || "a.Customer.Value".into()),
+        "a.Order.Value"
+    );
+    assert_eq!(
+        &*names.name(None, &json, || "a.Customer.Value".into()),
+        "a.Customer.Value"
+    );
+    // Per schema version where versions are configured, whatever the payload.
+    assert_eq!(&*names.name(Some(Some(2)), &json, || "v2".into()), "v2");
+    assert_eq!(&*names.name(Some(Some(2)), &text, || "other".into()), "v2");
+}
+
+/// A column Debezium writes as a struct of its own (a geometric type) cannot be left out of
+/// the change event the transforms before the EventRouter read: the plan refuses the table
+/// rather than make a row image Debezium would not.
+#[test]
+fn a_change_event_with_a_column_debezium_writes_otherwise_is_refused() {
+    let mut r = router_before(
+        RouterConfig {
+            output: Output::Connect(format(JSON_OFF, JSON_OFF, false)),
+            ..RouterConfig::default()
+        },
+        vec![before_step(
+            "drop",
+            &format!("{T}ReplaceField$Value"),
+            &[("exclude", "source")],
+        )],
+    );
+    let LogicalMessage::Relation(mut relation) = seed_relation() else {
+        unreachable!()
+    };
+    relation.columns.push(Column {
+        flags: 0,
+        name: "spot".into(),
+        type_oid: 600,
+        type_modifier: -1,
+    });
+    r.route(&LogicalMessage::Relation(relation));
+    let mut insert = seed_insert(Some("{}"));
+    if let LogicalMessage::Insert(i) = &mut insert {
+        i.new_tuple
+            .columns
+            .push(ColumnValue::Text(Bytes::from_static(b"(1,2)")));
+    }
+    match r.route(&insert) {
+        RouteOutcome::Fatal(reason) => assert!(
+            reason.contains("\"spot\"") && reason.contains("OID 600"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
