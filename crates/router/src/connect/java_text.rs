@@ -81,33 +81,20 @@ pub(super) fn java_string_in(
         Value::String(s) | Value::Bytes(s) => out.extend_from_slice(s),
         Value::Decimal(d) => out.extend_from_slice(d.java_string().as_bytes()),
         Value::Array(items) => {
-            let item_schema = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Array(items)) => Some(&**items),
-                _ => None,
-            };
             out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                java_string_in(out, item_schema, item, true);
-            }
+            joined(out, items, b", ", |out, item| {
+                java_string_in(out, item_schema(schema), item, true)
+            });
             out.push(b']');
         }
         Value::Map(entries) => {
-            let (keys, values) = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Map(k, v)) => (Some(&**k), Some(&**v)),
-                _ => (None, None),
-            };
+            let (keys, values) = entry_schemas(schema);
             out.push(b'{');
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
+            joined(out, entries, b", ", |out, (k, v)| {
                 java_string_in(out, keys, k, true);
                 out.push(b'=');
                 java_string_in(out, values, v, true);
-            }
+            });
             out.push(b'}');
         }
         Value::Struct(values) => {
@@ -193,33 +180,20 @@ pub(super) fn kafka_values_string(
             )
         }
         Value::Array(items) => {
-            let item_schema = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Array(items)) => Some(&**items),
-                _ => None,
-            };
             out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                kafka_values_string(out, item_schema, item, true);
-            }
+            joined(out, items, b",", |out, item| {
+                kafka_values_string(out, item_schema(schema), item, true)
+            });
             out.push(b']');
         }
         Value::Map(entries) => {
-            let (keys, values) = match schema.map(|s| &s.kind) {
-                Some(SchemaType::Map(k, v)) => (Some(&**k), Some(&**v)),
-                _ => (None, None),
-            };
+            let (keys, values) = entry_schemas(schema);
             out.push(b'{');
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            joined(out, entries, b",", |out, (k, v)| {
                 kafka_values_string(out, keys, k, true);
                 out.push(b':');
                 kafka_values_string(out, values, v, true);
-            }
+            });
             out.push(b'}');
         }
         Value::Struct(values) => {
@@ -247,5 +221,36 @@ pub(super) fn kafka_values_string(
             }
             out.push(b'}');
         }
+    }
+}
+
+/// The schema of an array's items, when `schema` is an array's.
+fn item_schema(schema: Option<&Schema>) -> Option<&Schema> {
+    match schema.map(|s| &s.kind) {
+        Some(SchemaType::Array(items)) => Some(items),
+        _ => None,
+    }
+}
+
+/// The schemas of a map's keys and values, when `schema` is a map's.
+fn entry_schemas(schema: Option<&Schema>) -> (Option<&Schema>, Option<&Schema>) {
+    match schema.map(|s| &s.kind) {
+        Some(SchemaType::Map(k, v)) => (Some(k), Some(v)),
+        _ => (None, None),
+    }
+}
+
+/// `items` written one after another with `separator` between them.
+fn joined<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    separator: &[u8],
+    mut each: impl FnMut(&mut Vec<u8>, &T),
+) {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(separator);
+        }
+        each(out, item);
     }
 }

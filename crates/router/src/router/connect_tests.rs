@@ -316,14 +316,7 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
         ..RouterConfig::default()
     };
     let mut r = router_with(config);
-    r.set_position(crate::SourcePosition {
-        lsn: 28_844_416,
-        xid: Some(983),
-        commit_time_us: Some(1_764_152_870_824_123),
-        last_commit_lsn: Some(28_844_176),
-        snapshot: None,
-        transaction: None,
-    });
+    r.set_position(streamed_position());
     let outcome = r.route(&seed_insert(Some(r#"{"total": 42, "note": "ü"}"#)));
     let rec = r.converted(Some(outcome));
     assert_eq!(
@@ -398,6 +391,19 @@ fn before_step(alias: &str, class: &str, options: &[(&str, &str)]) -> crate::tra
 
 const T: &str = "org.apache.kafka.connect.transforms.";
 
+/// A streamed change's position: the differential test's, whose CloudEvent bytes the
+/// CloudEvents test keeps.
+fn streamed_position() -> crate::SourcePosition {
+    crate::SourcePosition {
+        lsn: 28_844_416,
+        xid: Some(983),
+        commit_time_us: Some(1_764_152_870_824_123),
+        last_commit_lsn: Some(28_844_176),
+        snapshot: None,
+        transaction: None,
+    }
+}
+
 /// A router of the seeds' table with `steps` before the EventRouter, at a WAL position.
 fn router_before(config: RouterConfig, steps: Vec<crate::transforms::Step>) -> Router {
     let mut r = router_with(RouterConfig {
@@ -408,14 +414,7 @@ fn router_before(config: RouterConfig, steps: Vec<crate::transforms::Step>) -> R
         }),
         ..config
     });
-    r.set_position(crate::SourcePosition {
-        lsn: 28_844_416,
-        xid: Some(983),
-        commit_time_us: Some(1_764_152_870_824_123),
-        last_commit_lsn: Some(28_844_176),
-        snapshot: None,
-        transaction: None,
-    });
+    r.set_position(streamed_position());
     r
 }
 
@@ -593,27 +592,18 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         r#"{"id":"6b1c0e4e-0000-4000-8000-000000000001"}"#
     );
 
-    let mut rowless = router_before(
-        config.clone(),
-        vec![before_step(
-            "drop",
-            &format!("{T}ReplaceField$Value"),
-            &[("exclude", "after")],
-        )],
-    );
-    let outcome = rowless.route(&seed_insert(Some("{}")));
-    match rowless.transformed(outcome, 0) {
-        RouteOutcome::Invalid(dead) => {
-            assert_eq!(dead.reason, "Unknown field: after");
-            assert_eq!(text(&dead.event_id), "6b1c0e4e-0000-4000-8000-000000000001");
-            assert!(dead.row.is_some());
-        }
-        other => panic!("{other:?}"),
-    }
-
-    // A change event without its `op` fails the EventRouter as it fails Debezium's; a
-    // tombstone the transforms made is dropped, as the EventRouter drops tombstones.
+    // A change event without its row or its `op` fails the EventRouter as it fails
+    // Debezium's, and is dead-lettered with the row; a tombstone the transforms made is
+    // dropped, as the EventRouter drops tombstones.
     for (step, expected) in [
+        (
+            before_step(
+                "drop",
+                &format!("{T}ReplaceField$Value"),
+                &[("exclude", "after")],
+            ),
+            Some("Unknown field: after"),
+        ),
         (
             before_step(
                 "drop",
@@ -634,7 +624,11 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         let mut r = router_before(config.clone(), vec![step]);
         let outcome = r.route(&seed_insert(Some("{}")));
         match (r.transformed(outcome, 0), expected) {
-            (RouteOutcome::Invalid(dead), Some(reason)) => assert_eq!(dead.reason, reason),
+            (RouteOutcome::Invalid(dead), Some(reason)) => {
+                assert_eq!(dead.reason, reason);
+                assert_eq!(text(&dead.event_id), "6b1c0e4e-0000-4000-8000-000000000001");
+                assert!(dead.row.is_some());
+            }
             (RouteOutcome::Ignored, None) => {}
             (other, _) => panic!("{expected:?}: {other:?}"),
         }
