@@ -698,16 +698,18 @@ pub const CATALOG: &[Spec] = &[
         "schema.history.internal.kafka.topic", "database.history.kafka.topic"], Connector, None, NoEffect,
         "PostgreSQL keeps no schema history"),
     spec!("message.key.columns", [], Connector, None, Parsed(|c, d| {
-        // The change event's key is the primary key's columns; only the transforms before
-        // the EventRouter see it (the routed record's key is the EventRouter's).
+        // The change event's key is the primary key's (or first unique index's) columns; only
+        // the transforms before the EventRouter see it (the routed record's key is the
+        // EventRouter's).
         match (c.o.get("message.key.columns"), d.before_router.first()) {
             (Some(_), Some(alias)) => Err(format!(
                 "message.key.columns is not supported with transforms before the EventRouter \
-                 (transforms.{alias}): their change events carry the table's primary key as their key"
+                 (transforms.{alias}): their change events carry the table's primary key (or, without one, its \
+                 first unique index) as their key"
             )),
             _ => Ok(()),
         }
-    }), "the change event's key: the primary key only; the routed record's key is the EventRouter's"),
+    }), "the change event's key: the primary key (or first unique index) only; the routed record's key is the EventRouter's"),
     spec!("database.*", [], Connector, None, NoEffect, "other connection options of Debezium's"),
 ];
 
