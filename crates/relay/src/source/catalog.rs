@@ -707,7 +707,8 @@ pub async fn column_facts(
                     (SELECT array_position(k.indkey::int2[], c.attnum) FROM ( \
                        SELECT i.indkey FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
                        WHERE i.indrelid = $1::text::regclass AND (i.indisprimary OR i.indisunique) \
-                       ORDER BY i.indisprimary DESC, ic.relname LIMIT 1) k) \
+                         AND 0 <> ALL (i.indkey::int2[]) \
+                       ORDER BY i.indisprimary DESC, i.indisclustered DESC, ic.relname LIMIT 1) k) \
              FROM cols c JOIN pg_type t ON t.oid = c.typ \
              LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typcategory = 'A' \
              ORDER BY c.attnum, c.depth DESC",

@@ -250,15 +250,15 @@ pub fn debezium_writes_unproduced(pg_type: &PgType) -> bool {
             pg_type.name.as_str(),
             "geometry" | "geography" | "vector" | "halfvec" | "sparsevec"
         )
-        || pg_type
-            .element
-            .as_deref()
-            .is_some_and(debezium_writes_unproduced)
+        || pg_type.element.as_deref().is_some_and(|element| {
+            !UNMAPPED_ARRAY_ELEMENTS.contains(&element.oid) && debezium_writes_unproduced(element)
+        })
 }
 
 /// Array element types Debezium has no schema for (PVC.schemaBuilder returns null and the
-/// column is left out of the record): money[], name[], interval[], varbit[], bit[], xml[].
-const UNMAPPED_ARRAY_ELEMENTS: &[u32] = &[790, 19, 1186, 1562, 1560, 142];
+/// column is left out of the record): money[], name[], interval[], varbit[], bit[], xml[],
+/// point[].
+const UNMAPPED_ARRAY_ELEMENTS: &[u32] = &[790, 19, 1186, 1562, 1560, 142, 600];
 
 impl ColumnKind {
     /// How Debezium types a column of `pg_type`; `Err` names the type when Debezium would
@@ -281,7 +281,16 @@ impl ColumnKind {
                 typmod: pg_type.typmod,
                 ..(**element).clone()
             };
-            let kind = Self::resolve(&element, modes).map_err(|_| describe(pg_type))?;
+            let kind = Self::resolve(&element, modes).map_err(|_| {
+                if debezium_writes_unproduced(pg_type) {
+                    format!(
+                        "{} (Debezium writes it as an array of structs of its own, which outbox-relay does not produce)",
+                        describe(pg_type)
+                    )
+                } else {
+                    describe(pg_type)
+                }
+            })?;
             if matches!(kind, Self::Array(_) | Self::Unknown(_)) {
                 return Err(describe(pg_type));
             }
@@ -356,7 +365,8 @@ impl ColumnKind {
                 length: if typmod < 0 { i32::MAX as u32 } else { typmod as u32 },
             },
             _ => match pg_type.name.as_str() {
-                "citext" => Self::Text,
+                // PostgresValueConverter: typeRegistry.isbn() as a string.
+                "citext" | "isbn" => Self::Text,
                 "ltree" => Self::Ltree,
                 "hstore" => Self::Hstore(modes.hstore),
                 _ if debezium_writes_unproduced(pg_type) => {
@@ -1017,6 +1027,48 @@ fn describe(pg_type: &PgType) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which types Debezium writes with schemas of its own that outbox-relay does not make
+    /// (refused), which it leaves out (point[]: dropped from a row image), and isbn, which
+    /// it writes as a string.
+    #[test]
+    fn types_debezium_writes_its_own_way_are_told_from_those_it_leaves_out() {
+        let named = |name: &str, oid: u32| PgType {
+            name: name.into(),
+            ..PgType::builtin(oid, -1)
+        };
+        let array_of = |element: PgType| PgType {
+            element: Some(Box::new(element)),
+            ..PgType::builtin(1, -1)
+        };
+        let modes = TypeModes {
+            include_unknown: true,
+            ..TypeModes::default()
+        };
+        for refused in [
+            PgType::builtin(600, -1),
+            PgType::builtin(718, -1),
+            named("geometry", 90_001),
+            named("vector", 90_002),
+            array_of(PgType::builtin(603, -1)),
+        ] {
+            assert!(debezium_writes_unproduced(&refused), "{refused:?}");
+            let why = ColumnKind::resolve(&refused, &modes).unwrap_err();
+            assert!(
+                why.contains("of its own, which outbox-relay does not produce"),
+                "{why}"
+            );
+        }
+        let points = array_of(PgType::builtin(600, -1));
+        assert!(!debezium_writes_unproduced(&points));
+        assert!(ColumnKind::resolve(&points, &modes)
+            .unwrap_err()
+            .contains("leaves the column out"));
+        assert_eq!(
+            ColumnKind::resolve(&named("isbn", 90_003), &TypeModes::default()),
+            Ok(ColumnKind::Text)
+        );
+    }
 
     #[test]
     fn timestamps_convert_to_epoch_units() {

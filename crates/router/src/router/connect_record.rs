@@ -378,9 +378,12 @@ impl ConnectPlan {
         }
         // The record's time where no timestamp field gives one (`getInt64("ts_ms")`).
         let ts_ms = match envelope.get("ts_ms") {
-            Ok((Value::Null, _)) => Ok(None),
-            Ok((Value::Int(ms), schema)) if schema.kind == SchemaType::Int64 => Ok(Some(ms)),
-            Ok(_) => Err("Field 'ts_ms' is not of type INT64".into()),
+            // `getInt64` checks the field's type before its value.
+            Ok((_, schema)) if schema.kind != SchemaType::Int64 => {
+                Err("Field 'ts_ms' is not of type INT64".into())
+            }
+            Ok((Value::Int(ms), _)) => Ok(Some(ms)),
+            Ok(_) => Ok(None),
             Err(reason) => Err(reason),
         };
         let routed = self.event_router(
