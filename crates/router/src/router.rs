@@ -681,8 +681,6 @@ impl TopicCache {
     }
 }
 
-mod change_event;
-mod connect_record;
 /// What the EventRouter does with an UPDATE of outbox table `table`:
 /// `table.op.invalid.behavior`.
 fn unexpected_update(config: &RouterConfig, table: &str) -> RouteOutcome {
@@ -698,6 +696,8 @@ fn unexpected_update(config: &RouterConfig, table: &str) -> RouteOutcome {
     }
 }
 
+mod change_event;
+mod connect_record;
 #[cfg(test)]
 mod connect_tests;
 mod heartbeat;

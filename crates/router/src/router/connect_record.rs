@@ -290,9 +290,7 @@ impl ConnectPlan {
             envelope_names,
         );
         match routed {
-            Ok(record) => finish(record, format, transforms, None, || {
-                dead(String::new(), None)
-            }),
+            Ok(record) => finish(record, format, transforms, || dead(String::new(), None)),
             Err((reason, topic)) => RouteOutcome::Invalid(dead(reason, topic)),
         }
     }
@@ -903,18 +901,16 @@ impl Row for Image<'_> {
 
 /// A record the connector made, converted now, or left for the transforms when some follow.
 /// A converter that fails on it makes it `dead`, with the converter's reason.
-/// `event`: the change event the transforms before the EventRouter see, when some do.
 pub(super) fn finish(
     record: ConnectRecord,
     format: &ConnectFormat,
     transforms: bool,
-    event: Option<Box<ChangeEventAt>>,
     dead: impl FnOnce() -> InvalidRow,
 ) -> RouteOutcome {
-    if transforms || event.is_some() {
+    if transforms {
         return RouteOutcome::Connect(Box::new(PendingRecord {
             record,
-            event,
+            event: None,
             dead: dead(),
         }));
     }

@@ -317,17 +317,15 @@ fn connect_message(
         headers,
         timestamp_ms: None,
     };
-    super::connect_record::finish(record, format, config.has_transforms(), None, || {
-        InvalidRow {
-            reason: String::new(),
-            table: source.to_owned(),
-            original_topic: Some(topic.to_string()),
-            key: None,
-            value: Some(content.clone()),
-            event_id: None,
-            row: None,
-            connect_dlq: None,
-        }
+    super::connect_record::finish(record, format, config.has_transforms(), || InvalidRow {
+        reason: String::new(),
+        table: source.to_owned(),
+        original_topic: Some(topic.to_string()),
+        key: None,
+        value: Some(content.clone()),
+        event_id: None,
+        row: None,
+        connect_dlq: None,
     })
 }
 
