@@ -131,8 +131,9 @@ impl Router {
             .map(str::to_owned)
     }
 
-    /// The transforms configured after the EventRouter, then the converters, applied to what
-    /// a `route*`, `heartbeat` or `transaction_record` call gave: every record of the
+    /// The transforms configured before the EventRouter (on an outbox row's change event,
+    /// which the EventRouter then routes), those after it, then the converters, applied to
+    /// what a `route*`, `heartbeat` or `transaction_record` call gave: every record of the
     /// connector goes through them, as through a Kafka Connect worker's chain. A record a
     /// step filtered out is [`RouteOutcome::Ignored`]; one a step or converter fails on is
     /// [`RouteOutcome::Invalid`], dead-lettered with the reason. Never returns

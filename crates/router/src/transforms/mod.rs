@@ -1,4 +1,4 @@
-//! Kafka Connect's transforms after the EventRouter, applied to each record in the order a
+//! Kafka Connect's transforms before and after the EventRouter, applied to each record in the order a
 //! worker's `transforms=a,b,c` applies them, each with its predicate (`predicate`, `negate`),
 //! over the Connect record model ([`ConnectRecord`]: schemas and values, before the
 //! converters write bytes). Pure: records in, records out (or none: filtered).
@@ -245,7 +245,7 @@ impl std::fmt::Display for StepError {
     }
 }
 
-/// The transforms after the EventRouter, in order.
+/// Transforms in order: those before the EventRouter, or those after it.
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
     pub steps: Vec<Step>,
