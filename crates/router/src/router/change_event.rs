@@ -191,8 +191,8 @@ pub fn envelope_schema(envelope_name: &str, value_schema: Schema) -> Schema {
 }
 
 /// The change event of an INSERT of `schema.table`, as Debezium's PostgreSQL connector makes
-/// it (`Envelope.create`, or `read` for a snapshot row), on its `topic` (`<prefix>.<schema>.<table>`,
-/// [`change_event_topic`]) with the schema [`envelope_schema`] made: the connector's context headers, the row's key,
+/// it (`Envelope.create`, or `read` for a snapshot row), on its `topic` ([`change_event_topic`])
+/// with the schema [`envelope_schema`] made: the connector's context headers, the row's key,
 /// `before` null and `after` the row. Its timestamps are set when the transforms run
 /// ([`stamp`]).
 #[allow(clippy::too_many_arguments)]

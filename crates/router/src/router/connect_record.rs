@@ -138,7 +138,7 @@ impl ConnectPlan {
             let position = relation
                 .column_index(name)
                 .ok_or_else(|| format!("column {name:?} is missing from the table"))?;
-            type_column(relation, facts, format, position).map_err(|what| {
+            type_column(relation, facts, format, position).map_err(|(what, _)| {
                 unsupported.get_or_insert_with(|| format!(
                     "column {name:?} of {}.{} has {what}, which outbox-relay cannot write the way Debezium does; \
                      change the column's type, or use outbox-relay's native options instead of --debezium-config",
@@ -585,12 +585,7 @@ impl ImagePlan {
         for (position, column) in relation.columns.iter().enumerate() {
             match type_column(relation, facts, format, position) {
                 Ok(typed) => columns.push(typed),
-                Err(what) => {
-                    let pg_type = facts
-                        .iter()
-                        .find(|f| f.name == column.name)
-                        .and_then(|f| f.pg_type.clone())
-                        .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
+                Err((what, pg_type)) => {
                     if crate::connect::debezium_writes_unproduced(&pg_type) {
                         problem.get_or_insert_with(|| {
                             format!(
@@ -692,13 +687,16 @@ fn type_column(
     facts: &[ColumnFacts],
     format: &ConnectFormat,
     position: usize,
-) -> Result<TypedColumn, String> {
+) -> Result<TypedColumn, (String, PgType)> {
     let column = &relation.columns[position];
     let fact = facts.iter().find(|f| f.name == column.name);
     let pg_type = fact
         .and_then(|f| f.pg_type.clone())
         .unwrap_or_else(|| PgType::builtin(column.type_oid, column.type_modifier));
-    let kind = ColumnKind::resolve(&pg_type, &format.types)?;
+    let kind = match ColumnKind::resolve(&pg_type, &format.types) {
+        Ok(kind) => kind,
+        Err(what) => return Err((what, pg_type)),
+    };
     let mut schema = kind.schema(!fact.is_some_and(|f| f.not_null));
     schema.default = fact
         .and_then(|f| f.default_expression.as_deref())
