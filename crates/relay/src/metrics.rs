@@ -555,6 +555,11 @@ impl Metrics {
         c.max_age_ms = Some(max_age.as_millis() as i64);
     }
 
+    /// No canary is written (it cannot run this session): its age no longer turns /ready red.
+    pub fn canary_off(&self) {
+        *self.canary.lock().unwrap_or_else(|p| p.into_inner()) = CanaryState::default();
+    }
+
     /// PostgreSQL took a canary.
     pub fn canary_written(&self) {
         self.canary

@@ -18,7 +18,7 @@ pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreatio
 pub use options::{Mode, RunOptions};
 pub use postgres::{ConnectionInfo, SessionTarget};
 pub use source::{
-    validate_identifier, validate_slot_name, Canary, CdcSettings, Cleanup, Heartbeat,
+    validate_identifier, validate_slot_name, Canary, CanaryMethod, CdcSettings, Cleanup, Heartbeat,
     OnMissingSlot, OnServerRewind, PollingSettings, PublicationMode, Retire, SnapshotMode,
     SourceSettings,
 };
@@ -497,7 +497,7 @@ fn resolve_cleanup(
     }))
 }
 
-/// `--canary-interval`, `--canary-max-age`, `--canary-topic`.
+/// `--canary-interval`, `--canary-max-age`, `--canary-topic`, `--canary-method`.
 fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError> {
     let interval = o.canary_interval.unwrap_or(defaults::CANARY_INTERVAL_S);
     if interval == 0 {
@@ -507,7 +507,20 @@ fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError>
                 "reads canaries back, and --canary-interval 0 writes none",
             ));
         }
+        if o.canary_method.is_some() {
+            return Err(invalid(
+                "canary-method",
+                "says how canaries are written, and --canary-interval 0 writes none",
+            ));
+        }
         return Ok(None);
+    }
+    let method = o.canary_method.unwrap_or_default();
+    if method == CanaryMethod::Message && o.mode == Some(Mode::Polling) {
+        return Err(invalid(
+            "canary-method",
+            "message applies only with --mode cdc (polling reads no slot; its canary is a row of the canary table)",
+        ));
     }
     let max_age = o.canary_max_age.unwrap_or(defaults::CANARY_MAX_AGE_S);
     if max_age <= interval {
@@ -528,6 +541,7 @@ fn resolve_canary(o: &RunOptions) -> Result<Option<source::Canary>, ConfigError>
         max_age: Duration::from_secs(max_age),
         topic,
         read_back: o.canary_read_back.unwrap_or(false),
+        method,
     }))
 }
 

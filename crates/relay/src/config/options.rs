@@ -189,8 +189,23 @@ pub struct RunOptions {
     pub cleanup_grace: Option<u64>,
 
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_INTERVAL", value_name = "SECONDS",
-        help = defaults::help("Every SECONDS the relay writes a canary (a transactional pg_logical_emit_message), relays it through its own slot to --canary-topic and waits for Kafka's acknowledgement: outbox_relay_canary_age_seconds, and /ready red past --canary-max-age. 0: off. CDC mode", defaults::CANARY_INTERVAL_S))]
+        help = defaults::help("Every SECONDS the relay writes a canary (a row of its canary table, see --canary-method), relays it through its own stream to --canary-topic and waits for Kafka's acknowledgement: outbox_relay_canary_age_seconds, and /ready red past --canary-max-age. 0: off", defaults::CANARY_INTERVAL_S))]
     pub canary_interval: Option<u64>,
+
+    /// How a canary enters the stream. `table`: a row of outbox_relay_canaries (in the outbox
+    /// table's schema), which only the relay's own publication carries; made (and added to
+    /// the publication) when the role may, else the canary is off with a warning saying what
+    /// to grant. `message`: a logical decoding message, which PostgreSQL sends to EVERY
+    /// logical decoding consumer of the database (another team's Debezium connector receives
+    /// it and may fail on it); CDC mode only [default: table].
+    #[arg(
+        help_heading = "Operations",
+        long,
+        env = "OUTBOX_RELAY_CANARY_METHOD",
+        value_enum,
+        value_name = "table|message"
+    )]
+    pub canary_method: Option<super::CanaryMethod>,
 
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_CANARY_MAX_AGE", value_name = "SECONDS",
         help = defaults::help("/ready turns red when the newest canary Kafka acknowledged is older than this while PostgreSQL takes canaries", defaults::CANARY_MAX_AGE_S))]

@@ -34,9 +34,9 @@ pub struct CdcSettings {
     pub canary: Option<Canary>,
 }
 
-/// The end-to-end canary: a transactional logical decoding message written every `interval`,
-/// relayed through the slot to `topic`; /ready turns red when the newest one Kafka
-/// acknowledged is older than `max_age`.
+/// The end-to-end canary: written every `interval`, relayed through the relay's own stream
+/// to `topic`; /ready turns red when the newest one Kafka acknowledged is older than
+/// `max_age`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canary {
     pub interval: Duration,
@@ -44,6 +44,34 @@ pub struct Canary {
     pub topic: String,
     /// `--canary-read-back`: a consumer reads the canaries back from `topic`.
     pub read_back: bool,
+    /// `--canary-method`: how a canary enters the stream.
+    pub method: CanaryMethod,
+}
+
+/// `--canary-method`: how a canary enters the relay's stream.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CanaryMethod {
+    /// A row of the canary table `outbox_relay_canaries`, in the outbox table's schema and in
+    /// the relay's own publication: only consumers of that publication (or of a publication
+    /// FOR ALL TABLES that captures every table) ever see it (the default).
+    #[default]
+    Table,
+    /// A transactional logical decoding message (`pg_logical_emit_message`). PostgreSQL sends
+    /// every such message to every logical decoding consumer of the database, whatever its
+    /// publication: another team's Debezium connector receives it, and fails on it when its
+    /// chain cannot take a message record. Only when asked for by name; CDC mode.
+    Message,
 }
 
 /// `--cleanup`: relayed rows deleted by the relay, `batch` rows at most every `interval`,

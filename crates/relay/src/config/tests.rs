@@ -376,3 +376,28 @@ fn on_server_rewind_defaults_to_refuse_comes_from_the_file_and_needs_cdc() {
     .unwrap_err();
     assert!(err.to_string().starts_with("on-server-rewind:"), "{err}");
 }
+
+#[test]
+fn the_canary_is_a_table_row_unless_a_message_is_asked_for_by_name() {
+    let canary = |o: RunOptions| resolve(o).map(|s| s.cdc().unwrap().canary.clone());
+    assert_eq!(canary(base()).unwrap().unwrap().method, CanaryMethod::Table);
+    let message = canary(RunOptions {
+        canary_method: Some(CanaryMethod::Message),
+        ..base()
+    });
+    assert_eq!(message.unwrap().unwrap().method, CanaryMethod::Message);
+    let err = resolve(RunOptions {
+        canary_method: Some(CanaryMethod::Message),
+        mode: Some(Mode::Polling),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("canary-method:"), "{err}");
+    let err = resolve(RunOptions {
+        canary_method: Some(CanaryMethod::Table),
+        canary_interval: Some(0),
+        ..base()
+    })
+    .unwrap_err();
+    assert!(err.to_string().starts_with("canary-method:"), "{err}");
+}

@@ -738,7 +738,7 @@ fn start(
 
 /// The relay's own options for every connector of this worker: the canary's and the
 /// cleanup's, from the worker's environment (`OUTBOX_RELAY_CANARY_INTERVAL`, `_MAX_AGE`,
-/// `_TOPIC`, `OUTBOX_RELAY_CLEANUP`, `_BATCH`, `_INTERVAL`, `_GRACE`, as `run` reads them). A
+/// `_TOPIC`, `_METHOD`, `OUTBOX_RELAY_CLEANUP`, `_BATCH`, `_INTERVAL`, `_GRACE`, as `run` reads them). A
 /// connector's `outbox.relay.cleanup*` options apply where the environment sets nothing.
 fn connector_options() -> Result<crate::config::RunOptions, String> {
     let seconds = |name: &str| -> Result<Option<u64>, String> {
@@ -755,6 +755,15 @@ fn connector_options() -> Result<crate::config::RunOptions, String> {
         canary_interval: seconds("OUTBOX_RELAY_CANARY_INTERVAL")?,
         canary_max_age: seconds("OUTBOX_RELAY_CANARY_MAX_AGE")?,
         canary_topic: std::env::var("OUTBOX_RELAY_CANARY_TOPIC").ok(),
+        canary_method: match std::env::var("OUTBOX_RELAY_CANARY_METHOD") {
+            Ok(v) => Some(
+                <crate::config::CanaryMethod as clap::ValueEnum>::from_str(v.trim(), true)
+                    .map_err(|_| {
+                        format!("OUTBOX_RELAY_CANARY_METHOD: {v:?} is not table or message")
+                    })?,
+            ),
+            Err(_) => None,
+        },
         cleanup: match std::env::var("OUTBOX_RELAY_CLEANUP") {
             Ok(v) => Some(
                 v.trim()

@@ -57,8 +57,13 @@ GRANT SELECT ON {qualified} TO {role_ident};
 {history_ddl};
 GRANT SELECT, INSERT, DELETE ON {history} TO {role_ident};
 {cleanup_sql}
+-- The end-to-end canary (--canary-interval): a row per slot, written again every interval and
+-- carried by the relay's publication only, so no other consumer of the database receives it.
+{canary_ddl};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {canary} TO {role_ident};
+
 -- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
-CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert');
+CREATE PUBLICATION {} FOR TABLE {qualified}, {canary} WITH (publish = 'insert');
 
 -- The slot holds WAL from now on: events written after this line are relayed.
 SELECT pg_create_logical_replication_slot({}, 'pgoutput');
@@ -66,6 +71,8 @@ SELECT pg_create_logical_replication_slot({}, 'pgoutput');
         escape_identifier(publication),
         escape_literal(slot),
         history_ddl = crate::source::slot_history::ddl(&table.schema),
+        canary_ddl = crate::source::canary::table_ddl(&table.schema),
+        canary = crate::source::canary::table(&table.schema),
         history = crate::source::sql_rows::qualified(&TableName {
             schema: table.schema.clone(),
             name: crate::source::slot_history::TABLE.into(),

@@ -1,20 +1,28 @@
 //! The end-to-end canary (`--canary-interval`): every few seconds the active instance writes
-//! a transactional logical decoding message with its own prefix; its stream receives it like
-//! any change, produces it to the canary topic and waits for Kafka's acknowledgement, which
-//! sets `outbox_relay_canary_age_seconds`. A stall anywhere on the way (the walsender,
-//! decoding, the relay, the broker) lets the age grow, and /ready turns red past
-//! `--canary-max-age` while PostgreSQL still takes canaries (see `Metrics::readiness`).
+//! a canary into its own stream; the stream produces it to the canary topic and waits for
+//! Kafka's acknowledgement, which sets `outbox_relay_canary_age_seconds`. A stall anywhere on
+//! the way (the walsender, decoding, the relay, the broker) lets the age grow, and /ready
+//! turns red past `--canary-max-age` while PostgreSQL still takes canaries (see
+//! `Metrics::readiness`).
 //!
-//! Polling mode reads no slot: there the canary is a row of `outbox_relay_canaries` per
-//! instance, written every interval and relayed by the instance's own polls, in the same
-//! transaction as its outbox rows ([`write_rows_every`]).
+//! A canary is a row of the canary table, `<schema>.outbox_relay_canaries` in the outbox
+//! table's schema, one row per writer:
+//! - CDC mode (`--canary-method table`, the default): the row named after the slot is deleted
+//!   and inserted again in one transaction. The table is in the relay's own publication, so
+//!   the INSERT reaches the relay's stream and no other: another consumer of the database sees
+//!   it only through a publication that carries the table (FOR ALL TABLES), and Debezium
+//!   passes over a table outside its `table.include.list`. Where the table cannot be made or
+//!   published, the canary is off, with one warning that says what to grant.
+//! - Polling mode: the instance's row, written every interval and relayed by the instance's
+//!   own polls, in the same transaction as its outbox rows ([`write_rows_every`]).
 //!
-//! `pg_logical_emit_message` needs no table privilege (PUBLIC may execute it unless a DBA
-//! revoked that). Every slot of the database receives every message: a canary names the slot
-//! whose relay wrote it, and a relay produces only its own; other consumers of the database's
-//! messages (Debezium's `message.prefix.include.list`) can leave the prefix out.
+//! `--canary-method message` writes a transactional logical decoding message instead
+//! (`pg_logical_emit_message`, no table needed). PostgreSQL sends every such message to every
+//! logical decoding consumer of the database, whatever its publication: another team's
+//! Debezium connector receives it, and fails on it when its chain cannot take a message
+//! record. It is therefore never the default.
 
-use crate::config::Canary;
+use crate::config::{Canary, CanaryMethod};
 use crate::metrics::{now_ms, Metrics};
 use crate::source::postgres::Database;
 use std::sync::Arc;
@@ -54,9 +62,9 @@ pub fn table_ddl(schema: &str) -> String {
     )
 }
 
-/// Polling mode: makes the canary table when missing; `false` (with a warning that says
-/// how) when the role may not.
-pub async fn ensure_table(sql: &tokio_postgres::Client, schema: &str) -> bool {
+/// Makes the canary table when missing; why not (and what a DBA runs) when the role may
+/// not.
+async fn make_table(sql: &tokio_postgres::Client, schema: &str) -> Result<(), String> {
     let exists = crate::source::catalog::table_exists(
         sql,
         &outbox_router::TableName {
@@ -67,22 +75,95 @@ pub async fn ensure_table(sql: &tokio_postgres::Client, schema: &str) -> bool {
     .await
     .unwrap_or(false);
     if exists {
-        return true;
+        return Ok(());
     }
-    match sql.batch_execute(&table_ddl(schema)).await {
+    sql.batch_execute(&table_ddl(schema)).await.map_err(|e| {
+        format!(
+            "cannot create {} ({}); create it as the schema's owner (`{}; GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <relay role>;`)",
+            table(schema),
+            crate::error::server_message(&e),
+            table_ddl(schema),
+            table(schema)
+        )
+    })
+}
+
+/// Polling mode: makes the canary table when missing; `false` (with a warning that says
+/// how) when the role may not.
+pub async fn ensure_table(sql: &tokio_postgres::Client, schema: &str) -> bool {
+    match make_table(sql, schema).await {
         Ok(()) => true,
-        Err(e) => {
+        Err(why) => {
             tracing::warn!(
-                "no canary in polling mode: cannot create {} ({}); create it as the schema's owner \
-                 (`{}; GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <relay role>;`), or turn the canary off with --canary-interval 0",
-                table(schema),
-                crate::error::server_message(&e),
-                table_ddl(schema),
-                table(schema)
+                "no canary in polling mode: {why}, or turn the canary off with --canary-interval 0"
             );
             false
         }
     }
+}
+
+/// CDC mode with `--canary-method table`: makes the canary table when missing, and adds it
+/// to `publication` when the publication does not carry it and the relay manages the
+/// publication's tables (`may_add`). Why the canary cannot run, with what to grant or run,
+/// otherwise.
+pub async fn publish_table(
+    sql: &tokio_postgres::Client,
+    schema: &str,
+    publication: &str,
+    may_add: bool,
+) -> Result<(), String> {
+    make_table(sql, schema).await?;
+    let carried: bool = sql
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
+            &[&publication, &schema, &TABLE],
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot read publication {publication}'s tables ({})",
+                crate::error::server_message(&e)
+            )
+        })?
+        .get(0);
+    if carried {
+        return Ok(());
+    }
+    let add = format!(
+        "ALTER PUBLICATION {} ADD TABLE {}",
+        postgres_protocol::escape::escape_identifier(publication),
+        table(schema)
+    );
+    if !may_add {
+        return Err(format!(
+            "publication {publication} does not carry {} and the relay does not change its tables \
+             (publication.autocreate.mode); its owner can run `{add};`",
+            table(schema)
+        ));
+    }
+    sql.batch_execute(&add).await.map_err(|e| {
+        format!(
+            "cannot add {} to publication {publication} ({}); its owner can run `{add};`",
+            table(schema),
+            crate::error::server_message(&e)
+        )
+    })?;
+    tracing::info!(publication, table = %table(schema), "added the canary table to the publication");
+    Ok(())
+}
+
+/// A canary row read from the stream: the writer's name and when it wrote it, from an
+/// INSERT into the canary table whose relation is `relation`.
+pub fn written_row(relation: &pgoutput::Relation, insert: &pgoutput::Insert) -> Option<Written> {
+    let text = |name: &str| {
+        let index = relation.column_index(name)?;
+        let value = insert.new_tuple.columns.get(index)?.bytes()?;
+        std::str::from_utf8(value).ok()
+    };
+    Some(Written {
+        slot: text("name")?.to_owned(),
+        written_ms: text("written_ms")?.parse().ok()?,
+    })
 }
 
 /// This instance's name in the canary table: host and process.
@@ -115,17 +196,32 @@ pub async fn write_rows_every(
 }
 
 /// Writes a canary every `canary.interval` for `slot`, for as long as it runs (the session
-/// that streams aborts it when it ends).
-pub async fn write_every(database: Database, slot: String, canary: Canary, metrics: Arc<Metrics>) {
-    Write::Message { slot }
-        .every(database, canary, metrics)
-        .await
+/// that streams aborts it when it ends): the slot's row of the canary table in `schema`, or
+/// a logical decoding message (`--canary-method message`).
+pub async fn write_every(
+    database: Database,
+    slot: String,
+    schema: &str,
+    canary: Canary,
+    metrics: Arc<Metrics>,
+) {
+    let write = match canary.method {
+        CanaryMethod::Table => Write::SlotRow {
+            table: table(schema),
+            slot,
+        },
+        CanaryMethod::Message => Write::Message { slot },
+    };
+    write.every(database, canary, metrics).await
 }
 
 /// How a canary is written.
 enum Write {
     /// Polling mode: the instance's row of the canary table.
     Row { table: String, name: String },
+    /// CDC mode: the slot's row of the canary table, deleted and inserted again (the
+    /// relay's publication may carry INSERTs only).
+    SlotRow { table: String, slot: String },
     /// A transactional logical decoding message naming the slot.
     Message { slot: String },
 }
@@ -142,6 +238,17 @@ impl Write {
                 sql.execute(&upsert, &[name, &now]).await?;
                 let forget = format!("DELETE FROM {table} WHERE written_ms < $1");
                 let _ = sql.execute(&forget, &[&(now - 86_400_000)]).await;
+            }
+            Write::SlotRow { table, slot } => {
+                // One simple query, so one transaction: the DELETE and the INSERT commit
+                // together. Rows of slots gone for a day go with it.
+                let name = postgres_protocol::escape::escape_literal(slot);
+                sql.batch_execute(&format!(
+                    "DELETE FROM {table} WHERE name = {name} OR written_ms < {}; \
+                     INSERT INTO {table} (name, written_ms) VALUES ({name}, {now})",
+                    now - 86_400_000
+                ))
+                .await?;
             }
             Write::Message { slot } => {
                 let content = serde_json::to_string(&Written {
@@ -163,7 +270,7 @@ impl Write {
     fn refused(&self, e: &tokio_postgres::Error) -> String {
         let why = crate::error::server_message(e);
         match self {
-            Write::Row { table, .. } => format!(
+            Write::Row { table, .. } | Write::SlotRow { table, .. } => format!(
                 "cannot write the canary row ({why}): the relay's role needs SELECT, INSERT, UPDATE, DELETE ON {table}, \
                  or turn the canary off with --canary-interval 0"
             ),

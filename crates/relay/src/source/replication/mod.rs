@@ -65,6 +65,8 @@ pub struct Replication<'a> {
     stood_by: bool,
     /// What the broker refused, carried from session to session.
     refusals: Refusals,
+    /// Why the canary is off, as last warned (warned again only when the reason changes).
+    canary_off: Option<String>,
     _heartbeat: Option<AbortOnDrop>,
 }
 
@@ -102,8 +104,18 @@ impl<'a> Replication<'a> {
             claimed_by: None,
             stood_by: false,
             refusals: Refusals::default(),
+            canary_off: None,
             _heartbeat: heartbeat,
         })
+    }
+
+    /// The canary cannot run this session: says why once (and again when the reason changes).
+    fn canary_off(&mut self, why: String) {
+        if self.canary_off.as_deref() != Some(why.as_str()) {
+            tracing::warn!("no canary: {why}; or turn the canary off with --canary-interval 0");
+            self.metrics.canary_off();
+            self.canary_off = Some(why);
+        }
     }
 
     fn replication_config(&self, start: Lsn) -> ReplicationConfig {
@@ -305,6 +317,37 @@ impl<'a> Replication<'a> {
                     cdc.publication
                 ))
             })?;
+        // The canary table, in the publication before the stream starts (a row written
+        // later is then carried).
+        let canary = match &cdc.canary {
+            Some(_) if from_standby && primary.is_none() => {
+                self.canary_off("it is written on the primary, and this relay captures from a standby without --primary-url".into());
+                false
+            }
+            Some(canary) if canary.method == crate::config::CanaryMethod::Table => {
+                let may_add = matches!(
+                    cdc.publication_mode,
+                    crate::config::PublicationMode::OutboxInsertsOnly
+                        | crate::config::PublicationMode::Filtered
+                );
+                match crate::source::canary::publish_table(
+                    writer,
+                    &home.schema,
+                    &cdc.publication,
+                    may_add,
+                )
+                .await
+                {
+                    Ok(()) => true,
+                    Err(why) => {
+                        self.canary_off(why);
+                        false
+                    }
+                }
+            }
+            Some(_) => true,
+            None => false,
+        };
         if primary.is_some() {
             // Made on the primary: the standby has it once it replayed that far.
             catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;
@@ -451,7 +494,7 @@ impl<'a> Replication<'a> {
                 snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
                 exported,
                 cleaning,
-                writes: !from_standby || primary.is_some(),
+                canary,
             },
         })
     }
@@ -628,8 +671,9 @@ impl<'a> Replication<'a> {
         if let Some(heartbeat) = &cdc.heartbeat {
             streamer = streamer.heartbeats_every(heartbeat.interval);
         }
-        if let Some(canary) = &cdc.canary {
-            streamer = streamer.canaries(&canary.topic, &cdc.slot);
+        if let Some(canary) = cdc.canary.as_ref().filter(|_| plan.canary) {
+            streamer =
+                streamer.canaries(&canary.topic, &cdc.slot, canary.method, &plan.home.schema);
         }
         if let Some(recorder) = recorder {
             streamer = streamer.cleanup(recorder);
@@ -667,9 +711,8 @@ struct Plan {
     exported: Option<(String, Lsn)>,
     /// `--cleanup`: what the session's cleaner deletes.
     cleaning: Option<crate::source::cleanup::Cleaning>,
-    /// A database takes the relay's writes (false: captured from a standby without
-    /// --primary-url; no canary then).
-    writes: bool,
+    /// The canary runs this session (on, and its table published where it is a row).
+    canary: bool,
 }
 
 /// What the loop of a session reads of its relay.
@@ -716,21 +759,18 @@ async fn stream_until_shutdown(
             exactly_once = cdc.exactly_once, "streaming");
         streamed = true;
         // The canary, written while this session holds the slot (aborted with it).
-        if cdc.canary.is_some() && !plan.writes {
-            tracing::warn!("no canary: it is written on the primary, and this relay captures from a standby without --primary-url");
-        }
-        let _canary = cdc.canary.clone().filter(|_| plan.writes).map(|canary| {
-            AbortOnDrop(tokio::spawn(crate::source::canary::write_every(
-                crate::source::postgres::Database::for_writes(settings),
-                cdc.slot.clone(),
-                canary,
-                metrics.clone(),
-            )))
+        let _canary = cdc.canary.clone().filter(|_| plan.canary).map(|canary| {
+            let database = crate::source::postgres::Database::for_writes(settings);
+            let (slot, schema) = (cdc.slot.clone(), plan.home.schema.clone());
+            let metrics = metrics.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                crate::source::canary::write_every(database, slot, &schema, canary, metrics).await
+            }))
         });
         let _canary_reader = cdc
             .canary
             .clone()
-            .filter(|canary| canary.read_back)
+            .filter(|canary| plan.canary && canary.read_back)
             .map(|canary| {
                 AbortOnDrop(tokio::spawn(crate::source::canary::read_back(
                     settings.kafka.clone(),

@@ -147,8 +147,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     transaction: Option<OpenTransaction>,
     /// When to look for partitions Kafka leaves unanswered (`Deliver::check_stuck`).
     stuck_check: tokio::time::Interval,
-    /// The canary's topic and the slot whose canaries this stream produces.
-    canary: Option<(Arc<str>, String)>,
+    /// The canaries this stream produces.
+    canary: Option<CanaryStream>,
     /// `--cleanup`: relayed rows written to the ledger before a position is confirmed.
     cleanup: Option<crate::source::cleanup::Recorder>,
     cleanup_flush: Option<tokio::time::Interval>,
@@ -160,6 +160,34 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     last_commit: Option<Lsn>,
     /// The last position reported to the source.
     reported: Lsn,
+}
+
+/// The canaries a stream produces: the slot's own, to `topic`.
+struct CanaryStream {
+    topic: Arc<str>,
+    slot: String,
+    /// `--canary-method table`: the canary table's schema, and its relation once the stream
+    /// described it. Its changes are the canary's alone: never routed, never a business
+    /// event, never in a transaction's metadata.
+    table: Option<(String, Option<Relation>)>,
+}
+
+impl CanaryStream {
+    /// Whether `data` (an insert, update or delete) is a change of the canary table.
+    fn owns(&self, data: &[u8]) -> bool {
+        let Some((_, Some(relation))) = &self.table else {
+            return false;
+        };
+        matches!(data.first(), Some(b'I' | b'U' | b'D'))
+            && data.get(1..5) == Some(&relation.relation_id.to_be_bytes()[..])
+    }
+
+    /// Whether `relation` describes the canary table.
+    fn describes(&self, relation: &Relation) -> bool {
+        self.table.as_ref().is_some_and(|(schema, _)| {
+            relation.namespace == *schema && relation.name == crate::source::canary::TABLE
+        })
+    }
 }
 
 /// What an END record says about the open transaction.
@@ -228,10 +256,22 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         self
     }
 
-    /// Produces the canaries written for `slot` to `topic` (see `source/canary.rs`).
-    pub fn canaries(mut self, topic: &str, slot: &str) -> Self {
+    /// Produces the canaries written for `slot` to `topic` (see `source/canary.rs`): rows of
+    /// the canary table in `schema`, or logical decoding messages.
+    pub fn canaries(
+        mut self,
+        topic: &str,
+        slot: &str,
+        method: crate::config::CanaryMethod,
+        schema: &str,
+    ) -> Self {
         self.deliver.prepare_topic(topic);
-        self.canary = Some((topic.into(), slot.to_owned()));
+        self.canary = Some(CanaryStream {
+            topic: topic.into(),
+            slot: slot.to_owned(),
+            table: (method == crate::config::CanaryMethod::Table)
+                .then(|| (schema.to_owned(), None)),
+        });
         self
     }
 
@@ -570,6 +610,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 data,
             } => {
                 self.metrics.set_server_wal(wal_end);
+                if self.canary.as_ref().is_some_and(|c| c.owns(&data)) {
+                    return self.on_canary_row(wal_start, &data).await;
+                }
                 if matches!(data.first(), Some(b'I' | b'U' | b'D' | b'T')) {
                     // Relation, Type and Origin messages are not changes (and may be sent
                     // at position 0).
@@ -621,7 +664,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 prefix,
                 content,
             } if prefix == crate::source::canary::PREFIX => {
-                self.on_canary(lsn, transactional, &content).await?;
+                self.on_canary_message(lsn, transactional, &content).await?;
             }
             Change::Message {
                 lsn,
@@ -674,10 +717,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         Ok(())
     }
 
-    /// A canary: this relay's own goes to the canary topic, in its place in the stream, and
-    /// its acknowledgement sets the canary's age; other relays' (other slots of the database)
-    /// and canaries when they are off are passed over. Never routed, never a business event.
-    async fn on_canary(
+    /// A canary message (`--canary-method message`): this relay's own goes to the canary
+    /// topic, in its place in the stream; other relays' (other slots of the database) and
+    /// canaries when they are off are passed over.
+    async fn on_canary_message(
         &mut self,
         lsn: Lsn,
         transactional: bool,
@@ -688,19 +731,64 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             // Still a change of its transaction: replays number the rest alike.
             self.change_index += 1;
         }
-        let Some((topic, slot)) = &self.canary else {
-            return Ok(());
-        };
         let Some(written) = crate::source::canary::Written::parse(content) else {
             return Ok(());
         };
-        if written.slot != *slot || !transactional {
+        let by_message = self.canary.as_ref().is_some_and(|c| c.table.is_none());
+        if !transactional || !by_message {
+            return Ok(());
+        }
+        self.produce_canary(lsn, index, written).await
+    }
+
+    /// A change of the canary table (`--canary-method table`): the insert of this relay's
+    /// row is its canary; the delete before it, and other writers' rows, are passed over.
+    async fn on_canary_row(&mut self, lsn: Lsn, data: &Bytes) -> Result<(), RelayError> {
+        let index = self.change_index;
+        // Still a change of its transaction: replays number the rest alike.
+        self.change_index += 1;
+        let Some(CanaryStream {
+            table: Some((_, Some(relation))),
+            ..
+        }) = &self.canary
+        else {
+            return Ok(());
+        };
+        let written = match pgoutput::decode(data.clone()) {
+            Ok(LogicalMessage::Insert(insert)) => {
+                crate::source::canary::written_row(relation, &insert)
+            }
+            _ => None,
+        };
+        match written {
+            Some(written) => self.produce_canary(lsn, index, written).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Produces this relay's canary `written` (at `lsn`, change `index` of its transaction)
+    /// to the canary topic; its acknowledgement sets the canary's age. Never routed, never a
+    /// business event. Another slot's canary is passed over.
+    async fn produce_canary(
+        &mut self,
+        lsn: Lsn,
+        index: u32,
+        written: crate::source::canary::Written,
+    ) -> Result<(), RelayError> {
+        let Some(CanaryStream { topic, slot, .. }) = &self.canary else {
+            return Ok(());
+        };
+        if written.slot != *slot {
             return Ok(());
         }
         let record = outbox_router::OutboxRecord {
             topic: topic.clone(),
             key: Some(bytes::Bytes::copy_from_slice(slot.as_bytes())),
-            value: Some(bytes::Bytes::copy_from_slice(content)),
+            value: Some(
+                serde_json::to_vec(&written)
+                    .expect("a canary serialises")
+                    .into(),
+            ),
             headers: Vec::new(),
             partition: None,
             timestamp_ms: None,
@@ -734,6 +822,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         event: Option<EventPosition>,
     ) -> Result<(), RelayError> {
         if let LogicalMessage::Relation(relation) = message {
+            if let Some(canary) = self.canary.as_mut().filter(|c| c.describes(relation)) {
+                if let Some((_, known)) = &mut canary.table {
+                    *known = Some(relation.clone());
+                }
+                return Ok(());
+            }
             self.relation_tables.insert(
                 relation.relation_id,
                 format!("{}.{}", relation.namespace, relation.name).into(),
