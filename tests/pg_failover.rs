@@ -470,4 +470,53 @@ async fn capture_from_a_standby_with_writes_on_the_primary() {
             && said.contains("--primary-url"),
         "{said}"
     );
+
+    // --cleanup deletes through the primary: the relayed rows leave the outbox, and no delete
+    // is tried on the read-only standby.
+    drop(relay);
+    let cleaner = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(
+            &standby.url(),
+            &[
+                "--primary-url",
+                &stack.pg.url(),
+                "--cleanup",
+                "--cleanup-interval",
+                "1",
+            ],
+        ),
+        &[],
+    )
+    .unwrap();
+    let before: i64 = stack
+        .db
+        .query_one("SELECT count(*) FROM outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    wait_for(
+        "the relay with --cleanup never streamed",
+        Duration::from_secs(60),
+        &|| cleaner.log(),
+        async || cleaner.log().contains("streaming"),
+    )
+    .await;
+    insert_events(&stack.db, 100, 20, 10, 10).await.unwrap();
+    wait_for(
+        "--cleanup did not delete the relayed rows on the primary",
+        Duration::from_secs(60),
+        &|| cleaner.log(),
+        async || {
+            stack
+                .db
+                .query_one("SELECT count(*) FROM outbox", &[])
+                .await
+                .map(|r| r.get::<_, i64>(0) == before)
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    let log = cleaner.log();
+    assert!(!log.contains("read-only"), "{log}");
 }

@@ -498,7 +498,19 @@ pub async fn clean_every(
     loop {
         timer.tick().await;
         if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = database.connect().await.ok();
+            client = match database.connect().await {
+                Ok(client) => Some(client),
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(
+                            "--cleanup cannot connect to delete relayed rows ({e}); trying again every {:?}",
+                            cleanup.interval
+                        );
+                    }
+                    failing = true;
+                    None
+                }
+            };
         }
         let Some(sql) = client.as_mut() else {
             continue;
@@ -530,6 +542,10 @@ pub async fn clean_every(
                     );
                 }
                 failing = true;
+                if e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+                    // The server became a standby (a failover): connect again, to the primary.
+                    client = None;
+                }
                 continue;
             }
         }

@@ -794,7 +794,8 @@ async fn stream_until_shutdown(
             .zip(plan.cleaning.clone())
             .map(|(cleanup, cleaning)| {
                 AbortOnDrop(tokio::spawn(crate::source::cleanup::clean_every(
-                    crate::source::postgres::Database::of(settings),
+                    // Deletes: on the primary when capturing from a standby.
+                    crate::source::postgres::Database::for_writes(settings),
                     cleanup,
                     cleaning,
                     metrics.clone(),
