@@ -14,6 +14,7 @@ use crate::config::{ConnectionInfo, SessionTarget};
 use crate::error::RelayError;
 use crate::metrics::Metrics;
 use postgres_protocol::escape::escape_literal;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub struct Condition {
     pub holds: bool,
     pub what: String,
     pub fix: String,
+    /// It fails only for now, and clears by itself (a standby whose copy of the slot is not
+    /// synchronized yet): the watch looks again soon.
+    pub pending: bool,
 }
 
 impl Condition {
@@ -31,6 +35,7 @@ impl Condition {
             holds: true,
             what,
             fix: String::new(),
+            pending: false,
         }
     }
 
@@ -39,6 +44,14 @@ impl Condition {
             holds: false,
             what,
             fix,
+            pending: false,
+        }
+    }
+
+    fn pending(what: String, fix: String) -> Self {
+        Self {
+            pending: true,
+            ..Self::fails(what, fix)
         }
     }
 }
@@ -52,6 +65,11 @@ pub struct Survival {
 impl Survival {
     pub fn survives(&self) -> bool {
         !self.conditions.is_empty() && self.conditions.iter().all(|c| c.holds)
+    }
+
+    /// It does not survive yet, but only for conditions that clear by themselves.
+    pub fn only_pending(&self) -> bool {
+        !self.survives() && self.conditions.iter().all(|c| c.holds || c.pending)
     }
 
     /// What is missing, in one line each.
@@ -215,7 +233,7 @@ pub async fn assess(url: &str, slot: &str) -> Result<Survival, RelayError> {
                 ),
                 settings_fix,
             ),
-            _ => Condition::fails(
+            _ => Condition::pending(
                 format!("the standby {host}:{port} has no synchronized copy of slot {slot} yet"),
                 "wait for the slot synchronization worker (or SELECT pg_sync_replication_slots(); on the standby); \
                  the slot must be a failover slot"
@@ -232,8 +250,15 @@ pub async fn assess(url: &str, slot: &str) -> Result<Survival, RelayError> {
     Ok(Survival { conditions })
 }
 
+/// While only a synchronization still to come keeps the slot from surviving, it is
+/// assessed every [`PENDING_EVERY`], for at most [`PENDING_FOR`] in a row (each assessment
+/// opens connections to every host).
+pub const PENDING_EVERY: Duration = Duration::from_secs(1);
+pub const PENDING_FOR: Duration = Duration::from_secs(300);
+
 /// Sets `outbox_relay_slot_failover_ready` every `every` while it runs (the session that
-/// holds the slot runs it).
+/// holds the slot runs it), and every [`PENDING_EVERY`] while the standby's copy is on its
+/// way, so that the metric turns 1 within a second of the copy becoming persistent.
 pub async fn watch(
     url: crate::secret::Secret,
     slot: String,
@@ -241,14 +266,36 @@ pub async fn watch(
     every: Duration,
     warn: bool,
 ) {
-    let mut timer = tokio::time::interval(every);
-    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let assess_slot = || assess(url.expose(), &slot);
+    watch_with(assess_slot, &slot, &metrics, every, warn).await
+}
+
+/// [`watch`], with `assess` as the check.
+async fn watch_with<F: Future<Output = Result<Survival, RelayError>>>(
+    mut assess: impl FnMut() -> F,
+    slot: &str,
+    metrics: &Metrics,
+    every: Duration,
+    warn: bool,
+) {
     let mut said: Option<bool> = None;
+    let mut pending_since: Option<tokio::time::Instant> = None;
+    let mut next = tokio::time::Instant::now();
     loop {
-        timer.tick().await;
-        let Ok(survival) = assess(url.expose(), &slot).await else {
+        tokio::time::sleep_until(next).await;
+        let now = tokio::time::Instant::now();
+        next = now + every;
+        let Ok(survival) = assess().await else {
             continue;
         };
+        if survival.only_pending() {
+            let since = *pending_since.get_or_insert(now);
+            if now.duration_since(since) < PENDING_FOR {
+                next = now + PENDING_EVERY.min(every);
+            }
+        } else {
+            pending_since = None;
+        }
         let survives = survival.survives();
         metrics.slot_failover_ready.set(i64::from(survives));
         if said != Some(survives) {
@@ -265,6 +312,57 @@ pub async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The standby's copy turns persistent 2.5 s after the session starts: the metric says so
+    /// within a second, not at the next 10 s round.
+    #[tokio::test(start_paused = true)]
+    async fn failover_readiness_is_seen_within_a_second_of_the_copy_becoming_persistent() {
+        let start = tokio::time::Instant::now();
+        let persistent_at = start + Duration::from_millis(2500);
+        let assess = move || async move {
+            let copy = if tokio::time::Instant::now() >= persistent_at {
+                Condition::holds("the standby holds a synchronized copy".into())
+            } else {
+                Condition::pending("no synchronized copy yet".into(), "wait".into())
+            };
+            Ok(Survival {
+                conditions: vec![Condition::holds("a failover slot".into()), copy],
+            })
+        };
+        let metrics = Arc::new(Metrics::new());
+        let watching = {
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                watch_with(assess, "s", &metrics, Duration::from_secs(10), true).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(3600)).await;
+        assert_eq!(metrics.slot_failover_ready.get(), 1);
+        watching.abort();
+    }
+
+    /// A condition that needs a person (a setting) is looked at every `every`, not every second.
+    #[test]
+    fn only_conditions_that_clear_by_themselves_are_pending() {
+        let pending = Survival {
+            conditions: vec![
+                Condition::holds("ok".into()),
+                Condition::pending("copy on its way".into(), "wait".into()),
+            ],
+        };
+        assert!(pending.only_pending());
+        let blocked = Survival {
+            conditions: vec![
+                Condition::fails("sync_replication_slots off".into(), "set it".into()),
+                Condition::pending("copy on its way".into(), "wait".into()),
+            ],
+        };
+        assert!(!blocked.only_pending());
+        let ready = Survival {
+            conditions: vec![Condition::holds("ok".into())],
+        };
+        assert!(!ready.only_pending() && ready.survives());
+    }
 
     #[test]
     fn synchronized_standby_slots_lists_names() {
