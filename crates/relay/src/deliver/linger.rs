@@ -63,7 +63,8 @@ impl Default for Held {
     }
 }
 
-fn size(record: &OutboxRecord) -> usize {
+/// What a record weighs in the in-flight bounds: its key and value bytes.
+pub fn size(record: &OutboxRecord) -> usize {
     record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len())
 }
 
@@ -80,6 +81,11 @@ impl Held {
 
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
+    }
+
+    /// Key and value bytes of the held records.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Holds `record` behind the ones already held. True when the held records must go now:

@@ -258,6 +258,12 @@ impl<P: Producer> Deliver<P> {
         self.producer.in_flight() + self.dead_letters.len() + self.held.len()
     }
 
+    /// Key and value bytes handed over and not yet acknowledged, held ones included (parked
+    /// records too: librdkafka's own queue bound does not see those).
+    pub fn in_flight_bytes(&self) -> usize {
+        self.producer.in_flight_bytes() + self.held.bytes()
+    }
+
     /// How long events may be held before they go to the producer: [`CATCH_UP_LINGER`]
     /// while their source is behind, zero (the default) while it keeps up. See `linger.rs`.
     pub fn linger(&mut self, linger: Duration) {

@@ -89,6 +89,11 @@ pub trait Producer {
     fn next_report(&mut self) -> impl Future<Output = (Tag, Outcome)>;
     /// Records accepted and not yet reported.
     fn in_flight(&self) -> usize;
+    /// Key and value bytes of the records accepted and not yet reported, as far as known
+    /// (the in-flight bound in bytes; a fake may not count them).
+    fn in_flight_bytes(&self) -> usize {
+        0
+    }
     /// Makes sure `topic` exists (many brokers do not create topics on produce), and says
     /// what is known of it.
     fn ensure_topic(&mut self, topic: &Arc<str>)
@@ -870,6 +875,7 @@ impl Producer for KafkaProducer {
             partition,
             gated: partition.is_some() && count.is_some(),
             sent: now,
+            bytes: crate::deliver::linger::size(record),
         };
         let gated = place.gated;
         let slot = self.in_flight.put(tag, place);
@@ -982,6 +988,10 @@ impl Producer for KafkaProducer {
 
     fn in_flight(&self) -> usize {
         self.in_flight.used + self.decided.len()
+    }
+
+    fn in_flight_bytes(&self) -> usize {
+        self.in_flight.bytes
     }
 
     fn waiting_longer_than(&self, age: Duration) -> Vec<Unacknowledged> {

@@ -140,6 +140,8 @@ pub(super) struct Place {
     /// Under the first-record rule (first_writes.rs): a partition the topic is known to have.
     pub(super) gated: bool,
     pub(super) sent: Instant,
+    /// Its key and value bytes (the in-flight bound in bytes).
+    pub(super) bytes: usize,
 }
 
 /// The tags of records in flight, each in the slot its delivery report names, with where
@@ -149,11 +151,14 @@ pub(super) struct Slots {
     pub(super) tags: Vec<Option<(Tag, Place)>>,
     pub(super) free: Vec<usize>,
     pub(super) used: usize,
+    /// Key and value bytes of the records in flight.
+    pub(super) bytes: usize,
 }
 
 impl Slots {
     pub(super) fn put(&mut self, tag: Tag, place: Place) -> usize {
         self.used += 1;
+        self.bytes += place.bytes;
         match self.free.pop() {
             Some(slot) => {
                 self.tags[slot] = Some((tag, place));
@@ -172,6 +177,7 @@ impl Slots {
             .expect("a report for a record in flight");
         self.free.push(slot);
         self.used -= 1;
+        self.bytes -= taken.1.bytes;
         taken
     }
 
@@ -271,6 +277,7 @@ mod tests {
         };
         let now = Instant::now();
         let at = |topic: &str, partition, secs| Place {
+            bytes: 0,
             topic: topic.into(),
             partition,
             gated: false,

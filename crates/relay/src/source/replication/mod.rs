@@ -664,7 +664,8 @@ impl<'a> Replication<'a> {
             &plan.home,
             settings.kafka.max_in_flight,
         )
-        .stuck_after(settings.kafka.stuck_partition_after);
+        .stuck_after(settings.kafka.stuck_partition_after)
+        .max_in_flight_bytes(settings.kafka.max_in_flight_bytes);
         if cdc.exactly_once {
             streamer = streamer.probe_when_full();
         }

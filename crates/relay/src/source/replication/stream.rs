@@ -134,6 +134,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     /// relation id -> `schema.table`, from Relation messages: the table a dead letter names.
     relation_tables: HashMap<u32, Arc<str>>,
     max_in_flight: usize,
+    /// Key and value bytes in flight past which reading pauses too.
+    max_in_flight_bytes: usize,
     /// The open transaction's commit LSN and the index of its next change: each event's
     /// place in the replay order (`--exactly-once`).
     commit: Lsn,
@@ -231,6 +233,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             table: table.to_string().into(),
             relation_tables: HashMap::new(),
             max_in_flight,
+            max_in_flight_bytes: usize::MAX,
             commit: Lsn::ZERO,
             change_index: 0,
             probe_when_full: false,
@@ -273,6 +276,41 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 .then(|| (schema.to_owned(), None)),
         });
         self
+    }
+
+    /// Pauses reading, snapshot included, while `bytes` of keys and values are in flight
+    /// (`--max-in-flight-bytes`), as it does at `max_in_flight` records.
+    pub fn max_in_flight_bytes(mut self, bytes: usize) -> Self {
+        self.max_in_flight_bytes = bytes;
+        self
+    }
+
+    /// Whether the in-flight window has room for another event: fewer than `max_in_flight`
+    /// records and `max_in_flight_bytes` bytes handed over and not yet acknowledged.
+    fn has_room(&self) -> bool {
+        self.deliver.in_flight() < self.max_in_flight
+            && self.deliver.in_flight_bytes() < self.max_in_flight_bytes
+    }
+
+    /// Waits until the in-flight window has room, taking acknowledgements (the snapshot's
+    /// rows are confirmed by its marker, not by a position) and reporting partitions Kafka
+    /// leaves unanswered meanwhile.
+    async fn make_room(&mut self) -> Result<(), RelayError> {
+        if self.has_room() {
+            return Ok(());
+        }
+        // Held events count against the window: a full window sends them.
+        self.deliver.linger(Duration::ZERO);
+        while !self.has_room() {
+            tokio::select! {
+                acknowledged = self.deliver.next_acknowledged() => {
+                    let _ = self.tracker.delivered(acknowledged?);
+                }
+                _ = self.stuck_check.tick() => self.deliver.check_stuck(),
+            }
+        }
+        self.deliver.linger(CATCH_UP_LINGER);
+        Ok(())
     }
 
     /// Reports a partition whose oldest record waited for Kafka longer than `after`.
@@ -326,7 +364,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     return Ok(());
                 }
             }
-            let room = self.deliver.in_flight() < self.max_in_flight;
+            let room = self.has_room();
             if !room {
                 // Held events count against the window: a full window sends them, or it
                 // would wait for acknowledgements of events not sent yet.
@@ -454,6 +492,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 self.flush_cleanup().await?;
             }
             for insert in fetched {
+                // Rows are read only as fast as Kafka takes them: what is in flight stays
+                // within the window, in records and in bytes.
+                self.make_room().await?;
                 let event = EventPosition::Snapshot {
                     snapshot: snapshot.clone(),
                     row,
