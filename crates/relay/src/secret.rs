@@ -8,6 +8,24 @@ use std::str::FromStr;
 #[serde(transparent)]
 pub struct Secret(String);
 
+/// Whether an option's value is a secret, never shown: Kafka's PASSWORD options
+/// (`database.password`, `*.ssl.*.password`, `sasl.jaas.config`, `ssl.keystore.key`), a schema
+/// registry's credentials, and librdkafka's secret properties (`sasl.password`,
+/// `ssl.key.password`, `ssl.key.pem`, `sasl.oauthbearer.client.secret`, …).
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    key.ends_with("password")
+        || key.ends_with("sasl.jaas.config")
+        || key.ends_with("ssl.keystore.key")
+        || key.ends_with("ssl.key.pem")
+        || key.ends_with("ssl_key.pem")
+        || key.ends_with("client.secret")
+        || key.ends_with("sasl.oauthbearer.config")
+        // A schema registry's credentials (Confluent's converters type them PASSWORD).
+        || key.ends_with("basic.auth.user.info")
+        || key.ends_with("bearer.auth.token")
+}
+
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
         Self(value.into())

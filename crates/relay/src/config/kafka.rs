@@ -193,6 +193,89 @@ impl KafkaSettings {
 }
 
 /// `KEY=VALUE`, refusing values that would break the relay's guarantees.
+/// The properties of one `--producer-property` value (or `OUTBOX_RELAY_PRODUCER_PROPERTIES`):
+/// a comma-separated list. A comma is part of the value before it when what follows is not
+/// `KEY=…` with a KEY librdkafka knows (`debug=msg,topic`, `ssl.cipher.suites=A,B`, a password
+/// with `,x=y` in it), and always when written `\,` (`\\` is a backslash).
+pub fn split_property_list(list: &str) -> Vec<String> {
+    // The pieces between unescaped commas, escapes resolved.
+    let mut pieces: Vec<String> = vec![String::new()];
+    let mut chars = list.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(next @ (',' | '\\')) => pieces.last_mut().expect("one piece").push(next),
+                Some(next) => {
+                    let piece = pieces.last_mut().expect("one piece");
+                    piece.push('\\');
+                    piece.push(next);
+                }
+                None => pieces.last_mut().expect("one piece").push('\\'),
+            },
+            ',' => pieces.push(String::new()),
+            c => pieces.last_mut().expect("one piece").push(c),
+        }
+    }
+    let mut properties: Vec<String> = Vec::new();
+    for piece in pieces {
+        let starts_a_property = piece
+            .split_once('=')
+            .is_some_and(|(key, _)| librdkafka_knows(key.trim()));
+        match properties.last_mut() {
+            Some(previous) if !starts_a_property => {
+                previous.push(',');
+                previous.push_str(&piece);
+            }
+            _ if piece.trim().is_empty() => {}
+            _ => properties.push(piece),
+        }
+    }
+    properties
+}
+
+/// Whether `key` is one of librdkafka's configuration properties.
+fn librdkafka_knows(key: &str) -> bool {
+    !matches!(
+        rdkafka::ClientConfig::new()
+            .set(key, "")
+            .create_native_config(),
+        Err(rdkafka::error::KafkaError::ClientConfig(
+            rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
+            ..
+        ))
+    )
+}
+
+/// librdkafka takes `key=value`, or the error names the key and why, and shows the value only
+/// where it is no secret.
+pub fn librdkafka_accepts(key: &str, value: &str) -> Result<(), ConfigError> {
+    match rdkafka::ClientConfig::new()
+        .set(key, value)
+        .create_native_config()
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(super::invalid("producer-property", client_config_error(&e))),
+    }
+}
+
+/// What librdkafka said of a configuration it refused, without the value of a secret property
+/// (rdkafka's own text quotes every value).
+pub fn client_config_error(e: &rdkafka::error::KafkaError) -> String {
+    match e {
+        rdkafka::error::KafkaError::ClientConfig(code, description, key, value) => {
+            // An unknown key may be a misspelt secret one: its value is not shown either.
+            if *code == rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN {
+                format!("librdkafka has no property {key:?} (the value is not shown)")
+            } else if crate::secret::is_secret_key(key) {
+                format!("librdkafka refuses the value of {key} (not shown)")
+            } else {
+                format!("librdkafka refuses {key}={value}: {description}")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
 pub fn parse_producer_property(text: &str) -> Result<(String, String), ConfigError> {
     let (key, value) = text
         .split_once('=')

@@ -14,7 +14,10 @@ mod options;
 mod postgres;
 mod source;
 
-pub use kafka::{parse_producer_property, ClientRole, KafkaSettings, TopicCreation, TopicGroup};
+pub use kafka::{
+    client_config_error, parse_producer_property, ClientRole, KafkaSettings, TopicCreation,
+    TopicGroup,
+};
 pub use options::{Mode, RunOptions};
 pub use postgres::{ConnectionInfo, SessionTarget};
 pub use source::{
@@ -714,24 +717,22 @@ fn resolve_kafka(o: &RunOptions, preset: Option<&Preset>) -> Result<KafkaSetting
                 .map(str::to_owned),
         );
     }
-    // The list is split at commas (a repeated flag or the environment variable's list); a
-    // piece without `=` is the rest of the value before it (`debug=msg,topic`,
-    // `ssl.cipher.suites=A,B`).
-    let mut given: Vec<String> = Vec::new();
-    for piece in o.producer_property.iter().filter(|p| !p.trim().is_empty()) {
-        match given.last_mut() {
-            Some(previous) if !piece.contains('=') => {
-                previous.push(',');
-                previous.push_str(piece);
-            }
-            _ => given.push(piece.clone()),
-        }
-    }
+    let given: Vec<String> = if o.producer_property_from_file {
+        o.producer_property.clone()
+    } else {
+        o.producer_property
+            .iter()
+            .flat_map(|list| kafka::split_property_list(list))
+            .collect()
+    };
     lines.extend(given);
     let properties = lines
         .iter()
         .map(|p| parse_producer_property(p))
         .collect::<Result<Vec<_>, _>>()?;
+    for (key, value) in &properties {
+        kafka::librdkafka_accepts(key, value)?;
+    }
     Ok(KafkaSettings {
         bootstrap_servers,
         properties,

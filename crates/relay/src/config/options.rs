@@ -368,19 +368,27 @@ pub struct RunOptions {
         help = defaults::help("Topics counted under a label of their own in outbox_relay_events_total; events of the topics after the first N are counted under topic=\"_other\" (0: every topic under _other), so thousands of aggregate types keep /metrics small", defaults::METRICS_TOPIC_LIMIT))]
     pub metrics_topic_limit: Option<usize>,
 
-    /// librdkafka producer property KEY=VALUE (repeatable), e.g. security.protocol=SASL_SSL,
-    /// compression.codec=lz4. Applied after the relay's own settings; the relay refuses
-    /// values that would break its guarantees (enable.idempotence=false, acks other than all).
+    /// librdkafka producer property KEY=VALUE (repeatable, or a comma-separated list), e.g.
+    /// security.protocol=SASL_SSL,compression.codec=lz4. A comma followed by something that is
+    /// not a librdkafka property stays in the value (debug=msg,topic; a password); write `\,`
+    /// for a comma that must stay whatever follows. Applied after the relay's own settings;
+    /// the relay refuses values that would break its guarantees (enable.idempotence=false,
+    /// acks other than all).
     #[arg(
         help_heading = "Kafka",
         long = "producer-property",
         env = "OUTBOX_RELAY_PRODUCER_PROPERTIES",
         value_name = "KEY=VALUE",
-        value_delimiter = ',',
         hide_env_values = true
     )]
     #[serde(default)]
     pub producer_property: Vec<String>,
+
+    /// The producer properties came from the `--config` file: each element is one property,
+    /// whole (not a comma-separated list).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub producer_property_from_file: bool,
 
     /// File of librdkafka producer properties, one KEY=VALUE per line (# comments), for
     /// secrets such as sasl.password or ssl.key.password. --producer-property wins over it.
@@ -425,6 +433,8 @@ impl RunOptions {
             .map_err(|e| file_error(e.to_string()))?;
         Ok(RunOptions {
             config: Some(path),
+            producer_property_from_file: self.producer_property.is_empty()
+                && !merged.producer_property.is_empty(),
             ..merged
         })
     }

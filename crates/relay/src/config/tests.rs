@@ -323,34 +323,92 @@ fn gssapi_is_sasl_with_the_gssapi_mechanism_or_none_named() {
     ]));
 }
 
-/// A value with commas survives the list's splitting: `debug=msg,topic` and a cipher list
-/// stay whole, beside other properties.
+/// A value with commas survives the list's splitting: `debug=msg,topic`, a cipher list and a
+/// password with `,x=y` in it stay whole, beside other properties; `\,` keeps a comma
+/// whatever follows it.
 #[test]
 fn producer_property_values_may_hold_commas() {
-    let options = RunOptions {
-        // As clap splits `--producer-property debug=msg,topic --producer-property ssl.cipher.suites=A,B`.
-        producer_property: [
-            "debug=msg",
-            "topic",
-            "linger.ms=1",
-            "ssl.cipher.suites=A",
-            "B",
-        ]
-        .iter()
-        .map(|p| p.to_string())
-        .collect(),
-        ..base()
+    let properties = |given: &[&str]| {
+        let options = RunOptions {
+            // One element per --producer-property flag, or the environment variable's value.
+            producer_property: given.iter().map(|p| p.to_string()).collect(),
+            ..base()
+        };
+        resolve(options).unwrap().kafka.properties
     };
-    let properties = resolve(options).unwrap().kafka.properties;
+    let got = properties(&[
+        "debug=msg,topic",
+        "linger.ms=1,ssl.cipher.suites=A,B",
+        "sasl.password=abc,def=ghi,batch.size=100",
+        r"sasl.username=u\,acks=all,client.id=c\\d",
+    ]);
     let get = |k: &str| {
-        properties
-            .iter()
+        got.iter()
             .find(|(key, _)| key == k)
             .map(|(_, v)| v.as_str())
     };
     assert_eq!(get("debug"), Some("msg,topic"));
     assert_eq!(get("linger.ms"), Some("1"));
     assert_eq!(get("ssl.cipher.suites"), Some("A,B"));
+    assert_eq!(get("sasl.password"), Some("abc,def=ghi"));
+    assert_eq!(get("batch.size"), Some("100"));
+    assert_eq!(get("sasl.username"), Some("u,acks=all"));
+    assert_eq!(get("client.id"), Some(r"c\d"));
+    assert_eq!(get("acks"), None);
+}
+
+/// The environment variable reaches the relay whole (clap does not cut it at commas), and a
+/// property librdkafka refuses is named without a secret's value.
+#[test]
+fn producer_properties_from_the_environment_keep_a_password_whole_and_errors_hide_it() {
+    use clap::Parser as _;
+    let cli = crate::cli::Cli::try_parse_from([
+        "outbox-relay",
+        "run",
+        "--producer-property",
+        "sasl.password=p4ss,w0rd=x,linger.ms=5",
+    ])
+    .unwrap();
+    let crate::cli::Command::Run(options) = cli.command else {
+        panic!("run");
+    };
+    assert_eq!(options.producer_property.len(), 1);
+    let settings = resolve(RunOptions {
+        postgres_url: base().postgres_url,
+        bootstrap_servers: base().bootstrap_servers,
+        ..options
+    })
+    .unwrap();
+    assert!(settings
+        .kafka
+        .properties
+        .contains(&("sasl.password".into(), "p4ss,w0rd=x".into())));
+    // An unknown key (perhaps a misspelt secret one) and a refused secret value.
+    for given in [
+        "sasl.pasword=hunter22",
+        "security.protocol=SASL_SSL,ssl.key.pem=hunter22",
+    ] {
+        let err = resolve(RunOptions {
+            producer_property: vec![given.into()],
+            ..base()
+        });
+        if let Err(err) = err {
+            let text = err.to_string();
+            assert!(text.starts_with("producer-property:"), "{text}");
+            assert!(!text.contains("hunter22"), "{text}");
+        }
+    }
+    let error = rdkafka::error::KafkaError::ClientConfig(
+        rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_INVALID,
+        "Invalid value \"hunter22\" for configuration property \"sasl.password\"".into(),
+        "sasl.password".into(),
+        "hunter22".into(),
+    );
+    let shown = client_config_error(&error);
+    assert!(
+        shown.contains("sasl.password") && !shown.contains("hunter22"),
+        "{shown}"
+    );
 }
 
 #[test]

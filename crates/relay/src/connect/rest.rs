@@ -453,12 +453,7 @@ fn shown_value(key: &str, value: &str) -> String {
 /// Options of Kafka's type PASSWORD: `database.password`, `*.ssl.*.password`,
 /// `sasl.jaas.config`, `ssl.keystore.key` and the like.
 fn is_password(key: &str) -> bool {
-    key.ends_with("password")
-        || key.ends_with("sasl.jaas.config")
-        || key.ends_with("ssl.keystore.key")
-        // A schema registry's credentials (Confluent's converters type them PASSWORD).
-        || key.ends_with("basic.auth.user.info")
-        || key.ends_with("bearer.auth.token")
+    crate::secret::is_secret_key(key)
 }
 
 async fn list(State(herder): State<Arc<Herder>>, query: axum::extract::RawQuery) -> Json<Value> {

@@ -63,7 +63,10 @@ async fn check_kafka(s: &Settings) -> Vec<Finding> {
         Err(e) => {
             return vec![Finding::fails(
                 Concern::Kafka,
-                format!("Kafka client settings rejected: {e}"),
+                format!(
+                    "Kafka client settings rejected: {}",
+                    crate::config::client_config_error(&e)
+                ),
                 "fix the --producer-property values",
             )]
         }

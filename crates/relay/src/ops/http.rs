@@ -129,7 +129,10 @@ pub fn spawn_broker_probe(
         .client_config(ClientRole::Admin)
         .create()
         .map_err(|e| {
-            RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+            RelayError::misconfigured(format!(
+                "Kafka admin client settings rejected: {}",
+                crate::config::client_config_error(&e)
+            ))
         })?;
     let admin = Arc::new(admin);
     Ok(tokio::spawn(async move {

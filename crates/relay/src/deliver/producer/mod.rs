@@ -357,7 +357,10 @@ impl KafkaProducer {
             .client_config(ClientRole::Admin)
             .create()
             .map_err(|e| {
-                RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+                RelayError::misconfigured(format!(
+                    "Kafka admin client settings rejected: {}",
+                    crate::config::client_config_error(&e)
+                ))
             })?;
         Ok(Self {
             producer,
@@ -406,7 +409,10 @@ impl KafkaProducer {
                 reports: reports.clone(),
             })
             .map_err(|e| {
-                RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
+                RelayError::misconfigured(format!(
+                    "Kafka producer settings rejected: {}",
+                    crate::config::client_config_error(&e)
+                ))
             })
     }
 

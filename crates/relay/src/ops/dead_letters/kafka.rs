@@ -45,7 +45,12 @@ pub fn read_topic<T>(
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "100")
         .create()
-        .map_err(|e| RelayError::misconfigured(format!("Kafka consumer settings rejected: {e}")))?;
+        .map_err(|e| {
+            RelayError::misconfigured(format!(
+                "Kafka consumer settings rejected: {}",
+                crate::config::client_config_error(&e)
+            ))
+        })?;
     let metadata = consumer
         .fetch_metadata(Some(topic), TIMEOUT)
         .map_err(|e| unavailable(&format!("reading the metadata of {topic}"), e))?;
@@ -148,7 +153,10 @@ pub async fn create_marker_topic(kafka: &KafkaSettings, topic: &str) -> Result<(
         .client_config(ClientRole::Admin)
         .create()
         .map_err(|e| {
-            RelayError::misconfigured(format!("Kafka admin client settings rejected: {e}"))
+            RelayError::misconfigured(format!(
+                "Kafka admin client settings rejected: {}",
+                crate::config::client_config_error(&e)
+            ))
         })?;
     let replication = kafka.topic_replication_factor;
     let configs = crate::deliver::producer::topic_configs(replication);
@@ -215,7 +223,10 @@ impl Replayer {
             // In a transaction a record may not wait longer than the transaction may stay open.
             .set("message.timeout.ms", &transaction_timeout);
         let producer: ThreadedProducer<DefaultProducerContext> = config.create().map_err(|e| {
-            RelayError::misconfigured(format!("Kafka producer settings rejected: {e}"))
+            RelayError::misconfigured(format!(
+                "Kafka producer settings rejected: {}",
+                crate::config::client_config_error(&e)
+            ))
         })?;
         producer.init_transactions(TIMEOUT).map_err(|e| {
             unavailable("starting the replay's transactions (init_transactions)", e)
