@@ -139,6 +139,11 @@ fn main() {
             mib(snapshot_hwm),
             snapshot_hwm as f64 * 1024.0 / bytes as f64
         );
+        assert!(
+            mib(snapshot_hwm) <= 256.0,
+            "memory_bounds: the snapshot's peak RSS {:.1} MiB is over the 256 MiB target",
+            mib(snapshot_hwm)
+        );
 
         // 2. One row of 100 MB, streamed.
         let before = rss_kib(relay.pid(), "VmRSS:").unwrap_or(0);
