@@ -15,6 +15,11 @@ pub const ORIGINAL_SIZE: &str = "outbox-relay.original.size";
 /// The row that could not be routed, as a JSON object of column name to text (or null) in the
 /// table's column order: what `outbox-relay dead-letters replay` routes again.
 pub const SOURCE_ROW: &str = "outbox-relay.source.row";
+/// Where the whole row of an event this dead letter cannot give back is kept:
+/// `<schema>.outbox_relay_dead_letters/<id>` (polling mode, which retires the outbox row).
+/// Without it, a dead letter whose payload was left out names a row the outbox keeps (CDC
+/// never deletes it). `outbox-relay dead-letters replay` routes that row again.
+pub const ROW_KEPT: &str = "outbox-relay.row.kept";
 
 /// Why, in one word, for the `reason` label of `outbox_relay_dead_letters_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +78,8 @@ pub struct DeadLetter {
     /// The record Kafka Connect's dead-letter reporter writes for it, to its own topic
     /// (`errors.tolerance=all` with `errors.deadletterqueue.topic.name`): written instead.
     pub connect: Option<Box<OutboxRecord>>,
+    /// [`ROW_KEPT`]: where the source keeps the event's whole row.
+    pub row_kept: Option<String>,
 }
 
 impl DeadLetter {
@@ -89,6 +96,7 @@ impl DeadLetter {
             lsn,
             row: row.row.as_deref().and_then(row_json),
             connect: row.connect_dlq,
+            row_kept: None,
         }
     }
 
@@ -109,6 +117,17 @@ impl DeadLetter {
             lsn,
             row: None,
             connect: None,
+            row_kept: None,
+        }
+    }
+
+    /// Whether the event can be had back whole from this letter: it carries the row (which
+    /// replay routes again), or it is Kafka Connect's record with its payload. A refused
+    /// event's letter never is: it keeps the key, the id and at most the payload.
+    pub fn gives_back_whole(&self) -> bool {
+        match &self.connect {
+            Some(record) => record.value.is_some() && self.original_size.is_none(),
+            None => self.row.is_some(),
         }
     }
 
@@ -184,6 +203,9 @@ impl DeadLetter {
         if let Some(row) = &self.row {
             headers.push((SOURCE_ROW.into(), Some(row.clone())));
         }
+        if let Some(kept) = &self.row_kept {
+            headers.push((ROW_KEPT.into(), Some(Bytes::from(kept.clone()))));
+        }
         OutboxRecord {
             topic: topic.clone(),
             key: self.key.clone(),
@@ -196,7 +218,7 @@ impl DeadLetter {
 }
 
 /// The row as [`SOURCE_ROW`]'s JSON object; `None` if a value is not text (not UTF-8).
-fn row_json(row: &[(String, Option<Bytes>)]) -> Option<Bytes> {
+pub fn row_json(row: &[(String, Option<Bytes>)]) -> Option<Bytes> {
     let mut object = serde_json::Map::with_capacity(row.len());
     for (name, value) in row {
         let value = match value {

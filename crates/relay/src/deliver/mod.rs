@@ -120,6 +120,30 @@ pub struct Deliver<P: Producer> {
     /// `--cleanup`: the events that went to the dead-letter topic (their rows stay in the
     /// outbox); `None` when nobody asks.
     dead_lettered: Option<Vec<Seq>>,
+    /// Polling mode: the events whose dead letter cannot give them back whole, whose rows the
+    /// source keeps (see [`Self::keeping_rows`]); `None` when nobody asks.
+    kept: Option<KeptRows>,
+}
+
+/// Where a source keeps the rows of events whose dead letter cannot give them back whole, and
+/// those events since they were last taken.
+#[derive(Debug, Default)]
+struct KeptRows {
+    /// `schema.table`; `None` when the source has no such table.
+    table: Option<Arc<str>>,
+    events: Vec<KeptEvent>,
+}
+
+/// An event whose dead letter cannot give it back whole (refused for its size, or refused at
+/// all: a refused event's letter keeps its key, id and at most its payload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptEvent {
+    pub seq: Seq,
+    /// Its row's id in the table that keeps it (the letter's [`dead_letter::ROW_KEPT`]).
+    pub id: uuid::Uuid,
+    pub reason: String,
+    pub original_topic: Option<String>,
+    pub original_size: Option<usize>,
 }
 
 impl<P: Producer> Deliver<P> {
@@ -148,7 +172,62 @@ impl<P: Producer> Deliver<P> {
             stuck: Vec::new(),
             stuck_after: Duration::from_secs(crate::config::defaults::STUCK_PARTITION_AFTER_S),
             dead_lettered: None,
+            kept: None,
         }
+    }
+
+    /// Polling mode, which retires each row it relays: remember the events whose dead letter
+    /// cannot give them back whole ([`Self::take_kept`]), and name in each such letter where
+    /// its row is kept, `table` (`schema.table`; `None`: the source has nowhere to keep it).
+    pub fn keeping_rows(mut self, table: Option<&str>) -> Self {
+        self.kept = Some(KeptRows {
+            table: table.map(Into::into),
+            events: Vec::new(),
+        });
+        self
+    }
+
+    /// The events dead-lettered without a way back since the last call, once each.
+    pub fn take_kept(&mut self) -> Vec<KeptEvent> {
+        let Some(kept) = &mut self.kept else {
+            return Vec::new();
+        };
+        let mut events = std::mem::take(&mut kept.events);
+        // A letter cut down after it was noted is noted again: its latest word counts.
+        events.reverse();
+        let mut seen = std::collections::HashSet::new();
+        events.retain(|e| seen.insert(e.seq));
+        events.reverse();
+        events
+    }
+
+    /// Notes `letter`'s event when the letter cannot give it back whole, and names in it where
+    /// the source keeps the row.
+    fn keep_row(&mut self, seq: Seq, mut letter: DeadLetter) -> DeadLetter {
+        let Some(kept) = &mut self.kept else {
+            return letter;
+        };
+        if letter.gives_back_whole() {
+            return letter;
+        }
+        // A letter cut down keeps the id it was given.
+        let id = letter
+            .row_kept
+            .as_deref()
+            .and_then(|k| k.rsplit('/').next())
+            .and_then(|id| uuid::Uuid::parse_str(id).ok())
+            .unwrap_or_else(uuid::Uuid::now_v7);
+        if let Some(table) = &kept.table {
+            letter.row_kept = Some(format!("{table}/{id}"));
+        }
+        kept.events.push(KeptEvent {
+            seq,
+            id,
+            reason: letter.reason.clone(),
+            original_topic: letter.original_topic.clone(),
+            original_size: letter.original_size,
+        });
+        letter
     }
 
     /// Starts making sure `topic` exists, off the delivery path (the canary's topic, as the
@@ -636,6 +715,7 @@ impl<P: Producer> Deliver<P> {
                 .unwrap_or(letter),
             None => letter,
         };
+        let letter = self.keep_row(ticket.seq(), letter);
         let tagged = self.tagged_letter(ticket, origin, letter);
         let seq = tagged.0.ticket.seq();
         if let Some(noted) = &mut self.dead_lettered {

@@ -62,6 +62,11 @@ GRANT SELECT, INSERT, DELETE ON {history} TO {role_ident};
 {canary_ddl};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {canary} TO {role_ident};
 
+-- --mode polling only: the whole row of an event Kafka refuses for good (too large) is copied here
+-- before the row leaves the outbox; `dead-letters replay` sends it again from here.
+{dead_letters_ddl};
+GRANT SELECT, INSERT, UPDATE ON {dead_letters} TO {role_ident};
+
 -- Only INSERTs are events: UPDATE, DELETE and TRUNCATE are not even sent.
 CREATE PUBLICATION {} FOR TABLE {qualified}, {canary} WITH (publish = 'insert');
 
@@ -73,6 +78,8 @@ SELECT pg_create_logical_replication_slot({}, 'pgoutput');
         history_ddl = crate::source::slot_history::ddl(&table.schema),
         canary_ddl = crate::source::canary::table_ddl(&table.schema),
         canary = crate::source::canary::table(&table.schema),
+        dead_letters_ddl = crate::source::dead_letter_table::ddl(&table.schema),
+        dead_letters = crate::source::dead_letter_table::table(&table.schema),
         history = crate::source::sql_rows::qualified(&TableName {
             schema: table.schema.clone(),
             name: crate::source::slot_history::TABLE.into(),

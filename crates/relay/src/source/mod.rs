@@ -10,6 +10,8 @@
 //!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
 //! - `canary.rs`: the end-to-end canary the active instance writes into its own stream.
 //! - `cleanup.rs`: `--cleanup`, relayed rows deleted once their position is confirmed.
+//! - `dead_letter_table.rs`: polling mode's copy of each row whose event Kafka could not take
+//!   whole, made in the transaction that retires the row.
 //! - `survival.rs`: whether the slot survives a failover (PostgreSQL 17+).
 //! - `session.rs`: what the supervisor runs, session after session.
 //! - `postgres.rs`: connections (URL, TLS); `sql_rows.rs`: rows read with SQL shaped as
@@ -18,6 +20,7 @@
 pub mod canary;
 pub mod catalog;
 pub mod cleanup;
+pub mod dead_letter_table;
 pub mod polling;
 pub mod postgres;
 pub mod preflight;

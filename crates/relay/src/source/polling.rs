@@ -75,13 +75,27 @@ impl Source for Polling<'_> {
             .column_index(&settings.router.key_column)
             .expect("statements() checked the key column");
         let producer = KafkaProducer::new(&settings.kafka)?;
+        // The rows of events Kafka cannot take whole are copied before they leave the outbox.
+        let keeps = match super::dead_letter_table::ensure(&client, &table.schema).await {
+            // As dead letters name it: `schema.table`, as `dead-letters replay` reads it.
+            Ok(()) => Some(super::dead_letter_table::name(&table.schema).to_string()),
+            Err(why) => {
+                tracing::warn!(
+                    "polling mode keeps the row of an event Kafka cannot take whole (too large, refused) in {}: {why}. \
+                     Until it can, such an event stops the relay and its row stays in the outbox",
+                    super::dead_letter_table::table(&table.schema)
+                );
+                None
+            }
+        };
         let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
             self.metrics.clone(),
             self.written.clone(),
         )
-        .with_stuck_after(settings.kafka.stuck_partition_after);
+        .with_stuck_after(settings.kafka.stuck_partition_after)
+        .keeping_rows(keeps.as_deref());
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         // --cleanup (with --processed-column: config refuses it without): marked rows past
         // the grace are deleted by every instance (rows are locked, SKIP LOCKED: never twice).
@@ -150,6 +164,9 @@ impl Source for Polling<'_> {
         let mut poller = Poller {
             deliver,
             router,
+            columns: relation.columns.iter().map(|c| c.name.clone()).collect(),
+            id_position: relation.column_index(&settings.router.id_column),
+            keeps: keeps.map(|_| table.schema.clone()),
             table: table.to_string().into(),
             select,
             pending_by_key,
@@ -177,6 +194,12 @@ impl Source for Polling<'_> {
 struct Poller<P: Producer> {
     deliver: Deliver<P>,
     router: Router,
+    /// The outbox table's columns, and where its event id is among them.
+    columns: Vec<String>,
+    id_position: Option<usize>,
+    /// The schema of the dead-letter table that keeps rows Kafka could not take whole;
+    /// `None`: it cannot be made or written.
+    keeps: Option<String>,
     table: Arc<str>,
     select: String,
     /// Each batch aggregate's pending rows in order (see `relayable`).
@@ -290,6 +313,8 @@ impl<P: Producer> Poller<P> {
         let relayable = relayable(&in_batch, &pending);
         let mut tracker = AckTracker::new(pgoutput::Lsn::ZERO);
         let mut ctids = Vec::with_capacity(rows.len());
+        // Each submitted event's row, by its ticket's number.
+        let mut row_of = HashMap::with_capacity(rows.len());
         for row in &rows {
             let keyed = row.get::<_, Option<&str>>(self.key_position).is_some();
             if keyed && !relayable.contains(row.get::<_, &str>(0)) {
@@ -308,9 +333,9 @@ impl<P: Producer> Poller<P> {
                     position: None,
                     event: None,
                 };
-                self.deliver
-                    .submit(routed, tracker.produced(), origin)
-                    .await?;
+                let ticket = tracker.produced();
+                row_of.insert(ticket.seq(), row);
+                self.deliver.submit(routed, ticket, origin).await?;
             }
         }
         if let (Some(written_ms), Some(c)) = (canary, &self.canary) {
@@ -347,6 +372,8 @@ impl<P: Producer> Poller<P> {
             })
             .await?;
         debug_assert!(tracker.all_delivered());
+        // A row whose event Kafka could not take whole is copied before it leaves the outbox.
+        self.keep_rows(&tx, &row_of).await?;
         let relayed = ctids.len();
         if !ctids.is_empty() {
             tx.execute(&self.retire, &[&ctids])
@@ -365,6 +392,71 @@ impl<P: Producer> Poller<P> {
             ))
         })?;
         Ok(relayed)
+    }
+}
+
+impl<P: Producer> Poller<P> {
+    /// Copies the rows of this poll's events whose dead letter cannot give them back whole
+    /// into the dead-letter table, in the poll's transaction. Without that table the poll
+    /// fails: the rows stay in the outbox, and the error says what to create.
+    async fn keep_rows(
+        &mut self,
+        tx: &tokio_postgres::Transaction<'_>,
+        row_of: &HashMap<crate::deliver::Seq, &tokio_postgres::Row>,
+    ) -> Result<(), RelayError> {
+        let kept = self.deliver.take_kept();
+        if kept.is_empty() {
+            return Ok(());
+        }
+        let Some(schema) = &self.keeps else {
+            let schema =
+                TableName::parse(&self.table).map_or_else(|_| "public".into(), |t| t.schema);
+            return Err(RelayError::misconfigured(format!(
+                "Kafka refused {} event(s) of {} for good ({}), and polling mode cannot keep their rows: {} cannot be \
+                 made or written. The rows stay in the outbox (their dead letters may come again). Create it: `{}; \
+                 GRANT SELECT, INSERT, UPDATE ON {} TO <relay role>;`, then restart",
+                kept.len(),
+                self.table,
+                kept[0].reason,
+                super::dead_letter_table::table(&schema),
+                super::dead_letter_table::ddl(&schema),
+                super::dead_letter_table::table(&schema),
+            )));
+        };
+        let mut texts = Vec::with_capacity(kept.len());
+        for event in &kept {
+            let Some(row) = row_of.get(&event.seq) else {
+                continue;
+            };
+            let columns: Vec<(String, Option<bytes::Bytes>)> = self
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let text = row.get::<_, Option<String>>(i + 1);
+                    (name.clone(), text.map(bytes::Bytes::from))
+                })
+                .collect();
+            let json = crate::deliver::dead_letter::row_json(&columns)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            let id = self
+                .id_position
+                .and_then(|i| row.get::<_, Option<String>>(i + 1));
+            texts.push((event, json, id));
+        }
+        let rows: Vec<super::dead_letter_table::Kept> = texts
+            .iter()
+            .map(|(event, json, id)| super::dead_letter_table::Kept {
+                event,
+                source_table: &self.table,
+                event_id: id.as_deref(),
+                row: json,
+            })
+            .collect();
+        super::dead_letter_table::keep(tx, schema, &rows)
+            .await
+            .map_err(|e| pg_error("keeping the rows of refused events", e))
     }
 }
 

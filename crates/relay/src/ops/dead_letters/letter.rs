@@ -75,6 +75,12 @@ pub struct Letter {
     pub value: Option<Bytes>,
     /// The original record's headers: every header but the dead-letter ones.
     pub headers: Vec<(String, Option<Bytes>)>,
+    /// `outbox-relay.row.kept`: the table and id of the row kept for an event this letter
+    /// cannot give back whole (polling mode's dead-letter table).
+    pub row_kept: Option<String>,
+    /// Where the whole row of an event whose payload was left out was found (`row` is then
+    /// that row), or why it was not: see `kept.rs`.
+    pub found: Option<Result<String, String>>,
 }
 
 fn text(value: &Option<Bytes>) -> Option<String> {
@@ -118,6 +124,8 @@ impl Letter {
             key: record.key.clone(),
             value: record.value.clone(),
             headers: Vec::new(),
+            row_kept: None,
+            found: None,
         };
         let ours: fn(&str) -> bool = match format {
             Format::Relay => {
@@ -127,6 +135,7 @@ impl Letter {
                 letter.original_topic = header(relay::ORIGINAL_TOPIC);
                 letter.original_size = header(relay::ORIGINAL_SIZE);
                 letter.row = header(relay::SOURCE_ROW).map(|json| parse_row(&json));
+                letter.row_kept = header(relay::ROW_KEPT);
                 // And `--exactly-once`'s position (`__outbox_relay.position`): an old
                 // position planted as a partition's last record would mislead the next replay.
                 |k| k.starts_with(RELAY_PREFIX) || k.starts_with("__outbox_relay.")
@@ -162,7 +171,7 @@ impl Letter {
     }
 }
 
-fn parse_row(json: &str) -> Result<Row, String> {
+pub fn parse_row(json: &str) -> Result<Row, String> {
     let object: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(json).map_err(|e| format!("not a JSON object: {e}"))?;
     object
@@ -370,8 +379,12 @@ pub fn target(letter: &Letter, reroute: &mut Reroute) -> Target {
         }
         (Format::Relay | Format::Connect, None) => {
             if let Some(size) = &letter.original_size {
+                let why = match &letter.found {
+                    Some(Err(why)) => why.clone(),
+                    _ => "no row to route".into(),
+                };
                 return not(format!(
-                    "its payload ({size} bytes) was left out of the dead letter; it can only be written again at the source"
+                    "its payload ({size} bytes) was left out of the dead letter, and {why}"
                 ));
             }
             let Some(topic) = &letter.original_topic else {

@@ -20,6 +20,7 @@
 //! the reading and the transactional producer.
 
 mod kafka;
+mod kept;
 pub mod letter;
 
 use crate::config::{RunOptions, Settings};
@@ -184,19 +185,20 @@ async fn read_letters(
 
 async fn list_letters(settings: &Settings, filter: &Filter, json: bool) -> Result<(), RelayError> {
     let topic = &settings.kafka.dead_letter_topic;
-    let Some((letters, total)) = read_letters(settings, filter).await? else {
+    let Some((mut letters, total)) = read_letters(settings, filter).await? else {
         if !json {
             println!("no dead letters: topic {topic} does not exist");
         }
         return Ok(());
     };
+    kept::find_rows(settings, &mut letters).await?;
     if json {
         for letter in &letters {
             println!("{}", list_json(topic, letter));
         }
         return Ok(());
     }
-    let rows: Vec<[String; 7]> = letters
+    let rows: Vec<[String; 8]> = letters
         .iter()
         .map(|l| {
             [
@@ -206,6 +208,7 @@ async fn list_letters(settings: &Settings, filter: &Filter, json: bool) -> Resul
                 shown(l.key.as_deref()),
                 l.table.clone().unwrap_or_else(|| "-".into()),
                 l.lsn.clone().unwrap_or_else(|| "-".into()),
+                whole_event(l),
                 l.reason.clone().unwrap_or_else(|| "-".into()),
             ]
         })
@@ -217,6 +220,7 @@ async fn list_letters(settings: &Settings, filter: &Filter, json: bool) -> Resul
         "KEY",
         "TABLE",
         "LSN",
+        "WHOLE EVENT",
         "REASON",
     ];
     let mut widths = titles.map(str::len);
@@ -262,8 +266,20 @@ fn list_json(topic: &str, l: &Letter) -> serde_json::Value {
         "table": l.table,
         "lsn": l.lsn,
         "payload_left_out": l.original_size,
-        "has_row": matches!(l.row, Some(Ok(_))),
+        "has_row": matches!(l.row, Some(Ok(_))) && l.found.is_none(),
+        "whole_event": whole_event(l),
     })
+}
+
+/// Where the whole event of a dead letter is: `letter` (it carries the row, or the record
+/// as it was), the table that keeps its row, or `missing: why`.
+fn whole_event(l: &Letter) -> String {
+    match &l.found {
+        Some(Ok(place)) => place.clone(),
+        Some(Err(why)) => format!("missing: {why}"),
+        None if l.original_size.is_some() => "missing: its payload was left out".into(),
+        None => "letter".into(),
+    }
 }
 
 /// An epoch-millisecond time in RFC 3339 (UTC).
@@ -368,7 +384,7 @@ async fn replay_letters(
         .map(|(keys, _)| keys.into_iter().collect())
         .unwrap_or_default();
     let mut reroute = Reroute::new(settings.router.clone());
-    let pending: Vec<Letter> = letters
+    let mut pending: Vec<Letter> = letters
         .into_iter()
         .filter(|l| {
             let done = replayed.contains(l.marker_key(&dead_letter_topic).as_bytes());
@@ -376,6 +392,8 @@ async fn replay_letters(
             !done
         })
         .collect();
+    // The whole rows of events whose letter cannot give them back (kept.rs).
+    kept::find_rows(settings, &mut pending).await?;
     if reroute.router_mut().wants_column_facts() {
         column_types(settings, &pending, &mut reroute).await?;
     }
