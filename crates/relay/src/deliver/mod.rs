@@ -123,6 +123,11 @@ pub struct Deliver<P: Producer> {
     /// Polling mode: the events whose dead letter cannot give them back whole, whose rows the
     /// source keeps (see [`Self::keeping_rows`]); `None` when nobody asks.
     kept: Option<KeptRows>,
+    /// `--exactly-once`: the streamed events whose dead letter Kafka has not acknowledged yet.
+    /// No later event is handed to the producer before: a partition's tail then proves that
+    /// every earlier event of the session is in its topic or in the dead-letter topic, in
+    /// every later process too, which no longer knows what was refused (exactly_once/rule.rs).
+    barrier: BTreeSet<Seq>,
 }
 
 /// Where a source keeps the rows of events whose dead letter cannot give them back whole, and
@@ -173,6 +178,7 @@ impl<P: Producer> Deliver<P> {
             stuck_after: Duration::from_secs(crate::config::defaults::STUCK_PARTITION_AFTER_S),
             dead_lettered: None,
             kept: None,
+            barrier: BTreeSet::new(),
         }
     }
 
@@ -602,6 +608,17 @@ impl<P: Producer> Deliver<P> {
     /// `next_acknowledged` hands it out before waiting for the next report.
     async fn release_held(&mut self, until_acknowledged: bool) -> Result<(), RelayError> {
         while let Some((record, tag)) = self.held.pop() {
+            if self.barrier.first().is_some_and(|b| *b < tag.ticket.seq()) {
+                // An earlier event's dead letter first (see `barrier`): it goes once the events
+                // before it are resolved, and its report (or one of theirs) is waited for.
+                self.held.put_back(record, tag);
+                self.send_dead_letters().await?;
+                self.wait_for_report().await?;
+                if until_acknowledged && !self.acknowledged.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
             let sent = self.producer.send(&record, tag);
             let idle = self.producer.in_flight() == 0;
             let full_while_idle = match (&sent, self.held.full_while_idle_since) {
@@ -716,6 +733,9 @@ impl<P: Producer> Deliver<P> {
             None => letter,
         };
         let letter = self.keep_row(ticket.seq(), letter);
+        if self.exactly_once.is_some() && origin.event.is_some() {
+            self.barrier.insert(ticket.seq());
+        }
         let tagged = self.tagged_letter(ticket, origin, letter);
         let seq = tagged.0.ticket.seq();
         if let Some(noted) = &mut self.dead_lettered {
@@ -783,6 +803,7 @@ impl<P: Producer> Deliver<P> {
                         .await?
                     {
                         let (tag, _) = self.dead_letters.pop_front().expect("the front letter");
+                        self.barrier.remove(&tag.ticket.seq());
                         self.skipped(tag.ticket);
                         continue;
                     }
@@ -829,6 +850,7 @@ impl<P: Producer> Deliver<P> {
                     Kind::DeadLetter(letter) => {
                         self.metrics.dead_letter(letter.cause.label());
                         self.counts.dead_letters += 1;
+                        self.barrier.remove(&tag.ticket.seq());
                     }
                     Kind::Canary(written_ms) => self.metrics.canary_acknowledged(written_ms),
                 }

@@ -672,6 +672,43 @@ mod exactly_once_mode {
         Written::parse(&value).expect("a readable position")
     }
 
+    /// A refused event's dead letter is in Kafka before any later event goes to the producer:
+    /// a partition's tail past the refused event then proves it is in the dead-letter topic,
+    /// also to a later process that no longer knows it was refused (after kill -9).
+    #[tokio::test]
+    async fn a_later_event_waits_for_the_dead_letter_of_a_refused_one() {
+        let mut producer = FakeProducer::new(100);
+        producer.refuse_longer_than = Some(50);
+        let done = producer.completer();
+        let tails = FakeTails::default();
+        let mut d = stage(producer).with_exactly_once(guard(&tails));
+        let mut t = AckTracker::new(Lsn::ZERO);
+        t.begin();
+        // Q, in flight; R, refused for its size: its dead letter waits for Q's outcome.
+        submit_at(&mut d, &mut t, 0, 100, 0).await;
+        let mut big = record("A.events", 1);
+        big.value = Some(Bytes::from(vec![1; 100]));
+        d.submit(Routed::Record(big), t.produced(), at(100, 1))
+            .await
+            .unwrap();
+        // Kafka answers Q, then R's dead letter, while E waits.
+        let answers = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            done.complete(0, Outcome::Acknowledged);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            done.complete(1, Outcome::Acknowledged);
+        });
+        tokio::time::timeout(Duration::from_secs(5), submit_at(&mut d, &mut t, 2, 100, 2))
+            .await
+            .expect("E goes once the dead letter is in Kafka");
+        answers.await.unwrap();
+        assert_eq!(
+            d.producer().sent_topics(),
+            ["A.events", "dlq", "A.events"],
+            "E only after R's dead letter"
+        );
+    }
+
     #[tokio::test]
     async fn replayed_events_up_to_the_partition_tail_are_acknowledged_without_being_produced() {
         let producer = FakeProducer::new(100);

@@ -339,6 +339,9 @@ pub struct KafkaProducer {
     /// Each topic's partition for records without key or partition, and since when (see
     /// `partition_of`).
     keyless: HashMap<Arc<str>, (i32, Option<std::time::Instant>)>,
+    /// `enable.gapless.guarantee` (`--exactly-once`): a refused record is never followed in its
+    /// partition by a later one of the session (exactly_once/rule.rs).
+    gapless: bool,
 }
 
 impl KafkaProducer {
@@ -362,7 +365,9 @@ impl KafkaProducer {
                     crate::config::client_config_error(&e)
                 ))
             })?;
+        let gapless = config.get("enable.gapless.guarantee") == Some("true");
         Ok(Self {
+            gapless,
             producer,
             reports,
             taken: VecDeque::new(),
@@ -837,7 +842,24 @@ impl KafkaProducer {
                 Sent::Failed(tag, error) => (tag, Outcome::Failed { error }),
                 Sent::Accepted | Sent::QueueFull(_) => unreachable!("not a refusal"),
             };
+            let refused = matches!(decided.1, Outcome::Refused { .. });
             self.decided.push_back(decided);
+            if refused && self.gapless {
+                // No later record of the partition may land before the refused one's dead
+                // letter (exactly_once/rule.rs): they are not sent; the session ends, and the
+                // next one dead-letters the refused record before them.
+                self.fail_parked(&topic, p, "an earlier record of it was refused");
+            }
+        }
+    }
+
+    /// Fails the records parked behind `topic`/`partition`'s first (they are sent again by
+    /// the next session).
+    fn fail_parked(&mut self, topic: &Arc<str>, p: i32, why: &str) {
+        for (slot, _) in self.first_writes.take_parked(topic, p) {
+            let (tag, _) = self.in_flight.take(slot);
+            let error = format!("not sent: {why} ({topic} partition {p})");
+            self.decided.push_back((tag, Outcome::Failed { error }));
         }
     }
 
@@ -946,19 +968,19 @@ impl Producer for KafkaProducer {
                         acknowledged,
                         self.taken_at,
                     );
-                    if first_failed && !matches!(outcome, Outcome::Refused { .. }) {
+                    if first_failed && (self.gapless || !matches!(outcome, Outcome::Refused { .. }))
+                    {
                         // The session ends on this outcome (a neighbour's of a snapshot row or
-                        // dead letter aside, which costs that session): its parked records are
-                        // not sent (one could land ahead of it), and the next session sends
-                        // them again.
-                        for (slot, _) in self.first_writes.take_parked(&place.topic, p) {
-                            let (tag, _) = self.in_flight.take(slot);
-                            let error = format!(
-                                "not sent: the first record of {} partition {p} failed before it",
-                                place.topic
-                            );
-                            self.decided.push_back((tag, Outcome::Failed { error }));
-                        }
+                        // dead letter aside, which costs that session), or, gapless, a refused
+                        // first must have its dead letter before any later record lands: its
+                        // parked records are not sent (one could land ahead of it), and the
+                        // next session sends them again.
+                        let topic = place.topic.clone();
+                        self.fail_parked(
+                            &topic,
+                            p,
+                            "the first record of the partition failed before it",
+                        );
                     }
                     // What the report lets go: the partition's parked records.
                     self.release_parked(Some((&place.topic, p)));
