@@ -416,6 +416,15 @@ impl<P: Producer> Deliver<P> {
                             .already_in_kafka(&record.topic, partition, partitions, &event)
                             .await?
                         {
+                            // `--cleanup`: what Kafka holds may be its dead letter (it was
+                            // refused before this process): its row stays in the outbox.
+                            if self.dead_lettered.is_some()
+                                && self.dead_letter_may_hold(&record, &event).await?
+                            {
+                                if let Some(noted) = &mut self.dead_lettered {
+                                    noted.push(ticket.seq());
+                                }
+                            }
                             self.skipped(ticket);
                             return self.send_dead_letters().await;
                         }
@@ -704,6 +713,23 @@ impl<P: Producer> Deliver<P> {
     ) -> Result<bool, RelayError> {
         let eo = self.exactly_once.as_mut().expect("exactly-once mode");
         eo.already_in_kafka(&self.metrics, topic, partition, partitions, event)
+            .await
+    }
+
+    /// `--exactly-once --cleanup`: whether the replayed event `record` (at `event`), skipped as
+    /// already in Kafka, may be there as its dead letter (see [`Guard::dead_letter_may_be_in`]);
+    /// true when the dead-letter topic cannot say.
+    async fn dead_letter_may_hold(
+        &mut self,
+        record: &OutboxRecord,
+        event: &EventPosition,
+    ) -> Result<bool, RelayError> {
+        let topic = self.dead_letter_topic.clone();
+        let Ok(Some(partitions)) = self.topic(&topic).await? else {
+            return Ok(true);
+        };
+        let eo = self.exactly_once.as_mut().expect("exactly-once mode");
+        eo.dead_letter_may_be_in(&topic, partitions, record, event)
             .await
     }
 

@@ -709,6 +709,40 @@ mod exactly_once_mode {
         );
     }
 
+    /// `--cleanup` after a restart: the replayed events at or before their partition's tail
+    /// are skipped, and one of them may be there only as its dead letter (refused before the
+    /// restart, which forgot it). An event the dead-letter topic may hold keeps its row; one
+    /// past the dead-letter partition's tail is cleaned as delivered.
+    #[tokio::test]
+    async fn a_skipped_event_the_dead_letter_topic_may_hold_keeps_its_row() {
+        let tails = FakeTails::default();
+        tails.insert("A.events", 0, tail(100, 2, 1));
+        tails.insert("dlq", 0, tail(100, 1, 1));
+        let mut d = stage(FakeProducer::new(100))
+            .noting_dead_letters()
+            .with_exactly_once(guard(&tails));
+        let mut t = AckTracker::new(Lsn::ZERO);
+        t.begin();
+        let mut seqs = Vec::new();
+        for index in 0..3u32 {
+            let ticket = t.produced();
+            seqs.push(ticket.seq());
+            d.submit(
+                Routed::Record(record("A.events", index as u8)),
+                ticket,
+                at(100, index),
+            )
+            .await
+            .unwrap();
+        }
+        assert!(d.producer().sent.is_empty(), "all three are in Kafka");
+        assert_eq!(
+            d.take_dead_lettered(),
+            seqs[..2],
+            "(100, 0) and (100, 1) may be dead letters; (100, 2) is past the dead-letter tail"
+        );
+    }
+
     #[tokio::test]
     async fn replayed_events_up_to_the_partition_tail_are_acknowledged_without_being_produced() {
         let producer = FakeProducer::new(100);

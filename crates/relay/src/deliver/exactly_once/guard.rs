@@ -25,6 +25,11 @@ pub fn producer_settings(kafka: &KafkaSettings) -> KafkaSettings {
 /// `--exactly-once` for one session: the tails of the partitions it writes to.
 pub struct Guard {
     tails: Tails,
+    /// `--cleanup`: the dead-letter topic's partition tails, apart from the ones the dead
+    /// letters are written against (asking must not move those on), and the partitions whose
+    /// tail says nothing of this source.
+    letters: Tails,
+    letters_unknown: std::collections::HashSet<(Arc<str>, i32)>,
     /// Where the tails are read.
     reader: Box<dyn ReadTail>,
     /// No tail is read before it (a takeover waits out the old holder's last requests).
@@ -56,6 +61,8 @@ impl Guard {
 
     pub fn new(source: Source, fence: Option<Fence>, reader: Box<dyn ReadTail>) -> Self {
         Self {
+            letters: Tails::new(source.clone()),
+            letters_unknown: std::collections::HashSet::new(),
             tails: Tails::new(source),
             reader,
             fence,
@@ -81,6 +88,49 @@ impl Guard {
         }
         record.partition = Some(partition);
         Some(partition)
+    }
+
+    /// `--cleanup`: whether the dead letter of the replayed event at `event`, whose record is
+    /// `record`, may be in `dead_letter_topic` (of `partitions` partitions). The event stage
+    /// skipped it as already in Kafka; a refused event is there as its dead letter (no later
+    /// event is sent before that is acknowledged), and its row must stay in the outbox. True
+    /// when the partition its dead letter would be in ends at or after it, or ends with a
+    /// record that says nothing of this source: a row is kept rather than lost.
+    pub async fn dead_letter_may_be_in(
+        &mut self,
+        dead_letter_topic: &Arc<str>,
+        partitions: i32,
+        record: &OutboxRecord,
+        event: &EventPosition,
+    ) -> Result<bool, RelayError> {
+        // Where its dead letter goes: by its key, as `place` puts it (a letter names no
+        // partition of its own).
+        let letter = OutboxRecord {
+            topic: dead_letter_topic.clone(),
+            key: record.key.clone(),
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: None,
+        };
+        let partition = rule::partition_for(&letter, partitions);
+        let at = (dead_letter_topic.clone(), partition);
+        loop {
+            match self.letters.decide(dead_letter_topic, partition, event) {
+                (Decision::Skip, _) => return Ok(true),
+                (Decision::Produce, _) => return Ok(self.letters_unknown.contains(&at)),
+                (Decision::ReadTail, _) => {
+                    let read = self.reader.read(dead_letter_topic, partition).await?;
+                    if self
+                        .letters
+                        .learned(dead_letter_topic, partition, partitions, read)
+                        .is_some()
+                    {
+                        self.letters_unknown.insert(at.clone());
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the replayed event at `event` is already in `topic`/`partition` of a topic

@@ -28,14 +28,20 @@
 //!   failover) is detected the same way.
 //! - Each partition is gap-free: the producer is idempotent with `acks=all` and
 //!   `enable.gapless.guarantee` (the relay sets all three and refuses overrides), so a record
-//!   the broker refuses stops the producer before any later record of its partition lands;
-//!   the session ends, and the delivery stage's `Refusals` make the next session dead-letter that
+//!   the broker refuses stops the producer before any later record of its partition lands
+//!   (records parked behind a partition's first are failed with it); the session ends, and
+//!   the delivery stage's `Refusals` make the next session of the process dead-letter that
 //!   event at once. librdkafka's implicit acknowledgement could leave a gap where Kafka held
 //!   no sequence of the producer yet (a partition's first records); a partition's first
 //!   record therefore travels alone (`producer/first_writes.rs`), and a delivery reported
 //!   without an offset is not taken as one.
 //!   A record the relay's own checks refuse (too large for the producer or the topic) is
 //!   dead-lettered, in position order, before the tail is consulted.
+//! - A refused event is in the dead-letter topic before any later event is handed to the
+//!   producer (the delivery stage's barrier). So a tail past a refused event proves it is in
+//!   its topic or in the dead-letter topic, also to a process started after a crash, which
+//!   no longer knows what was refused. With `--cleanup`, a skipped event the dead-letter
+//!   topic may hold keeps its row ([`crate::deliver::exactly_once::Guard::dead_letter_may_be_in`]).
 //!
 //! # A standby that takes over
 //! A new holder of the slot reads the tails too. The old holder stops producing the moment its
