@@ -520,3 +520,154 @@ async fn capture_from_a_standby_with_writes_on_the_primary() {
     let log = cleaner.log();
     assert!(!log.contains("read-only"), "{log}");
 }
+
+/// A graceful stop while a failover happens. The relay streams from the primary; an
+/// asynchronous standby fell behind and is promoted; the primary takes no new login of the
+/// relay's role any more, so a new connection to the URL reaches the promoted server. The
+/// stop's last position, confirmed to the old primary, is past where the promoted server
+/// branched off: recorded there, it would skip the commits the promoted server made in
+/// between. They reach Kafka once a relay starts against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_during_a_failover_records_its_position_only_where_it_belongs() {
+    let primary =
+        PgCluster::start_version(17, "").unwrap_or_else(|e| panic!("PostgreSQL 17: {e:#}"));
+    // The relay's role, in the catalog the standby copies.
+    primary
+        .connect()
+        .await
+        .unwrap()
+        .batch_execute("CREATE ROLE relayer LOGIN SUPERUSER REPLICATION PASSWORD 'relayer-pw'")
+        .await
+        .unwrap();
+    let standby = primary
+        .start_standby("standby1", "")
+        .unwrap_or_else(|e| panic!("a standby of PostgreSQL 17: {e:#}\n{}", primary.log()));
+    let (primary_port, standby_port) = (primary.port(), standby.port());
+    let broker = Broker::start(Storage::Sqlite).unwrap_or_else(|e| panic!("Apache Kafka: {e:#}"));
+    let stack = Stack::of(primary, broker).await;
+    let url = format!(
+        "postgres://relayer:relayer-pw@127.0.0.1:{primary_port},127.0.0.1:{standby_port}/postgres\
+         ?target_session_attrs=read-write&connect_timeout=2"
+    );
+    let mut relay = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(&url, &["--slot-failover"]),
+        &[],
+    )
+    .unwrap();
+    stack.wait_for_slot(SLOT, &relay).await;
+    let standby_db = standby.connect().await.unwrap();
+    let report = || format!("relay:\n{}\nstandby:\n{}", relay.log(), standby.log());
+    wait_for("no synchronized slot on the standby", Duration::from_secs(90), &report, async || {
+        standby_db
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary",
+                &[&SLOT],
+            )
+            .await
+            .map(|r| r.get::<_, i64>(0) == 1)
+            .unwrap_or(false)
+    })
+    .await;
+    // The standby falls behind: it receives nothing more.
+    standby_db
+        .batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+        .await
+        .unwrap();
+    standby_db
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+    wait_for(
+        "the standby still receives",
+        Duration::from_secs(30),
+        &report,
+        async || {
+            standby_db
+                .query_one("SELECT count(*) FROM pg_stat_wal_receiver", &[])
+                .await
+                .map(|r| r.get::<_, i64>(0) == 0)
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    // The primary's events, relayed and confirmed there, with WAL well past the standby's.
+    insert_padded_events(&stack.db, 0, 200, 10, 10, 4000)
+        .await
+        .unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    let confirmed = stack.confirmed_flush_lsn(SLOT).await.unwrap();
+    // The primary takes no new login of the relay's role; the relay's open connections go on.
+    stack
+        .db
+        .batch_execute("ALTER ROLE relayer NOLOGIN")
+        .await
+        .unwrap();
+    standby.promote().unwrap();
+    let promoted = standby.connect().await.unwrap();
+    // Commits on the new timeline, below the position the relay confirmed to the old primary.
+    insert_events(&promoted, 200, 20, 10, 10).await.unwrap();
+    let end: String = promoted
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let end = outbox_relay_testkit::Lsn::parse(&end).unwrap();
+    assert!(
+        end < confirmed,
+        "the promoted server's commits ({end}) are below {confirmed}"
+    );
+
+    // The graceful stop.
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &relay.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    relay
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the relay did not stop:\n{}", relay.log()));
+    let after: Option<String> = promoted
+        .query_one(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&SLOT],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let after = after
+        .and_then(|l| outbox_relay_testkit::Lsn::parse(&l))
+        .unwrap();
+    assert!(
+        after < end,
+        "the promoted server's slot was moved to {after}, past its own commits (up to {end}):\n{}",
+        relay.log()
+    );
+
+    // A relay against the promoted server relays its commits.
+    let relay = RelayProcess::spawn(
+        Path::new(RELAY),
+        &stack.relay_args_as(&standby.url(), &[]),
+        &[],
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = read_all_events(&stack).await.unwrap_or_default();
+        let found = (200..220u64)
+            .filter(|n| events.iter().any(|(_, e)| e == n))
+            .count();
+        if found == 20 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{found} of the promoted server's 20 events relayed:\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -229,7 +229,41 @@ impl<'a> Replication<'a> {
             // This session held the slot: the next one takes nothing over.
             self.stood_by = false;
         }
-        result
+        match result? {
+            Some(final_lsn) => self.record_final_position(final_lsn).await,
+            None => Ok(()),
+        }
+    }
+
+    /// A graceful stop's last position, checked and recorded on the slot where the server did
+    /// not take it with the last status update, on the server this session streamed from
+    /// only: on a connection to the session's host whose IDENTIFY_SYSTEM names the same
+    /// system and timeline, which then advances the slot itself. Any other server (a failover
+    /// in between: a promoted standby branched off before that position, and its commits
+    /// between the branch and the position would be skipped) is left as it is: the next start
+    /// resumes from its slot's own position, which may send events again, never lose one.
+    async fn record_final_position(&self, lsn: Lsn) -> Result<(), RelayError> {
+        let Some(session) = self.identity.clone() else {
+            return Ok(());
+        };
+        let (mut client, reached, _) = match self.connect_gated(lsn).await {
+            Ok(connected) => connected,
+            Err(e) => {
+                tracing::warn!(slot = %self.cdc.slot, final_lsn = %lsn, "stopping: the server this session streamed from cannot be reached to check the final position ({e}); it is not recorded elsewhere, and the next start resumes from the slot's own position");
+                return Ok(());
+            }
+        };
+        if !final_position_holds_on(&session, &reached) {
+            tracing::warn!(slot = %self.cdc.slot, final_lsn = %lsn,
+                session_system = %session.system_id, session_timeline = session.timeline,
+                system = %reached.system_id, timeline = reached.timeline,
+                "stopping: the server reached now is not the one this session streamed from (a failover); the final \
+                 position is not recorded there, and the next start resumes from that server's own slot position");
+            return Ok(());
+        }
+        advance_slot_on(&mut client, &self.cdc.slot, lsn)
+            .await
+            .map_err(|e| RelayError::replication(e, &self.conn.display, &self.cdc.slot))
     }
 
     /// The publication and the slot (made when missing), the snapshot decision, and a
@@ -733,7 +767,7 @@ async fn stream_until_shutdown(
     plan: Plan,
     context: &SessionContext<'_>,
     shutdown: &mut watch::Receiver<bool>,
-) -> (Result<(), RelayError>, bool) {
+) -> (Result<Option<Lsn>, RelayError>, bool) {
     let SessionContext {
         settings,
         cdc,
@@ -819,20 +853,59 @@ async fn stream_until_shutdown(
     }
     let final_lsn = streamer.finish().await;
     let counts = streamer.counts();
-    // The position goes to the server with the last status update, before the stream ends.
+    // The position goes to the server with the last status update, before the stream ends;
+    // the caller checks it there (`Replication::record_final_position`).
     let _ = streamer.stream.client.shutdown().await;
-    // Checked with SQL, and recorded there if the server did not take it.
-    let recorded = catalog::advance_slot(
-        &crate::source::postgres::Database::of(settings),
-        &cdc.slot,
-        final_lsn,
-    )
-    .await;
-    if let Err(e) = recorded {
-        return (Err(e), streamed);
-    }
     tracing::info!(confirmed_lsn = %final_lsn, events = counts.events, dead_letters = counts.dead_letters, skipped = counts.skipped, "stopped");
-    (Ok(()), streamed)
+    (Ok(Some(final_lsn)), streamed)
+}
+
+/// Whether a position this session confirmed to the server `session` may be recorded on the
+/// server `reached` now: the same system on the same timeline. A promoted standby (a new
+/// timeline) may have branched off before it, and its commits after the branch would be
+/// skipped; a restored copy or another system knows nothing of it.
+fn final_position_holds_on(session: &Identity, reached: &Identity) -> bool {
+    session.system_id == reached.system_id && session.timeline == reached.timeline
+}
+
+/// Records `lsn` on `slot` through the replication connection `client` (one server
+/// process: the one IDENTIFY_SYSTEM answered for), once the walsender that streamed it let
+/// go of it. Nothing to do when the slot is there already.
+async fn advance_slot_on(
+    client: &mut ReplicationClient,
+    slot: &str,
+    lsn: Lsn,
+) -> Result<(), pgwire_replication::PgWireError> {
+    use postgres_protocol::escape::escape_literal;
+    let state = format!(
+        "SELECT active_pid IS NOT NULL, coalesce(confirmed_flush_lsn >= '{lsn}', false) FROM pg_replication_slots \
+         WHERE slot_name = {}",
+        escape_literal(slot)
+    );
+    for _ in 0..50 {
+        let rows = client.simple_query(&state).await?;
+        let flag = |i: usize| {
+            rows.first()
+                .and_then(|r| r.get(i).cloned().flatten())
+                .is_some_and(|v| v.as_ref() == b"t")
+        };
+        if rows.is_empty() || flag(1) {
+            // Dropped (the next session says so), or recorded with the last status update.
+            return Ok(());
+        }
+        if !flag(0) {
+            client
+                .simple_query(&format!(
+                    "SELECT pg_replication_slot_advance({}, '{lsn}')",
+                    escape_literal(slot)
+                ))
+                .await?;
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::warn!(%slot, final_lsn = %lsn, "the slot stayed active: the final position is not recorded; the next start resumes from the slot's own");
+    Ok(())
 }
 
 /// `snapshot.mode=initial`: the outbox tables' rows, table after table, each read in the

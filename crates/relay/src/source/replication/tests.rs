@@ -519,3 +519,36 @@ fn a_timeline_history_lists_each_parent_and_its_switch_point() {
         [(1, Lsn::from_u64(0x3098938)), (2, Lsn::from_u64(0x4000A0))]
     );
 }
+
+/// A graceful stop records its last position only on the server the session streamed from:
+/// a standby promoted meanwhile (a new timeline, maybe branched off before that position), a
+/// restored copy or another system is left to resume from its own slot position.
+#[test]
+fn the_final_position_is_recorded_only_on_the_server_it_was_confirmed_to() {
+    let identity = |system: &str, timeline: u32| super::Identity {
+        system_id: system.into(),
+        timeline,
+        history: if timeline > 1 {
+            vec![(timeline - 1, lsn(0x5000))]
+        } else {
+            Vec::new()
+        },
+    };
+    let session = identity("7301", 1);
+    assert!(super::final_position_holds_on(
+        &session,
+        &identity("7301", 1)
+    ));
+    assert!(
+        !super::final_position_holds_on(&session, &identity("7301", 2)),
+        "a promoted standby"
+    );
+    assert!(!super::final_position_holds_on(
+        &session,
+        &identity("7302", 1)
+    ));
+    assert!(
+        !super::final_position_holds_on(&identity("7301", 2), &identity("7301", 1)),
+        "an older timeline"
+    );
+}
