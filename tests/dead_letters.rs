@@ -394,3 +394,54 @@ async fn polling_mode_dead_letters_replay_like_the_streams() {
     );
     assert_eq!(lost_and_duplicated(&stack, 20).await, (0, 0));
 }
+
+/// The dead-letter topic deleted and made again restarts its offsets at 0. The new topic's
+/// letters are not the old one's at the same places: a replay sends them, none is taken as
+/// replayed already (the markers name the topic's Kafka id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_topic_made_again_has_its_letters_replayed() {
+    let stack = Stack::start().await;
+    let bootstrap = stack.broker.bootstrap_servers();
+    // Three letters, replayed with the fixed configuration.
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, BROKEN).await;
+    insert_events(&stack.db, 0, 3, 1, 3).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    let first = dead_letters(&stack, "replay", &["--json"]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert_eq!(summary(&first)["replayed"], 3, "{}", first.stdout);
+
+    // The topic is deleted and made again; three new letters take offsets 0 to 2 again.
+    outbox_relay_testkit::kafka::delete_topic(&bootstrap, DLQ)
+        .await
+        .unwrap();
+    outbox_relay_testkit::kafka::create_topic(&bootstrap, DLQ, 1)
+        .await
+        .unwrap();
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, BROKEN).await;
+    insert_events(&stack.db, 3, 3, 1, 3).await.unwrap();
+    stack
+        .wait_delivered(SLOT, Duration::from_secs(60), Some(&relay))
+        .await;
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    let letters = stack.read_topic(DLQ).await;
+    assert_eq!(
+        letters.iter().map(|l| l.offset).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    let second = dead_letters(&stack, "replay", &["--json"]);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    assert_eq!(
+        (
+            summary(&second)["replayed"].clone(),
+            summary(&second)["skipped"].clone()
+        ),
+        (3.into(), 0.into()),
+        "{}",
+        second.stdout
+    );
+    let (lost, duplicated) = lost_and_duplicated(&stack, 6).await;
+    assert_eq!((lost, duplicated), (0, 0));
+}

@@ -59,6 +59,24 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Resu
     create_topic_with_configs(bootstrap, topic, partitions, &[]).await
 }
 
+/// Deletes `topic` and waits until the broker no longer lists it.
+pub async fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;
+    for r in admin.delete_topics(&[topic], &AdminOptions::new()).await? {
+        if let Err((t, e)) = r {
+            bail!("deleting topic {t}: {e}");
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while list_topics(bootstrap)?.iter().any(|t| t == topic) {
+        if std::time::Instant::now() > deadline {
+            bail!("topic {topic} is still listed 30 s after its deletion");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 /// Creates `topics` (each with `partitions`) in one CreateTopics request.
 pub async fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = base_config(bootstrap).create()?;

@@ -27,6 +27,74 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> RelayError {
     RelayError::BrokerUnavailable(anyhow!("{what}: {e}"))
 }
 
+/// Kafka's id of `topic` (KIP-516: a new one each time a topic of that name is created), as
+/// 32 hex digits; `None` when the broker gives none (before Kafka 2.8: the zero id) or the
+/// topic does not exist. rdkafka has no DescribeTopics: this calls librdkafka's admin API
+/// directly, through the bindings rdkafka re-exports.
+pub fn topic_id(kafka: &KafkaSettings, topic: &str) -> Result<Option<String>, RelayError> {
+    use rdkafka::bindings as rd;
+    let client: BaseConsumer = kafka
+        .client_config(ClientRole::Admin)
+        .create()
+        .map_err(|e| {
+            RelayError::misconfigured(format!(
+                "Kafka client settings rejected: {}",
+                crate::config::client_config_error(&e)
+            ))
+        })?;
+    let name = std::ffi::CString::new(topic)
+        .map_err(|_| RelayError::misconfigured(format!("topic {topic:?} holds a NUL byte")))?;
+    let rk = client.client().native_ptr();
+    // SAFETY: every object made here is destroyed on every path below, after the last use of
+    // what it owns (the event owns the descriptions; `name` outlives the call that copies it).
+    unsafe {
+        let mut names = [name.as_ptr()];
+        let topics = rd::rd_kafka_TopicCollection_of_topic_names(names.as_mut_ptr(), 1);
+        let options = rd::rd_kafka_AdminOptions_new(
+            rk,
+            rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+        );
+        let queue = rd::rd_kafka_queue_new(rk);
+        rd::rd_kafka_DescribeTopics(rk, topics, options, queue);
+        let event = rd::rd_kafka_queue_poll(queue, TIMEOUT.as_millis() as i32);
+        let id = if event.is_null() {
+            Err(unavailable(&format!("describing {topic}"), "no answer"))
+        } else if rd::rd_kafka_event_error(event)
+            != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            let why = std::ffi::CStr::from_ptr(rd::rd_kafka_event_error_string(event));
+            Err(unavailable(
+                &format!("describing {topic}"),
+                why.to_string_lossy(),
+            ))
+        } else {
+            let result = rd::rd_kafka_event_DescribeTopics_result(event);
+            let mut count = 0usize;
+            let described = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
+            let first = (count > 0).then(|| *described);
+            Ok(first
+                .filter(|d| rd::rd_kafka_TopicDescription_error(*d).is_null())
+                .map(|d| rd::rd_kafka_TopicDescription_topic_id(d))
+                .filter(|id| !id.is_null())
+                .map(|id| {
+                    (
+                        rd::rd_kafka_Uuid_most_significant_bits(id) as u64,
+                        rd::rd_kafka_Uuid_least_significant_bits(id) as u64,
+                    )
+                })
+                .filter(|(high, low)| high | low != 0)
+                .map(|(high, low)| format!("{high:016x}{low:016x}")))
+        };
+        if !event.is_null() {
+            rd::rd_kafka_event_destroy(event);
+        }
+        rd::rd_kafka_queue_destroy(queue);
+        rd::rd_kafka_AdminOptions_destroy(options);
+        rd::rd_kafka_TopicCollection_destroy(topics);
+        id
+    }
+}
+
 /// What `keep` makes of each committed record of `topic` it keeps, in (partition, offset)
 /// order, and how many records were read: from each partition's beginning to its end as it
 /// was when reading started (read_committed: a replay's open or aborted transaction is not

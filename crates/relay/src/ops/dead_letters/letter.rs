@@ -157,9 +157,43 @@ impl Letter {
         letter
     }
 
-    /// Where it is on the dead-letter topic, and its marker's key: `<topic>/<partition>/<offset>`.
-    pub fn marker_key(&self, dead_letter_topic: &str) -> String {
-        format!("{dead_letter_topic}/{}/{}", self.partition, self.offset)
+    /// Where it is on the dead-letter topic, and its replay marker's key:
+    /// `<topic>@<topic id>/<partition>/<offset>`. A topic deleted and made again under the
+    /// same name has another id (Kafka 2.8+), so its letters are never taken for the old
+    /// topic's at the same place. Without an id (an older broker), the letter's time tells
+    /// them apart: `<topic>/<partition>/<offset>/<timestamp>`.
+    pub fn marker_key(&self, dead_letter_topic: &str, topic_id: Option<&str>) -> String {
+        match topic_id {
+            Some(id) => format!(
+                "{dead_letter_topic}@{id}/{}/{}",
+                self.partition, self.offset
+            ),
+            None => format!(
+                "{dead_letter_topic}/{}/{}/{}",
+                self.partition,
+                self.offset,
+                self.timestamp_ms.unwrap_or(-1)
+            ),
+        }
+    }
+
+    /// Whether a replay marked this letter replayed: `markers` maps each marker's key to when
+    /// it was written. A marker of the older form, `<topic>/<partition>/<offset>`, counts only
+    /// for a letter written no later than the marker: a letter of a topic made again since is
+    /// newer than every marker of the old one.
+    pub fn replayed(
+        &self,
+        dead_letter_topic: &str,
+        topic_id: Option<&str>,
+        markers: &HashMap<Vec<u8>, Option<i64>>,
+    ) -> bool {
+        if markers.contains_key(self.marker_key(dead_letter_topic, topic_id).as_bytes()) {
+            return true;
+        }
+        let older = format!("{dead_letter_topic}/{}/{}", self.partition, self.offset);
+        markers.get(older.as_bytes()).is_some_and(
+            |marked| matches!((self.timestamp_ms, marked), (Some(l), Some(m)) if l <= *m),
+        )
     }
 
     /// The event id (`id` header) the original record carried.
@@ -492,8 +526,8 @@ mod tests {
         assert_eq!(letter.lsn.as_deref(), Some("16/B374D848"));
         assert_eq!(letter.event_id().as_deref(), Some("e-1"));
         assert_eq!(
-            letter.marker_key("outbox-relay.dlq"),
-            "outbox-relay.dlq/0/7"
+            letter.marker_key("outbox-relay.dlq", Some("0123456789abcdef0123456789abcdef")),
+            "outbox-relay.dlq@0123456789abcdef0123456789abcdef/0/7"
         );
         let row = letter.row.clone().unwrap().unwrap();
         assert_eq!(row[0], ("id".into(), Some("e-1".into())));
@@ -704,5 +738,36 @@ mod tests {
         assert_eq!(Since::Ago(1_000).epoch_ms(5_000), 4_000);
         assert!(Since::parse("yesterday").unwrap_err().contains("RFC 3339"));
         assert!(Since::parse("2023-13-01").is_err());
+    }
+
+    /// A dead-letter topic deleted and made again restarts its offsets: its letters are never
+    /// taken for the old topic's at the same place, whose markers name the old topic's id (or,
+    /// in the older form, were written before the new letter).
+    #[test]
+    fn a_marker_names_the_topic_it_was_written_for() {
+        let mut letter = unroutable_letter();
+        letter.timestamp_ms = Some(2_000);
+        let (old, new) = (
+            "00000000000000000000000000000001",
+            "00000000000000000000000000000002",
+        );
+        let marked = |key: String, at: i64| HashMap::from([(key.into_bytes(), Some(at))]);
+        let dlq = "outbox-relay.dlq";
+        let by_old_id = marked(letter.marker_key(dlq, Some(old)), 1_000);
+        assert!(letter.replayed(dlq, Some(old), &by_old_id));
+        assert!(
+            !letter.replayed(dlq, Some(new), &by_old_id),
+            "the topic made again"
+        );
+        // Without ids: the letter's time.
+        let mut later = letter.clone();
+        later.timestamp_ms = Some(3_000);
+        let by_time = marked(letter.marker_key(dlq, None), 2_500);
+        assert!(letter.replayed(dlq, None, &by_time));
+        assert!(!later.replayed(dlq, None, &by_time));
+        // The older form counts for letters written before its marker only.
+        let older = marked(format!("{dlq}/0/7"), 2_500);
+        assert!(letter.replayed(dlq, Some(new), &older));
+        assert!(!later.replayed(dlq, Some(new), &older));
     }
 }

@@ -27,7 +27,7 @@ use crate::config::{RunOptions, Settings};
 use crate::error::RelayError;
 use letter::{Filter, Letter, Reroute, Since, Target};
 use outbox_router::{OutboxRecord, TableName};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -349,10 +349,26 @@ async fn replay_letters(
 ) -> Result<Summary, RelayError> {
     let dead_letter_topic = settings.kafka.dead_letter_topic.clone();
     let mut summary = Summary::default();
+    // Which topic of that name the letters are read from: the markers name it.
+    let id_of_topic = || {
+        let (kafka, topic) = (settings.kafka.clone(), dead_letter_topic.clone());
+        async move {
+            tokio::task::spawn_blocking(move || kafka::topic_id(&kafka, &topic))
+                .await
+                .expect("describing the dead-letter topic")
+        }
+    };
+    let owned_topic_id = id_of_topic().await?;
     let Some((letters, _)) = read_letters(settings, filter).await? else {
         eprintln!("no dead letters: topic {dead_letter_topic} does not exist");
         return Ok(summary);
     };
+    if id_of_topic().await? != owned_topic_id {
+        return Err(RelayError::BrokerUnavailable(anyhow::anyhow!(
+            "the dead-letter topic {dead_letter_topic} was deleted and made again while it was read: replay again"
+        )));
+    }
+    let topic_id = owned_topic_id.as_deref();
     // A replay fences every earlier one of this dead-letter topic (init_transactions)
     // before it reads what they recorded: one still running can commit nothing after that.
     let replayer = if dry_run {
@@ -374,20 +390,21 @@ async fn replay_letters(
         let marker_topic = marker_topic.to_owned();
         tokio::task::spawn_blocking(move || {
             kafka::read_topic(&kafka, &marker_topic, |m| {
-                m.value.as_ref().and(m.key.map(|k| k.to_vec()))
+                let at = m.timestamp_ms;
+                m.value.as_ref().and(m.key.map(|k| (k.to_vec(), at)))
             })
         })
         .await
         .expect("reading the marker topic")?
     };
-    let replayed: HashSet<Vec<u8>> = markers
+    let replayed: HashMap<Vec<u8>, Option<i64>> = markers
         .map(|(keys, _)| keys.into_iter().collect())
         .unwrap_or_default();
     let mut reroute = Reroute::new(settings.router.clone());
     let mut pending: Vec<Letter> = letters
         .into_iter()
         .filter(|l| {
-            let done = replayed.contains(l.marker_key(&dead_letter_topic).as_bytes());
+            let done = l.replayed(&dead_letter_topic, topic_id, &replayed);
             summary.skipped += done as usize;
             !done
         })
@@ -401,7 +418,7 @@ async fn replay_letters(
     let not_replayable = |letter: &Letter, why: &str| {
         eprintln!(
             "not replayable: {}{}: {why}",
-            letter.marker_key(&dead_letter_topic),
+            letter.marker_key(&dead_letter_topic, topic_id),
             letter
                 .event_id()
                 .map(|id| format!(" (id {id})"))
@@ -419,7 +436,11 @@ async fn replay_letters(
     }
     if dry_run {
         for (letter, record) in &planned {
-            print_planned(&letter.marker_key(&dead_letter_topic), record, json);
+            print_planned(
+                &letter.marker_key(&dead_letter_topic, topic_id),
+                record,
+                json,
+            );
         }
         summary.replayed = planned.len();
         return Ok(summary);
@@ -455,11 +476,12 @@ async fn replay_letters(
     }
     let progress = progress_bar(planned.len() as u64);
     let bar = progress.clone();
+    let topic_id = owned_topic_id.clone();
     let sent = tokio::task::spawn_blocking(move || -> Result<(usize, usize), RelayError> {
         let mut replayer = replayer.expect("made above for a replay that is not a dry run");
         let (mut committed, mut refused) = (0, 0);
         for (letter, record) in &planned {
-            let from = letter.marker_key(&dead_letter_topic);
+            let from = letter.marker_key(&dead_letter_topic, topic_id.as_deref());
             if let Err(why) = replayer.send(record, &from)? {
                 bar.suspend(|| eprintln!("not replayable: {from}: {why}"));
                 refused += 1;
