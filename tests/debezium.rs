@@ -1851,16 +1851,23 @@ async fn native_message_prefix_relays_a_table_less_outbox() {
     assert_eq!(text(&records[0].key), "o-1");
     assert_eq!(text(&records[0].value), r#"{"n": 1.50}"#);
     assert_eq!(records[0].header_str("eventType"), "Created");
-    let tables: i64 = stack
+    // No outbox table: the publication carries the messages, and the canary's table only.
+    let tables: Vec<String> = stack
         .db
-        .query_one(
-            "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'outbox_relay'",
+        .query(
+            "SELECT tablename::text FROM pg_publication_tables WHERE pubname = 'outbox_relay'",
             &[],
         )
         .await
         .unwrap()
-        .get(0);
-    assert_eq!(tables, 0, "a publication without tables");
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        tables,
+        ["outbox_relay_canaries"],
+        "a publication without an outbox table"
+    );
 }
 
 /// `table.field.event.timestamp` with a value Apache Kafka refuses (more than an hour ahead:

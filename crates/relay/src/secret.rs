@@ -21,6 +21,8 @@ pub fn is_secret_key(key: &str) -> bool {
         || key.ends_with("ssl_key.pem")
         || key.ends_with("client.secret")
         || key.ends_with("sasl.oauthbearer.config")
+        || key.ends_with("passphrase")
+        || key.contains("private.key")
         // A schema registry's credentials (Confluent's converters type them PASSWORD).
         || key.ends_with("basic.auth.user.info")
         || key.ends_with("bearer.auth.token")

@@ -217,7 +217,8 @@ pub fn split_property_list(list: &str) -> Vec<String> {
         }
     }
     let mut properties: Vec<String> = Vec::new();
-    for piece in pieces {
+    // An empty piece (a trailing or doubled comma) is nothing.
+    for piece in pieces.into_iter().filter(|p| !p.trim().is_empty()) {
         let starts_a_property = piece
             .split_once('=')
             .is_some_and(|(key, _)| librdkafka_knows(key.trim()));

@@ -355,6 +355,14 @@ fn producer_property_values_may_hold_commas() {
     assert_eq!(get("sasl.username"), Some("u,acks=all"));
     assert_eq!(get("client.id"), Some(r"c\d"));
     assert_eq!(get("acks"), None);
+    // A trailing or doubled comma is nothing.
+    let got = properties(&["linger.ms=2,", "batch.size=100,,acks=all"]);
+    assert!(got.contains(&("linger.ms".into(), "2".into())), "{got:?}");
+    assert!(
+        got.contains(&("batch.size".into(), "100".into())),
+        "{got:?}"
+    );
+    assert!(got.contains(&("acks".into(), "all".into())), "{got:?}");
 }
 
 /// The environment variable reaches the relay whole (clap does not cut it at commas), and a

@@ -177,10 +177,16 @@ impl DeadLetter {
     /// The record written to `topic` (see [`Self::topic`]).
     pub fn to_record(&self, topic: &Arc<str>) -> OutboxRecord {
         if let Some(record) = &self.connect {
-            return OutboxRecord {
+            let mut record = OutboxRecord {
                 topic: topic.clone(),
                 ..(**record).clone()
             };
+            if let Some(kept) = &self.row_kept {
+                record
+                    .headers
+                    .push((ROW_KEPT.into(), Some(Bytes::from(kept.clone()))));
+            }
+            return record;
         }
         let mut headers: Vec<(Arc<str>, Option<Bytes>)> = Vec::with_capacity(7);
         if let Some(id) = &self.event_id {

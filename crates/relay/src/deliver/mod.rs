@@ -617,11 +617,16 @@ impl<P: Producer> Deliver<P> {
     /// `next_acknowledged` hands it out before waiting for the next report.
     async fn release_held(&mut self, until_acknowledged: bool) -> Result<(), RelayError> {
         while let Some((record, tag)) = self.held.pop() {
-            if self.barrier.first().is_some_and(|b| *b < tag.ticket.seq()) {
+            let seq = tag.ticket.seq();
+            if self.barrier.first().is_some_and(|b| *b < seq) {
                 // An earlier event's dead letter first (see `barrier`): it goes once the events
                 // before it are resolved, and its report (or one of theirs) is waited for.
                 self.held.put_back(record, tag);
                 self.send_dead_letters().await?;
+                if self.barrier.first().is_none_or(|b| *b >= seq) {
+                    // Its dead letter was in Kafka already (a replay): nothing to wait for.
+                    continue;
+                }
                 self.wait_for_report().await?;
                 if until_acknowledged && !self.acknowledged.is_empty() {
                     return Ok(());

@@ -743,6 +743,34 @@ mod exactly_once_mode {
         );
     }
 
+    /// A keyless event's dead letter is placed by its event id, as the letter itself is: the
+    /// dead-letter partition asked is that one.
+    #[tokio::test]
+    async fn a_keyless_skipped_event_is_looked_for_where_its_dead_letter_would_be() {
+        let mut producer = FakeProducer::new(100);
+        producer.partitions = 4;
+        let mut keyless = record("A.events", 1);
+        keyless.key = None;
+        let id = keyless.headers[0].1.clone().unwrap();
+        let partition = crate::deliver::exactly_once::rule::key_partition(&id, 4);
+        assert_ne!(partition, 0, "the case the test is about");
+        let tails = FakeTails::default();
+        tails.insert("A.events", partition, tail(100, 1, 4));
+        tails.insert("dlq", partition, tail(100, 1, 4));
+        let mut d = stage(producer)
+            .noting_dead_letters()
+            .with_exactly_once(guard(&tails));
+        let mut t = AckTracker::new(Lsn::ZERO);
+        t.begin();
+        let ticket = t.produced();
+        let seq = ticket.seq();
+        d.submit(Routed::Record(keyless), ticket, at(100, 1))
+            .await
+            .unwrap();
+        assert!(d.producer().sent.is_empty());
+        assert_eq!(d.take_dead_lettered(), [seq]);
+    }
+
     #[tokio::test]
     async fn replayed_events_up_to_the_partition_tail_are_acknowledged_without_being_produced() {
         let producer = FakeProducer::new(100);

@@ -230,6 +230,15 @@ pub fn missing_table(table: &TableName) -> Problem {
     )
 }
 
+/// The relay's own tables, never outbox tables whatever a pattern matches.
+const OWN_TABLES: [&str; 5] = [
+    super::snapshot::MARKER_TABLE,
+    super::slot_history::TABLE,
+    super::canary::TABLE,
+    super::dead_letter_table::TABLE,
+    super::cleanup::LEDGER,
+];
+
 /// The outbox tables: those named exactly, then the plain and partitioned tables (not
 /// partitions, not the relay's own bookkeeping tables) whose `schema.table` matches one
 /// of the patterns, in name order. Fails when nothing is left.
@@ -241,8 +250,8 @@ pub async fn outbox_tables(
     if !router.table_patterns.is_empty() {
         let rows = client
             .query(
-                "SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace                  WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition                    AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'                    AND c.relname NOT IN ('outbox_relay_snapshots', 'outbox_relay_slots')                  ORDER BY 1, 2",
-                &[],
+                "SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace                  WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition                    AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'                    AND NOT (c.relname = ANY($1))                  ORDER BY 1, 2",
+                &[&OWN_TABLES.as_slice()],
             )
             .await
             .map_err(catalog_error("listing the tables"))?;

@@ -75,17 +75,18 @@ impl Source for Polling<'_> {
             .column_index(&settings.router.key_column)
             .expect("statements() checked the key column");
         let producer = KafkaProducer::new(&settings.kafka)?;
-        // The rows of events Kafka cannot take whole are copied before they leave the outbox.
+        // The rows of events Kafka cannot take whole are copied before they leave the outbox:
+        // without the table, such an event would be destroyed (or retried for ever), so
+        // polling does not start.
         let keeps = match super::dead_letter_table::ensure(&client, &table.schema).await {
             // As dead letters name it: `schema.table`, as `dead-letters replay` reads it.
             Ok(()) => Some(super::dead_letter_table::name(&table.schema).to_string()),
             Err(why) => {
-                tracing::warn!(
-                    "polling mode keeps the row of an event Kafka cannot take whole (too large, refused) in {}: {why}. \
-                     Until it can, such an event stops the relay and its row stays in the outbox",
+                return Err(RelayError::misconfigured(format!(
+                    "polling mode keeps the whole row of each event Kafka refuses for good (too large, refused) in {} \
+                     before the row leaves the outbox: {why}",
                     super::dead_letter_table::table(&table.schema)
-                );
-                None
+                )))
             }
         };
         let mut deliver = Deliver::new(

@@ -103,13 +103,18 @@ impl Guard {
         record: &OutboxRecord,
         event: &EventPosition,
     ) -> Result<bool, RelayError> {
-        // Where its dead letter goes: by its key, as `place` puts it (a letter names no
-        // partition of its own).
+        // Where its dead letter goes: by its key, else its event id, as `place` puts it (a
+        // letter names no partition of its own).
         let letter = OutboxRecord {
             topic: dead_letter_topic.clone(),
             key: record.key.clone(),
             value: None,
-            headers: Vec::new(),
+            headers: record
+                .headers
+                .iter()
+                .filter(|(k, _)| &**k == "id")
+                .cloned()
+                .collect(),
             partition: None,
             timestamp_ms: None,
         };

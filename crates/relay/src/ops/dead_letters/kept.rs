@@ -20,9 +20,9 @@ use postgres_protocol::escape::escape_identifier;
 /// Whether `letter` needs its row found: the relay's letter of an event whose row it does not
 /// carry, and whose payload it left out or whose row polling kept.
 fn needs_row(letter: &Letter) -> bool {
-    letter.format == Format::Relay
-        && letter.row.is_none()
-        && (letter.original_size.is_some() || letter.row_kept.is_some())
+    letter.row.is_none()
+        && (letter.row_kept.is_some()
+            || (letter.format == Format::Relay && letter.original_size.is_some()))
 }
 
 /// Finds the whole row of each letter that needs one (see the module's note), reading
@@ -31,9 +31,21 @@ pub async fn find_rows(settings: &Settings, letters: &mut [Letter]) -> Result<()
     if !letters.iter().any(needs_row) {
         return Ok(());
     }
-    let client = crate::source::postgres::Database::of(settings)
+    let client = match crate::source::postgres::Database::of(settings)
         .connect()
-        .await?;
+        .await
+    {
+        Ok(client) => client,
+        Err(e) => {
+            // Said for each letter that needed it; the others are listed and replayed.
+            for letter in letters.iter_mut().filter(|l| needs_row(l)) {
+                letter.found = Some(Err(format!(
+                    "PostgreSQL cannot be reached to find its row: {e}"
+                )));
+            }
+            return Ok(());
+        }
+    };
     let id_column = &settings.router.id_column;
     for letter in letters.iter_mut().filter(|l| needs_row(l)) {
         let found = match letter.row_kept.clone() {
@@ -41,9 +53,10 @@ pub async fn find_rows(settings: &Settings, letters: &mut [Letter]) -> Result<()
             None => outbox_row(&client, letter, id_column).await,
         };
         match found {
-            Ok((row, place)) => {
+            Ok((row, place, table)) => {
                 letter.row = Some(Ok(row));
                 letter.found = Some(Ok(place));
+                letter.table.get_or_insert(table);
             }
             Err(why) => letter.found = Some(Err(why)),
         }
@@ -51,8 +64,12 @@ pub async fn find_rows(settings: &Settings, letters: &mut [Letter]) -> Result<()
     Ok(())
 }
 
-/// The row `kept` (`schema.table/<id>`) names in a dead-letter table.
-async fn kept_row(client: &tokio_postgres::Client, kept: &str) -> Result<(Row, String), String> {
+/// The row `kept` (`schema.table/<id>`) names in a dead-letter table, where it is, and the
+/// table it came from.
+async fn kept_row(
+    client: &tokio_postgres::Client,
+    kept: &str,
+) -> Result<(Row, String, String), String> {
     let Some((table, id)) = kept.rsplit_once('/') else {
         return Err(format!(
             "its row is said to be kept at {kept:?}, which names no row"
@@ -60,7 +77,7 @@ async fn kept_row(client: &tokio_postgres::Client, kept: &str) -> Result<(Row, S
     };
     let name = TableName::parse(table).map_err(|e| format!("{table}: {e}"))?;
     let query = format!(
-        "SELECT source_row::text FROM {} WHERE id = $1::text::uuid",
+        "SELECT source_row::text, source_table FROM {} WHERE id = $1::text::uuid",
         sql_rows::qualified(&name)
     );
     let row = client
@@ -73,9 +90,9 @@ async fn kept_row(client: &tokio_postgres::Client, kept: &str) -> Result<(Row, S
             )
         })?
         .ok_or_else(|| format!("its row {id} is no longer in {table}"))?;
-    let json: String = row.get(0);
+    let (json, source): (String, String) = (row.get(0), row.get(1));
     let row = parse_row(&json).map_err(|e| format!("its row {id} in {table}: {e}"))?;
-    Ok((row, kept.to_owned()))
+    Ok((row, kept.to_owned(), source))
 }
 
 /// The outbox row with the letter's event id, in the table it came from.
@@ -83,7 +100,7 @@ async fn outbox_row(
     client: &tokio_postgres::Client,
     letter: &Letter,
     id_column: &str,
-) -> Result<(Row, String), String> {
+) -> Result<(Row, String, String), String> {
     let table = letter
         .table
         .as_deref()
@@ -121,6 +138,7 @@ async fn outbox_row(
                 .enumerate()
                 .map(|(i, c)| (c.name.clone(), row.get::<_, Option<String>>(i)))
                 .collect(),
+            table.to_string(),
             table.to_string(),
         )),
         [] => Err(format!(

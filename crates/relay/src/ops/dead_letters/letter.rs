@@ -145,7 +145,9 @@ impl Letter {
                     .filter(|m| !m.is_empty())
                     .or_else(|| header(CONNECT_EXCEPTION_CLASS));
                 letter.original_topic = header(CONNECT_TOPIC).filter(|t| !t.is_empty());
-                |k| k.starts_with(CONNECT_PREFIX)
+                // Cut down in polling mode: where the whole row is kept.
+                letter.row_kept = header(relay::ROW_KEPT);
+                |k| k.starts_with(CONNECT_PREFIX) || k == relay::ROW_KEPT
             }
             Format::Unknown => |_| false,
         };
@@ -187,7 +189,10 @@ impl Letter {
         topic_id: Option<&str>,
         markers: &HashMap<Vec<u8>, Option<i64>>,
     ) -> bool {
-        if markers.contains_key(self.marker_key(dead_letter_topic, topic_id).as_bytes()) {
+        // Its own key; or the one written while the broker gave no topic ids (upgraded since).
+        if markers.contains_key(self.marker_key(dead_letter_topic, topic_id).as_bytes())
+            || markers.contains_key(self.marker_key(dead_letter_topic, None).as_bytes())
+        {
             return true;
         }
         let older = format!("{dead_letter_topic}/{}/{}", self.partition, self.offset);
@@ -388,8 +393,11 @@ pub fn target(letter: &Letter, reroute: &mut Reroute) -> Target {
             "not a dead letter: no {} header and no {CONNECT_PREFIX}* headers",
             relay::REASON
         )),
-        (Format::Relay, Some(Err(e))) => not(format!("its {} header: {e}", relay::SOURCE_ROW)),
-        (Format::Relay, Some(Ok(row))) => {
+        (Format::Relay | Format::Connect, Some(Err(e))) => {
+            not(format!("its {} header: {e}", relay::SOURCE_ROW))
+        }
+        // A row it carries, or its whole row found where the source kept it (kept.rs).
+        (Format::Relay | Format::Connect, Some(Ok(row))) => {
             let Some(table) = letter
                 .table
                 .as_deref()
@@ -445,7 +453,6 @@ pub fn target(letter: &Letter, reroute: &mut Reroute) -> Target {
                 timestamp_ms: None,
             })
         }
-        (Format::Connect, Some(_)) => unreachable!("only the relay's dead letters carry a row"),
     }
 }
 

@@ -277,7 +277,9 @@ fn whole_event(l: &Letter) -> String {
     match &l.found {
         Some(Ok(place)) => place.clone(),
         Some(Err(why)) => format!("missing: {why}"),
-        None if l.original_size.is_some() => "missing: its payload was left out".into(),
+        None if l.original_size.is_some() && !matches!(l.row, Some(Ok(_))) => {
+            "missing: its payload was left out".into()
+        }
         None => "letter".into(),
     }
 }

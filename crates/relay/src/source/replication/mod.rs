@@ -109,11 +109,12 @@ impl<'a> Replication<'a> {
         })
     }
 
-    /// The canary cannot run this session: says why once (and again when the reason changes).
+    /// The canary cannot run this session: says why once (and again when the reason changes,
+    /// or after a session that ran it); its age no longer counts.
     fn canary_off(&mut self, why: String) {
+        self.metrics.canary_off();
         if self.canary_off.as_deref() != Some(why.as_str()) {
             tracing::warn!("no canary: {why}; or turn the canary off with --canary-interval 0");
-            self.metrics.canary_off();
             self.canary_off = Some(why);
         }
     }
@@ -382,6 +383,9 @@ impl<'a> Replication<'a> {
             Some(_) => true,
             None => false,
         };
+        if canary {
+            self.canary_off = None;
+        }
         if primary.is_some() {
             // Made on the primary: the standby has it once it replayed that far.
             catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;
@@ -882,8 +886,16 @@ async fn advance_slot_on(
          WHERE slot_name = {}",
         escape_literal(slot)
     );
+    let mut last_error = None;
     for _ in 0..50 {
-        let rows = client.simple_query(&state).await?;
+        let rows = match client.simple_query(&state).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                last_error = Some(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let flag = |i: usize| {
             rows.first()
                 .and_then(|r| r.get(i).cloned().flatten())
@@ -894,15 +906,22 @@ async fn advance_slot_on(
             return Ok(());
         }
         if !flag(0) {
-            client
+            // Taken again meanwhile, or its walsender still exiting: tried again.
+            match client
                 .simple_query(&format!(
                     "SELECT pg_replication_slot_advance({}, '{lsn}')",
                     escape_literal(slot)
                 ))
-                .await?;
-            return Ok(());
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) => last_error = Some(e),
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(e) = last_error {
+        return Err(e);
     }
     tracing::warn!(%slot, final_lsn = %lsn, "the slot stayed active: the final position is not recorded; the next start resumes from the slot's own");
     Ok(())

@@ -408,7 +408,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     // What already arrived behind it, without a round of the select (its
                     // timers, the shutdown watch) for each: one wake-up per burst of changes.
                     for _ in 0..BURST {
-                        if self.deliver.in_flight() >= self.max_in_flight {
+                        if !self.has_room() {
                             break;
                         }
                         match self.stream.recv().now_or_never() {
