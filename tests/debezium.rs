@@ -1921,7 +1921,7 @@ async fn an_event_timestamp_the_broker_refuses_is_dead_lettered_not_retried_fore
 }
 
 /// Kafka Connect's field transforms after the EventRouter, with `errors.tolerance=all` and a
-/// dead-letter queue (issue 35): MaskField masks the `secret` of an expanded payload; a
+/// dead-letter queue: MaskField masks the `secret` of an expanded payload; a
 /// payload that is not a JSON object (its text, no struct to mask in) goes to the dead-letter queue as
 /// Kafka Connect's reporter writes records there (its original bytes, then the
 /// `__connect.errors.*` headers), and `dead-letters list` reads it. Nothing stops, nothing is

@@ -1105,7 +1105,7 @@ fn generate(seed: u64, index: usize, pg_port: u16) -> Case {
         chosen.push(format!("heartbeats to {prefix}"));
         format!("{prefix}.dbz_S{seed}C{index}")
     });
-    // Kafka Connect's transforms after the EventRouter (issue 35), from a random stream of
+    // Kafka Connect's transforms after the EventRouter, from a random stream of
     // their own (the cases above stay as they were): a RegexRouter on the routed topics
     // (not on the heartbeat and transaction topics: a negated TopicNameMatches), an
     // InsertHeader under a HasHeaderKey predicate, a DropHeaders. Header order and bytes
@@ -1376,7 +1376,7 @@ fn cloudevents_recipe(
     chosen.push(format!("CloudEvents recipe, metadata.source={metadata}"));
 }
 
-/// Kafka Connect's field transforms after the EventRouter (issue 35), from a random stream
+/// Kafka Connect's field transforms after the EventRouter, from a random stream
 /// of their own, on cases whose records' values are structs: the EventRouter's envelope (a
 /// column placed in it). Heartbeat and transaction records (other structs) are left alone
 /// by a negated TopicNameMatches; the transforms Kafka Connect fails on for a tombstone run

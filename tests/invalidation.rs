@@ -1,4 +1,4 @@
-//! Each reason PostgreSQL invalidates a slot for (issue 36), on the server that has it: the
+//! Each reason PostgreSQL invalidates a slot for, on the server that has it: the
 //! relay stops with the reason and the fix that matches it, never retrying, and
 //! `--on-missing-slot reread` makes the slot again. (`wal_removed`: tests/hardening.rs.)
 //! - `idle_timeout` (PostgreSQL 18's `idle_replication_slot_timeout`);

@@ -183,7 +183,7 @@ async fn a_partition_leader_killed_mid_stream_loses_nothing_and_keeps_order() {
 /// its partitions. The slot holds; those partitions are reported stuck (/ready red naming them,
 /// the metric) while the other topics keep being written; all clears when the broker returns.
 /// The canary's topic, made the same way, stalls too: /ready turns red for the canary within
-/// `--canary-max-age` (issue 38), and green again with the broker.
+/// `--canary-max-age`, and green again with the broker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_in_sync_hold_the_slot_until_a_broker_returns() {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};

@@ -1,4 +1,4 @@
-//! A real PostgreSQL failover (issue 36): a primary and a physical standby with failover
+//! A real PostgreSQL failover: a primary and a physical standby with failover
 //! slots synchronized (`sync_replication_slots`, `synchronized_standby_slots`) and
 //! synchronous commit, the relay on a multi-host URL (`target_session_attrs=read-write`)
 //! with `--slot-failover`, a writer inserting all along. The primary is stopped at once

@@ -378,7 +378,7 @@ mod tests {
     }
 
     /// Every code librdkafka knows is in the table on purpose: none falls through to the
-    /// default; the ones issue 37 names are refusals of the record.
+    /// default; the ones below are refusals of the record.
     #[test]
     fn every_kafka_error_code_is_classified_on_purpose() {
         use rdkafka::types::RDKafkaRespErr;
