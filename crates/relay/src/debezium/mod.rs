@@ -2,7 +2,7 @@
 //! a Debezium user POSTs to Kafka Connect today, and their worker's properties.
 
 mod avro;
-mod catalog;
+pub(crate) mod catalog;
 mod cloudevents;
 mod connector;
 mod json_schema;
