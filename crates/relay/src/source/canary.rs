@@ -45,7 +45,7 @@ impl Written {
 
 /// Polling mode's canary table, in the outbox table's schema: a row per instance, written
 /// every interval and read by the instance's polls in the same transaction as its outbox rows.
-pub const TABLE: &str = "outbox_relay_canaries";
+pub const TABLE: &str = super::own_tables::CANARIES;
 
 pub fn table(schema: &str) -> String {
     crate::source::sql_rows::qualified(&outbox_router::TableName {

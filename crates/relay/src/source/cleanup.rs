@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The ledger table, in the first outbox table's schema.
-pub const LEDGER: &str = "outbox_relay_cleanup";
+pub const LEDGER: &str = super::own_tables::CLEANUP;
 
 /// How often the outbox's size and oldest row are read for the metrics.
 const MEASURE_EVERY: Duration = Duration::from_secs(5);

@@ -10,7 +10,7 @@ use crate::deliver::KeptEvent;
 use crate::source::sql_rows::qualified;
 use outbox_router::TableName;
 
-pub const TABLE: &str = "outbox_relay_dead_letters";
+pub const TABLE: &str = super::own_tables::DEAD_LETTERS;
 
 /// `schema.outbox_relay_dead_letters`, quoted.
 pub fn table(schema: &str) -> String {

@@ -9,7 +9,7 @@ use super::sql_rows::qualified;
 use crate::error::RelayError;
 use outbox_router::TableName;
 
-pub const TABLE: &str = "outbox_relay_slots";
+pub const TABLE: &str = super::own_tables::SLOTS;
 
 fn history_table(schema: &str) -> TableName {
     TableName {

@@ -24,7 +24,7 @@ use pgoutput::Lsn;
 use pgoutput::{Insert, Relation};
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
-pub const MARKER_TABLE: &str = "outbox_relay_snapshots";
+pub const MARKER_TABLE: &str = super::own_tables::SNAPSHOTS;
 
 /// The relation id the snapshot rows of the first outbox table are routed under, the next
 /// table's one less, and so on (PostgreSQL OIDs never reach these).
