@@ -7,16 +7,22 @@
 //! acknowledge, so a new session resends what the last one had in flight: nothing is lost.
 
 mod claim;
+mod pg_stream;
+mod server;
+mod standby;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use pg_stream::PgStream;
+use server::{
+    advance_slot_on, create_slot_exporting_snapshot, final_position_holds_on,
+    parse_timeline_history, slot_holder, walsender, Identity, Walsender,
+};
+use standby::log_standby_snapshots;
 pub use stream::{Change, ChangeStream, Streamer, SHUTDOWN_DRAIN_TIMEOUT, SILENCE_BEFORE_PROBE};
 
 use crate::source::session::{AbortOnDrop, Source};
-
-/// How long the liveness probe waits for PostgreSQL's answer.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 use super::postgres;
 use super::{catalog, slot_history, snapshot};
@@ -864,69 +870,6 @@ async fn stream_until_shutdown(
     (Ok(Some(final_lsn)), streamed)
 }
 
-/// Whether a position this session confirmed to the server `session` may be recorded on the
-/// server `reached` now: the same system on the same timeline. A promoted standby (a new
-/// timeline) may have branched off before it, and its commits after the branch would be
-/// skipped; a restored copy or another system knows nothing of it.
-fn final_position_holds_on(session: &Identity, reached: &Identity) -> bool {
-    session.system_id == reached.system_id && session.timeline == reached.timeline
-}
-
-/// Records `lsn` on `slot` through the replication connection `client` (one server
-/// process: the one IDENTIFY_SYSTEM answered for), once the walsender that streamed it let
-/// go of it. Nothing to do when the slot is there already.
-async fn advance_slot_on(
-    client: &mut ReplicationClient,
-    slot: &str,
-    lsn: Lsn,
-) -> Result<(), pgwire_replication::PgWireError> {
-    use postgres_protocol::escape::escape_literal;
-    let state = format!(
-        "SELECT active_pid IS NOT NULL, coalesce(confirmed_flush_lsn >= '{lsn}', false) FROM pg_replication_slots \
-         WHERE slot_name = {}",
-        escape_literal(slot)
-    );
-    let mut last_error = None;
-    for _ in 0..50 {
-        let rows = match client.simple_query(&state).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                last_error = Some(e);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let flag = |i: usize| {
-            rows.first()
-                .and_then(|r| r.get(i).cloned().flatten())
-                .is_some_and(|v| v.as_ref() == b"t")
-        };
-        if rows.is_empty() || flag(1) {
-            // Dropped (the next session says so), or recorded with the last status update.
-            return Ok(());
-        }
-        if !flag(0) {
-            // Taken again meanwhile, or its walsender still exiting: tried again.
-            match client
-                .simple_query(&format!(
-                    "SELECT pg_replication_slot_advance({}, '{lsn}')",
-                    escape_literal(slot)
-                ))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(e) => last_error = Some(e),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    if let Some(e) = last_error {
-        return Err(e);
-    }
-    tracing::warn!(%slot, final_lsn = %lsn, "the slot stayed active: the final position is not recorded; the next start resumes from the slot's own");
-    Ok(())
-}
-
 /// `snapshot.mode=initial`: the outbox tables' rows, table after table, each read in the
 /// snapshot exported with the slot; then the marker that says the snapshot is done.
 async fn relay_snapshot(
@@ -973,139 +916,10 @@ async fn relay_snapshot(
     Ok(())
 }
 
-/// A server process, by pid and start time (a pid alone can be reused after a restart).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Walsender {
-    pid: i32,
-    backend_start: String,
-}
-
-/// The walsender that holds `slot` now, if any.
-async fn slot_holder(sql: &tokio_postgres::Client, slot: &str) -> Option<Walsender> {
-    sql.query_opt(
-        "SELECT a.pid, a.backend_start::text FROM pg_replication_slots s \
-         JOIN pg_stat_activity a ON a.pid = s.active_pid WHERE s.slot_name = $1",
-        &[&slot],
-    )
-    .await
-    .ok()
-    .flatten()
-    .map(|r| Walsender {
-        pid: r.get(0),
-        backend_start: r.get::<_, Option<String>>(1).unwrap_or_default(),
-    })
-}
-
-/// The walsender serving a gated session (SQL runs on a database replication connection).
-async fn walsender(client: &mut ReplicationClient) -> Option<Walsender> {
-    let rows = client
-        .simple_query(
-            "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()",
-        )
-        .await
-        .ok()?;
-    let row = rows.first()?;
-    let text = |i: usize| {
-        row.get(i)
-            .and_then(|v| v.as_ref())
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .map(str::to_owned)
-    };
-    Some(Walsender {
-        pid: text(0)?.parse().ok()?,
-        backend_start: text(1)?,
-    })
-}
-
-/// Which server a session reached (IDENTIFY_SYSTEM): a new system or timeline means a
-/// failover or a restore.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Identity {
-    system_id: String,
-    timeline: u32,
-    /// The timelines this one branched off, each with the position where it did
-    /// (`TIMELINE_HISTORY`; empty on timeline 1).
-    history: Vec<(u32, Lsn)>,
-}
-
-/// A timeline history file: `parent<TAB>switchpoint<TAB>reason` lines.
-fn parse_timeline_history(content: &[u8]) -> Vec<(u32, Lsn)> {
-    String::from_utf8_lossy(content)
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let timeline = fields.next()?.parse().ok()?;
-            let switched = fields.next()?.parse().ok()?;
-            Some((timeline, switched))
-        })
-        .collect()
-}
-
-/// `CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')` on a gated session: returns the
-/// snapshot's name and the slot's consistent point. The snapshot stays importable until the
-/// session runs its next command: the next one must be START_REPLICATION, after the rows
-/// are read.
-async fn create_slot_exporting_snapshot(
-    client: &mut ReplicationClient,
-    slot: &str,
-    failover: bool,
-) -> Result<(String, Lsn), pgwire_replication::PgWireError> {
-    use pgwire_replication::PgWireError;
-    // The slot name is validated to [a-z0-9_] in config.
-    let rows = client
-        .simple_query(&format!(
-            "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'export'{})",
-            if failover { ", FAILOVER true" } else { "" }
-        ))
-        .await?;
-    let row = rows
-        .into_iter()
-        .next()
-        .ok_or_else(|| PgWireError::Protocol("CREATE_REPLICATION_SLOT returned no row".into()))?;
-    let text = |i: usize| {
-        row.get(i)
-            .and_then(|v| v.as_ref())
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .ok_or_else(|| {
-                PgWireError::Protocol(format!("CREATE_REPLICATION_SLOT: column {i} is missing"))
-            })
-    };
-    let consistent_point = Lsn::parse(&text(1)?).ok_or_else(|| {
-        PgWireError::Protocol("CREATE_REPLICATION_SLOT: unreadable consistent_point".into())
-    })?;
-    Ok((text(2)?, consistent_point))
-}
-
 impl Replication<'_> {
     /// Claims the slot for this session, ending this process's own stale claim first (a
     /// half-open connection of an earlier session); another instance's claim means standing
     /// by, as for a slot another walsender streams.
-    /// Logical decoding on a standby: PostgreSQL 16+, and no failover slot (made on the
-    /// primary, synchronized to standbys, never on a standby).
-    async fn may_capture_from_standby(
-        &self,
-        sql: &tokio_postgres::Client,
-    ) -> Result<(), RelayError> {
-        let major = crate::source::postgres::check_server_version(sql).await?;
-        if major < 16 {
-            return Err(RelayError::misconfigured(format!(
-                "{} is a standby (in recovery) of PostgreSQL {major}: logical decoding on a standby needs PostgreSQL 16+; \
-                 point --postgres-url at the primary (or list both with target_session_attrs=read-write)",
-                self.conn.display
-            )));
-        }
-        if self.cdc.slot_failover {
-            return Err(RelayError::misconfigured(
-                "--slot-failover makes a failover slot on the primary, and --postgres-url names a standby: capture \
-                 from the primary (a failover slot is synchronized to standbys), or leave --slot-failover out",
-            ));
-        }
-        tracing::info!(postgres = %self.conn.display, primary = self.settings.primary_url.is_some(),
-            "capturing from a standby: the slot lives here{}",
-            if self.settings.primary_url.is_some() { "; writes go to --primary-url" } else { "; without --primary-url, what needs writes is refused" });
-        Ok(())
-    }
-
     async fn claim_slot(&mut self, sql: &tokio_postgres::Client) -> Result<(), RelayError> {
         let slot = self.cdc.slot.as_str();
         let mut claimed = claim::claim(sql, slot).await?;
@@ -1262,147 +1076,6 @@ impl Source for Replication<'_> {
                 .last()
                 .map_or_else(|| "the slot's".to_owned(), |l| l.to_string())
         )
-    }
-}
-
-/// The replication connection as a [`ChangeStream`], with a SQL connection for catalog
-/// look-ups during the session.
-pub struct PgStream {
-    client: ReplicationClient,
-    /// Where the replication worker says whether the stream is behind.
-    lag: Arc<ReplicationMetrics>,
-    sql: tokio_postgres::Client,
-    database: postgres::Database,
-    display: String,
-    slot: String,
-    /// The server process that streams to this connection.
-    walsender: Option<Walsender>,
-}
-
-impl ChangeStream for PgStream {
-    fn catching_up(&self) -> bool {
-        self.lag.catching_up()
-    }
-
-    async fn recv(&mut self) -> Result<Option<Change>, RelayError> {
-        let event = self
-            .client
-            .recv()
-            .await
-            .map_err(|e| RelayError::replication(e, &self.display, &self.slot))?;
-        Ok(event.map(|event| match event {
-            ReplicationEvent::Begin {
-                final_lsn,
-                xid,
-                commit_time_micros,
-            } => Change::Begin {
-                commit: Lsn::from_u64(final_lsn.as_u64()),
-                xid,
-                commit_time_micros,
-            },
-            ReplicationEvent::XLogData {
-                wal_start,
-                wal_end,
-                data,
-                ..
-            } => Change::Data {
-                wal_start: Lsn::from_u64(wal_start.as_u64()),
-                wal_end: Lsn::from_u64(wal_end.as_u64()),
-                data,
-            },
-            ReplicationEvent::Commit {
-                end_lsn,
-                commit_time_micros,
-                ..
-            } => Change::Commit {
-                end_lsn: Lsn::from_u64(end_lsn.as_u64()),
-                commit_time_micros,
-            },
-            ReplicationEvent::KeepAlive { wal_end, .. } => Change::KeepAlive {
-                wal_end: Lsn::from_u64(wal_end.as_u64()),
-            },
-            ReplicationEvent::Message {
-                transactional,
-                lsn,
-                prefix,
-                content,
-            } => Change::Message {
-                lsn: Lsn::from_u64(lsn.as_u64()),
-                transactional,
-                prefix,
-                content,
-            },
-            ReplicationEvent::StoppedAt { .. } => Change::Other,
-        }))
-    }
-
-    fn confirm(&mut self, lsn: Lsn) {
-        self.client
-            .update_applied_lsn(PgLsn::from_u64(lsn.as_u64()));
-    }
-
-    /// The slot must still be held by this connection's walsender, and PostgreSQL must
-    /// answer within [`PROBE_TIMEOUT`] (over the session's SQL connection, which shares the
-    /// replication connection's path).
-    async fn probe(&mut self) -> Result<(), RelayError> {
-        // The SQL connection may have been closed while idle (idle_session_timeout, a
-        // pooler): one fresh connection before judging the replication connection.
-        if self.sql.is_closed() {
-            if let Ok(Ok(fresh)) =
-                tokio::time::timeout(PROBE_TIMEOUT, self.database.connect()).await
-            {
-                self.sql = fresh;
-            }
-        }
-        let query = catalog::slot_state(&self.sql, &self.slot);
-        let state = match tokio::time::timeout(PROBE_TIMEOUT, query).await {
-            Err(_) => {
-                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
-                    "no data for {SILENCE_BEFORE_PROBE:?} and PostgreSQL at {} did not answer a liveness check within \
-                     {PROBE_TIMEOUT:?}: the connection is presumed dead",
-                    self.display
-                )))
-            }
-            Ok(result) => result.map_err(|e| {
-                RelayError::postgres("checking the replication connection", e, || {
-                    "the role needs the REPLICATION attribute".into()
-                })
-            })?,
-        };
-        let holder = state.and_then(|s| s.active_pid);
-        let ours = self.walsender.as_ref().map(|w| w.pid);
-        if ours.is_some() && holder != ours {
-            return Err(RelayError::ConnectionLost(anyhow::anyhow!(
-                "the server no longer streams slot {} to this relay (held by {holder:?}, ours was {ours:?})",
-                self.slot
-            )));
-        }
-        Ok(())
-    }
-
-    async fn column_facts(&mut self, table: &TableName) -> Result<Vec<ColumnFacts>, RelayError> {
-        catalog::column_facts(&self.sql, table).await
-    }
-}
-
-/// `heartbeat.action.query` every `heartbeat.interval.ms`, as Debezium runs it (typically
-/// an UPDATE of a heartbeat table, so that a database whose other tables are not published
-/// still produces WAL the slot can move past). Failures are logged and retried.
-/// While a slot is made on a standby: asks the primary every second to log its running
-/// transactions (`pg_log_standby_snapshot()`), which the standby's slot creation waits for.
-async fn log_standby_snapshots(primary: postgres::Database) {
-    let Ok(client) = primary.connect().await else {
-        return;
-    };
-    loop {
-        if let Err(e) = client
-            .batch_execute("SELECT pg_log_standby_snapshot()")
-            .await
-        {
-            tracing::debug!("pg_log_standby_snapshot() on the primary: {e}");
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
