@@ -30,7 +30,7 @@ pub mod metrics;
 pub mod ops;
 pub mod panics;
 pub mod pg_time;
-pub mod registry;
+pub mod registry_client;
 pub mod route;
 pub mod secret;
 pub mod source;

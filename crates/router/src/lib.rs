@@ -10,8 +10,8 @@
 mod config;
 pub mod connect;
 mod error;
-mod expand;
-mod record;
+mod json_compact;
+mod kafka_record;
 mod router;
 mod topic;
 pub mod transforms;
@@ -21,6 +21,6 @@ pub use config::{
     MessageConfig, Output, Placement, RouterConfig, SchemaFilter, TableName, TransactionMetadata,
 };
 pub use error::ConfigError;
-pub use record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
+pub use kafka_record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 pub use router::{change_event_topic, BeforeRouter, Router, SourcePosition, TransactionMark};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

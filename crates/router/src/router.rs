@@ -1,6 +1,6 @@
 use crate::config::{InvalidOperation, Output, Placement, RouterConfig, TableName};
 use crate::connect::ColumnFacts;
-use crate::record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
+use crate::kafka_record::{InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 use crate::topic::validate_topic_name;
 use bytes::Bytes;
 use pgoutput::{ColumnValue, DecodeError, Insert, LogicalMessage, RawColumn, Relation, TupleData};
@@ -534,16 +534,17 @@ impl Router {
             return invalid("payload is NULL and tombstones are disabled".into(), None);
         }
         let value = match value {
-            Some(v) if self.config.expand_json_payload => match crate::expand::expand_json(text(v))
-            {
-                Ok(expanded) => Some(expanded),
-                Err(e) => {
-                    return invalid(
-                        format!("payload is not JSON and JSON expansion is on: {e}"),
-                        None,
-                    )
+            Some(v) if self.config.expand_json_payload => {
+                match crate::json_compact::expand_json(text(v)) {
+                    Ok(expanded) => Some(expanded),
+                    Err(e) => {
+                        return invalid(
+                            format!("payload is not JSON and JSON expansion is on: {e}"),
+                            None,
+                        )
+                    }
                 }
-            },
+            }
             other => other.map(|p| row.owned(p)),
         };
         let partition = match &plan.partition {

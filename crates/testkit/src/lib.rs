@@ -4,6 +4,7 @@
 //!
 //! Nothing here is a mock. When a component cannot be started the error says how to install it.
 
+pub mod apicurio;
 pub mod broker;
 pub mod debezium;
 pub mod http;
@@ -12,7 +13,6 @@ pub mod locale;
 pub mod net;
 pub mod postgres;
 pub mod proxy;
-pub mod registry;
 pub mod relay;
 pub mod slot;
 

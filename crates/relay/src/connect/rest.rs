@@ -444,7 +444,7 @@ fn shown_value(key: &str, value: &str) -> String {
     if is_password(key) {
         "[hidden]".to_owned()
     } else if key.ends_with("schema.registry.url") {
-        crate::registry::shown_url(value)
+        crate::registry_client::shown_url(value)
     } else {
         value.to_owned()
     }

@@ -11,12 +11,12 @@ use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
 use outbox_router::{ConnectFormat, InvalidOperation, Output, RouterConfig, TransactionMetadata};
 
 /// Translates a connector configuration (and its worker's): each option of the catalog in
-/// its order, parsed, accepted or refused (see `catalog.rs`), then the settings assembled.
+/// its order, parsed, accepted or refused (see `option_catalog.rs`), then the settings assembled.
 pub fn translate(
     connector: &RawConfig,
     worker: Option<&RawConfig>,
 ) -> Result<DebeziumSetup, String> {
-    use super::catalog::{Applies, Ctx, Draft, Treatment, CATALOG};
+    use super::option_catalog::{Applies, Ctx, Draft, Treatment, CATALOG};
     let o = Options::new(&connector.entries);
     let w = worker.map(|w| Options::new(&w.entries));
     let ctx = Ctx {
@@ -77,7 +77,7 @@ pub fn translate(
 
 /// The settings a draft makes: what depends on several options is decided here.
 fn finish(
-    mut d: super::catalog::Draft,
+    mut d: super::option_catalog::Draft,
     o: &Options,
     connector: &RawConfig,
 ) -> Result<DebeziumSetup, String> {
@@ -148,7 +148,7 @@ fn finish(
         ));
     }
     if let Some(value) = &d.value {
-        super::cloudevents::check_header_converter(
+        super::converters::cloudevents::check_header_converter(
             value,
             d.header.as_ref().unwrap_or(&HeaderConverter::Simple),
         )?;

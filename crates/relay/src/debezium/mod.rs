@@ -1,20 +1,17 @@
 //! `--debezium-config` / `--worker-config`: run from the connector JSON (or .properties)
 //! a Debezium user POSTs to Kafka Connect today, and their worker's properties.
 
-mod avro;
-pub(crate) mod catalog;
-mod cloudevents;
 mod connector;
-mod json_schema;
+mod converters;
+pub(crate) mod option_catalog;
 mod options;
 mod parsers;
 mod producer;
 mod properties;
-mod protobuf;
 mod providers;
 
-pub use catalog::{describe, Spec, CATALOG};
 pub use connector::translate;
+pub use option_catalog::{describe, Spec, CATALOG};
 pub use producer::worker_client;
 pub use properties::{parse, parse_properties, read_file, RawConfig};
 
@@ -132,7 +129,7 @@ pub fn option_doc(
             }
         }
     }
-    let spec = catalog::describe(key, router)?;
+    let spec = option_catalog::describe(key, router)?;
     Some(OptionDoc {
         group: spec.applies.group(),
         doc: spec.doc.to_owned(),

@@ -1,6 +1,6 @@
 //! The parsers of a Debezium configuration's options: each reads one option (or a group
 //! that only makes sense together: a transform chain, a converter and its settings) into
-//! outbox-relay's settings, or says why it cannot. The catalog (`catalog.rs`) names which
+//! outbox-relay's settings, or says why it cannot. The option catalog (`option_catalog.rs`) names which
 //! parser each option goes through; `connector.rs` assembles what they made.
 
 use super::options::{choice, flag, schemas_enable, Options};
@@ -817,17 +817,17 @@ fn converter_class(class: &str, key: &str, options: &Options) -> Result<Converte
                 "{key}: {class} is not a HeaderConverter (Kafka Connect refuses it there too); it converts keys and values"
             ))
         }
-        outbox_router::connect::cloudevents::CLASS => super::cloudevents::converter(key, options)
+        outbox_router::connect::cloudevents::CLASS => super::converters::cloudevents::converter(key, options)
             .map(|c| Converter::CloudEvents(Box::new(c))),
         "io.confluent.connect.avro.AvroConverter" => {
-            super::avro::confluent(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+            super::converters::avro::confluent(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
         "io.apicurio.registry.utils.converter.AvroConverter" => {
-            super::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
+            super::converters::avro::apicurio(key, options).map(|c| Converter::Avro(std::sync::Arc::new(c)))
         }
-        "io.confluent.connect.json.JsonSchemaConverter" => super::json_schema::confluent(key, options)
+        "io.confluent.connect.json.JsonSchemaConverter" => super::converters::json_schema::confluent(key, options)
             .map(|c| Converter::JsonSchema(std::sync::Arc::new(c))),
-        "io.confluent.connect.protobuf.ProtobufConverter" => super::protobuf::confluent(key, options)
+        "io.confluent.connect.protobuf.ProtobufConverter" => super::converters::protobuf::confluent(key, options)
             .map(|c| Converter::Protobuf(std::sync::Arc::new(c))),
         other => Err(format!(
             "{key}: {other} is not supported; outbox-relay writes what JsonConverter, StringConverter, \
@@ -879,9 +879,9 @@ pub(super) fn converter(
 /// What a converter's note says of its settings, after its class.
 fn describe_converter(converter: &Converter) -> String {
     match converter {
-        Converter::Avro(avro) => super::avro::describe(avro),
-        Converter::JsonSchema(json) => super::json_schema::describe(json),
-        Converter::Protobuf(proto) => super::protobuf::describe(proto),
+        Converter::Avro(avro) => super::converters::avro::describe(avro),
+        Converter::JsonSchema(json) => super::converters::json_schema::describe(json),
+        Converter::Protobuf(proto) => super::converters::protobuf::describe(proto),
         Converter::Json(JsonConverter {
             schemas_enable,
             replace_null_with_default,

@@ -1,7 +1,7 @@
 //! The option reference, `docs/reference/options.md`, made from the code so that it cannot
 //! drift: every command's options from clap (flag, environment variable, `--config` key,
 //! default, help), and every option of a Debezium connector configuration outbox-relay knows,
-//! from the catalog (`debezium/catalog.rs`): where it applies, its default, and what the relay
+//! from the catalog (`debezium/option_catalog.rs`): where it applies, its default, and what the relay
 //! does with it. A test fails when the committed page differs from what the code makes;
 //! `OUTBOX_RELAY_WRITE_REFERENCE=1 cargo test -p outbox-relay-core --lib reference` writes it.
 
@@ -141,7 +141,7 @@ fn debezium(out: &mut String) {
          | Option | Also read as | Where | Default | What outbox-relay does | What it is |\n\
          |---|---|---|---|---|---|\n",
     );
-    for spec in crate::debezium::catalog::CATALOG {
+    for spec in crate::debezium::option_catalog::CATALOG {
         let aliases: Vec<String> = spec.aliases.iter().map(|a| format!("`{a}`")).collect();
         let _ = writeln!(
             out,

@@ -58,7 +58,7 @@ pub struct CloudEvents {
     pub data: JsonConverter,
     /// The payload column and `table.expand.json.payload`'s behaviour, when payloads are
     /// expanded: a payload the EventRouter kept as a string under the struct schema it
-    /// inferred fails as Debezium's converter fails on it (see [`super::expand::botched`]).
+    /// inferred fails as Debezium's converter fails on it (see [`super::payload_struct::botched`]).
     pub expanded_payload: Option<(String, super::ExpandBehaviour)>,
 }
 
@@ -160,7 +160,7 @@ impl CloudEvents {
         let (SchemaType::Struct(fields), Value::Struct(values)) = (&schema.kind, value) else {
             if let (Some((field, behaviour)), Value::String(text)) = (&self.expanded_payload, value)
             {
-                if super::expand::botched(field, text, *behaviour) {
+                if super::payload_struct::botched(field, text, *behaviour) {
                     return Err(
                         "Only Struct objects supported for [CloudEvents converter], found: java.lang.String"
                             .into(),

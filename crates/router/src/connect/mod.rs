@@ -8,25 +8,25 @@ mod avro_canonical;
 pub mod cloudevents;
 mod converter;
 mod data;
-mod expand;
 mod java_text;
 mod json;
 mod json_schema;
 mod json_value;
+mod payload_struct;
 pub(crate) mod pg_text;
 mod postgres_types;
 mod protobuf;
-mod record;
 mod registry;
+mod source_record;
 
 pub use avro::{avro_fullname, avro_schema, AvroClass, AvroConverter, AvroSchema, Framing};
 pub use avro_canonical::parsing_canonical_form;
 pub use converter::{Converter, Delegate, HeaderConverter};
 pub use data::{java_class, Data, Header, Schema, SchemaType, Value};
-pub use expand::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use java_text::struct_to_java_string;
 pub use json_schema::{json_schema, JsonSchemaConverter, JsonSchemaText, JSON_SCHEMA_CONVERTER};
 pub use json_value::{write_schema, JsonConverter};
+pub use payload_struct::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
 pub(crate) use pg_text::{civil_from_days, days_from_civil};
 pub(crate) use postgres_types::java_hash_map_order;
@@ -35,8 +35,8 @@ pub use postgres_types::{
     ColumnKind, DecimalMode, HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
 pub use protobuf::{protobuf_schema, ProtobufConverter, ProtobufOptions, ProtobufSchema};
-pub use record::{ConnectRecord, ConvertError, Converters, Failed, Stop};
 pub use registry::{
     Lookup, RegistryError, RegistrySerde, SchemaFormat, SchemaReference, SchemaRegistry,
     SchemaText, SerdeError, SubjectNameStrategy,
 };
+pub use source_record::{ConnectRecord, ConvertError, Converters, Failed, Stop};

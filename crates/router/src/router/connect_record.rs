@@ -9,7 +9,7 @@ use crate::connect::{
     default_value, expand, expands_to_no_schema, has_default_mapper, ColumnFacts, ColumnKind,
     ConnectRecord, Data, Header, PgType, Schema, SchemaType, Value,
 };
-use crate::record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
+use crate::kafka_record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
 use crate::{BeforeRouter, SourcePosition};
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Relation};

@@ -7,7 +7,7 @@
 use super::Router;
 use crate::config::Output;
 use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
-use crate::record::RouteOutcome;
+use crate::kafka_record::RouteOutcome;
 
 impl Router {
     /// The heartbeat record at `ts_ms`, or `None` when heartbeat records are not written;

@@ -16,7 +16,7 @@ use crate::connect::{
     decode_object, expand, expands_to_no_schema, ConnectRecord, Data, ExpandBehaviour, Header,
     Schema, SchemaType, Value,
 };
-use crate::record::{InvalidRow, RouteOutcome};
+use crate::kafka_record::{InvalidRow, RouteOutcome};
 use bytes::Bytes;
 use pgoutput::{Column, ColumnValue, Relation, ReplicaIdentity, TupleData};
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 
 use crate::config::ConnectFormat;
 use crate::connect::ConnectRecord;
-use crate::record::{InvalidRow, OutboxRecord, RouteOutcome};
+use crate::kafka_record::{InvalidRow, OutboxRecord, RouteOutcome};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -124,7 +124,7 @@ fn dead_letter_record(
 mod tests {
     use crate::config::{ConnectFormat, ErrorHandling, Output, RouterConfig};
     use crate::connect::{ConnectRecord, Converter, Data, Header};
-    use crate::record::{InvalidRow, PendingRecord, RouteOutcome};
+    use crate::kafka_record::{InvalidRow, PendingRecord, RouteOutcome};
     use crate::Router;
 
     fn pending() -> RouteOutcome {

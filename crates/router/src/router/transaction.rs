@@ -8,7 +8,7 @@
 use super::Router;
 use crate::config::Output;
 use crate::connect::{java_hash_map_order, ConnectRecord, Data, Schema, SchemaType, Value};
-use crate::record::RouteOutcome;
+use crate::kafka_record::RouteOutcome;
 
 /// A transaction boundary to write.
 #[derive(Debug, Clone, PartialEq, Eq)]

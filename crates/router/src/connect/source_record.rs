@@ -6,7 +6,7 @@
 use super::converter::{binary_data_delegates, Converter, Delegate, HeaderConverter};
 use super::data::{Data, Header, Value};
 use super::registry::SerdeError;
-use crate::record::OutboxRecord;
+use crate::kafka_record::OutboxRecord;
 use bytes::Bytes;
 use std::sync::Arc;
 

@@ -3,8 +3,8 @@
 //! `io.apicurio.registry.utils.converter.AvroConverter`, with their options as Kafka Connect
 //! hands them over (`value.converter.schema.registry.url`, ...).
 
-use super::options::{flag, Options};
-use crate::registry::{Api, Credentials, RegistryClient};
+use super::super::options::{flag, Options};
+use crate::registry_client::{Api, Credentials, RegistryClient};
 use crate::secret::Secret;
 use outbox_router::connect::{
     AvroClass, AvroConverter, Framing, Lookup, RegistrySerde, SubjectNameStrategy,
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// The registry options Confluent's schema-registry converters (Avro, JSON Schema,
 /// Protobuf) read alike, those of `class` under `key` (`value.converter`, `key.converter`):
 /// the registry's URL and credentials, how ids are looked up, the subject name strategy.
-pub(super) fn confluent_registry(
+pub(in crate::debezium) fn confluent_registry(
     key: &str,
     o: &Options,
     class: &str,
@@ -110,7 +110,7 @@ pub(super) fn confluent_registry(
 }
 
 /// Confluent's AvroConverter under `key` (`value.converter`, `key.converter`).
-pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
+pub(in crate::debezium) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String> {
     let serde = confluent_registry(key, o, AvroClass::Confluent.name())?;
     // Debezium's schemas carry no Avro enums or unions: nothing for it to change.
     flag(o, &format!("{key}.enhanced.avro.schema.support"), false)?;
@@ -121,7 +121,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<AvroConverter, String>
 }
 
 /// Apicurio Registry 2.x's AvroConverter under `key`.
-pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> {
+pub(in crate::debezium) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> {
     let is_key = key.starts_with("key.");
     let url_key = format!("{key}.apicurio.registry.url");
     let url = o
@@ -221,12 +221,12 @@ pub(super) fn apicurio(key: &str, o: &Options) -> Result<AvroConverter, String> 
 }
 
 /// What the relay's notes say about the converter (never its credentials).
-pub(super) fn describe(c: &AvroConverter) -> String {
+pub(in crate::debezium) fn describe(c: &AvroConverter) -> String {
     format!(", {:?} ids{}", c.framing, describe_lookup(&c.serde))
 }
 
 /// The subjects and how ids are asked for, for the relay's notes.
-pub(super) fn describe_lookup(serde: &RegistrySerde) -> String {
+pub(in crate::debezium) fn describe_lookup(serde: &RegistrySerde) -> String {
     format!(
         ", {:?} subjects, {}",
         serde.strategy,

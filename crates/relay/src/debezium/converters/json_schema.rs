@@ -5,8 +5,8 @@
 //! Schema serializer's. What would change the records and is not written exactly is
 //! refused, naming the option.
 
+use super::super::options::{flag, Options};
 use super::avro::confluent_registry;
-use super::options::{flag, Options};
 use outbox_router::connect::{JsonSchemaConverter, JSON_SCHEMA_CONVERTER};
 
 /// Options that change nothing outbox-relay writes: the deserializer's, those for schemas
@@ -46,7 +46,10 @@ const REFUSED_WHEN_TRUE: &[(&str, &str)] = &[
 ];
 
 /// Confluent's JsonSchemaConverter under `key` (`value.converter`, `key.converter`).
-pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, String> {
+pub(in crate::debezium) fn confluent(
+    key: &str,
+    o: &Options,
+) -> Result<JsonSchemaConverter, String> {
     let serde = confluent_registry(key, o, JSON_SCHEMA_CONVERTER)?;
     let additional_properties = flag(o, &format!("{key}.object.additional.properties"), true)?;
     for (option, why) in REFUSED_WHEN_TRUE {
@@ -77,7 +80,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<JsonSchemaConverter, S
 }
 
 /// What the relay's notes say about the converter (never its credentials).
-pub(super) fn describe(c: &JsonSchemaConverter) -> String {
+pub(in crate::debezium) fn describe(c: &JsonSchemaConverter) -> String {
     format!(
         "{}{}",
         super::avro::describe_lookup(&c.serde),

@@ -2,12 +2,12 @@
 //! (`CloudEventsConverterConfig`): the JSON form is written; Avro (`serializer.type` or
 //! `data.serializer.type` `avro`) is refused at start, naming the option.
 
-use super::options::{flag, Options};
+use super::super::options::{flag, Options};
 use outbox_router::connect::cloudevents::{CloudEvents, Source};
 use outbox_router::connect::{Converter, HeaderConverter, JsonConverter};
 
 /// The converter configured under `key` (`value.converter`).
-pub(super) fn converter(key: &str, o: &Options) -> Result<CloudEvents, String> {
+pub(in crate::debezium) fn converter(key: &str, o: &Options) -> Result<CloudEvents, String> {
     if key != "value.converter" {
         return Err(format!(
             "{key}: {} is supported as value.converter (Debezium documents it there)",
@@ -79,7 +79,7 @@ pub(super) fn converter(key: &str, o: &Options) -> Result<CloudEvents, String> {
 
 /// Debezium's converter reads the metadata headers back with a JsonConverter with schemas:
 /// any other header converter fails every record there, so it is refused here at start.
-pub(super) fn check_header_converter(
+pub(in crate::debezium) fn check_header_converter(
     value: &Converter,
     header: &HeaderConverter,
 ) -> Result<(), String> {

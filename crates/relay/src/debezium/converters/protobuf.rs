@@ -2,14 +2,14 @@
 //! `io.confluent.connect.protobuf.ProtobufConverter` (7.0.x), with its options as Kafka
 //! Connect hands them over (`value.converter.schema.registry.url`, ...).
 
+use super::super::options::{flag, Options};
 use super::avro::{confluent_registry, describe_lookup};
-use super::options::{flag, Options};
 use outbox_router::connect::{ProtobufConverter, ProtobufOptions};
 
 const CLASS: &str = "io.confluent.connect.protobuf.ProtobufConverter";
 
 /// Confluent's ProtobufConverter under `key` (`value.converter`, `key.converter`).
-pub(super) fn confluent(key: &str, o: &Options) -> Result<ProtobufConverter, String> {
+pub(in crate::debezium) fn confluent(key: &str, o: &Options) -> Result<ProtobufConverter, String> {
     let serde = confluent_registry(key, o, CLASS)?;
     let options = ProtobufOptions {
         optional_for_nullables: flag(o, &format!("{key}.optional.for.nullables"), false)?,
@@ -61,7 +61,7 @@ pub(super) fn confluent(key: &str, o: &Options) -> Result<ProtobufConverter, Str
 }
 
 /// What the relay's notes say about the converter (never its credentials).
-pub(super) fn describe(c: &ProtobufConverter) -> String {
+pub(in crate::debezium) fn describe(c: &ProtobufConverter) -> String {
     let o = c.options;
     format!(
         "{}{}{}{}",
