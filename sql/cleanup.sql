@@ -1,7 +1,7 @@
 -- Cleanup strategies for public.outbox. DELETE and TRUNCATE are never events.
 --
 -- 0. Let the relay do it: `outbox-relay run --cleanup` deletes exactly the rows whose events
---    Kafka acknowledged and whose position is confirmed (README, "Cleaning the outbox"). The
+--    Kafka acknowledged and whose position is confirmed (docs/operating.md, "Cleaning the outbox"). The
 --    strategies below are for teams that do not turn it on; 2. is a guess by age.
 
 -- 1. Keep the table empty: delete the row in the same transaction that inserts it. The

@@ -89,8 +89,8 @@
 mod common;
 
 use common::RELAY;
+use outbox_relay_testkit::apicurio::{RecordedRequest, RecordingProxy, Registry};
 use outbox_relay_testkit::debezium::{registry_converters, ConnectStandalone};
-use outbox_relay_testkit::registry::{RecordedRequest, RecordingProxy, Registry};
 use outbox_relay_testkit::{Broker, ConsumedRecord, PgCluster, RelayProcess, Storage};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;

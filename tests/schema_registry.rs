@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use outbox_relay_testkit::registry::{BasicAuthGate, Registry};
+use outbox_relay_testkit::apicurio::{BasicAuthGate, Registry};
 use outbox_relay_testkit::{ConsumedRecord, RelayProcess};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

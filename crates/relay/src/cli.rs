@@ -497,7 +497,7 @@ fn log_preset(preset: &crate::config::PresetSummary) {
     if !preset.unknown_options.is_empty() {
         tracing::warn!(
             options = %preset.unknown_options.join(", "),
-            "these connector options are not known to outbox-relay and were ignored; check their spelling, or see the README's Debezium option table"
+            "these connector options are not known to outbox-relay and were ignored; check their spelling, or see docs/reference/options.md, \"Debezium connector options\""
         );
     }
 }

@@ -535,7 +535,7 @@ async fn column_types(
             Some(problem) => Finding::fails(
                 Concern::Tables,
                 problem,
-                "see the README's \"Column types\" table",
+                "see docs/debezium-compatibility.md, \"Column types\"",
             ),
         },
     })

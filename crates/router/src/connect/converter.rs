@@ -91,7 +91,7 @@ impl Converter {
             Converter::Json(json) => json.encode(schema, value),
             Converter::String => Ok(to_java_string(schema, value)),
             // Kafka Connect refuses non-bytes values here and the task dies; outbox-relay
-            // writes the value's text instead (documented in the README).
+            // writes the value's text instead (documented in docs/debezium-compatibility.md).
             Converter::ByteArray => Ok(match value {
                 Value::Bytes(b) => Some(b.clone()),
                 other => to_java_string(schema, other),

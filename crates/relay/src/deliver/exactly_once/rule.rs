@@ -54,7 +54,7 @@
 //!
 //! # Kafka transactions
 //! A transactional producer (`transactional.id` from the slot, the position advanced only
-//! after `commit_transaction`) would close the takeover window above; README says why it is
+//! after `commit_transaction`) would close the takeover window above; docs/exactly-once.md says why it is
 //! not built: the window yields a duplicate, never a loss, and the price (a commit per batch,
 //! read_committed consumers, the transaction coordinator in the path) would be paid by every
 //! event. [`Tails`] would stay as the recovery of a transaction committed just before a crash.
