@@ -1,5 +1,5 @@
 //! Debezium's EventRouter with Kafka Connect converters: one outbox row in, the exact key,
-//! value and header bytes a Connect worker would produce out (see docs/debezium-differential.md, the drop-in
+//! value and header bytes a Connect worker would produce out (see docs/switching-from-debezium.md, the drop-in
 //! table for where outbox-relay deliberately differs: it never crashes on a row).
 
 use super::change_event::{self, change_event_topic, RowImage};
