@@ -11,16 +11,6 @@ use std::time::{Duration, Instant};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_outbox-relay");
 
-/// Debezium's outbox table, with an insertion-order column.
-const OUTBOX: &str = "CREATE TABLE public.outbox (
-    seq bigint GENERATED ALWAYS AS IDENTITY,
-    id uuid PRIMARY KEY,
-    aggregatetype varchar(255) NOT NULL,
-    aggregateid varchar(255) NOT NULL,
-    type varchar(255) NOT NULL,
-    payload jsonb
-)";
-
 use outbox_relay_testkit::status_kib as rss_kib;
 
 fn mib(kib: u64) -> f64 {
@@ -42,43 +32,19 @@ fn main() {
             .expect("PostgreSQL (scripts/install-deps.sh)");
         let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
         let db = pg.connect().await.unwrap();
-        db.batch_execute(OUTBOX).await.unwrap();
+        db.batch_execute(outbox_relay_testkit::large_outbox::DDL).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let connector = dir.path().join("outbox.json");
         std::fs::write(
             &connector,
-            serde_json::json!({
-                "name": "outbox",
-                "config": {
-                    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-                    "plugin.name": "pgoutput",
-                    "database.hostname": "127.0.0.1",
-                    "database.port": pg.port().to_string(),
-                    "database.user": "postgres",
-                    "database.dbname": "postgres",
-                    "topic.prefix": "bench",
-                    "table.include.list": "public.outbox",
-                    "snapshot.mode": "initial",
-                    "topic.creation.default.replication.factor": "1",
-                    "topic.creation.default.partitions": "3",
-                    "transforms": "outbox",
-                    "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-                    "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-                    "key.converter": "org.apache.kafka.connect.storage.StringConverter"
-                }
-            })
+            outbox_relay_testkit::large_outbox::connector(pg.port(), "bench", &[])
             .to_string(),
         )
         .unwrap();
 
         // 1. The snapshot of an outbox that was never cleaned.
         let started = Instant::now();
-        db.batch_execute(&format!(
-            "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) \
-             SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice'])[g % 3 + 1], 'agg-' || (g % 1000), 'Created', \
-                    jsonb_build_object('n', g, 'note', repeat(md5(g::text), 62)) \
-             FROM generate_series(1, {rows}) g"
-        ))
+        db.batch_execute(&outbox_relay_testkit::large_outbox::insert_rows(rows))
         .await
         .unwrap();
         let bytes: i64 = db

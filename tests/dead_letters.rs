@@ -24,17 +24,11 @@ struct Output {
 
 /// `outbox-relay dead-letters <command>` with `run`'s settings and `extra`.
 fn dead_letters(stack: &Stack, command: &str, extra: &[&str]) -> Output {
-    let mut args = stack.relay_args(extra);
-    args[0] = "dead-letters".into();
-    args.insert(1, command.into());
-    let out = std::process::Command::new(RELAY)
-        .args(&args)
-        .output()
-        .unwrap();
+    let (code, stdout, stderr) = stack.command(&["dead-letters", command], extra);
     Output {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code,
+        stdout,
+        stderr,
     }
 }
 

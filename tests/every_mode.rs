@@ -236,19 +236,9 @@ fn dead_letters_json(
     command: &str,
     extra: &[&str],
 ) -> (Option<i32>, String, String) {
-    let mut args = stack.relay_args(extra);
-    args[0] = "dead-letters".into();
-    args.insert(1, command.into());
-    args.push("--json".into());
-    let out = std::process::Command::new(RELAY)
-        .args(&args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut extra = extra.to_vec();
+    extra.push("--json");
+    stack.command(&["dead-letters", command], &extra)
 }
 
 /// Runs the relay shaped `shape` until `ids` left the outbox's pending rows (polling) or the

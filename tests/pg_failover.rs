@@ -90,6 +90,24 @@ async fn wait_for(
     }
 }
 
+/// Waits until the standby holds a synchronized copy of the slot.
+async fn wait_for_synchronized_copy(
+    standby_db: &tokio_postgres::Client,
+    report: impl Fn() -> String,
+) {
+    wait_for("no synchronized slot on the standby", Duration::from_secs(90), report, async || {
+        standby_db
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary",
+                &[&SLOT],
+            )
+            .await
+            .map(|r| r.get::<_, i64>(0) == 1)
+            .unwrap_or(false)
+    })
+    .await;
+}
+
 async fn failover(major: u32, exactly_once: bool) {
     let primary =
         PgCluster::start_version(major, "").unwrap_or_else(|e| panic!("PostgreSQL {major}: {e:#}"));
@@ -133,17 +151,7 @@ async fn failover(major: u32, exactly_once: bool) {
     // The standby holds a synchronized copy of the slot.
     let standby_db = standby.connect().await.unwrap();
     let report = || format!("relay:\n{}\nstandby:\n{}", relay.log(), standby.log());
-    wait_for("no synchronized slot on the standby", Duration::from_secs(90), &report, async || {
-        standby_db
-            .query_one(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary",
-                &[&SLOT],
-            )
-            .await
-            .map(|r| r.get::<_, i64>(0) == 1)
-            .unwrap_or(false)
-    })
-    .await;
+    wait_for_synchronized_copy(&standby_db, &report).await;
     // status and the metric say the slot survives a failover.
     let out = std::process::Command::new(RELAY)
         .args(["status", "--postgres-url", &url, "--output", "json"])
@@ -558,17 +566,7 @@ async fn a_graceful_stop_during_a_failover_records_its_position_only_where_it_be
     stack.wait_for_slot(SLOT, &relay).await;
     let standby_db = standby.connect().await.unwrap();
     let report = || format!("relay:\n{}\nstandby:\n{}", relay.log(), standby.log());
-    wait_for("no synchronized slot on the standby", Duration::from_secs(90), &report, async || {
-        standby_db
-            .query_one(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary",
-                &[&SLOT],
-            )
-            .await
-            .map(|r| r.get::<_, i64>(0) == 1)
-            .unwrap_or(false)
-    })
-    .await;
+    wait_for_synchronized_copy(&standby_db, &report).await;
     // The standby falls behind: it receives nothing more.
     standby_db
         .batch_execute("ALTER SYSTEM SET primary_conninfo = ''")

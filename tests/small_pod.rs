@@ -96,21 +96,12 @@ async fn a_600_mb_snapshot_and_a_100_mb_row_fit_in_512_mib() {
     let broker = Broker::start(Storage::Sqlite)
         .unwrap_or_else(|e| panic!("cannot start Apache Kafka for this test: {e:#}"));
     let db = pg.connect().await.unwrap();
-    db.batch_execute(
-        "CREATE TABLE public.outbox (seq bigint GENERATED ALWAYS AS IDENTITY, id uuid PRIMARY KEY, \
-         aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, \
-         payload jsonb)",
-    )
-    .await
-    .unwrap();
-    db.batch_execute(&format!(
-        "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) \
-         SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice'])[g % 3 + 1], 'agg-' || (g % 1000), 'Created', \
-                jsonb_build_object('n', g, 'note', repeat(md5(g::text), 62)) \
-         FROM generate_series(1, {ROWS}) g"
-    ))
-    .await
-    .unwrap();
+    db.batch_execute(outbox_relay_testkit::large_outbox::DDL)
+        .await
+        .unwrap();
+    db.batch_execute(&outbox_relay_testkit::large_outbox::insert_rows(ROWS))
+        .await
+        .unwrap();
     let text: i64 = db
         .query_one("SELECT sum(length(payload::text))::bigint FROM outbox", &[])
         .await
@@ -125,28 +116,8 @@ async fn a_600_mb_snapshot_and_a_100_mb_row_fit_in_512_mib() {
     let connector = dir.path().join("outbox.json");
     std::fs::write(
         &connector,
-        serde_json::json!({
-            "name": "outbox",
-            "config": {
-                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-                "plugin.name": "pgoutput",
-                "database.hostname": "127.0.0.1",
-                "database.port": pg.port().to_string(),
-                "database.user": "postgres",
-                "database.dbname": "postgres",
-                "topic.prefix": "pod",
-                "slot.name": "pod",
-                "table.include.list": "public.outbox",
-                "snapshot.mode": "initial",
-                "topic.creation.default.replication.factor": "1",
-                "topic.creation.default.partitions": "3",
-                "transforms": "outbox",
-                "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-                "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-                "key.converter": "org.apache.kafka.connect.storage.StringConverter"
-            }
-        })
-        .to_string(),
+        outbox_relay_testkit::large_outbox::connector(pg.port(), "pod", &[("slot.name", "pod")])
+            .to_string(),
     )
     .unwrap();
     let cgroup = MemoryCgroup::make();

@@ -116,8 +116,25 @@ impl Stack {
 
     /// `check` connecting with `postgres_url`: its exit code and stdout.
     pub fn check_as(&self, postgres_url: &str, extra: &[&str]) -> (Option<i32>, String) {
+        let (code, stdout, _) = self.command_as(postgres_url, &["check"], extra);
+        (code, stdout)
+    }
+
+    /// `outbox-relay <words…>` (a command of `run`'s settings: `check`, `dead-letters replay`)
+    /// with the settings `run` gets and `extra`: its exit code, stdout and stderr.
+    pub fn command(&self, words: &[&str], extra: &[&str]) -> (Option<i32>, String, String) {
+        self.command_as(&self.pg.url(), words, extra)
+    }
+
+    /// [`Self::command`] connecting with `postgres_url`.
+    pub fn command_as(
+        &self,
+        postgres_url: &str,
+        words: &[&str],
+        extra: &[&str],
+    ) -> (Option<i32>, String, String) {
         let mut args = self.relay_args_as(postgres_url, extra);
-        args[0] = "check".into();
+        args.splice(0..1, words.iter().map(|w| w.to_string()));
         let out = std::process::Command::new(RELAY)
             .args(&args)
             .output()
@@ -125,6 +142,7 @@ impl Stack {
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     }
 

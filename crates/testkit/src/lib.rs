@@ -9,6 +9,7 @@ pub mod broker;
 pub mod debezium;
 pub mod http;
 pub mod kafka;
+pub mod large_outbox;
 pub mod locale;
 pub mod net;
 pub mod postgres;
