@@ -47,7 +47,7 @@ pub enum RouteOutcome {
     Ignored,
     Record(OutboxRecord),
     /// A Kafka Connect record the connector's transforms and converters have yet to make
-    /// bytes of: [`crate::Router::transformed`] does, and never returns this.
+    /// bytes of: inside the router only; every public routing call finishes it first.
     Connect(Box<PendingRecord>),
     Invalid(InvalidRow),
     /// An UPDATE of an outbox row with `table.op.invalid.behavior` warn or error: skipped,

@@ -43,6 +43,16 @@ pub struct Router {
     /// Where the change being routed is, for the change events of the transforms before
     /// the EventRouter ([`Router::set_position`]).
     position: SourcePosition,
+    /// The time, in milliseconds since the epoch, a Connect record without a timestamp of its
+    /// own is produced at (read only for Connect output; a test fixes it).
+    clock: fn() -> i64,
+}
+
+/// The system clock, in milliseconds since the epoch.
+fn system_clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// routing value -> topic name (or why it is invalid), so that the template is rendered
@@ -64,7 +74,15 @@ impl Router {
             envelope_names: Default::default(),
             positions: Vec::new(),
             position: SourcePosition::default(),
+            clock: system_clock,
         }
+    }
+
+    /// Reads the time a Connect record without a timestamp of its own is produced at from
+    /// `clock` (a fixed one in tests and benchmarks).
+    pub fn with_clock(mut self, clock: fn() -> i64) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Whether transforms run before the EventRouter: the relay then tells the router where
@@ -131,18 +149,19 @@ impl Router {
             .map(str::to_owned)
     }
 
-    /// The transforms configured before the EventRouter (on an outbox row's change event,
-    /// which the EventRouter then routes), those after it, then the converters, applied to
-    /// what a `route*`, `heartbeat` or `transaction_record` call gave: every record of the
-    /// connector goes through them, as through a Kafka Connect worker's chain. A record a
-    /// step filtered out is [`RouteOutcome::Ignored`]; one a step or converter fails on is
-    /// [`RouteOutcome::Invalid`], dead-lettered with the reason. Never returns
-    /// [`RouteOutcome::Connect`].
-    /// `now_ms`: the time a record without a timestamp of its own is produced at.
-    pub fn transformed(&mut self, outcome: RouteOutcome, now_ms: i64) -> RouteOutcome {
+    /// Finishes what a routing step made: the transforms configured before the EventRouter
+    /// (on an outbox row's change event, which the EventRouter then routes), those after it,
+    /// then the converters, applied to a Connect record, as through a Kafka Connect worker's
+    /// chain. A record a step filtered out is [`RouteOutcome::Ignored`]; one a step or
+    /// converter fails on is [`RouteOutcome::Invalid`], dead-lettered with the reason. Every
+    /// public `route*`, `heartbeat` and `transaction_record` call returns through it, so none
+    /// returns [`RouteOutcome::Connect`].
+    pub(crate) fn finish(&mut self, outcome: RouteOutcome) -> RouteOutcome {
         let RouteOutcome::Connect(pending) = outcome else {
             return outcome;
         };
+        // The time a record without a timestamp of its own is produced at.
+        let now_ms = (self.clock)();
         let PendingRecord {
             record,
             mut dead,
@@ -249,10 +268,10 @@ impl Router {
         }))
     }
 
-    /// The Kafka record `outcome` becomes once transformed and converted (tests).
+    /// The Kafka record a routing call made (tests).
     #[cfg(test)]
-    pub(crate) fn converted(&mut self, outcome: Option<RouteOutcome>) -> OutboxRecord {
-        match outcome.map(|o| self.transformed(o, 0)) {
+    pub(crate) fn converted(outcome: Option<RouteOutcome>) -> OutboxRecord {
+        match outcome {
             Some(RouteOutcome::Record(record)) => record,
             other => panic!("not a record: {other:?}"),
         }
@@ -260,12 +279,18 @@ impl Router {
 
     /// Feeds one decoded message; returns what, if anything, to produce.
     pub fn route(&mut self, message: &LogicalMessage) -> RouteOutcome {
+        let outcome = self.route_unfinished(message);
+        self.finish(outcome)
+    }
+
+    /// [`Self::route`] before [`Self::finish`].
+    fn route_unfinished(&mut self, message: &LogicalMessage) -> RouteOutcome {
         match message {
             LogicalMessage::Relation(relation) => {
                 self.on_relation(relation);
                 RouteOutcome::Ignored
             }
-            LogicalMessage::Insert(insert) => self.route_insert(insert),
+            LogicalMessage::Insert(insert) => self.route_insert_unfinished(insert),
             LogicalMessage::Update(update) => match self.relations.get(&update.relation_id) {
                 Some(Some(plan)) => unexpected_update(&self.config, &plan.table),
                 _ => RouteOutcome::Ignored,
@@ -338,7 +363,13 @@ impl Router {
         }
     }
 
+    /// Routes one Insert; returns what, if anything, to produce.
     pub fn route_insert(&mut self, insert: &Insert) -> RouteOutcome {
+        let outcome = self.route_insert_unfinished(insert);
+        self.finish(outcome)
+    }
+
+    fn route_insert_unfinished(&mut self, insert: &Insert) -> RouteOutcome {
         let plan = match self.relations.get(&insert.relation_id) {
             Some(Some(plan)) => plan,
             Some(None) => return RouteOutcome::Ignored,
@@ -454,10 +485,10 @@ impl Router {
             Some(relation_id) if matches!(self.relations.get(&relation_id), Some(None)) => {
                 RouteOutcome::Ignored
             }
-            Some(_) | None => self.route(&pgoutput::decode(message.clone())?),
+            Some(_) | None => self.route_unfinished(&pgoutput::decode(message.clone())?),
         };
         self.positions = positions;
-        Ok(outcome)
+        Ok(self.finish(outcome))
     }
 
     /// The native record: column text as it is. Column values are borrowed, and cloned

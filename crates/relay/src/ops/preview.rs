@@ -118,10 +118,7 @@ pub async fn preview(
             _ => {}
         }
         let outcome = router.route(&message);
-        match route::triage(
-            router.transformed(outcome, crate::metrics::now_ms()),
-            Some(lsn),
-        )? {
+        match route::triage(outcome, Some(lsn))? {
             // The router never makes canaries (the stream does).
             None | Some(Routed::Canary { .. }) => {}
             Some(Routed::Record(record)) => {

@@ -325,10 +325,7 @@ impl<P: Producer> Poller<P> {
             let insert = sql_rows::insert(row, 1, RELATION_ID);
             let outcome = self.router.route(&LogicalMessage::Insert(insert));
             // A row the configuration cannot handle fails the poll: the batch stays.
-            if let Some(routed) = route::triage(
-                self.router.transformed(outcome, crate::metrics::now_ms()),
-                None,
-            )? {
+            if let Some(routed) = route::triage(outcome, None)? {
                 let origin = Origin {
                     table: self.table.clone(),
                     position: None,

@@ -44,7 +44,8 @@ fn format(key: Converter, value: Converter, tombstone: bool) -> ConnectFormat {
 }
 
 fn router_with(config: RouterConfig) -> Router {
-    let mut router = Router::new(config);
+    // Records without a timestamp of their own are produced at time 0.
+    let mut router = Router::new(config).with_clock(|| 0);
     let facts = SEED_COLUMNS
         .iter()
         .map(|c| ColumnFacts {
@@ -318,7 +319,7 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
     let mut r = router_with(config);
     r.set_position(streamed_position());
     let outcome = r.route(&seed_insert(Some(r#"{"total": 42, "note": "ü"}"#)));
-    let rec = r.converted(Some(outcome));
+    let rec = crate::Router::converted(Some(outcome));
     assert_eq!(
         text(&rec.value),
         concat!(
@@ -353,7 +354,7 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
     };
     r2.set_position(r.position.clone());
     let outcome = r2.route(&seed_insert(Some(r#"{"total": 42}"#)));
-    let value = text(&r2.converted(Some(outcome)).value).to_owned();
+    let value = text(&crate::Router::converted(Some(outcome)).value).to_owned();
     assert!(
         value.contains(r#""type":"io.debezium.connector.postgresql.DataChangeEvent","time""#)
             && value.contains(r#""datacontenttype":"application/json","data":{"total":42}}"#),
@@ -361,8 +362,7 @@ fn the_cloudevents_recipe_writes_debeziums_cloudevent() {
     );
 
     // A payload that is not a struct fails the converter as Debezium's does.
-    let outcome = r.route(&seed_insert(Some(r#"[1, 2]"#)));
-    match r.transformed(outcome, 0) {
+    match r.route(&seed_insert(Some(r#"[1, 2]"#))) {
         RouteOutcome::Invalid(dead) => assert_eq!(
             dead.reason,
             "value converter io.debezium.converters.CloudEventsConverter failed: Mismatching schema"
@@ -460,9 +460,9 @@ fn the_event_router_routes_a_change_event_as_it_routes_the_row() {
     );
     for payload in [Some(r#"{"total": 42}"#), None, Some("  ")] {
         let outcome = plain.route(&seed_insert(payload));
-        let expected = plain.converted(Some(outcome));
+        let expected = crate::Router::converted(Some(outcome));
         let outcome = before.route(&seed_insert(payload));
-        let got = before.converted(Some(outcome));
+        let got = crate::Router::converted(Some(outcome));
         assert_eq!(got, expected, "{payload:?}");
         assert_eq!(got.timestamp_ms, Some(1_767_261_600_000));
     }
@@ -470,9 +470,8 @@ fn the_event_router_routes_a_change_event_as_it_routes_the_row() {
     // relay processed it.
     let mut config = before.config.clone();
     config.timestamp_column = None;
-    let mut r = router_before(config, vec![]);
-    let outcome = r.route(&seed_insert(Some("{}")));
-    match r.transformed(outcome, 1_700_000_000_123) {
+    let mut r = router_before(config, vec![]).with_clock(|| 1_700_000_000_123);
+    match r.route(&seed_insert(Some("{}"))) {
         RouteOutcome::Record(record) => assert_eq!(record.timestamp_ms, Some(1_700_000_000_123)),
         other => panic!("{other:?}"),
     }
@@ -510,7 +509,7 @@ fn transforms_before_the_event_router_read_the_row_and_its_key() {
         ],
     );
     let outcome = r.route(&seed_insert(Some(r#"{"a":1}"#)));
-    let rec = r.converted(Some(outcome));
+    let rec = crate::Router::converted(Some(outcome));
     let names: Vec<&str> = rec.headers.iter().map(|(n, _)| &**n).collect();
     assert_eq!(names, ["row", "old", "op", "pk", "id", "eventType"]);
     assert_eq!(
@@ -546,7 +545,7 @@ fn transforms_before_the_event_router_read_the_row_and_its_key() {
         ..r.position.clone()
     });
     let outcome = r.route(&seed_insert(None));
-    let rec = r.converted(Some(outcome));
+    let rec = crate::Router::converted(Some(outcome));
     let row = text(&rec.headers[0].1);
     assert!(
         row.starts_with(r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"field":"id"}"#)
@@ -578,7 +577,7 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         )],
     );
     let outcome = renamed.route(&seed_insert(Some("{}")));
-    let rec = renamed.converted(Some(outcome));
+    let rec = crate::Router::converted(Some(outcome));
     assert_eq!(&*rec.topic, "orders-server.public.outbox");
     let value = text(&rec.value);
     assert!(
@@ -622,8 +621,7 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         ),
     ] {
         let mut r = router_before(config.clone(), vec![step]);
-        let outcome = r.route(&seed_insert(Some("{}")));
-        match (r.transformed(outcome, 0), expected) {
+        match (r.route(&seed_insert(Some("{}"))), expected) {
             (RouteOutcome::Invalid(dead), Some(reason)) => {
                 assert_eq!(dead.reason, reason);
                 assert_eq!(text(&dead.event_id), "6b1c0e4e-0000-4000-8000-000000000001");
@@ -638,8 +636,10 @@ fn the_event_router_follows_what_the_transforms_before_it_made() {
         config,
         vec![before_step("drop", &format!("{T}Filter"), &[])],
     );
-    let outcome = filtered.route(&seed_insert(Some("{}")));
-    assert_eq!(filtered.transformed(outcome, 0), RouteOutcome::Ignored);
+    assert_eq!(
+        filtered.route(&seed_insert(Some("{}"))),
+        RouteOutcome::Ignored
+    );
 }
 
 /// Debezium's EventRouter names an envelope once per payload schema (without schema

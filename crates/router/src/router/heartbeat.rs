@@ -10,9 +10,19 @@ use crate::connect::{ConnectRecord, Data, Schema, SchemaType, Value};
 use crate::kafka_record::RouteOutcome;
 
 impl Router {
-    /// The heartbeat record at `ts_ms`, or `None` when heartbeat records are not written;
-    /// [`Router::transformed`] makes it bytes.
-    pub fn heartbeat(&self, ts_ms: i64) -> Option<RouteOutcome> {
+    /// Whether heartbeat records are written (`heartbeat.interval.ms` with Connect output).
+    pub fn writes_heartbeats(&self) -> bool {
+        matches!(&self.config.output, Output::Connect(f) if f.heartbeat_topic.is_some())
+    }
+
+    /// The heartbeat record at `ts_ms`, transformed and converted, or `None` when heartbeat
+    /// records are not written.
+    pub fn heartbeat(&mut self, ts_ms: i64) -> Option<RouteOutcome> {
+        let outcome = self.heartbeat_unfinished(ts_ms)?;
+        Some(self.finish(outcome))
+    }
+
+    fn heartbeat_unfinished(&self, ts_ms: i64) -> Option<RouteOutcome> {
         let Output::Connect(format) = &self.config.output else {
             return None;
         };
@@ -72,7 +82,7 @@ mod tests {
             replace_null_with_default: true,
         });
         let mut hb = router(json.clone(), Some("__debezium-heartbeat.dbserver1"));
-        let r = hb.converted(hb.heartbeat(1_700_000_000_000));
+        let r = crate::Router::converted(hb.heartbeat(1_700_000_000_000));
         assert_eq!(&*r.topic, "__debezium-heartbeat.dbserver1");
         assert_eq!(r.partition, Some(0));
         assert!(r.headers.is_empty());
@@ -85,7 +95,7 @@ mod tests {
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":1700000000000}}"#
         );
         let mut hb = router(Converter::String, Some("hb"));
-        let r = hb.converted(hb.heartbeat(5));
+        let r = crate::Router::converted(hb.heartbeat(5));
         assert_eq!(r.key.as_deref(), Some(&b"Struct{serverName=dbserver1}"[..]));
         assert_eq!(r.value.as_deref(), Some(&b"Struct{ts_ms=5}"[..]));
         assert!(router(json, None).heartbeat(5).is_none());

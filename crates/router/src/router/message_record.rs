@@ -36,7 +36,7 @@ impl Router {
             return RouteOutcome::Ignored;
         }
         let source = format!("message {prefix}");
-        match &self.config.output {
+        let outcome = match &self.config.output {
             Output::Connect(format) => connect_message(
                 content,
                 &source,
@@ -46,7 +46,8 @@ impl Router {
                 &mut self.topics,
             ),
             Output::Raw => self.native_message(content, source),
-        }
+        };
+        self.finish(outcome)
     }
 
     /// The message's fields as the columns of a row of a table named after the prefix.

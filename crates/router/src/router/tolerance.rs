@@ -180,7 +180,7 @@ mod tests {
             connector: "outbox-connector".into(),
             ..ErrorHandling::default()
         };
-        let RouteOutcome::Invalid(dead) = router(all).transformed(pending(), 0) else {
+        let RouteOutcome::Invalid(dead) = router(all).finish(pending()) else {
             panic!("not dead-lettered")
         };
         assert!(dead.reason.contains("ValueToKey"), "{}", dead.reason);
@@ -223,9 +223,7 @@ mod tests {
         );
         assert_eq!(record.timestamp_ms, Some(5));
 
-        let RouteOutcome::Invalid(dead) =
-            router(ErrorHandling::default()).transformed(pending(), 0)
-        else {
+        let RouteOutcome::Invalid(dead) = router(ErrorHandling::default()).finish(pending()) else {
             panic!("not dead-lettered")
         };
         assert!(

@@ -116,9 +116,14 @@ impl Router {
         matches!(&self.config.output, Output::Connect(f) if f.transaction_metadata.is_some())
     }
 
-    /// The BEGIN or END record, or `None` when transaction metadata is not written.
-    /// [`Router::transformed`] makes it bytes.
-    pub fn transaction_record(&self, mark: &TransactionMark) -> Option<RouteOutcome> {
+    /// The BEGIN or END record, transformed and converted, or `None` when transaction
+    /// metadata is not written.
+    pub fn transaction_record(&mut self, mark: &TransactionMark) -> Option<RouteOutcome> {
+        let outcome = self.transaction_record_unfinished(mark)?;
+        Some(self.finish(outcome))
+    }
+
+    fn transaction_record_unfinished(&self, mark: &TransactionMark) -> Option<RouteOutcome> {
         let Output::Connect(format) = &self.config.output else {
             return None;
         };
@@ -196,7 +201,7 @@ mod tests {
     #[test]
     fn begin_and_end_records_as_debezium_writes_them() {
         let mut r = router();
-        let begin = r.converted(r.transaction_record(&TransactionMark::Begin {
+        let begin = crate::Router::converted(r.transaction_record(&TransactionMark::Begin {
             id: "571:53195829".into(),
             ts_ms: 1_486_500_577_125,
         }));
@@ -206,7 +211,7 @@ mod tests {
             text(&begin.value),
             r#"{"status":"BEGIN","id":"571:53195829","event_count":null,"data_collections":null,"ts_ms":1486500577125}"#
         );
-        let end = r.converted(r.transaction_record(&TransactionMark::End {
+        let end = crate::Router::converted(r.transaction_record(&TransactionMark::End {
             id: "571:53195832".into(),
             ts_ms: 1_486_500_577_691,
             // Seen in this order; java.util.HashMap puts s1.a (bucket 4) before s2.a (7).

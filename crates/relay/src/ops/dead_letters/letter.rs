@@ -357,7 +357,8 @@ impl Reroute {
                 .collect(),
         };
         self.router.route(&LogicalMessage::Relation(relation));
-        let outcome = self.router.route(&LogicalMessage::Insert(Insert {
+        // Finished: the transforms before and after the EventRouter run, as `run` applies them.
+        self.router.route(&LogicalMessage::Insert(Insert {
             relation_id: RELATION_ID,
             new_tuple: TupleData {
                 columns: row
@@ -368,9 +369,7 @@ impl Reroute {
                     })
                     .collect(),
             },
-        }));
-        // The transforms before and after the EventRouter, as `run` applies them.
-        self.router.transformed(outcome, crate::metrics::now_ms())
+        }))
     }
 }
 

@@ -323,7 +323,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// Writes a heartbeat record every `interval` while streaming (Debezium's
     /// `heartbeat.interval.ms`), if the router writes them.
     pub fn heartbeats_every(mut self, interval: Duration) -> Self {
-        if self.router.heartbeat(0).is_some() {
+        if self.router.writes_heartbeats() {
             self.heartbeat = Some(ticks_every(interval.max(Duration::from_millis(10))));
         }
         self
@@ -1024,9 +1024,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         event: Option<EventPosition>,
         table: Arc<str>,
     ) -> Result<Option<Seq>, RelayError> {
-        // Kafka Connect's transforms before and after the EventRouter, on every record (heartbeats and
-        // transaction records too, as a worker's chain).
-        let outcome = self.router.transformed(outcome, crate::metrics::now_ms());
+        // The router's outcomes are finished: Kafka Connect's transforms and converters ran on
+        // every record (heartbeats and transaction records too, as a worker's chain).
         let Some(routed) = route::triage(outcome, Some(position))? else {
             return Ok(None);
         };
