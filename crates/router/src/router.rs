@@ -465,6 +465,13 @@ impl Router {
         }
     }
 
+    /// Where each column of the Insert [`Self::route_message`] last read is in its message
+    /// (empty after any other message): what else needs that row's columns reads them there,
+    /// without decoding the message again.
+    pub fn last_insert_columns(&self) -> &[RawColumn] {
+        &self.positions
+    }
+
     /// Routes an Insert straight from its pgoutput bytes: the relay's hot path. Column
     /// positions are read into a reused buffer and only the columns a record needs are
     /// sliced out of `message` (one reference count each); anything else (Connect

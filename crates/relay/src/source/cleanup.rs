@@ -182,19 +182,51 @@ impl Notes {
 
     /// The row of event `seq` (an outbox table's insert).
     pub fn note(&mut self, seq: Seq, insert: &Insert, committed_micros: Option<i64>) {
-        let Some((table, positions)) = self.relations.get(&insert.relation_id) else {
+        let column = |i: usize| {
+            insert
+                .new_tuple
+                .columns
+                .get(i)
+                .and_then(|c| c.bytes())
+                .map(|b| &b[..])
+        };
+        self.note_key(seq, insert.relation_id, column, committed_micros);
+    }
+
+    /// [`Self::note`] for an Insert read where it lies in its pgoutput `message`: its relation
+    /// `relation_id` and its `columns` ([`outbox_router::Router::last_insert_columns`]).
+    pub fn note_columns(
+        &mut self,
+        seq: Seq,
+        relation_id: u32,
+        message: &[u8],
+        columns: &[pgoutput::RawColumn],
+        committed_micros: Option<i64>,
+    ) {
+        let column = |i: usize| match columns.get(i) {
+            Some(pgoutput::RawColumn::Text(range) | pgoutput::RawColumn::Binary(range)) => {
+                message.get(range.clone())
+            }
+            _ => None,
+        };
+        self.note_key(seq, relation_id, column, committed_micros);
+    }
+
+    /// Notes the row of `relation_id` whose column `i` is `column(i)` (`None`: NULL or not
+    /// sent), by its key.
+    fn note_key<'a>(
+        &mut self,
+        seq: Seq,
+        relation_id: u32,
+        column: impl Fn(usize) -> Option<&'a [u8]>,
+        committed_micros: Option<i64>,
+    ) {
+        let Some((table, positions)) = self.relations.get(&relation_id) else {
             return;
         };
         let key: Option<Vec<String>> = positions
             .iter()
-            .map(|&i| {
-                insert
-                    .new_tuple
-                    .columns
-                    .get(i)
-                    .and_then(|c| c.bytes())
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-            })
+            .map(|&i| column(i).map(|b| String::from_utf8_lossy(b).into_owned()))
             .collect();
         if let Some(key) = key {
             self.pending.push_back(Noted {

@@ -688,11 +688,17 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         .deliver_outcome(outcome, wal_start, event, table)
                         .await?;
                     if let (Some(recorder), Some(seq)) = (&mut self.cleanup, seq) {
-                        if let LogicalMessage::Insert(insert) =
-                            pgoutput::decode(data).map_err(undecodable)?
-                        {
-                            recorder.notes().note(seq, &insert, self.commit_time_micros);
-                        }
+                        // The row as the router read it: decoded once.
+                        let relation_id = data.get(1..5).map_or(0, |id| {
+                            u32::from_be_bytes(id.try_into().expect("four bytes"))
+                        });
+                        recorder.notes().note_columns(
+                            seq,
+                            relation_id,
+                            &data,
+                            self.router.last_insert_columns(),
+                            self.commit_time_micros,
+                        );
                     }
                 } else {
                     let message = pgoutput::decode(data).map_err(undecodable)?;
