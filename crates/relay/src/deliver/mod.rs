@@ -134,8 +134,8 @@ pub struct Deliver<P: Producer> {
 /// those events since they were last taken.
 #[derive(Debug, Default)]
 struct KeptRows {
-    /// `schema.table`; `None` when the source has no such table.
-    table: Option<Arc<str>>,
+    /// `schema.table`.
+    table: Arc<str>,
     events: Vec<KeptEvent>,
 }
 
@@ -184,10 +184,10 @@ impl<P: Producer> Deliver<P> {
 
     /// Polling mode, which retires each row it relays: remember the events whose dead letter
     /// cannot give them back whole ([`Self::take_kept`]), and name in each such letter where
-    /// its row is kept, `table` (`schema.table`; `None`: the source has nowhere to keep it).
-    pub fn keeping_rows(mut self, table: Option<&str>) -> Self {
+    /// its row is kept, `table` (`schema.table`).
+    pub fn keeping_rows(mut self, table: &str) -> Self {
         self.kept = Some(KeptRows {
-            table: table.map(Into::into),
+            table: table.into(),
             events: Vec::new(),
         });
         self
@@ -223,9 +223,7 @@ impl<P: Producer> Deliver<P> {
             .and_then(|k| k.rsplit('/').next())
             .and_then(|id| uuid::Uuid::parse_str(id).ok())
             .unwrap_or_else(uuid::Uuid::now_v7);
-        if let Some(table) = &kept.table {
-            letter.row_kept = Some(format!("{table}/{id}"));
-        }
+        letter.row_kept = Some(format!("{}/{id}", kept.table));
         kept.events.push(KeptEvent {
             seq,
             id,

@@ -78,9 +78,8 @@ impl Source for Polling<'_> {
         // The rows of events Kafka cannot take whole are copied before they leave the outbox:
         // without the table, such an event would be destroyed (or retried for ever), so
         // polling does not start.
-        let keeps = match super::dead_letter_table::ensure(&client, &table.schema).await {
-            // As dead letters name it: `schema.table`, as `dead-letters replay` reads it.
-            Ok(()) => Some(super::dead_letter_table::name(&table.schema).to_string()),
+        match super::dead_letter_table::ensure(&client, &table.schema).await {
+            Ok(()) => {}
             Err(why) => {
                 return Err(RelayError::misconfigured(format!(
                     "polling mode keeps the whole row of each event Kafka refuses for good (too large, refused) in {} \
@@ -88,7 +87,7 @@ impl Source for Polling<'_> {
                     super::dead_letter_table::table(&table.schema)
                 )))
             }
-        };
+        }
         let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
@@ -96,7 +95,8 @@ impl Source for Polling<'_> {
             self.written.clone(),
         )
         .with_stuck_after(settings.kafka.stuck_partition_after)
-        .keeping_rows(keeps.as_deref());
+        // As dead letters name it: `schema.table`, as `dead-letters replay` reads it.
+        .keeping_rows(&super::dead_letter_table::name(&table.schema).to_string());
         tracing::info!(%table, order_by = %order_by, interval_ms = polling.interval.as_millis() as u64, batch = polling.batch_size, "polling");
         // --cleanup (with --processed-column: config refuses it without): marked rows past
         // the grace are deleted by every instance (rows are locked, SKIP LOCKED: never twice).
@@ -167,7 +167,7 @@ impl Source for Polling<'_> {
             router,
             columns: relation.columns.iter().map(|c| c.name.clone()).collect(),
             id_position: relation.column_index(&settings.router.id_column),
-            keeps: keeps.map(|_| table.schema.clone()),
+            keeps: table.schema.clone(),
             table: table.to_string().into(),
             select,
             pending_by_key,
@@ -198,9 +198,8 @@ struct Poller<P: Producer> {
     /// The outbox table's columns, and where its event id is among them.
     columns: Vec<String>,
     id_position: Option<usize>,
-    /// The schema of the dead-letter table that keeps rows Kafka could not take whole;
-    /// `None`: it cannot be made or written.
-    keeps: Option<String>,
+    /// The schema of the dead-letter table that keeps rows Kafka could not take whole.
+    keeps: String,
     table: Arc<str>,
     select: String,
     /// Each batch aggregate's pending rows in order (see `relayable`).
@@ -391,12 +390,10 @@ impl<P: Producer> Poller<P> {
         })?;
         Ok(relayed)
     }
-}
 
-impl<P: Producer> Poller<P> {
     /// Copies the rows of this poll's events whose dead letter cannot give them back whole
-    /// into the dead-letter table, in the poll's transaction. Without that table the poll
-    /// fails: the rows stay in the outbox, and the error says what to create.
+    /// into the dead-letter table, in the poll's transaction (a failure rolls the poll back:
+    /// the rows stay in the outbox).
     async fn keep_rows(
         &mut self,
         tx: &tokio_postgres::Transaction<'_>,
@@ -406,21 +403,6 @@ impl<P: Producer> Poller<P> {
         if kept.is_empty() {
             return Ok(());
         }
-        let Some(schema) = &self.keeps else {
-            let schema =
-                TableName::parse(&self.table).map_or_else(|_| "public".into(), |t| t.schema);
-            return Err(RelayError::misconfigured(format!(
-                "Kafka refused {} event(s) of {} for good ({}), and polling mode cannot keep their rows: {} cannot be \
-                 made or written. The rows stay in the outbox (their dead letters may come again). Create it: `{}; \
-                 GRANT SELECT, INSERT, UPDATE ON {} TO <relay role>;`, then restart",
-                kept.len(),
-                self.table,
-                kept[0].reason,
-                super::dead_letter_table::table(&schema),
-                super::dead_letter_table::ddl(&schema),
-                super::dead_letter_table::table(&schema),
-            )));
-        };
         let mut texts = Vec::with_capacity(kept.len());
         for event in &kept {
             let Some(row) = row_of.get(&event.seq) else {
@@ -452,7 +434,7 @@ impl<P: Producer> Poller<P> {
                 row: json,
             })
             .collect();
-        super::dead_letter_table::keep(tx, schema, &rows)
+        super::dead_letter_table::keep(tx, &self.keeps, &rows)
             .await
             .map_err(|e| pg_error("keeping the rows of refused events", e))
     }
