@@ -44,14 +44,7 @@ fn main() {
 
         // 1. The snapshot of an outbox that was never cleaned.
         let started = Instant::now();
-        db.batch_execute(&outbox_relay_testkit::large_outbox::insert_rows(rows))
-        .await
-        .unwrap();
-        let bytes: i64 = db
-            .query_one("SELECT sum(length(payload::text))::bigint FROM outbox", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let bytes = outbox_relay_testkit::large_outbox::fill(&db, rows).await;
         println!(
             "memory_bounds: snapshot of {rows} rows, {:.0} MB of payload text (written in {:.1?})",
             bytes as f64 / 1e6,

@@ -99,14 +99,7 @@ async fn a_600_mb_snapshot_and_a_100_mb_row_fit_in_512_mib() {
     db.batch_execute(outbox_relay_testkit::large_outbox::DDL)
         .await
         .unwrap();
-    db.batch_execute(&outbox_relay_testkit::large_outbox::insert_rows(ROWS))
-        .await
-        .unwrap();
-    let text: i64 = db
-        .query_one("SELECT sum(length(payload::text))::bigint FROM outbox", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let text = outbox_relay_testkit::large_outbox::fill(&db, ROWS).await;
     assert!(
         text as u64 > LIMIT_BYTES,
         "the snapshot is larger than the limit"

@@ -23,6 +23,16 @@ pub fn insert_rows(rows: u64) -> String {
     )
 }
 
+/// Writes `rows` rows ([`insert_rows`]) and says how many bytes of payload text the outbox
+/// holds then.
+pub async fn fill(db: &tokio_postgres::Client, rows: u64) -> i64 {
+    db.batch_execute(&insert_rows(rows)).await.unwrap();
+    db.query_one("SELECT sum(length(payload::text))::bigint FROM outbox", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// The connector configuration, for PostgreSQL on `port`, with `extra` options on top (a
 /// slot's name, say).
 pub fn connector(port: u16, topic_prefix: &str, extra: &[(&str, &str)]) -> serde_json::Value {
