@@ -34,13 +34,6 @@ fn main() {
         let db = pg.connect().await.unwrap();
         db.batch_execute(outbox_relay_testkit::large_outbox::DDL).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let connector = dir.path().join("outbox.json");
-        std::fs::write(
-            &connector,
-            outbox_relay_testkit::large_outbox::connector(pg.port(), "bench", &[])
-            .to_string(),
-        )
-        .unwrap();
 
         // 1. The snapshot of an outbox that was never cleaned.
         let started = Instant::now();
@@ -50,18 +43,13 @@ fn main() {
             bytes as f64 / 1e6,
             started.elapsed()
         );
-        let args: Vec<String> = [
-            "run",
-            "--debezium-config",
-            &connector.display().to_string(),
-            "--bootstrap-servers",
+        let args = outbox_relay_testkit::large_outbox::run_args(
+            dir.path(),
+            pg.port(),
+            "bench",
+            &[],
             &broker.bootstrap_servers(),
-            "--metrics-address",
-            "127.0.0.1:0",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        );
         let binary = std::env::var("OUTBOX_RELAY_BENCH_BINARY").unwrap_or_else(|_| RELAY.into());
         let mut relay = RelayProcess::spawn(std::path::Path::new(&binary), &args, &[("RUST_LOG", "warn")]).unwrap();
         let snapshot_started = Instant::now();

@@ -106,13 +106,6 @@ async fn a_600_mb_snapshot_and_a_100_mb_row_fit_in_512_mib() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let connector = dir.path().join("outbox.json");
-    std::fs::write(
-        &connector,
-        outbox_relay_testkit::large_outbox::connector(pg.port(), "pod", &[("slot.name", "pod")])
-            .to_string(),
-    )
-    .unwrap();
     let cgroup = MemoryCgroup::make();
     let mut args: Vec<String> = Vec::new();
     let program = match &cgroup {
@@ -136,19 +129,13 @@ async fn a_600_mb_snapshot_and_a_100_mb_row_fit_in_512_mib() {
             PathBuf::from(RELAY)
         }
     };
-    args.extend(
-        [
-            "run",
-            "--debezium-config",
-            &connector.display().to_string(),
-            "--bootstrap-servers",
-            &broker.bootstrap_servers(),
-            "--metrics-address",
-            "127.0.0.1:0",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
+    args.extend(outbox_relay_testkit::large_outbox::run_args(
+        dir.path(),
+        pg.port(),
+        "pod",
+        &[("slot.name", "pod")],
+        &broker.bootstrap_servers(),
+    ));
     let mut relay = RelayProcess::spawn(&program, &args, &[("RUST_LOG", "warn")]).unwrap();
     let pid = relay.pid();
     let alive = |relay: &mut RelayProcess, what: &str| {

@@ -33,6 +33,31 @@ pub async fn fill(db: &tokio_postgres::Client, rows: u64) -> i64 {
         .get(0)
 }
 
+/// The arguments of `outbox-relay run` with [`connector`] (written to `dir`) and the broker
+/// `bootstrap_servers`; metrics on a free port.
+pub fn run_args(
+    dir: &std::path::Path,
+    port: u16,
+    topic_prefix: &str,
+    extra: &[(&str, &str)],
+    bootstrap_servers: &str,
+) -> Vec<String> {
+    let path = dir.join("outbox.json");
+    std::fs::write(&path, connector(port, topic_prefix, extra).to_string()).unwrap();
+    [
+        "run",
+        "--debezium-config",
+        &path.display().to_string(),
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// The connector configuration, for PostgreSQL on `port`, with `extra` options on top (a
 /// slot's name, say).
 pub fn connector(port: u16, topic_prefix: &str, extra: &[(&str, &str)]) -> serde_json::Value {
