@@ -2,7 +2,7 @@
 //! them: the producer, the admin client that creates topics, and `check` all use
 //! [`KafkaSettings::client_config`].
 
-use super::ConfigError;
+use super::{defaults, invalid, ConfigError, Preset, RunOptions};
 use rdkafka::ClientConfig;
 
 #[derive(Debug, Clone)]
@@ -307,6 +307,117 @@ pub fn parse_producer_property(text: &str) -> Result<(String, String), ConfigErr
         ));
     }
     Ok((key, value))
+}
+
+pub(super) fn resolve_kafka(
+    o: &RunOptions,
+    preset: Option<&Preset>,
+) -> Result<KafkaSettings, ConfigError> {
+    let bootstrap_servers = o.bootstrap_servers.clone().ok_or(ConfigError::Missing {
+        key: "bootstrap-servers",
+        flag: "--bootstrap-servers",
+        env: "OUTBOX_RELAY_BOOTSTRAP_SERVERS",
+    })?;
+    if bootstrap_servers.trim().is_empty() {
+        return Err(invalid(
+            "bootstrap-servers",
+            "is empty; expected HOST:PORT[,HOST:PORT...]",
+        ));
+    }
+    let dead_letter_topic = o
+        .dead_letter_topic
+        .clone()
+        .unwrap_or_else(|| defaults::DEAD_LETTER_TOPIC.into());
+    outbox_router::validate_topic_name(&dead_letter_topic)
+        .map_err(|m| invalid("dead-letter-topic", m))?;
+    let topic_partitions = o.topic_partitions.unwrap_or(defaults::TOPIC_PARTITIONS);
+    if topic_partitions < 1 {
+        return Err(invalid(
+            "topic-partitions",
+            format!("{topic_partitions} is not a partition count; expected 1 or more"),
+        ));
+    }
+    let topic_replication_factor = o
+        .topic_replication_factor
+        .unwrap_or(defaults::TOPIC_REPLICATION_FACTOR);
+    if topic_replication_factor == 0 || topic_replication_factor < -1 {
+        return Err(invalid(
+            "topic-replication-factor",
+            format!("{topic_replication_factor}; expected -1 (broker default) or 1 or more"),
+        ));
+    }
+    let max_in_flight = o.max_in_flight.unwrap_or(defaults::MAX_IN_FLIGHT);
+    if max_in_flight == 0 {
+        return Err(invalid("max-in-flight", "must be at least 1"));
+    }
+    let stuck_partition_after = o
+        .stuck_partition_after
+        .unwrap_or(defaults::STUCK_PARTITION_AFTER_S);
+    if stuck_partition_after == 0 {
+        return Err(invalid(
+            "stuck-partition-after",
+            "must be at least 1 second",
+        ));
+    }
+    let max_in_flight_bytes = o
+        .max_in_flight_bytes
+        .unwrap_or(defaults::MAX_IN_FLIGHT_BYTES);
+    if max_in_flight_bytes < 1024 {
+        return Err(invalid(
+            "max-in-flight-bytes",
+            format!("{max_in_flight_bytes}: must be at least 1024"),
+        ));
+    }
+    // Lowest precedence first: the preset's producer.*, the properties file, the options.
+    let mut lines: Vec<String> = preset
+        .iter()
+        .flat_map(|p| {
+            p.producer_properties
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+        })
+        .collect();
+    if let Some(path) = &o.producer_properties_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            invalid(
+                "producer-properties-file",
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        lines.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    let given: Vec<String> = if o.producer_property_from_file {
+        o.producer_property.clone()
+    } else {
+        o.producer_property
+            .iter()
+            .flat_map(|list| split_property_list(list))
+            .collect()
+    };
+    lines.extend(given);
+    let properties = lines
+        .iter()
+        .map(|p| parse_producer_property(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (key, value) in &properties {
+        librdkafka_accepts(key, value)?;
+    }
+    Ok(KafkaSettings {
+        bootstrap_servers,
+        properties,
+        topic_partitions,
+        topic_replication_factor,
+        max_in_flight,
+        max_in_flight_bytes,
+        stuck_partition_after: std::time::Duration::from_secs(stuck_partition_after),
+        dead_letter_topic,
+        topic_creation: preset.map(|p| p.topic_creation.clone()).unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! The options of `run` (and `check`), from (highest first) the command line,
 //! `OUTBOX_RELAY_*` environment variables and the `--config` TOML file. clap handles the
-//! first two; [`RunOptions::merge_file`] fills what they left unset from the file.
+//! first two; [`RunOptions::merge_file`] fills what they left unset from the file, and a
+//! Debezium connector configuration comes below all three, by the same rule ([`RunOptions::over`]).
 
 use super::defaults;
 use super::ConfigError;
 use crate::secret::Secret;
-use clap::{Args, ValueEnum};
+use clap::{Args, FromArgMatches, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -403,8 +404,7 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// Fills every option the command line and environment left unset from the `--config`
-    /// file. Both layers are read into the same struct, so the file's keys are exactly the
-    /// options (unknown keys are named) and no list of fields is kept by hand.
+    /// file, by [`RunOptions::over`].
     pub fn merge_file(self) -> Result<Self, ConfigError> {
         let Some(path) = self.config.clone() else {
             return Ok(self);
@@ -414,28 +414,71 @@ impl RunOptions {
             message,
         };
         let text = std::fs::read_to_string(&path).map_err(|e| file_error(e.to_string()))?;
-        let file: RunOptions =
+        let mut file: RunOptions =
             toml::from_str(&text).map_err(|e| file_error(e.message().to_owned()))?;
+        file.producer_property_from_file = !file.producer_property.is_empty();
+        self.over(file).map_err(file_error)
+    }
+
+    /// The one rule by which layers of options are merged (command line and environment over
+    /// the `--config` file, over what a Debezium connector configuration means): every option
+    /// `self` sets wins, every option it leaves unset comes from `lower`. Both layers are the
+    /// same struct, so no list of fields is kept by hand.
+    pub fn over(self, lower: RunOptions) -> Result<RunOptions, String> {
         let to_map = |o: &RunOptions| match serde_json::to_value(o) {
             Ok(serde_json::Value::Object(map)) => Ok(map),
-            other => Err(file_error(format!(
-                "cannot merge the file's options: {other:?}"
-            ))),
+            other => Err(format!("cannot merge options: {other:?}")),
         };
-        let mut merged = to_map(&file)?;
+        let mut merged = to_map(&lower)?;
         for (key, value) in to_map(&self)? {
             let unset = value.is_null() || value.as_array().is_some_and(|a| a.is_empty());
             if !unset {
                 merged.insert(key, value);
             }
         }
-        let merged: RunOptions = serde_json::from_value(serde_json::Value::Object(merged))
-            .map_err(|e| file_error(e.to_string()))?;
+        let merged: RunOptions =
+            serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| e.to_string())?;
+        let producer_property_from_file = if self.producer_property.is_empty() {
+            lower.producer_property_from_file
+        } else {
+            self.producer_property_from_file
+        };
         Ok(RunOptions {
-            config: Some(path),
-            producer_property_from_file: self.producer_property.is_empty()
-                && !merged.producer_property.is_empty(),
+            config: self.config.or(lower.config),
+            producer_property_from_file,
             ..merged
         })
     }
+
+    /// The options `--FLAG=VALUE` sets, parsed exactly as on the command line (the
+    /// environment is not read): how a foreign configuration's option that means a native
+    /// option becomes one. The error says what is wrong with the value.
+    pub fn from_flag(flag: &str, value: &str) -> Result<RunOptions, String> {
+        let command = Self::augment_args(clap::Command::new("outbox-relay").no_binary_name(true))
+            .mut_args(|a| a.env(None::<&str>));
+        let matches = command
+            .try_get_matches_from([format!("--{flag}={value}")])
+            .map_err(|e| clap_reason(&e))?;
+        Self::from_arg_matches(&matches).map_err(|e| clap_reason(&e))
+    }
+
+    /// The options the environment sets (`OUTBOX_RELAY_*`), parsed as `run` parses them.
+    pub fn from_environment() -> Result<RunOptions, String> {
+        let matches = Self::augment_args(clap::Command::new("outbox-relay").no_binary_name(true))
+            .try_get_matches_from(std::iter::empty::<String>())
+            .map_err(|e| clap_reason(&e))?;
+        Self::from_arg_matches(&matches).map_err(|e| clap_reason(&e))
+    }
+}
+
+/// clap's message on one line, without its "error: " and its advice to try --help.
+fn clap_reason(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let reason = text
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    reason.strip_prefix("error: ").unwrap_or(&reason).to_owned()
 }

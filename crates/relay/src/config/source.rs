@@ -1,5 +1,8 @@
-//! Where rows come from: logical replication (CDC) or polling, and what each needs.
+//! Where rows come from: logical replication (CDC) or polling, what each needs, and how the
+//! options resolve into it (a new source option: its flag in `options.rs`, its setting and
+//! check here, and, for a Debezium name, one `Native` line in the option catalog).
 
+use super::{defaults, invalid, ConfigError, Mode, Preset, RunOptions};
 use std::time::Duration;
 
 /// The one source a `run` reads from.
@@ -219,4 +222,196 @@ pub fn validate_identifier(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `--cleanup`, `--cleanup-batch`, `--cleanup-interval`, `--cleanup-grace`.
+pub(super) fn resolve_cleanup(
+    o: &RunOptions,
+    source: &SourceSettings,
+) -> Result<Option<Cleanup>, ConfigError> {
+    if !o.cleanup.unwrap_or(false) {
+        for (key, set) in [
+            ("cleanup-batch", o.cleanup_batch.is_some()),
+            ("cleanup-interval", o.cleanup_interval.is_some()),
+            ("cleanup-grace", o.cleanup_grace.is_some()),
+        ] {
+            if set {
+                return Err(invalid(key, "applies only with --cleanup"));
+            }
+        }
+        return Ok(None);
+    }
+    let batch = o.cleanup_batch.unwrap_or(defaults::CLEANUP_BATCH);
+    if !(1..=1_000_000).contains(&batch) {
+        return Err(invalid(
+            "cleanup-batch",
+            format!("{batch}; expected 1 to 1000000"),
+        ));
+    }
+    let interval = o.cleanup_interval.unwrap_or(defaults::CLEANUP_INTERVAL_S);
+    if interval == 0 {
+        return Err(invalid("cleanup-interval", "0; expected at least 1 second"));
+    }
+    let grace = o.cleanup_grace.unwrap_or(0);
+    if grace > 60 * 24 * 366 {
+        return Err(invalid(
+            "cleanup-grace",
+            format!("{grace} minutes; expected at most a year (527040)"),
+        ));
+    }
+    if let SourceSettings::Polling(polling) = source {
+        if polling.retire == Retire::Delete {
+            return Err(invalid(
+                "cleanup",
+                "polling mode without --processed-column deletes each row as it relays it: there is nothing left \
+                 to clean; pass --processed-column to keep rows (and --cleanup-grace to keep them a while)",
+            ));
+        }
+    }
+    Ok(Some(Cleanup {
+        batch,
+        interval: Duration::from_secs(interval),
+        grace: Duration::from_secs(grace * 60),
+    }))
+}
+
+/// `--canary-interval`, `--canary-max-age`, `--canary-topic`, `--canary-method`.
+fn resolve_canary(o: &RunOptions) -> Result<Option<Canary>, ConfigError> {
+    let interval = o.canary_interval.unwrap_or(defaults::CANARY_INTERVAL_S);
+    if interval == 0 {
+        if o.canary_read_back == Some(true) {
+            return Err(invalid(
+                "canary-read-back",
+                "reads canaries back, and --canary-interval 0 writes none",
+            ));
+        }
+        if o.canary_method.is_some() {
+            return Err(invalid(
+                "canary-method",
+                "says how canaries are written, and --canary-interval 0 writes none",
+            ));
+        }
+        return Ok(None);
+    }
+    let method = o.canary_method.unwrap_or_default();
+    if method == CanaryMethod::Message && o.mode == Some(Mode::Polling) {
+        return Err(invalid(
+            "canary-method",
+            "message applies only with --mode cdc (polling reads no slot; its canary is a row of the canary table)",
+        ));
+    }
+    let max_age = o.canary_max_age.unwrap_or(defaults::CANARY_MAX_AGE_S);
+    if max_age <= interval {
+        return Err(invalid(
+            "canary-max-age",
+            format!("{max_age} s; it must be longer than --canary-interval ({interval} s), or every wait between two canaries would turn /ready red"),
+        ));
+    }
+    let topic = o
+        .canary_topic
+        .clone()
+        .unwrap_or_else(|| defaults::CANARY_TOPIC.into());
+    if topic.trim().is_empty() {
+        return Err(invalid("canary-topic", "empty"));
+    }
+    Ok(Some(Canary {
+        interval: Duration::from_secs(interval),
+        max_age: Duration::from_secs(max_age),
+        topic,
+        read_back: o.canary_read_back.unwrap_or(false),
+        method,
+    }))
+}
+
+pub(super) fn resolve_source(
+    o: &RunOptions,
+    preset: Option<&Preset>,
+) -> Result<SourceSettings, ConfigError> {
+    match o.mode.unwrap_or(Mode::Cdc) {
+        Mode::Cdc => {
+            for (key, set) in [
+                ("poll-interval-ms", o.poll_interval_ms.is_some()),
+                ("poll-batch-size", o.poll_batch_size.is_some()),
+                ("poll-order-by", o.poll_order_by.is_some()),
+                ("processed-column", o.processed_column.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(key, "applies only with --mode polling"));
+                }
+            }
+            let slot = o.slot.clone().unwrap_or_else(|| defaults::SLOT.into());
+            validate_slot_name(&slot).map_err(|m| invalid("slot", m))?;
+            let publication = o
+                .publication
+                .clone()
+                .unwrap_or_else(|| defaults::PUBLICATION.into());
+            validate_identifier(&publication).map_err(|m| invalid("publication", m))?;
+            Ok(SourceSettings::Cdc(CdcSettings {
+                slot,
+                publication,
+                publication_mode: preset
+                    .map_or_else(PublicationMode::default, |p| p.publication_mode),
+                snapshot: preset.map_or_else(SnapshotMode::default, |p| p.snapshot),
+                snapshot_fetch_size: preset
+                    .and_then(|p| p.snapshot_fetch_size)
+                    .unwrap_or(defaults::SNAPSHOT_FETCH_SIZE),
+                heartbeat: preset.and_then(|p| p.heartbeat.clone()),
+                status_interval: Duration::from_millis(
+                    o.status_interval_ms
+                        .unwrap_or(defaults::STATUS_INTERVAL_MS)
+                        .max(10),
+                ),
+                on_missing_slot: o.on_missing_slot.unwrap_or_default(),
+                on_server_rewind: o.on_server_rewind.unwrap_or_default(),
+                exactly_once: o.exactly_once.unwrap_or(false),
+                slot_failover: o.slot_failover.unwrap_or(false),
+                canary: resolve_canary(o)?,
+            }))
+        }
+        Mode::Polling => {
+            if o.on_missing_slot.is_some() {
+                return Err(invalid(
+                    "on-missing-slot",
+                    "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.on_server_rewind.is_some() {
+                return Err(invalid(
+                    "on-server-rewind",
+                    "applies only with --mode cdc (polling reads the table, not positions)",
+                ));
+            }
+            if o.slot_failover == Some(true) {
+                return Err(invalid(
+                    "slot-failover",
+                    "applies only with --mode cdc (polling uses no slot)",
+                ));
+            }
+            if o.exactly_once == Some(true) {
+                return Err(invalid(
+                    "exactly-once",
+                    "applies only with --mode cdc: rows read by polling have no commit position to compare with what                      Kafka holds (a row that commits late gets an older id than rows already relayed)",
+                ));
+            }
+            let batch_size = o.poll_batch_size.unwrap_or(defaults::POLL_BATCH_SIZE);
+            if !(1..=1_000_000).contains(&batch_size) {
+                return Err(invalid(
+                    "poll-batch-size",
+                    format!("{batch_size}; expected 1 to 1000000"),
+                ));
+            }
+            Ok(SourceSettings::Polling(PollingSettings {
+                interval: Duration::from_millis(
+                    o.poll_interval_ms.unwrap_or(defaults::POLL_INTERVAL_MS),
+                ),
+                batch_size,
+                order_by: o.poll_order_by.clone(),
+                retire: match o.processed_column.clone() {
+                    Some(c) => Retire::MarkProcessed(c),
+                    None => Retire::Delete,
+                },
+                canary: resolve_canary(o)?,
+            }))
+        }
+    }
 }

@@ -737,49 +737,22 @@ fn start(
 }
 
 /// The relay's own options for every connector of this worker: the canary's and the
-/// cleanup's, from the worker's environment (`OUTBOX_RELAY_CANARY_INTERVAL`, `_MAX_AGE`,
-/// `_TOPIC`, `_METHOD`, `OUTBOX_RELAY_CLEANUP`, `_BATCH`, `_INTERVAL`, `_GRACE`, as `run` reads them). A
-/// connector's `outbox.relay.cleanup*` options apply where the environment sets nothing.
+/// cleanup's, from the worker's environment, parsed as `run` parses them
+/// (`OUTBOX_RELAY_CANARY_*`, `OUTBOX_RELAY_CLEANUP*`). A connector's `outbox.relay.cleanup*`
+/// options apply where the environment sets nothing. The worker's other `OUTBOX_RELAY_*`
+/// variables (a slot, a URL) would give every connector the same one: they are not read.
 fn connector_options() -> Result<crate::config::RunOptions, String> {
-    let seconds = |name: &str| -> Result<Option<u64>, String> {
-        match std::env::var(name) {
-            Ok(v) => v
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{name}: {v:?} is not a number of seconds")),
-            Err(_) => Ok(None),
-        }
-    };
+    let env = crate::config::RunOptions::from_environment()?;
     Ok(crate::config::RunOptions {
-        canary_interval: seconds("OUTBOX_RELAY_CANARY_INTERVAL")?,
-        canary_max_age: seconds("OUTBOX_RELAY_CANARY_MAX_AGE")?,
-        canary_topic: std::env::var("OUTBOX_RELAY_CANARY_TOPIC").ok(),
-        canary_method: match std::env::var("OUTBOX_RELAY_CANARY_METHOD") {
-            Ok(v) => Some(
-                <crate::config::CanaryMethod as clap::ValueEnum>::from_str(v.trim(), true)
-                    .map_err(|_| {
-                        format!("OUTBOX_RELAY_CANARY_METHOD: {v:?} is not table or message")
-                    })?,
-            ),
-            Err(_) => None,
-        },
-        cleanup: match std::env::var("OUTBOX_RELAY_CLEANUP") {
-            Ok(v) => Some(
-                v.trim()
-                    .parse::<bool>()
-                    .map_err(|_| format!("OUTBOX_RELAY_CLEANUP: {v:?} is not true or false"))?,
-            ),
-            Err(_) => None,
-        },
-        cleanup_batch: seconds("OUTBOX_RELAY_CLEANUP_BATCH")?
-            .map(|n| {
-                u32::try_from(n)
-                    .map_err(|_| format!("OUTBOX_RELAY_CLEANUP_BATCH: {n} is too large"))
-            })
-            .transpose()?,
-        cleanup_interval: seconds("OUTBOX_RELAY_CLEANUP_INTERVAL")?,
-        cleanup_grace: seconds("OUTBOX_RELAY_CLEANUP_GRACE")?,
+        canary_interval: env.canary_interval,
+        canary_max_age: env.canary_max_age,
+        canary_topic: env.canary_topic,
+        canary_method: env.canary_method,
+        canary_read_back: env.canary_read_back,
+        cleanup: env.cleanup,
+        cleanup_batch: env.cleanup_batch,
+        cleanup_interval: env.cleanup_interval,
+        cleanup_grace: env.cleanup_grace,
         ..Default::default()
     })
 }

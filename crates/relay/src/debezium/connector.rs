@@ -6,7 +6,7 @@
 
 use super::options::Options;
 use super::properties::RawConfig;
-use crate::config::{Preset as DebeziumSetup, SnapshotMode};
+use crate::config::{Preset as DebeziumSetup, RunOptions, SnapshotMode};
 use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
 use outbox_router::{ConnectFormat, InvalidOperation, Output, RouterConfig, TransactionMetadata};
 
@@ -36,6 +36,25 @@ pub fn translate(
         };
         match spec.treatment {
             Treatment::Parsed(parse) => parse(&ctx, &mut d)?,
+            Treatment::Native(flag) | Treatment::NativeOrDefault(flag) => {
+                let given = names().find_map(|name| o.get(&full(name)).map(|v| (full(name), v)));
+                let value = match spec.treatment {
+                    Treatment::NativeOrDefault(_) => {
+                        given.or_else(|| spec.default.map(|v| (spec.name.to_owned(), v)))
+                    }
+                    _ => given,
+                };
+                if let Some((name, value)) = value {
+                    // Kafka's ConfigDef reads a boolean in any case; clap, true or false.
+                    let value = match value.to_ascii_lowercase() {
+                        lower if lower == "true" || lower == "false" => lower,
+                        _ => value.to_owned(),
+                    };
+                    let native =
+                        RunOptions::from_flag(flag, &value).map_err(|e| format!("{name}: {e}"))?;
+                    d.run = native.over(std::mem::take(&mut d.run))?;
+                }
+            }
             Treatment::Refused(why) => {
                 for name in names() {
                     match name.strip_suffix('*') {
@@ -83,8 +102,9 @@ fn finish(
 ) -> Result<DebeziumSetup, String> {
     // when_needed: a snapshot when there is no position (a new slot), and again when the
     // position is lost (the slot dropped or invalidated): --on-missing-slot reread.
-    let on_missing_slot =
-        (d.snapshot_mode == "when_needed").then_some(crate::config::OnMissingSlot::Reread);
+    if d.snapshot_mode == "when_needed" {
+        d.run.on_missing_slot = Some(crate::config::OnMissingSlot::Reread);
+    }
     let snapshot = match d.snapshot_mode.as_str() {
         "no_data" | "never" => SnapshotMode::NoData,
         _ => SnapshotMode::Initial,
@@ -161,24 +181,14 @@ fn finish(
     });
     Ok(DebeziumSetup {
         connector_name: connector.name.clone(),
-        postgres_url: d.postgres_url,
+        options: d.run,
         initial_statements: d.initial_statements,
-        bootstrap_servers: d.bootstrap_servers,
         tables: d.tables.clone(),
         table_patterns: d.table_patterns.clone(),
-        slot: d.slot,
-        publication: d.publication,
         publication_mode: d.publication_mode,
         snapshot,
         snapshot_fetch_size: d.snapshot_fetch_size,
         heartbeat: d.heartbeat,
-        status_interval: d.status_interval,
-        exactly_once: d.exactly_once,
-        slot_failover: d.slot_failover,
-        cleanup: d.cleanup,
-        on_missing_slot,
-        topic_partitions: d.topic_partitions,
-        topic_replication_factor: d.topic_replication_factor,
         topic_creation: d.topic_creation,
         router: RouterConfig {
             chain: d.chain,

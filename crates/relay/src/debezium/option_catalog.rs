@@ -48,6 +48,12 @@ pub type Parse = fn(&Ctx<'_>, &mut Draft) -> Result<(), String>;
 pub enum Treatment {
     /// Applied: this parser reads it.
     Parsed(Parse),
+    /// Applied when given: the value is the native option `--<flag>`'s, parsed as the
+    /// command line parses it. Absent, the native option's own default applies.
+    Native(&'static str),
+    /// The same, and absent, Debezium's default (the entry's), where it differs from
+    /// outbox-relay's.
+    NativeOrDefault(&'static str),
     /// Applied: read by the parser of the entry named here, with the options it goes with.
     With(&'static str),
     /// Accepted: it does not change what reaches Kafka, or outbox-relay does what it asks
@@ -76,6 +82,9 @@ impl Spec {
     pub fn treatment_text(&self) -> String {
         match self.treatment {
             Treatment::Parsed(_) => "applied".into(),
+            Treatment::Native(flag) | Treatment::NativeOrDefault(flag) => {
+                format!("applied as --{flag}")
+            }
             Treatment::With(other) => format!("applied (with {other})"),
             Treatment::NoEffect => "accepted, no effect on the records".into(),
             Treatment::Refused(why) => format!("refused: {why}"),
@@ -102,22 +111,16 @@ pub struct Ctx<'a> {
 #[derive(Default)]
 pub struct Draft {
     pub notes: Vec<String>,
-    pub exactly_once: bool,
+    /// What the configuration means in native options (`--slot`, `--exactly-once`, …),
+    /// merged under the command line's by the same rule as the `--config` file.
+    pub run: crate::config::RunOptions,
     pub types: TypeModes,
-    pub postgres_url: Option<crate::secret::Secret>,
     pub initial_statements: Vec<String>,
-    pub slot: String,
-    pub slot_failover: bool,
-    pub cleanup: crate::config::CleanupOptions,
-    pub publication: String,
     pub publication_mode: PublicationMode,
     pub snapshot_mode: String,
     pub skipped: Vec<String>,
     pub heartbeat: Option<Heartbeat>,
     pub snapshot_fetch_size: Option<usize>,
-    pub status_interval: Option<Duration>,
-    pub topic_partitions: Option<i32>,
-    pub topic_replication_factor: Option<i32>,
     pub topic_creation: crate::config::TopicCreation,
     pub topic_prefix: String,
     pub heartbeat_topic_name: Option<String>,
@@ -154,7 +157,6 @@ pub struct Draft {
     pub value: Option<Converter>,
     pub header: Option<HeaderConverter>,
     pub chain: Chain,
-    pub bootstrap_servers: Option<String>,
     pub producer_properties: Vec<(String, String)>,
     pub producer_unknown: Vec<String>,
     pub errors: ErrorHandling,
@@ -224,7 +226,7 @@ macro_rules! spec {
     };
 }
 
-use Treatment::{NoEffect, NotRun, Parsed, Refused, With};
+use Treatment::{Native, NativeOrDefault, NoEffect, NotRun, Parsed, Refused, With};
 
 /// Every option outbox-relay knows, in the order `translate` reads them.
 pub const CATALOG: &[Spec] = &[
@@ -270,7 +272,7 @@ pub const CATALOG: &[Spec] = &[
         // it or the worker enables exactly-once source support; outbox-relay's
         // --exactly-once gives the same promise without transactions.
         let worker = c.w.and_then(|w| w.get("exactly.once.source.support")).is_some_and(|v| v == "enabled");
-        d.exactly_once = match c.o.get("exactly.once.support").map(str::to_ascii_lowercase).as_deref() {
+        let exactly_once = match c.o.get("exactly.once.support").map(str::to_ascii_lowercase).as_deref() {
             Some("required") => true,
             None | Some("requested") => worker,
             Some("disabled") => false,
@@ -278,7 +280,8 @@ pub const CATALOG: &[Spec] = &[
                 "exactly.once.support: {other:?} is not a value Kafka Connect accepts; use requested or required"
             )),
         };
-        if d.exactly_once {
+        d.run.exactly_once = Some(exactly_once);
+        if exactly_once {
             d.notes.push("exactly-once delivery (exactly.once.support / exactly.once.source.support): every record \
                 carries its source position in the __outbox_relay.position header; replays skip what Kafka already has".into());
         }
@@ -318,7 +321,7 @@ pub const CATALOG: &[Spec] = &[
         "Kafka's default partitioner only (murmur2 of the key)"),
     // --- PostgreSQL ---
     spec!("database.hostname", [], Connector, None, Parsed(|c, d| {
-        d.postgres_url = Some(c::postgres_url(c.o)?);
+        d.run.postgres_url = Some(c::postgres_url(c.o)?);
         d.initial_statements = c.o.get("database.initial.statements")
             .map(crate::source::postgres::split_statements).unwrap_or_default();
         Ok(())
@@ -334,27 +337,17 @@ pub const CATALOG: &[Spec] = &[
         "refused: an encrypted client key (decrypt it)"),
     spec!("database.initial.statements", [], Connector, None, With("database.hostname"),
         "SQL run on every connection the relay opens"),
-    spec!("slot.name", [], Connector, Some("debezium"), Parsed(|c, d| {
-        d.slot = c.o.get("slot.name").unwrap_or("debezium").to_owned();
-        Ok(())
-    }), "the replication slot"),
-    spec!("slot.failover", [], Connector, Some("false"), Parsed(|c, d| {
-        d.slot_failover = flag(c.o, "slot.failover", false)?;
-        Ok(())
-    }), "a failover slot (PostgreSQL 17+), synchronised to standbys"),
-    spec!("outbox.relay.cleanup", [], Relay, Some("false"), Parsed(|c, d| {
-        d.cleanup = c::relay_cleanup(c.o)?;
-        Ok(())
-    }), "outbox-relay deletes relayed and confirmed outbox rows (--cleanup)"),
-    spec!("outbox.relay.cleanup.batch", [], Relay, Some("5000"), With("outbox.relay.cleanup"), "rows per delete"),
-    spec!("outbox.relay.cleanup.interval.seconds", [], Relay, Some("1"), With("outbox.relay.cleanup"),
+    spec!("slot.name", [], Connector, Some("debezium"), NativeOrDefault("slot"), "the replication slot"),
+    spec!("slot.failover", [], Connector, Some("false"), Native("slot-failover"),
+        "a failover slot (PostgreSQL 17+), synchronised to standbys"),
+    spec!("outbox.relay.cleanup", [], Relay, Some("false"), Native("cleanup"),
+        "outbox-relay deletes relayed and confirmed outbox rows"),
+    spec!("outbox.relay.cleanup.batch", [], Relay, Some("5000"), Native("cleanup-batch"), "rows per delete"),
+    spec!("outbox.relay.cleanup.interval.seconds", [], Relay, Some("1"), Native("cleanup-interval"),
         "seconds between deletes"),
-    spec!("outbox.relay.cleanup.grace.minutes", [], Relay, Some("0"), With("outbox.relay.cleanup"),
+    spec!("outbox.relay.cleanup.grace.minutes", [], Relay, Some("0"), Native("cleanup-grace"),
         "minutes a relayed row is kept"),
-    spec!("publication.name", [], Connector, Some("dbz_publication"), Parsed(|c, d| {
-        d.publication = c.o.get("publication.name").unwrap_or("dbz_publication").to_owned();
-        Ok(())
-    }), "the publication"),
+    spec!("publication.name", [], Connector, Some("dbz_publication"), NativeOrDefault("publication"), "the publication"),
     spec!("publication.autocreate.mode", [], Connector, Some("all_tables"), Parsed(|c, d| {
         d.publication_mode = match c.o.get("publication.autocreate.mode").map(str::to_ascii_lowercase).as_deref().unwrap_or("all_tables") {
             "all_tables" => PublicationMode::AllTables,
@@ -414,14 +407,16 @@ pub const CATALOG: &[Spec] = &[
         Ok(())
     }), "rows per fetch of the initial snapshot"),
     spec!("status.update.interval.ms", [], Connector, Some("10000"), Parsed(|c, d| {
-        d.status_interval = c.o.get("status.update.interval.ms")
-            .map(|ms| millis("status.update.interval.ms", ms)).transpose()?;
+        // Given only: where it is not, the relay confirms every second (Debezium: 10 s).
+        if let Some(ms) = c.o.get("status.update.interval.ms") {
+            d.run.status_interval_ms = Some(millis("status.update.interval.ms", ms)?.as_millis() as u64);
+        }
         Ok(())
     }), "how often the position is confirmed to PostgreSQL at most"),
     spec!("topic.creation.default.partitions", [], Connector, None, Parsed(|c, d| {
-        d.topic_partitions = int(c, "topic.creation.default.partitions")?;
+        d.run.topic_partitions = int(c, "topic.creation.default.partitions")?;
         d.topic_creation = c::topic_creation(c.o)?;
-        d.topic_replication_factor = int(c, "topic.creation.default.replication.factor")?;
+        d.run.topic_replication_factor = int(c, "topic.creation.default.replication.factor")?;
         Ok(())
     }), "partitions of the topics the relay creates"),
     spec!("topic.creation.default.replication.factor", [], Connector, None,
@@ -649,7 +644,7 @@ pub const CATALOG: &[Spec] = &[
     spec!("producer.override.metric.reporters", [], ConnectorOrWorker, None, NoEffect,
         "Java metric reporters: the relay's metrics are on --metrics-address"),
     spec!("producer.override.*", [], ConnectorOrWorker, None, Parsed(|c, d| {
-        d.bootstrap_servers = c.w.and_then(|w| w.get("bootstrap.servers")).map(str::to_owned);
+        d.run.bootstrap_servers = c.w.and_then(|w| w.get("bootstrap.servers")).map(str::to_owned);
         // The worker's producer.*, then the connector's producer.override.* (the last one wins).
         let mut settings = Vec::new();
         if let Some(w) = c.w {

@@ -171,34 +171,6 @@ pub(super) fn refuse_byte_changing_options(o: &Options, w: Option<&Options>) -> 
     Ok(())
 }
 
-/// The relay's own `--cleanup` options in a connector configuration (Debezium has none):
-/// `outbox.relay.cleanup`, `.batch`, `.interval.seconds`, `.grace.minutes`.
-pub(super) fn relay_cleanup(o: &Options) -> Result<crate::config::CleanupOptions, String> {
-    let number = |key: &str| -> Result<Option<u64>, String> {
-        o.get(key)
-            .map(|v| {
-                v.trim()
-                    .parse::<u64>()
-                    .map_err(|_| format!("{key}: {v:?} is not a whole number"))
-            })
-            .transpose()
-    };
-    let batch = number("outbox.relay.cleanup.batch")?
-        .map(|n| {
-            u32::try_from(n).map_err(|_| format!("outbox.relay.cleanup.batch: {n} is too large"))
-        })
-        .transpose()?;
-    Ok(crate::config::CleanupOptions {
-        cleanup: o
-            .get("outbox.relay.cleanup")
-            .map(|_| flag(o, "outbox.relay.cleanup", false))
-            .transpose()?,
-        cleanup_batch: batch,
-        cleanup_interval: number("outbox.relay.cleanup.interval.seconds")?,
-        cleanup_grace: number("outbox.relay.cleanup.grace.minutes")?,
-    })
-}
-
 /// The connector options that change how columns are typed and written.
 pub(super) fn type_modes(o: &Options, w: Option<&Options>) -> Result<TypeModes, String> {
     use outbox_router::connect::{

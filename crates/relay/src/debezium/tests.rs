@@ -58,8 +58,12 @@ fn every_seed_connector_config_translates_as_it_is() {
     ] {
         let setup = translate(&fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(setup.unknown.is_empty(), "{name}: {:?}", setup.unknown);
-        assert_eq!(setup.slot, "debezium", "{name}");
-        assert_eq!(setup.publication, "dbz_publication", "{name}");
+        assert_eq!(setup.options.slot.as_deref(), Some("debezium"), "{name}");
+        assert_eq!(
+            setup.options.publication.as_deref(),
+            Some("dbz_publication"),
+            "{name}"
+        );
         assert_eq!(setup.publication_mode, PublicationMode::AllTables, "{name}");
         assert_eq!(
             setup.snapshot,
@@ -79,7 +83,7 @@ fn every_seed_connector_config_translates_as_it_is() {
         "Order.events.created"
     );
     assert_eq!(
-        s.postgres_url.as_ref().unwrap().expose(),
+        s.options.postgres_url.as_ref().unwrap().expose(),
         "postgres://postgres:password@postgres-orders-db:5432/orders%5Fdb"
     );
     assert_eq!(connect(&s).topic_prefix, "orders-server");
@@ -147,7 +151,10 @@ fn debezium_defaults_and_old_option_names() {
     )
     .unwrap();
     assert_eq!(
-        (t.topic_partitions, t.topic_replication_factor),
+        (
+            t.options.topic_partitions,
+            t.options.topic_replication_factor
+        ),
         (Some(6), Some(3))
     );
     assert!(connect(&s).expand.is_some());
@@ -226,7 +233,7 @@ fn the_worker_config_supplies_what_the_connector_does_not() {
         Some(&worker),
     )
     .unwrap();
-    assert_eq!(s.bootstrap_servers.as_deref(), Some("kafka:9092"));
+    assert_eq!(s.options.bootstrap_servers.as_deref(), Some("kafka:9092"));
     assert_eq!(connect(&s).key, Converter::String, "from the worker");
     assert_eq!(connect(&s).value, Converter::String, "the connector wins");
     assert_eq!(
@@ -367,7 +374,7 @@ fn database_options_build_the_connection_url() {
         None,
     )
     .unwrap();
-    let url = s.postgres_url.unwrap();
+    let url = s.options.postgres_url.unwrap();
     assert_eq!(
         url.expose(),
         "postgres://u:p%40ss%20word@db:6432/app?sslmode=verify-full&sslrootcert=%2Fcerts%2Fca%2Epem"
@@ -398,7 +405,7 @@ fn exactly_once_support_turns_on_exactly_once_delivery() {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         });
-        translate(&config(connector), worker.as_ref()).map(|s| s.exactly_once)
+        translate(&config(connector), worker.as_ref()).map(|s| s.options.exactly_once == Some(true))
     };
     assert_eq!(on(&[], None), Ok(false));
     assert_eq!(on(&[("exactly.once.support", "required")], None), Ok(true));
@@ -419,8 +426,9 @@ fn exactly_once_support_turns_on_exactly_once_delivery() {
 /// by name.
 #[test]
 fn slot_failover_makes_a_failover_slot() {
-    let on =
-        |connector: &[(&str, &str)]| translate(&config(connector), None).map(|s| s.slot_failover);
+    let on = |connector: &[(&str, &str)]| {
+        translate(&config(connector), None).map(|s| s.options.slot_failover == Some(true))
+    };
     assert_eq!(on(&[]), Ok(false));
     assert_eq!(on(&[("slot.failover", "true")]), Ok(true));
     assert_eq!(on(&[("slot.failover", "FALSE")]), Ok(false));
@@ -669,7 +677,7 @@ fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
 fn when_needed_rereads_a_lost_position_and_relay_options_come_through() {
     use crate::config::{OnMissingSlot, SnapshotMode};
     let on = |connector: &[(&str, &str)]| {
-        translate(&config(connector), None).map(|s| (s.snapshot, s.on_missing_slot))
+        translate(&config(connector), None).map(|s| (s.snapshot, s.options.on_missing_slot))
     };
     assert_eq!(
         on(&[("snapshot.mode", "when_needed")]),
@@ -688,9 +696,9 @@ fn when_needed_rereads_a_lost_position_and_relay_options_come_through() {
         None,
     )
     .unwrap();
-    assert_eq!(s.cleanup.cleanup, Some(true));
-    assert_eq!(s.cleanup.cleanup_batch, Some(100));
-    assert_eq!(s.cleanup.cleanup_grace, Some(30));
+    assert_eq!(s.options.cleanup, Some(true));
+    assert_eq!(s.options.cleanup_batch, Some(100));
+    assert_eq!(s.options.cleanup_grace, Some(30));
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
     let err = translate(&config(&[("outbox.relay.cleanup.batch", "many")]), None).unwrap_err();
     assert!(err.starts_with("outbox.relay.cleanup.batch:"), "{err}");
@@ -876,7 +884,7 @@ fn each_option_is_described_by_the_catalog() {
     };
     assert_eq!(
         line("slot.name"),
-        "slot.name [Connector]: applied (the replication slot)"
+        "slot.name [Connector]: applied as --slot (the replication slot)"
     );
     assert!(line("transforms.outbox.route.by.field").contains("[Outbox EventRouter]: applied"));
     assert!(line("transforms.mask.fields").contains("MaskField"));
@@ -1428,4 +1436,86 @@ fn options_of_public_outbox_configurations() {
     )
     .unwrap_err();
     assert!(e.contains("does not match app.message"), "{e}");
+}
+
+/// An option the catalog applies as a native option names an option `run` has, and its
+/// default is a value that option takes.
+#[test]
+fn each_native_option_names_an_option_of_run() {
+    use clap::Args;
+    let run = crate::config::RunOptions::augment_args(clap::Command::new("run"));
+    let mut seen = 0;
+    for spec in CATALOG {
+        if let option_catalog::Treatment::Native(flag)
+        | option_catalog::Treatment::NativeOrDefault(flag) = spec.treatment
+        {
+            seen += 1;
+            assert!(
+                run.get_arguments().any(|a| a.get_long() == Some(flag)),
+                "{}: --{flag} is not an option of run",
+                spec.name
+            );
+            if let Some(default) = spec.default {
+                crate::config::RunOptions::from_flag(flag, default)
+                    .unwrap_or_else(|e| panic!("{}: its default {default:?}: {e}", spec.name));
+            }
+        }
+    }
+    assert!(seen >= 5, "{seen} native options");
+}
+
+/// What a connector configuration means in native options sits below the command line (and
+/// the environment and the --config file), by the rule that merges those: the user's option
+/// wins, the connector's fills what the user left unset, and a value the native option
+/// refuses is refused under the connector's name.
+#[test]
+fn the_command_line_wins_over_the_connector_configuration() {
+    let preset = translate(
+        &config(&[
+            ("slot.name", "from_connector"),
+            ("publication.name", "pub_from_connector"),
+            ("outbox.relay.cleanup", "TRUE"),
+            ("outbox.relay.cleanup.batch", "100"),
+            ("slot.failover", "true"),
+        ]),
+        None,
+    )
+    .unwrap();
+    let user = crate::config::RunOptions {
+        slot: Some("from_user".into()),
+        cleanup_batch: Some(7),
+        slot_failover: Some(false),
+        bootstrap_servers: Some("kafka:9092".into()),
+        ..Default::default()
+    };
+    let s = crate::config::Settings::resolve(user, Some(preset)).unwrap();
+    let cdc = s.cdc().unwrap();
+    assert_eq!(cdc.slot, "from_user");
+    assert_eq!(cdc.publication, "pub_from_connector");
+    assert!(
+        !cdc.slot_failover,
+        "the user's false wins over the connector's true"
+    );
+    let cleanup = s
+        .cleanup
+        .expect("the connector's outbox.relay.cleanup=TRUE applies");
+    assert_eq!(cleanup.batch, 7);
+
+    // A connector that sets none of them leaves run's own defaults.
+    let plain = translate(&config(&[]), None).unwrap();
+    let user = crate::config::RunOptions {
+        bootstrap_servers: Some("kafka:9092".into()),
+        ..Default::default()
+    };
+    let s = crate::config::Settings::resolve(user, Some(plain)).unwrap();
+    assert!(s.cleanup.is_none());
+    assert_eq!(s.cdc().unwrap().slot, "debezium");
+    assert_eq!(
+        s.cdc().unwrap().status_interval,
+        std::time::Duration::from_millis(crate::config::defaults::STATUS_INTERVAL_MS)
+    );
+
+    let err = translate(&config(&[("outbox.relay.cleanup.batch", "-3")]), None).unwrap_err();
+    assert!(err.starts_with("outbox.relay.cleanup.batch: "), "{err}");
+    assert!(err.contains("'-3'"), "{err}");
 }
