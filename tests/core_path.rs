@@ -550,3 +550,58 @@ async fn a_new_partitions_first_record_is_acknowledged_before_the_next_is_sent()
         );
     }
 }
+
+/// The native flags a Debezium user knows as snapshot.mode, snapshot.fetch.size and
+/// publication.autocreate.mode: with --snapshot-mode initial the rows already in the outbox
+/// when the slot is made are relayed once, then the stream goes on; --publication-mode
+/// filtered makes a publication of every operation; the default relays no old row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_mode_initial_relays_the_rows_already_there_once() {
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 300, 50, 7).await.unwrap();
+    let relay = stack
+        .spawn_relay_and_wait_for_slot(
+            SLOT,
+            &[
+                "--snapshot-mode",
+                "initial",
+                "--snapshot-fetch-size",
+                "7",
+                "--publication-mode",
+                "filtered",
+            ],
+        )
+        .await;
+    insert_events(&stack.db, 300, 100, 10, 7).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    assert_eq!(lost_and_duplicated(&stack, 400).await, (0, 0));
+    let publishes: (bool, bool) = {
+        let row = stack
+            .db
+            .query_one(
+                "SELECT pubupdate, pubdelete FROM pg_publication WHERE pubname = 'outbox_relay'",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(publishes, (true, true), "filtered: every operation");
+    drop(relay);
+
+    // Without the flag (outbox-relay's default, no-data), a new slot relays no old row.
+    let other = Stack::start().await;
+    insert_events(&other.db, 0, 50, 50, 7).await.unwrap();
+    let relay = other.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
+    insert_events(&other.db, 50, 10, 10, 7).await.unwrap();
+    let last = other.current_wal_lsn().await;
+    other
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let counts = read_all_events(&other).await.unwrap();
+    assert_eq!(counts.len(), 10, "only the rows written after the slot");
+    assert!(counts.iter().all(|(_, n)| *n >= 50));
+}

@@ -88,10 +88,6 @@ pub struct Preset {
     /// `table.include.list`: tables named exactly, and patterns for the rest.
     pub tables: Vec<TableName>,
     pub table_patterns: Vec<outbox_router::ListPattern>,
-    pub publication_mode: PublicationMode,
-    pub snapshot: SnapshotMode,
-    /// `snapshot.fetch.size`.
-    pub snapshot_fetch_size: Option<usize>,
     pub heartbeat: Option<Heartbeat>,
     /// `topic.creation.*` topic configs and groups.
     pub topic_creation: kafka::TopicCreation,

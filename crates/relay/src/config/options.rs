@@ -103,6 +103,36 @@ pub struct RunOptions {
     )]
     pub processed_column: Option<String>,
 
+    /// Rows already in the outbox table when the slot is created: no-data (not relayed; the
+    /// stream starts at the slot) or initial (relayed once, from the slot's exported snapshot,
+    /// before the stream) [default: no-data]. Debezium configs: `snapshot.mode`. CDC mode only.
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_SNAPSHOT_MODE",
+        value_enum,
+        value_name = "no-data|initial"
+    )]
+    pub snapshot_mode: Option<super::SnapshotMode>,
+
+    #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_SNAPSHOT_FETCH_SIZE", value_name = "ROWS",
+        help = defaults::help("Rows the initial snapshot fetches per round trip (Debezium: snapshot.fetch.size)", defaults::SNAPSHOT_FETCH_SIZE))]
+    pub snapshot_fetch_size: Option<std::num::NonZeroUsize>,
+
+    /// How the publication is made when it is missing: outbox-inserts-only (FOR TABLE the
+    /// outbox tables, inserts only), filtered (FOR TABLE, every operation), all-tables (FOR
+    /// ALL TABLES; a superuser), no-tables (empty; a DBA adds the tables) or disabled (it
+    /// must exist) [default: outbox-inserts-only]. Debezium configs:
+    /// `publication.autocreate.mode`. CDC mode only.
+    #[arg(
+        help_heading = "Source (PostgreSQL)",
+        long,
+        env = "OUTBOX_RELAY_PUBLICATION_MODE",
+        value_enum,
+        value_name = "MODE"
+    )]
+    pub publication_mode: Option<super::PublicationMode>,
+
     /// What to do when a replication slot this relay streamed from before is gone (dropped,
     /// or not carried over by a failover): refuse (stop and say so), reread (create it again
     /// and relay every row still in the outbox table) or accept-gap (create it at the current

@@ -159,9 +159,20 @@ pub enum Retire {
     MarkProcessed(String),
 }
 
-/// What to do when the publication does not exist (Debezium's `publication.autocreate.mode`
-/// plus outbox-relay's own default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `--publication-mode`: what to do when the publication does not exist (Debezium's
+/// `publication.autocreate.mode` plus outbox-relay's own default).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum PublicationMode {
     /// `FOR TABLE <outbox> WITH (publish = 'insert')`: only what the relay needs.
     #[default]
@@ -176,8 +187,20 @@ pub enum PublicationMode {
     Disabled,
 }
 
-/// Whether rows already in the outbox when the slot is created are relayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `--snapshot-mode`: whether rows already in the outbox when the slot is created are
+/// relayed.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum SnapshotMode {
     /// Existing outbox rows are not emitted; outbox-relay's default.
     #[default]
@@ -349,12 +372,11 @@ pub(super) fn resolve_source(
             Ok(SourceSettings::Cdc(CdcSettings {
                 slot,
                 publication,
-                publication_mode: preset
-                    .map_or_else(PublicationMode::default, |p| p.publication_mode),
-                snapshot: preset.map_or_else(SnapshotMode::default, |p| p.snapshot),
-                snapshot_fetch_size: preset
-                    .and_then(|p| p.snapshot_fetch_size)
-                    .unwrap_or(defaults::SNAPSHOT_FETCH_SIZE),
+                publication_mode: o.publication_mode.unwrap_or_default(),
+                snapshot: o.snapshot_mode.unwrap_or_default(),
+                snapshot_fetch_size: o
+                    .snapshot_fetch_size
+                    .map_or(defaults::SNAPSHOT_FETCH_SIZE, |n| n.get()),
                 heartbeat: preset.and_then(|p| p.heartbeat.clone()),
                 status_interval: Duration::from_millis(
                     o.status_interval_ms
@@ -369,11 +391,18 @@ pub(super) fn resolve_source(
             }))
         }
         Mode::Polling => {
-            if o.on_missing_slot.is_some() {
-                return Err(invalid(
-                    "on-missing-slot",
-                    "applies only with --mode cdc (polling uses no slot)",
-                ));
+            for (key, set) in [
+                ("on-missing-slot", o.on_missing_slot.is_some()),
+                ("snapshot-mode", o.snapshot_mode.is_some()),
+                ("snapshot-fetch-size", o.snapshot_fetch_size.is_some()),
+                ("publication-mode", o.publication_mode.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(
+                        key,
+                        "applies only with --mode cdc (polling reads the table itself: no slot, no publication)",
+                    ));
+                }
             }
             if o.on_server_rewind.is_some() {
                 return Err(invalid(

@@ -467,3 +467,46 @@ fn the_canary_is_a_table_row_unless_a_message_is_asked_for_by_name() {
     .unwrap_err();
     assert!(err.to_string().starts_with("canary-method:"), "{err}");
 }
+
+/// The snapshot and publication options are the slot's: polling refuses them by name, and
+/// a fetch size of 0 rows is refused wherever it comes from.
+#[test]
+fn snapshot_and_publication_options_are_cdc_only() {
+    for (key, options) in [
+        (
+            "snapshot-mode",
+            RunOptions {
+                snapshot_mode: Some(SnapshotMode::Initial),
+                ..base()
+            },
+        ),
+        (
+            "snapshot-fetch-size",
+            RunOptions {
+                snapshot_fetch_size: std::num::NonZeroUsize::new(5),
+                ..base()
+            },
+        ),
+        (
+            "publication-mode",
+            RunOptions {
+                publication_mode: Some(PublicationMode::Filtered),
+                ..base()
+            },
+        ),
+    ] {
+        let err = resolve(RunOptions {
+            mode: Some(Mode::Polling),
+            ..options
+        })
+        .unwrap_err();
+        assert!(err.to_string().starts_with(&format!("{key}:")), "{err}");
+    }
+    let err = RunOptions::from_flag("snapshot-fetch-size", "0").unwrap_err();
+    assert!(err.contains("'0'"), "{err}");
+    let err = toml::from_str::<RunOptions>("snapshot-fetch-size = 0").unwrap_err();
+    assert!(
+        err.to_string().contains("nonzero") || err.to_string().contains("zero"),
+        "{err}"
+    );
+}

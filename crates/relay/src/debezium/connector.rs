@@ -6,7 +6,7 @@
 
 use super::options::Options;
 use super::properties::RawConfig;
-use crate::config::{Preset as DebeziumSetup, RunOptions, SnapshotMode};
+use crate::config::{Preset as DebeziumSetup, RunOptions};
 use outbox_router::connect::{Converter, ExpandBehaviour, HeaderConverter};
 use outbox_router::{ConnectFormat, InvalidOperation, Output, RouterConfig, TransactionMetadata};
 
@@ -100,15 +100,6 @@ fn finish(
     o: &Options,
     connector: &RawConfig,
 ) -> Result<DebeziumSetup, String> {
-    // when_needed: a snapshot when there is no position (a new slot), and again when the
-    // position is lost (the slot dropped or invalidated): --on-missing-slot reread.
-    if d.snapshot_mode == "when_needed" {
-        d.run.on_missing_slot = Some(crate::config::OnMissingSlot::Reread);
-    }
-    let snapshot = match d.snapshot_mode.as_str() {
-        "no_data" | "never" => SnapshotMode::NoData,
-        _ => SnapshotMode::Initial,
-    };
     // HeartbeatImpl's records, every heartbeat.interval.ms (AbstractTopicNamingStrategy.heartbeatTopic).
     let heartbeat_topic = d.heartbeat.as_ref().map(|_| {
         d.heartbeat_topic_name
@@ -185,9 +176,6 @@ fn finish(
         initial_statements: d.initial_statements,
         tables: d.tables.clone(),
         table_patterns: d.table_patterns.clone(),
-        publication_mode: d.publication_mode,
-        snapshot,
-        snapshot_fetch_size: d.snapshot_fetch_size,
         heartbeat: d.heartbeat,
         topic_creation: d.topic_creation,
         router: RouterConfig {

@@ -6,7 +6,7 @@
 
 use super::options::{flag, Options};
 use super::parsers as c;
-use crate::config::{Heartbeat, PublicationMode};
+use crate::config::{Heartbeat, OnMissingSlot, PublicationMode, SnapshotMode};
 use outbox_router::connect::{Converter, HeaderConverter, TypeModes};
 use outbox_router::transforms::Chain;
 use outbox_router::{
@@ -116,11 +116,8 @@ pub struct Draft {
     pub run: crate::config::RunOptions,
     pub types: TypeModes,
     pub initial_statements: Vec<String>,
-    pub publication_mode: PublicationMode,
-    pub snapshot_mode: String,
     pub skipped: Vec<String>,
     pub heartbeat: Option<Heartbeat>,
-    pub snapshot_fetch_size: Option<usize>,
     pub topic_creation: crate::config::TopicCreation,
     pub topic_prefix: String,
     pub heartbeat_topic_name: Option<String>,
@@ -349,7 +346,7 @@ pub const CATALOG: &[Spec] = &[
         "minutes a relayed row is kept"),
     spec!("publication.name", [], Connector, Some("dbz_publication"), NativeOrDefault("publication"), "the publication"),
     spec!("publication.autocreate.mode", [], Connector, Some("all_tables"), Parsed(|c, d| {
-        d.publication_mode = match c.o.get("publication.autocreate.mode").map(str::to_ascii_lowercase).as_deref().unwrap_or("all_tables") {
+        d.run.publication_mode = Some(match c.o.get("publication.autocreate.mode").map(str::to_ascii_lowercase).as_deref().unwrap_or("all_tables") {
             "all_tables" => PublicationMode::AllTables,
             "filtered" => PublicationMode::Filtered,
             "no_tables" => PublicationMode::NoTables,
@@ -357,18 +354,26 @@ pub const CATALOG: &[Spec] = &[
             other => return Err(format!(
                 "publication.autocreate.mode: {other:?} is not one of all_tables, filtered, no_tables, disabled"
             )),
-        };
+        });
         Ok(())
     }), "how the publication is created: all_tables, filtered, no_tables or disabled"),
     spec!("snapshot.mode", [], Connector, Some("initial"), Parsed(|c, d| {
-        d.snapshot_mode = c.o.get("snapshot.mode").map(str::to_ascii_lowercase).unwrap_or_else(|| "initial".into());
-        match d.snapshot_mode.as_str() {
-            "initial" | "when_needed" | "no_data" | "never" => Ok(()),
-            other => Err(format!(
+        let mode = c.o.get("snapshot.mode").map(str::to_ascii_lowercase).unwrap_or_else(|| "initial".into());
+        d.run.snapshot_mode = Some(match mode.as_str() {
+            "initial" => SnapshotMode::Initial,
+            // A snapshot when there is no position (a new slot), and again when the position
+            // is lost (the slot dropped or invalidated): --on-missing-slot reread.
+            "when_needed" => {
+                d.run.on_missing_slot = Some(OnMissingSlot::Reread);
+                SnapshotMode::Initial
+            }
+            "no_data" | "never" => SnapshotMode::NoData,
+            other => return Err(format!(
                 "snapshot.mode={other} is not supported by outbox-relay; use initial (existing outbox rows once, \
                  when the slot is created) or no_data"
             )),
-        }
+        });
+        Ok(())
     }), "initial, when_needed (again when the position is lost), no_data or never"),
     spec!("skipped.operations", [], Connector, Some("t"), Parsed(|c, d| {
         d.skipped = c.o.get("skipped.operations").unwrap_or("t").split(',').map(str::trim)
@@ -396,16 +401,8 @@ pub const CATALOG: &[Spec] = &[
     }), "heartbeat records (and the action query) every so many milliseconds"),
     spec!("heartbeat.action.query", [], Connector, None, With("heartbeat.interval.ms"),
         "SQL run on each heartbeat"),
-    spec!("snapshot.fetch.size", [], Connector, None, Parsed(|c, d| {
-        d.snapshot_fetch_size = match c.o.get("snapshot.fetch.size") {
-            None => None,
-            Some(n) => match n.trim().parse::<usize>() {
-                Ok(n) if n > 0 => Some(n),
-                _ => return Err(format!("snapshot.fetch.size: {n:?} is not a positive number of rows")),
-            },
-        };
-        Ok(())
-    }), "rows per fetch of the initial snapshot"),
+    spec!("snapshot.fetch.size", [], Connector, None, Native("snapshot-fetch-size"),
+        "rows per fetch of the initial snapshot"),
     spec!("status.update.interval.ms", [], Connector, Some("10000"), Parsed(|c, d| {
         // Given only: where it is not, the relay confirms every second (Debezium: 10 s).
         if let Some(ms) = c.o.get("status.update.interval.ms") {

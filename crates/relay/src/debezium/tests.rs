@@ -64,10 +64,14 @@ fn every_seed_connector_config_translates_as_it_is() {
             Some("dbz_publication"),
             "{name}"
         );
-        assert_eq!(setup.publication_mode, PublicationMode::AllTables, "{name}");
         assert_eq!(
-            setup.snapshot,
-            SnapshotMode::Initial,
+            setup.options.publication_mode,
+            Some(PublicationMode::AllTables),
+            "{name}"
+        );
+        assert_eq!(
+            setup.options.snapshot_mode,
+            Some(SnapshotMode::Initial),
             "{name}: Debezium's default"
         );
         assert_eq!(setup.router.route_by_column, "aggregate_type");
@@ -457,7 +461,7 @@ fn type_modes_are_read_case_insensitively_and_unsupported_ones_refused() {
     assert_eq!(types.hstore, HstoreMode::Map);
     assert_eq!(types.money_fraction_digits, 4);
     assert_eq!(s.router.on_update, InvalidOperation::Error);
-    assert_eq!(s.snapshot, SnapshotMode::NoData);
+    assert_eq!(s.options.snapshot_mode, Some(SnapshotMode::NoData));
     for (key, value, named) in [
         ("time.precision.mode", "nanoseconds", "time.precision.mode"),
         ("decimal.handling.mode", "exact", "decimal.handling.mode"),
@@ -646,11 +650,17 @@ fn message_prefix_lists_and_the_decode_transform() {
 #[test]
 fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
     assert_eq!(
-        translate(&config(&[]), None).unwrap().snapshot_fetch_size,
+        translate(&config(&[]), None)
+            .unwrap()
+            .options
+            .snapshot_fetch_size,
         None
     );
     let s = translate(&config(&[("snapshot.fetch.size", "500")]), None).unwrap();
-    assert_eq!(s.snapshot_fetch_size, Some(500));
+    assert_eq!(
+        s.options.snapshot_fetch_size,
+        std::num::NonZeroUsize::new(500)
+    );
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
     for bad in ["0", "-1", "many"] {
         let e = translate(&config(&[("snapshot.fetch.size", bad)]), None).unwrap_err();
@@ -677,15 +687,16 @@ fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
 fn when_needed_rereads_a_lost_position_and_relay_options_come_through() {
     use crate::config::{OnMissingSlot, SnapshotMode};
     let on = |connector: &[(&str, &str)]| {
-        translate(&config(connector), None).map(|s| (s.snapshot, s.options.on_missing_slot))
+        translate(&config(connector), None)
+            .map(|s| (s.options.snapshot_mode, s.options.on_missing_slot))
     };
     assert_eq!(
         on(&[("snapshot.mode", "when_needed")]),
-        Ok((SnapshotMode::Initial, Some(OnMissingSlot::Reread)))
+        Ok((Some(SnapshotMode::Initial), Some(OnMissingSlot::Reread)))
     );
     assert_eq!(
         on(&[("snapshot.mode", "initial")]),
-        Ok((SnapshotMode::Initial, None))
+        Ok((Some(SnapshotMode::Initial), None))
     );
     let s = translate(
         &config(&[
