@@ -8,7 +8,9 @@
 
 mod claim;
 mod pg_stream;
+mod plan;
 mod server;
+mod set_up;
 mod standby;
 mod stream;
 #[cfg(test)]
@@ -27,9 +29,7 @@ use crate::source::session::{AbortOnDrop, Source};
 use super::postgres;
 use super::{catalog, slot_history, snapshot};
 use crate::config::ConnectionInfo;
-use crate::config::{
-    CdcSettings, Heartbeat, OnMissingSlot, OnServerRewind, Settings, SnapshotMode,
-};
+use crate::config::{CdcSettings, Heartbeat, OnMissingSlot, OnServerRewind, Settings};
 use crate::confirm::Confirmations;
 use crate::deliver::{exactly_once, Deliver, KafkaProducer, Refusals};
 use crate::error::{Problem, RelayError};
@@ -230,8 +230,8 @@ impl<'a> Replication<'a> {
             postgres: self.conn.display.clone(),
             metrics: self.metrics.clone(),
         };
-        let (streamer, plan) = self.assemble(set_up)?;
-        let (result, streamed) = stream_until_shutdown(streamer, plan, &context, shutdown).await;
+        let (streamer, opening) = self.assemble(set_up)?;
+        let (result, streamed) = stream_until_shutdown(streamer, opening, &context, shutdown).await;
         if streamed {
             // This session held the slot: the next one takes nothing over.
             self.stood_by = false;
@@ -271,276 +271,6 @@ impl<'a> Replication<'a> {
         advance_slot_on(&mut client, &self.cdc.slot, lsn)
             .await
             .map_err(|e| RelayError::replication(e, &self.conn.display, &self.cdc.slot))
-    }
-
-    /// The publication and the slot (made when missing), the snapshot decision, and a
-    /// replication connection (not streaming yet) at the position to resume from.
-    async fn set_up(&mut self) -> Result<SetUp, RelayError> {
-        let cdc = self.cdc;
-        let (sql, host) = crate::source::postgres::Database::of(self.settings)
-            .connect_host()
-            .await?;
-        if host != self.host || self.conn.hosts.len() > 1 {
-            let (name, port) = &self.conn.hosts[host];
-            tracing::info!(host = %name, port, target_session_attrs = self.conn.target.name(), "PostgreSQL server chosen among the URL's hosts");
-        }
-        self.host = host;
-        // Before anything is read for the slot (the initial snapshot above all): one
-        // instance per slot (see claim.rs).
-        self.claim_slot(&sql).await?;
-        if cdc.slot_failover {
-            catalog::require_failover_slots(&sql).await?;
-        }
-        // Capture from a hot standby (PostgreSQL 16+): the slot lives on it, and what needs
-        // writes goes to the primary (--primary-url), or is refused with the reason.
-        let (_, from_standby) = crate::source::postgres::server_state(&sql).await?;
-        let primary = if from_standby {
-            self.may_capture_from_standby(&sql).await?;
-            match &self.settings.primary_url {
-                Some(_) => Some(
-                    crate::source::postgres::Database::for_writes(self.settings)
-                        .connect()
-                        .await?,
-                ),
-                None => None,
-            }
-        } else {
-            None
-        };
-        let writer = primary.as_ref().unwrap_or(&sql);
-        let tables = catalog::outbox_tables(&sql, &self.settings.router).await?;
-        // The first table's schema keeps the snapshot marker and the slot's history
-        // (`public` for the table-less outbox: logical decoding messages only).
-        let home = tables.first().cloned().unwrap_or_else(|| TableName {
-            schema: "public".into(),
-            name: "pg_logical_emit_message".into(),
-        });
-        if cdc.snapshot == SnapshotMode::Initial {
-            if from_standby {
-                let new_slot = catalog::slot_state(&sql, &cdc.slot)
-                    .await
-                    .map_err(|e| {
-                        RelayError::postgres("reading the replication slots", e, String::new)
-                    })?
-                    .is_none();
-                if new_slot && primary.is_none() {
-                    return Err(RelayError::misconfigured(
-                        "snapshot.mode=initial on a standby records its progress in a table, which only the primary can \
-                         write: pass --primary-url (the primary of this standby), or use snapshot.mode=no_data",
-                    ));
-                }
-                if new_slot {
-                    snapshot::register_new_slot(writer, &home, &cdc.slot).await?;
-                }
-            } else {
-                snapshot::register_new_slot(&sql, &home, &cdc.slot).await?;
-            }
-        }
-        catalog::ensure_publication(
-            writer,
-            &tables,
-            &cdc.publication,
-            cdc.publication_mode,
-            &self.settings.router.columns_read(),
-        )
-        .await
-        .map_err(|e| {
-                if !from_standby || primary.is_some() {
-                    return e;
-                }
-                // A standby without --primary-url: the publication is made on the primary.
-                let on_primary = e
-                    .problem()
-                    .map_or_else(|| "`outbox-relay setup-sql` prints it".to_owned(), |p| p.fix);
-                RelayError::misconfigured(format!(
-                    "the publication {} cannot be created or changed on a standby: create it on the primary ({on_primary}), \
-                     or pass --primary-url (the primary of this standby)",
-                    cdc.publication
-                ))
-            })?;
-        // The canary table, in the publication before the stream starts (a row written
-        // later is then carried).
-        let canary = match &cdc.canary {
-            Some(_) if from_standby && primary.is_none() => {
-                self.canary_off("it is written on the primary, and this relay captures from a standby without --primary-url".into());
-                false
-            }
-            Some(canary) if canary.method == crate::config::CanaryMethod::Table => {
-                let may_add = matches!(
-                    cdc.publication_mode,
-                    crate::config::PublicationMode::OutboxInsertsOnly
-                        | crate::config::PublicationMode::Filtered
-                );
-                match crate::source::canary::publish_table(
-                    writer,
-                    &home.schema,
-                    &cdc.publication,
-                    may_add,
-                )
-                .await
-                {
-                    Ok(()) => true,
-                    Err(why) => {
-                        self.canary_off(why);
-                        false
-                    }
-                }
-            }
-            Some(_) => true,
-            None => false,
-        };
-        if canary {
-            self.canary_off = None;
-        }
-        if primary.is_some() {
-            // Made on the primary: the standby has it once it replayed that far.
-            catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;
-        }
-        let state = catalog::slot_state(&sql, &cdc.slot).await.map_err(|e| {
-            RelayError::postgres("reading the replication slots", e, || {
-                "the role needs the REPLICATION attribute".into()
-            })
-        })?;
-        let mut slot_exists = state.is_some();
-        // An existing slot that is not a failover slot yet, with --slot-failover.
-        let make_failover =
-            cdc.slot_failover && state.as_ref().is_some_and(|s| s.failover == Some(false));
-        let invalidation = state
-            .as_ref()
-            .and_then(|s| s.invalidation().map(str::to_owned));
-        let remade = match invalidation {
-            Some(reason) => self.on_invalidated_slot(&sql, &home, &reason).await?,
-            None => false,
-        };
-        if remade {
-            slot_exists = false;
-        } else if !slot_exists {
-            self.on_missing_slot(&sql, &home).await?;
-        }
-        self.end_own_stale_walsender(&sql).await;
-        // Any mode: a marker left owed (a snapshot, or a reread of a lost slot) is honoured.
-        let snapshot_state = snapshot::state(writer, &home, &cdc.slot).await?;
-        // A new slot that owes a snapshot is created on the replication connection with its
-        // snapshot exported, so the rows are read at exactly the slot's consistent point.
-        let export = !slot_exists && snapshot_state == snapshot::SnapshotState::Owed;
-        // A slot made on a standby waits for the primary to log the running transactions
-        // (every 15 s on its own): with --primary-url, the relay asks for one every second.
-        let _nudge = (from_standby && !slot_exists && primary.is_some()).then(|| {
-            AbortOnDrop(tokio::spawn(log_standby_snapshots(
-                crate::source::postgres::Database::for_writes(self.settings),
-            )))
-        });
-        let slot_position = if export {
-            None
-        } else {
-            Some(
-                catalog::ensure_slot(&sql, &cdc.slot, &self.conn.database, cdc.slot_failover)
-                    .await?,
-            )
-        };
-        let (mut client, identity, start, wal_end) = self.connect_at(slot_position).await?;
-        if make_failover && slot_exists {
-            // On the replication connection, before it streams; a slot another client
-            // streams from is busy (stand by and try again).
-            client
-                .simple_query(&format!(
-                    "ALTER_REPLICATION_SLOT \"{}\" (FAILOVER true)",
-                    cdc.slot
-                ))
-                .await
-                .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
-            tracing::info!(slot = %cdc.slot, "the replication slot is now a failover slot (--slot-failover)");
-        }
-        // What the slot is: made or altered so with the flag, or already so without it.
-        let failover = cdc.slot_failover
-            || (slot_exists && state.as_ref().and_then(|s| s.failover) == Some(true));
-        self.metrics.slot_failover.set(i64::from(failover));
-        let system_id = identity.system_id.clone();
-        let history = identity.history.clone();
-        // The two connections of a session reach the same server (a multi-host URL: each
-        // picks its host; a failover in between could split them). The catalog's system
-        // identifier needs pg_control_system(), which a DBA may have revoked: then the
-        // host each was sent to is the check.
-        if let Ok(row) = sql
-            .query_one(
-                "SELECT system_identifier::text FROM pg_control_system()",
-                &[],
-            )
-            .await
-        {
-            let sql_system: String = row.get(0);
-            if sql_system != system_id {
-                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
-                    "the SQL connection reached PostgreSQL system {sql_system} and the replication connection system \
-                     {system_id}: two different servers (a failover in between?); connecting again"
-                )));
-            }
-        }
-        let timeline = identity.timeline;
-        self.identity = Some(identity);
-        // Before CREATE_REPLICATION_SLOT: the snapshot it exports lives only until the
-        // session's next command.
-        let walsender = walsender(&mut client).await;
-        self.walsender = walsender.clone();
-        let exported = if export {
-            let (snapshot_name, consistent_point) =
-                create_slot_exporting_snapshot(&mut client, &cdc.slot, cdc.slot_failover)
-                    .await
-                    .map_err(|e| RelayError::replication(e, &self.conn.display, &cdc.slot))?;
-            tracing::info!(slot = %cdc.slot, %consistent_point, "created replication slot with an exported snapshot");
-            // This connection holds the new slot: what commits from now on is relayed.
-            self.metrics.active.set(1);
-            self.confirmations.forget();
-            self.confirmations.resume_from(consistent_point);
-            Some((snapshot_name, consistent_point))
-        } else {
-            None
-        };
-        let start = exported.as_ref().map_or(start, |(_, point)| *point);
-        // The slot exists now: remember it (a failed first start is not a lost slot).
-        if !self.remembered {
-            slot_history::remember(writer, &home.schema, &cdc.slot, &system_id).await;
-            self.remembered = true;
-        }
-        if from_standby && primary.is_none() && self.settings.cleanup.is_some() {
-            return Err(RelayError::misconfigured(
-                "--cleanup deletes relayed rows, which only the primary can do: pass --primary-url (the primary of \
-                 this standby), or run without --cleanup",
-            ));
-        }
-        let cleanup = match &self.settings.cleanup {
-            Some(cleanup) if !tables.is_empty() => Some(
-                crate::source::cleanup::for_session(
-                    &crate::source::postgres::Database::for_writes(self.settings),
-                    &tables,
-                    &home.schema,
-                    &cdc.slot,
-                    cleanup.batch,
-                )
-                .await?,
-            ),
-            _ => None,
-        };
-        let (recorder, cleaning) = cleanup.unzip();
-        Ok(SetUp {
-            sql,
-            client,
-            walsender,
-            system_id,
-            timeline,
-            history,
-            wal_end,
-            recorder,
-            plan: Plan {
-                tables,
-                home,
-                start,
-                snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
-                exported,
-                cleaning,
-                canary,
-            },
-        })
     }
 
     /// A replication connection at the slot's position (`None`: the slot is made on it
@@ -651,7 +381,7 @@ impl<'a> Replication<'a> {
     fn assemble(
         &mut self,
         set_up: SetUp,
-    ) -> Result<(Streamer<'_, PgStream, KafkaProducer>, Plan), RelayError> {
+    ) -> Result<(Streamer<'_, PgStream, KafkaProducer>, Opening), RelayError> {
         let (settings, cdc) = (self.settings, self.cdc);
         let SetUp {
             sql,
@@ -662,7 +392,7 @@ impl<'a> Replication<'a> {
             history,
             wal_end,
             recorder,
-            plan,
+            opening,
         } = set_up;
         let producer = if cdc.exactly_once {
             KafkaProducer::new(&exactly_once::producer_settings(&settings.kafka))?
@@ -679,7 +409,7 @@ impl<'a> Replication<'a> {
             walsender,
         };
         // What was refused before this session's start is never replayed again.
-        self.refusals.forget_before(plan.start);
+        self.refusals.forget_before(opening.start);
         let mut deliver = Deliver::new(
             producer,
             &settings.kafka.dead_letter_topic,
@@ -702,10 +432,10 @@ impl<'a> Replication<'a> {
             stream,
             deliver,
             Router::new(settings.router.clone()),
-            plan.start,
+            opening.start,
             &mut self.confirmations,
             self.metrics.clone(),
-            &plan.home,
+            &opening.home,
             settings.kafka.max_in_flight,
         )
         .stuck_after(settings.kafka.stuck_partition_after)
@@ -716,19 +446,23 @@ impl<'a> Replication<'a> {
         if let Some(heartbeat) = &cdc.heartbeat {
             streamer = streamer.heartbeats_every(heartbeat.interval);
         }
-        if let Some(canary) = cdc.canary.as_ref().filter(|_| plan.canary) {
-            streamer =
-                streamer.canaries(&canary.topic, &cdc.slot, canary.method, &plan.home.schema);
+        if let Some(canary) = cdc.canary.as_ref().filter(|_| opening.canary) {
+            streamer = streamer.canaries(
+                &canary.topic,
+                &cdc.slot,
+                canary.method,
+                &opening.home.schema,
+            );
         }
         if let Some(recorder) = recorder {
             streamer = streamer.cleanup(recorder);
         }
-        Ok((streamer, plan))
+        Ok((streamer, opening))
     }
 }
 
-/// What set-up made for a session: the SQL and replication connections, the server, and the
-/// plan.
+/// What set-up made for a session: the SQL and replication connections, the server, and
+/// where the session starts.
 struct SetUp {
     sql: tokio_postgres::Client,
     client: ReplicationClient,
@@ -741,11 +475,11 @@ struct SetUp {
     wal_end: Lsn,
     /// `--cleanup`: what the stream writes the ledger with.
     recorder: Option<crate::source::cleanup::Recorder>,
-    plan: Plan,
+    opening: Opening,
 }
 
 /// Where a session starts and what it relays first.
-struct Plan {
+struct Opening {
     tables: Vec<TableName>,
     /// The table whose schema keeps the snapshot marker and the slot's history.
     home: TableName,
@@ -769,12 +503,12 @@ struct SessionContext<'a> {
     metrics: Arc<Metrics>,
 }
 
-/// Relays the snapshot the plan owes, then streams until shutdown (a graceful end: in-flight
+/// Relays the snapshot the opening owes, then streams until shutdown (a graceful end: in-flight
 /// deliveries drained, the last position recorded) or an error. Also says whether the
 /// session streamed (held the slot).
 async fn stream_until_shutdown(
     mut streamer: Streamer<'_, PgStream, KafkaProducer>,
-    plan: Plan,
+    opening: Opening,
     context: &SessionContext<'_>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> (Result<Option<Lsn>, RelayError>, bool) {
@@ -786,8 +520,8 @@ async fn stream_until_shutdown(
     } = context;
     let mut streamed = false;
     let result = async {
-        if plan.snapshot_owed {
-            relay_snapshot(&mut streamer, &plan, settings, cdc).await?;
+        if opening.snapshot_owed {
+            relay_snapshot(&mut streamer, &opening, settings, cdc).await?;
         }
         let stream = &mut streamer.stream;
         stream
@@ -800,13 +534,13 @@ async fn stream_until_shutdown(
             .wait_started()
             .await
             .map_err(|e| RelayError::replication(e, &stream.display, &stream.slot))?;
-        tracing::info!(tables = %plan.tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %plan.start, postgres = %postgres,
+        tracing::info!(tables = %opening.tables.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), start_lsn = %opening.start, postgres = %postgres,
             exactly_once = cdc.exactly_once, "streaming");
         streamed = true;
         // The canary, written while this session holds the slot (aborted with it).
-        let _canary = cdc.canary.clone().filter(|_| plan.canary).map(|canary| {
+        let _canary = cdc.canary.clone().filter(|_| opening.canary).map(|canary| {
             let database = crate::source::postgres::Database::for_writes(settings);
-            let (slot, schema) = (cdc.slot.clone(), plan.home.schema.clone());
+            let (slot, schema) = (cdc.slot.clone(), opening.home.schema.clone());
             let metrics = metrics.clone();
             AbortOnDrop(tokio::spawn(async move {
                 crate::source::canary::write_every(database, slot, &schema, canary, metrics).await
@@ -815,7 +549,7 @@ async fn stream_until_shutdown(
         let _canary_reader = cdc
             .canary
             .clone()
-            .filter(|canary| plan.canary && canary.read_back)
+            .filter(|canary| opening.canary && canary.read_back)
             .map(|canary| {
                 AbortOnDrop(tokio::spawn(crate::source::canary::read_back(
                     settings.kafka.clone(),
@@ -836,7 +570,7 @@ async fn stream_until_shutdown(
         let _cleaner = settings
             .cleanup
             .clone()
-            .zip(plan.cleaning.clone())
+            .zip(opening.cleaning.clone())
             .map(|(cleanup, cleaning)| {
                 AbortOnDrop(tokio::spawn(crate::source::cleanup::clean_every(
                     // Deletes: on the primary when capturing from a standby.
@@ -874,17 +608,17 @@ async fn stream_until_shutdown(
 /// snapshot exported with the slot; then the marker that says the snapshot is done.
 async fn relay_snapshot(
     streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
-    plan: &Plan,
+    opening: &Opening,
     settings: &Settings,
     cdc: &CdcSettings,
 ) -> Result<(), RelayError> {
-    let snapshot = plan
+    let snapshot = opening
         .exported
         .as_ref()
         .map(|(name, point)| (name.as_str(), *point));
     let database = crate::source::postgres::Database::of(settings);
     let mut taken = (None, None);
-    for (i, table) in plan.tables.iter().enumerate() {
+    for (i, table) in opening.tables.iter().enumerate() {
         let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
         let mut rows = snapshot::open(
             &database,
@@ -898,12 +632,12 @@ async fn relay_snapshot(
             "snapshot.mode=initial: relaying the rows already in the outbox");
         taken = (rows.snapshot.clone(), rows.position);
         // Each table's rows are numbered from 0: one sequence per table.
-        let name = match plan.tables.len() {
+        let name = match opening.tables.len() {
             1 => rows.snapshot.clone(),
             _ => rows.snapshot.clone().map(|s| format!("{s}/{table}")),
         };
         streamer
-            .relay_snapshot(&mut rows, name, taken.1.unwrap_or(plan.start))
+            .relay_snapshot(&mut rows, name, taken.1.unwrap_or(opening.start))
             .await?;
         rows.finish().await?;
     }
@@ -911,8 +645,11 @@ async fn relay_snapshot(
     let writer = crate::source::postgres::Database::for_writes(settings)
         .connect()
         .await?;
-    snapshot::mark_complete(&writer, &plan.home, &cdc.slot, taken).await?;
-    tracing::info!(tables = plan.tables.len(), "snapshot complete; streaming");
+    snapshot::mark_complete(&writer, &opening.home, &cdc.slot, taken).await?;
+    tracing::info!(
+        tables = opening.tables.len(),
+        "snapshot complete; streaming"
+    );
     Ok(())
 }
 
