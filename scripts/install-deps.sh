@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
-# PostgreSQL 15 server binaries, a C toolchain, CMake, OpenSSL and Cyrus SASL headers for the
+# PostgreSQL 15 server binaries, a C toolchain, CMake, valgrind (the cost check), OpenSSL and Cyrus SASL headers for the
 # bundled librdkafka, kubectl, locales, curl, Java 17 and Maven, Apache Kafka's jars (the
 # tests' broker, scripts/install-kafka.sh), Debezium's (the differential test's oracle,
 # scripts/install-debezium.sh), Apicurio Registry's (the Avro converters' schema registry,
@@ -29,6 +29,10 @@ for tool in cc c++ make cmake pkg-config runuser openssl; do command -v "$tool" 
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing a C toolchain (missing: ${need[*]})"
     apt_install build-essential cmake pkg-config util-linux openssl
+fi
+if ! command -v valgrind >/dev/null; then
+    echo "install-deps: installing valgrind (the cost check counts instructions with callgrind)"
+    apt_install valgrind
 fi
 if ! command -v localedef >/dev/null; then
     echo "install-deps: installing locales (a test runs PostgreSQL in French)"

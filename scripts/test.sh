@@ -7,6 +7,9 @@ scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The CPU cost check: instructions per event of decode + route, native and Debezium mode,
+# against crates/cost/baseline.txt (fails above +3 %; says when a baseline can be lowered).
+scripts/cost-check.sh
 cargo test --workspace --locked --no-run
 # Every binary too (the demo's, which tests/demo.rs runs), with the features the tests unify:
 # nothing is compiled again but the binaries cargo test does not link.

@@ -1530,3 +1530,25 @@ fn the_command_line_wins_over_the_connector_configuration() {
     assert!(err.starts_with("outbox.relay.cleanup.batch: "), "{err}");
     assert!(err.contains("'-3'"), "{err}");
 }
+
+/// The cost check (crates/cost) measures router configurations it makes without the relay,
+/// so that it builds in seconds: each is exactly what this translation makes of its
+/// connector configuration.
+#[test]
+fn the_cost_checks_cases_are_what_their_connector_configurations_make() {
+    let mut compared = 0;
+    for case in outbox_relay_cost::Case::ALL {
+        let Some(json) = case.connector() else {
+            continue;
+        };
+        let translated = translate(&parse(json).unwrap(), None).unwrap().router;
+        assert_eq!(
+            format!("{translated:#?}"),
+            format!("{:#?}", case.config()),
+            "{}",
+            case.name()
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 3);
+}

@@ -94,29 +94,28 @@ impl Replication<'_> {
         })?;
         // The canary table, in the publication before the stream starts (a row written
         // later is then carried).
-        let canary =
-            match plan.canary.clone() {
-                CanaryStep::None => false,
-                CanaryStep::Off(why) => {
+        let canary = match plan.canary.clone() {
+            CanaryStep::None => false,
+            CanaryStep::Off(why) => {
+                self.canary_off(why);
+                false
+            }
+            CanaryStep::PublishTable { may_add } => match crate::source::canary::publish_table(
+                writer,
+                &home.schema,
+                &cdc.publication,
+                may_add,
+            )
+            .await
+            {
+                Ok(()) => true,
+                Err(why) => {
                     self.canary_off(why);
                     false
                 }
-                CanaryStep::PublishTable { may_add } => match crate::source::canary::publish_table(
-                    writer,
-                    &home.schema,
-                    &cdc.publication,
-                    may_add,
-                )
-                .await
-                {
-                    Ok(()) => true,
-                    Err(why) => {
-                        self.canary_off(why);
-                        false
-                    }
-                },
-                CanaryStep::Message => true,
-            };
+            },
+            CanaryStep::Message => true,
+        };
         if canary {
             self.canary_off = None;
         }
