@@ -12,6 +12,7 @@ mod java_text;
 mod json;
 mod json_schema;
 mod json_value;
+pub(crate) mod payload_json;
 mod payload_struct;
 pub(crate) mod pg_text;
 mod postgres_types;

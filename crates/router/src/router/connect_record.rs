@@ -7,7 +7,8 @@ use super::TopicCache;
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
     default_value, expand, expands_to_no_schema, has_default_mapper, ColumnFacts, ColumnKind,
-    ConnectRecord, Data, Header, PgType, Schema, SchemaType, Value,
+    ConnectRecord, Converter, Data, ExpandBehaviour, Header, HeaderConverter, JsonConverter,
+    PgType, Schema, SchemaType, Value,
 };
 use crate::kafka_record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
 use crate::{BeforeRouter, SourcePosition};
@@ -60,6 +61,11 @@ pub(crate) struct ConnectPlan {
     value_schema_name: String,
     /// Whether any additional field goes into the envelope.
     envelope: bool,
+    /// The expanded payload is written straight to the value's JSON (`payload_json.rs`):
+    /// the value converter is JsonConverter without schemas, the payload is expanded with
+    /// the default behaviours, and nothing else reads the value or can fail on the record
+    /// (no transform, no envelope, a key converter that takes any key).
+    direct_json: bool,
     /// Debezium's context headers, converted once.
     context: Vec<Header>,
     /// The table's schema and name (the change event's source block).
@@ -189,6 +195,18 @@ impl ConnectPlan {
                     .expect("a string header always converts")
             })
             .collect();
+        let direct_json = matches!(
+            format.value,
+            Converter::Json(JsonConverter {
+                schemas_enable: false,
+                ..
+            })
+        ) && matches!(format.key, Converter::String | Converter::Json(_))
+            && matches!(format.header, HeaderConverter::Simple)
+            && format.expand == Some(ExpandBehaviour::default())
+            && config.chain.is_empty()
+            && config.before.is_none()
+            && !envelope;
         let image = config.before.is_some().then(|| {
             let (image, problem) = ImagePlan::new(relation, facts, format);
             if let Some(problem) = problem {
@@ -211,6 +229,7 @@ impl ConnectPlan {
                 change_event_topic(&format.topic_prefix, &relation.namespace, &relation.name)
             )),
             envelope,
+            direct_json,
             context,
             namespace: relation.namespace.clone(),
             name: relation.name.clone(),
@@ -290,7 +309,17 @@ impl ConnectPlan {
             envelope_names,
         );
         match routed {
-            Ok(record) => finish(record, format, transforms, || dead(String::new(), None)),
+            Ok((record, None)) => finish(record, format, transforms, || dead(String::new(), None)),
+            // The value written already: the converters make the key and headers.
+            Ok((record, Some(value))) => {
+                match convert(record, None, format, || dead(String::new(), None)) {
+                    RouteOutcome::Record(mut record) => {
+                        record.value = Some(value);
+                        RouteOutcome::Record(record)
+                    }
+                    other => other,
+                }
+            }
             Err((reason, topic)) => RouteOutcome::Invalid(dead(reason, topic)),
         }
     }
@@ -394,7 +423,7 @@ impl ConnectPlan {
             envelope_names,
         );
         match routed {
-            Ok(record) => RouteOutcome::Connect(Box::new(PendingRecord {
+            Ok((record, _)) => RouteOutcome::Connect(Box::new(PendingRecord {
                 record,
                 dead,
                 event: None,
@@ -423,7 +452,7 @@ impl ConnectPlan {
         config: &RouterConfig,
         topics: &mut TopicCache,
         envelope_names: &mut EnvelopeNames,
-    ) -> Result<ConnectRecord, (String, Option<String>)> {
+    ) -> Result<(ConnectRecord, Option<Bytes>), (String, Option<String>)> {
         let invalid = |reason: String| (reason, None);
         let routing = match row.routing(&config.route_by_column, &self.route_by) {
             Ok(Some(r)) => r,
@@ -465,8 +494,19 @@ impl ConnectPlan {
             field_of(row, &config.payload_column, &self.payload).map_err(invalid)?;
         let mut payload_schema = payload_schema.clone();
         let mut schemaless = None;
+        let mut direct = None;
         if let (Some(behaviour), Value::String(text)) = (format.expand, &payload) {
-            if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
+            if let Some(json) = self
+                .direct_json
+                .then(|| crate::connect::payload_json::expanded(text))
+                .flatten()
+            {
+                // The record keeps an empty struct in its place, which the converter writes
+                // cheaply and which is then replaced by the JSON already written.
+                direct = Some(Bytes::from(json));
+                payload = Value::Struct(Vec::new());
+                payload_schema = Schema::new(SchemaType::Struct(Vec::new()), true);
+            } else if let Some((schema, value)) = expand(&config.payload_column, text, behaviour) {
                 payload_schema = schema;
                 payload = value;
             } else if expands_to_no_schema(text, behaviour) {
@@ -474,8 +514,15 @@ impl ConnectPlan {
             }
         }
 
-        let mut envelope_fields = vec![(Arc::<str>::from("payload"), payload_schema.clone())];
-        let mut envelope_values = vec![payload.clone()];
+        // The envelope's fields, when there is one: the payload and the fields placed there.
+        let (mut envelope_fields, mut envelope_values) = if self.envelope {
+            (
+                vec![(Arc::<str>::from("payload"), payload_schema.clone())],
+                vec![payload.clone()],
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut partition = None;
         for Additional {
             placed,
@@ -560,14 +607,17 @@ impl ConnectPlan {
         };
         let value = event_router_value(format, payload, payload_schema, schemaless, envelope);
         let (key, key_schema) = field_of(row, &config.key_column, &self.key).map_err(invalid)?;
-        Ok(ConnectRecord {
-            topic,
-            partition,
-            key: Data::new(key_schema.clone(), key),
-            value,
-            headers,
-            timestamp_ms,
-        })
+        Ok((
+            ConnectRecord {
+                topic,
+                partition,
+                key: Data::new(key_schema.clone(), key),
+                value,
+                headers,
+                timestamp_ms,
+            },
+            direct,
+        ))
     }
 }
 
