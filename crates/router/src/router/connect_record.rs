@@ -68,6 +68,8 @@ pub(crate) struct ConnectPlan {
     direct_json: bool,
     /// Debezium's context headers, converted once.
     context: Vec<Header>,
+    /// The same as the Kafka record's headers, for the direct path.
+    context_encoded: Vec<(Arc<str>, Option<Bytes>)>,
     /// The table's schema and name (the change event's source block).
     namespace: String,
     name: String,
@@ -186,13 +188,20 @@ impl ConnectPlan {
             .additional
             .iter()
             .any(|f| f.placement == Placement::Envelope);
-        let context = format
+        let context: Vec<Header> = format
             .context_headers
             .iter()
             .flat_map(|c| c.entries())
             .map(|(name, value)| {
                 Header::encoded_once(name, Data::text(value), &format.header)
                     .expect("a string header always converts")
+            })
+            .collect();
+        let context_encoded = context
+            .iter()
+            .map(|h| {
+                let bytes = h.encoded.clone().expect("encoded once");
+                (h.name.clone(), bytes)
             })
             .collect();
         let direct_json = matches!(
@@ -231,6 +240,7 @@ impl ConnectPlan {
             envelope,
             direct_json,
             context,
+            context_encoded,
             namespace: relation.namespace.clone(),
             name: relation.name.clone(),
             relation_id: relation.relation_id,
@@ -297,8 +307,11 @@ impl ConnectPlan {
             }));
         }
         // The context headers, then room for the EventRouter's (`id`, additional fields).
+        // On the direct path they are put, converted once, on the Kafka record instead.
         let mut headers = Vec::with_capacity(self.context.len() + 1 + self.additional.len());
-        headers.extend(self.context.iter().cloned());
+        if !self.direct_json {
+            headers.extend(self.context.iter().cloned());
+        }
         let routed = self.event_router(
             &Tuple(columns),
             headers,
@@ -309,12 +322,21 @@ impl ConnectPlan {
             envelope_names,
         );
         match routed {
-            Ok((record, None)) => finish(record, format, transforms, || dead(String::new(), None)),
-            // The value written already: the converters make the key and headers.
+            Ok((mut record, None)) => {
+                if self.direct_json {
+                    // A payload the direct path left to the general one.
+                    record.headers.splice(0..0, self.context.iter().cloned());
+                }
+                finish(record, format, transforms, || dead(String::new(), None))
+            }
+            // The value written already: the converters make the key and the other headers.
             Ok((record, Some(value))) => {
                 match convert(record, None, format, || dead(String::new(), None)) {
                     RouteOutcome::Record(mut record) => {
                         record.value = Some(value);
+                        record
+                            .headers
+                            .splice(0..0, self.context_encoded.iter().cloned());
                         RouteOutcome::Record(record)
                     }
                     other => other,
