@@ -8,7 +8,8 @@
 //! what its translation makes, so this crate needs nothing but the decoder and the router and
 //! builds in seconds (`--profile cost`). `scripts/cost-check.sh` counts the instructions of
 //! [`route_events`] under callgrind for every case and size and compares them with the
-//! committed baseline; `benches/decode_route.rs` times the same cases.
+//! committed baseline; `benches/decode_route.rs` times the same cases. The memory ceiling
+//! beside it, `memory-ceiling.txt`, is `tests/memory_ceiling.rs`'s.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use outbox_router::connect::{
