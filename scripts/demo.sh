@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 if [ -n "${OUTBOX_RELAY_DEMO_BIN_DIR:-}" ]; then
     bin="$OUTBOX_RELAY_DEMO_BIN_DIR"
 else
-    scripts/install-deps.sh
+    scripts/install-deps.sh --demo
     export PATH="$HOME/.cargo/bin:$PATH"
     cargo build --locked -p outbox-relay -p outbox-relay-testkit --bins
     bin="${CARGO_TARGET_DIR:-target}/debug"

