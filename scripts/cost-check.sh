@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU cost check, run by scripts/test.sh: instructions per event of decode + route
 # (crates/cost), counted by callgrind (they repeat exactly where timings on a shared machine
-# do not), for the native mode and the Debezium mode (JsonConverter without and with a chain
+# do not), for the native mode and the Debezium mode (the seeds' connector as it is; JsonConverter without and with a chain
 # of transforms, and a transform before the EventRouter), at 100 B and 10 KB payloads.
 # Compared with the committed baseline, crates/cost/baseline.txt:
 #   - a case more than 3 % above its baseline fails the check;
@@ -26,7 +26,7 @@ cargo build --locked --profile cost -p outbox-relay-cost --bin outbox-relay-cost
 bin="${CARGO_TARGET_DIR:-target}/cost/outbox-relay-cost"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for case in native debezium-json debezium-chain debezium-before; do
+for case in native debezium-seed debezium-json debezium-chain debezium-before; do
     for size in 100 10000; do
         valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*route_events*' \
             --callgrind-out-file="$out/cg" "$bin" "$case" "$size" "$events" >/dev/null 2>"$out/log" || {

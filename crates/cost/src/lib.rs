@@ -43,14 +43,19 @@ pub enum Case {
     /// puts one: the row's whole change event is made, HeaderFrom copies its source, op and
     /// transaction into headers, the EventRouter routes it.
     DebeziumBefore,
+    /// The seeds' connector configuration as it is (`tests/fixtures/debezium/seed-000`): the
+    /// EventRouter and the worker's default converters, JsonConverter with schemas for the key
+    /// and the value, the payload a string.
+    DebeziumSeed,
 }
 
 impl Case {
-    pub const ALL: [Case; 4] = [
+    pub const ALL: [Case; 5] = [
         Case::Native,
         Case::DebeziumJson,
         Case::DebeziumChain,
         Case::DebeziumBefore,
+        Case::DebeziumSeed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +64,7 @@ impl Case {
             Case::DebeziumJson => "debezium-json",
             Case::DebeziumChain => "debezium-chain",
             Case::DebeziumBefore => "debezium-before",
+            Case::DebeziumSeed => "debezium-seed",
         }
     }
 
@@ -73,6 +79,7 @@ impl Case {
             Case::DebeziumJson => Some(DEBEZIUM_JSON),
             Case::DebeziumChain => Some(DEBEZIUM_CHAIN),
             Case::DebeziumBefore => Some(DEBEZIUM_BEFORE),
+            Case::DebeziumSeed => Some(DEBEZIUM_SEED),
         }
     }
 
@@ -82,6 +89,7 @@ impl Case {
         match self {
             Case::Native => RouterConfig::default(),
             Case::DebeziumJson => event_router(false, Chain::default(), None),
+            Case::DebeziumSeed => seed(),
             Case::DebeziumChain => event_router(
                 true,
                 Chain {
@@ -203,6 +211,44 @@ fn step(
         predicate,
     }
 }
+
+/// The seeds' connector: `orders-server`, JsonConverter with schemas (Kafka Connect's
+/// default) for key and value, no placement but `id`, the payload a string.
+fn seed() -> RouterConfig {
+    let json = Converter::Json(JsonConverter {
+        schemas_enable: true,
+        replace_null_with_default: true,
+    });
+    RouterConfig {
+        topic_template: TopicTemplate::parse("${routedByValue}.events").expect("a valid template"),
+        additional: Vec::new(),
+        on_update: InvalidOperation::Warn,
+        tombstone_on_null_payload: false,
+        output: Output::Connect(ConnectFormat {
+            avro_schema_names: false,
+            key: json.clone(),
+            value: json,
+            header: HeaderConverter::Simple,
+            topic_prefix: "orders-server".into(),
+            expand: None,
+            schema_version_column: None,
+            tracing_span_context_column: Some("tracingspancontext".into()),
+            tombstone_on_empty_payload: false,
+            context_headers: Some(ContextHeaders::postgres("orders-server", None)),
+            types: TypeModes::default(),
+            heartbeat_topic: None,
+            transaction_metadata: None,
+            errors: ErrorHandling {
+                connector: "outbox-connector".into(),
+                ..ErrorHandling::default()
+            },
+        }),
+        ..RouterConfig::default()
+    }
+}
+
+const DEBEZIUM_SEED: &str =
+    include_str!("../../../tests/fixtures/debezium/seed-000-outbox-connector.json");
 
 const DEBEZIUM_JSON: &str = r#"{"name": "bench", "config": {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",

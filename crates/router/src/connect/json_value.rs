@@ -31,10 +31,16 @@ impl JsonConverter {
             replace_null_with_default: self.replace_null_with_default,
             dialect: Dialect::Kafka,
         };
-        let mut out = Vec::new();
+        // Room for the usual record at once: a schema and a text value (the payload) grow it
+        // a few bytes at a time otherwise.
+        let text = match value {
+            Value::String(t) | Value::Bytes(t) => t.len() + t.len() / 8,
+            _ => 0,
+        };
+        let mut out = Vec::with_capacity(if self.schemas_enable { 160 } else { 16 } + text);
         if self.schemas_enable {
             out.extend_from_slice(b"{\"schema\":");
-            write_schema(&mut out, schema);
+            write_schema_again(&mut out, schema);
             out.extend_from_slice(b",\"payload\":");
             json.write(&mut out, schema, value)?;
             out.push(b'}');
@@ -129,6 +135,29 @@ pub(super) fn write_schemaless(out: &mut Vec<u8>, value: &Value) -> Result<(), S
         }
     }
     Ok(())
+}
+
+thread_local! {
+    /// The JSON of the schemas written last on this thread: a record's key and value
+    /// schemas repeat from record to record, and comparing one costs less than writing it.
+    static WRITTEN: std::cell::RefCell<Vec<(Schema, Vec<u8>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`write_schema`], copied from the last eight schemas written when it is one of them.
+fn write_schema_again(out: &mut Vec<u8>, schema: &Schema) {
+    WRITTEN.with_borrow_mut(|written| {
+        if let Some((_, json)) = written.iter().find(|(s, _)| s == schema) {
+            out.extend_from_slice(json);
+            return;
+        }
+        let start = out.len();
+        write_schema(out, schema);
+        if written.len() == 8 {
+            written.remove(0);
+        }
+        written.push((schema.clone(), out[start..].to_vec()));
+    });
 }
 
 /// JsonConverter.asJsonSchema: type, items/fields, optional, name, version, parameters,
