@@ -68,6 +68,8 @@ struct Run {
 struct Binary {
     name: &'static str,
     path: PathBuf,
+    /// Arguments of `run` beyond the bench's own (the Debezium mode's connector).
+    args: Vec<String>,
 }
 
 async fn slot_pid(db: &tokio_postgres::Client, slot: &str) -> Option<u32> {
@@ -191,7 +193,8 @@ async fn relay_catch_up(
 ) -> Run {
     let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
     let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
-    let args = relay_args(pg, &broker, slot, &metrics_address);
+    let mut args = relay_args(pg, &broker, slot, &metrics_address);
+    args.extend(binary.args.iter().cloned());
     let t = Instant::now();
     // OUTBOX_RELAY_BENCH_CALLGRIND=1: the relay runs under callgrind, whose instruction counts
     // repeat from run to run where CPU times on a shared machine do not (user space only: no
@@ -575,7 +578,8 @@ async fn steady_state(
     let slot = format!("steady_{}", binary.name);
     create_slot(db, &slot).await;
     let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
-    let args = relay_args(pg, &broker, &slot, &metrics_address);
+    let mut args = relay_args(pg, &broker, &slot, &metrics_address);
+    args.extend(binary.args.iter().cloned());
     let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_rss = kib(relay.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0;
@@ -791,11 +795,41 @@ fn main() {
         binaries.push(Binary {
             name: "before",
             path: path.into(),
+            args: Vec::new(),
+        });
+    }
+    // The Debezium mode of this build on the seeds' connector configuration as it is
+    // (JsonConverter with schemas, the EventRouter), on the bench's publication
+    // (`OUTBOX_RELAY_BENCH_DEBEZIUM_MODE=0` leaves it out). Before "after": the tables that
+    // compare contenders with outbox-relay take the last build, the native one.
+    let connector_dir = tempfile::tempdir().unwrap();
+    if env_u64("OUTBOX_RELAY_BENCH_DEBEZIUM_MODE", 1) == 1 {
+        let connector = connector_dir.path().join("seed-000-outbox-connector.json");
+        std::fs::write(
+            &connector,
+            include_str!("../tests/fixtures/debezium/seed-000-outbox-connector.json"),
+        )
+        .unwrap();
+        binaries.push(Binary {
+            name: "debezium-mode",
+            path: RELAY.into(),
+            args: [
+                "--debezium-config",
+                &connector.display().to_string(),
+                "--publication",
+                "outbox_relay",
+                "--publication-mode",
+                "disabled",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         });
     }
     binaries.push(Binary {
         name: "after",
         path: RELAY.into(),
+        args: Vec::new(),
     });
     tokio::runtime::Runtime::new().unwrap().block_on(async move {
         let pg = PgCluster::start().expect("PostgreSQL 15 (scripts/install-deps.sh)");
@@ -938,6 +972,19 @@ fn main() {
                 if b.name == "after" && Some(per_tx) == shapes.first() {
                     svg_after = (t0, c1);
                 }
+            }
+            // The Debezium mode against the native mode of the same build, round by round.
+            let index = |name: &str| binaries.iter().position(|b| b.name == name);
+            if let (Some(d), Some(n)) = (index("debezium-mode"), index("after")) {
+                let ratio = |f: &dyn Fn(&Run) -> f64| {
+                    spread(&rounds.iter().map(|r| f(&r.relays[d]) / f(&r.relays[n])).collect::<Vec<_>>())
+                };
+                let (c0, c1, c2) = ratio(&|r| r.client_cpu);
+                let (w0, w1, w2) = ratio(&|r| r.seconds);
+                let (p0, p1, p2) = ratio(&|r| r.peak_rss);
+                println!(
+                    "debezium-mode ÷ native: CPU min {c0:.2} / median {c1:.2} / max {c2:.2} (target ≤ 1.25); wall {w0:.2} / {w1:.2} / {w2:.2} (target ≤ 1.0); peak RSS {p0:.2} / {p1:.2} / {p2:.2}"
+                );
             }
         }
         if with_debezium {
