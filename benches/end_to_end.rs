@@ -811,7 +811,7 @@ fn main() {
         )
         .unwrap();
         binaries.push(Binary {
-            name: "debezium-mode",
+            name: "debezium_mode",
             path: RELAY.into(),
             args: [
                 "--debezium-config",
@@ -975,7 +975,7 @@ fn main() {
             }
             // The Debezium mode against the native mode of the same build, round by round.
             let index = |name: &str| binaries.iter().position(|b| b.name == name);
-            if let (Some(d), Some(n)) = (index("debezium-mode"), index("after")) {
+            if let (Some(d), Some(n)) = (index("debezium_mode"), index("after")) {
                 let ratio = |f: &dyn Fn(&Run) -> f64| {
                     spread(&rounds.iter().map(|r| f(&r.relays[d]) / f(&r.relays[n])).collect::<Vec<_>>())
                 };
@@ -983,7 +983,7 @@ fn main() {
                 let (w0, w1, w2) = ratio(&|r| r.seconds);
                 let (p0, p1, p2) = ratio(&|r| r.peak_rss);
                 println!(
-                    "debezium-mode ÷ native: CPU min {c0:.2} / median {c1:.2} / max {c2:.2} (target ≤ 1.25); wall {w0:.2} / {w1:.2} / {w2:.2} (target ≤ 1.0); peak RSS {p0:.2} / {p1:.2} / {p2:.2}"
+                    "debezium_mode ÷ native: CPU min {c0:.2} / median {c1:.2} / max {c2:.2} (target ≤ 1.25); wall {w0:.2} / {w1:.2} / {w2:.2} (target ≤ 1.0); peak RSS {p0:.2} / {p1:.2} / {p2:.2}"
                 );
             }
         }
