@@ -1059,8 +1059,7 @@ fn main() {
         println!("where the slowest 1 % of events spent their time (medians over them; the produce stamp is the record's CreateTime, whole ms):");
         println!("| build | rate | commit → consumer | commit → produced (PostgreSQL, walsender, relay) | produced → consumer (librdkafka, broker, consumer) |");
         println!("|---|---|---|---|---|");
-        let tails = binaries
-            .iter()
+        let tails = steady_builds()
             .zip(&steady)
             .flat_map(|(b, s)| s.rates.iter().map(move |r| (b.name, r.rate, &r.parts)))
             .chain(alone.iter().map(|(rate, parts)| ("the broker alone", *rate, parts)));
