@@ -9,7 +9,7 @@ pub mod cloudevents;
 mod converter;
 mod data;
 mod java_text;
-mod json;
+pub(crate) mod json;
 mod json_schema;
 mod json_value;
 pub(crate) mod payload_json;

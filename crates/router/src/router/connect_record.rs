@@ -10,7 +10,7 @@ use crate::connect::{
     ConnectRecord, Converter, Data, ExpandBehaviour, Header, HeaderConverter, JsonConverter,
     PgType, Schema, SchemaType, Value,
 };
-use crate::kafka_record::{ChangeEventAt, InvalidRow, PendingRecord, RouteOutcome};
+use crate::kafka_record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 use crate::{BeforeRouter, SourcePosition};
 use bytes::Bytes;
 use pgoutput::{ColumnValue, Relation};
@@ -70,6 +70,9 @@ pub(crate) struct ConnectPlan {
     context: Vec<Header>,
     /// The same as the Kafka record's headers, for the direct path.
     context_encoded: Vec<(Arc<str>, Option<Bytes>)>,
+    /// The Kafka record written straight from the row's text, where nothing but the
+    /// converters stands between the EventRouter and Kafka (see [`Direct`]).
+    direct: Option<Direct>,
     /// The table's schema and name (the change event's source block).
     namespace: String,
     name: String,
@@ -223,7 +226,15 @@ impl ConnectPlan {
             }
             image
         });
+        let direct = Direct::new(
+            [&id, &key, &payload],
+            &additional,
+            envelope || tracing.is_some() || timestamp.is_some() || image.is_some(),
+            config,
+            format,
+        );
         Self {
+            direct,
             unsupported,
             id,
             key,
@@ -272,6 +283,18 @@ impl ConnectPlan {
     ) -> RouteOutcome {
         if let Some(reason) = &self.unsupported {
             return RouteOutcome::Fatal(reason.clone());
+        }
+        if let Some(record) = self.direct.as_ref().and_then(|d| {
+            d.route(
+                columns,
+                &self.context_encoded,
+                &self.route_by,
+                format,
+                config,
+                topics,
+            )
+        }) {
+            return RouteOutcome::Record(record);
         }
         let raw = |column: &Result<TypedColumn, String>| -> Option<Bytes> {
             column
@@ -640,6 +663,169 @@ impl ConnectPlan {
             },
             direct,
         ))
+    }
+}
+
+/// The Kafka record of a row written straight from its text, as the general path would write
+/// it, where nothing but the converters stands between the EventRouter and Kafka: no
+/// transform, no envelope, no trace context, no timestamp field; key, payload, `id` and the
+/// header fields are columns whose Connect value is their text (text, varchar, uuid, jsonb,
+/// …); the key and value converters StringConverter or JsonConverter, the header converter
+/// SimpleHeaderConverter. The schemas' JSON is written once, here. A row it does not take
+/// (a NULL, text that is not UTF-8, a routing value that makes no topic, an empty payload
+/// that is a tombstone, an expanded payload the one-pass writer leaves) goes the general way,
+/// which decides; a test holds the two to the same records.
+#[derive(Debug, Clone)]
+struct Direct {
+    id: usize,
+    key: (usize, DirectPart),
+    payload: (usize, DirectPart),
+    /// The header fields, in configuration order: name and column.
+    headers: Vec<(Arc<str>, usize)>,
+}
+
+/// How a column's text becomes the key's or the value's bytes.
+#[derive(Debug, Clone)]
+enum DirectPart {
+    /// StringConverter: the text itself.
+    Text,
+    /// JsonConverter: the text as a JSON string, inside `{"schema":…,"payload":` and `}`
+    /// when schemas are written (the prefix), alone otherwise.
+    Json { prefix: Option<Vec<u8>> },
+    /// The payload expanded (`table.expand.json.payload`), JsonConverter without schemas.
+    Expanded,
+}
+
+impl Direct {
+    fn new(
+        [id, key, payload]: [&Result<TypedColumn, String>; 3],
+        additional: &[Additional],
+        more_than_converters: bool,
+        config: &RouterConfig,
+        format: &ConnectFormat,
+    ) -> Option<Self> {
+        if more_than_converters
+            || !config.chain.is_empty()
+            || config.before.is_some()
+            || !matches!(format.header, HeaderConverter::Simple)
+        {
+            return None;
+        }
+        let text = |column: &Result<TypedColumn, String>| -> Option<(usize, Schema)> {
+            let column = column.as_ref().ok()?;
+            matches!(
+                column.kind,
+                ColumnKind::Text
+                    | ColumnKind::Json
+                    | ColumnKind::Uuid
+                    | ColumnKind::Xml
+                    | ColumnKind::Ltree
+                    | ColumnKind::Tsvector
+                    | ColumnKind::Enum(_)
+            )
+            .then(|| (column.position, column.schema.clone()))
+        };
+        let part = |converter: &Converter, schema: &Schema| -> Option<DirectPart> {
+            match converter {
+                Converter::String => Some(DirectPart::Text),
+                Converter::Json(JsonConverter { schemas_enable, .. }) => Some(DirectPart::Json {
+                    prefix: schemas_enable.then(|| {
+                        let mut prefix = b"{\"schema\":".to_vec();
+                        crate::connect::write_schema(&mut prefix, schema);
+                        prefix.extend_from_slice(b",\"payload\":");
+                        prefix
+                    }),
+                }),
+                _ => None,
+            }
+        };
+        let (id, _) = text(id)?;
+        let (key_position, key_schema) = text(key)?;
+        let (payload_position, payload_schema) = text(payload)?;
+        let value = match (format.expand, &format.value) {
+            (None, converter) => part(converter, &payload_schema)?,
+            (
+                Some(behaviour),
+                Converter::Json(JsonConverter {
+                    schemas_enable: false,
+                    ..
+                }),
+            ) if behaviour == ExpandBehaviour::default() => DirectPart::Expanded,
+            _ => return None,
+        };
+        let headers = additional
+            .iter()
+            .map(|a| match &a.placed {
+                Placed::Header(name) => Some((name.clone(), text(&a.typed)?.0)),
+                Placed::Envelope | Placed::Partition => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            id,
+            key: (key_position, part(&format.key, &key_schema)?),
+            payload: (payload_position, value),
+            headers,
+        })
+    }
+
+    /// The record, or `None` for the general path.
+    fn route(
+        &self,
+        columns: &[ColumnValue],
+        context: &[(Arc<str>, Option<Bytes>)],
+        route_by: &Result<TypedColumn, String>,
+        format: &ConnectFormat,
+        config: &RouterConfig,
+        topics: &mut TopicCache,
+    ) -> Option<OutboxRecord> {
+        // The column's bytes and text: the converters refuse text that is not UTF-8.
+        let text = |position: usize| match columns.get(position) {
+            Some(ColumnValue::Text(b)) => Some((b, std::str::from_utf8(b).ok()?)),
+            _ => None,
+        };
+        let payload = text(self.payload.0)?;
+        if format.tombstone_on_empty_payload && payload.1.trim_ascii().is_empty() {
+            return None;
+        }
+        let routing = Tuple(columns)
+            .routing(&config.route_by_column, route_by)
+            .ok()??;
+        let topic = topics.topic_for(&routing, config).ok()?;
+        let write = |part: &DirectPart, (bytes, text): (&Bytes, &str)| -> Option<Bytes> {
+            Some(match part {
+                DirectPart::Text => bytes.clone(),
+                DirectPart::Json { prefix } => {
+                    let mut out = Vec::with_capacity(
+                        prefix.as_ref().map_or(0, Vec::len) + text.len() + text.len() / 8 + 3,
+                    );
+                    if let Some(prefix) = prefix {
+                        out.extend_from_slice(prefix);
+                    }
+                    crate::connect::json::write_string(&mut out, text);
+                    if prefix.is_some() {
+                        out.push(b'}');
+                    }
+                    out.into()
+                }
+                DirectPart::Expanded => crate::connect::payload_json::expanded(bytes)?.into(),
+            })
+        };
+        let key = write(&self.key.1, text(self.key.0)?)?;
+        let value = write(&self.payload.1, payload)?;
+        let mut headers = Vec::with_capacity(context.len() + 1 + self.headers.len());
+        headers.extend(context.iter().cloned());
+        headers.push((Arc::<str>::from("id"), Some(text(self.id)?.0.clone())));
+        for (name, position) in &self.headers {
+            headers.push((name.clone(), Some(text(*position)?.0.clone())));
+        }
+        Some(OutboxRecord {
+            topic,
+            key: Some(key),
+            value: Some(value),
+            headers,
+            partition: None,
+            timestamp_ms: None,
+        })
     }
 }
 
