@@ -400,6 +400,11 @@ impl Router {
             else {
                 unreachable!("a Connect plan exists only for Connect output")
             };
+            if let Some(record) =
+                connect.route_direct(&insert.new_tuple, format, &self.config, &mut self.topics)
+            {
+                return RouteOutcome::Record(record);
+            }
             let outcome = connect.route(
                 columns,
                 &plan.table,
@@ -492,10 +497,33 @@ impl Router {
             Some(relation_id) if matches!(self.relations.get(&relation_id), Some(None)) => {
                 RouteOutcome::Ignored
             }
-            Some(_) | None => self.route_unfinished(&pgoutput::decode(message.clone())?),
+            // The Debezium mode: the direct way reads the message's positions too.
+            Some(relation_id) => {
+                let row = MessageRow {
+                    message,
+                    columns: &positions,
+                };
+                match self.route_direct(relation_id, &row) {
+                    Some(record) => RouteOutcome::Record(record),
+                    None => self.route_unfinished(&pgoutput::decode(message.clone())?),
+                }
+            }
+            None => self.route_unfinished(&pgoutput::decode(message.clone())?),
         };
         self.positions = positions;
         Ok(self.finish(outcome))
+    }
+
+    /// The Debezium mode's record written the direct way, where its Connect plan has one
+    /// and the row takes it (see `connect_record.rs`).
+    fn route_direct(&mut self, relation_id: u32, row: &impl RowColumns) -> Option<OutboxRecord> {
+        let Some(Some(plan)) = self.relations.get(&relation_id) else {
+            return None;
+        };
+        let (Some(connect), Output::Connect(format)) = (&plan.connect, &self.config.output) else {
+            return None;
+        };
+        connect.route_direct(row, format, &self.config, &mut self.topics)
     }
 
     /// The native record: column text as it is. Column values are borrowed, and cloned
@@ -622,6 +650,8 @@ trait RowColumns {
     fn get(&self, position: usize) -> Option<ColumnRef<'_>>;
     /// The column's value as a shared slice (called only for a present value).
     fn owned(&self, position: usize) -> Bytes;
+    /// Whether the column's value came in binary format.
+    fn binary(&self, position: usize) -> bool;
 }
 
 impl RowColumns for TupleData {
@@ -640,6 +670,9 @@ impl RowColumns for TupleData {
             ColumnValue::Text(b) | ColumnValue::Binary(b) => b.clone(),
             _ => Bytes::new(),
         }
+    }
+    fn binary(&self, position: usize) -> bool {
+        matches!(self.columns.get(position), Some(ColumnValue::Binary(_)))
     }
 }
 
@@ -664,6 +697,9 @@ impl RowColumns for MessageRow<'_> {
             RawColumn::Text(r) | RawColumn::Binary(r) => self.message.slice(r.clone()),
             _ => Bytes::new(),
         }
+    }
+    fn binary(&self, position: usize) -> bool {
+        matches!(self.columns.get(position), Some(RawColumn::Binary(_)))
     }
 }
 

@@ -3,7 +3,7 @@
 //! table for where outbox-relay deliberately differs: it never crashes on a row).
 
 use super::change_event::{self, change_event_topic, RowImage};
-use super::TopicCache;
+use super::{ColumnRef, RowColumns, TopicCache};
 use crate::config::{ConnectFormat, Placement, RouterConfig};
 use crate::connect::{
     default_value, expand, expands_to_no_schema, has_default_mapper, ColumnFacts, ColumnKind,
@@ -259,6 +259,28 @@ impl ConnectPlan {
         }
     }
 
+    /// The row's Kafka record written the direct way (see [`Direct`]), or `None` for
+    /// [`Self::route`].
+    pub(crate) fn route_direct(
+        &self,
+        row: &impl RowColumns,
+        format: &ConnectFormat,
+        config: &RouterConfig,
+        topics: &mut TopicCache,
+    ) -> Option<OutboxRecord> {
+        if self.unsupported.is_some() {
+            return None;
+        }
+        self.direct.as_ref()?.route(
+            row,
+            &self.context_encoded,
+            &self.route_by,
+            format,
+            config,
+            topics,
+        )
+    }
+
     /// Set when a column the routing reads has a type outbox-relay cannot write as Debezium
     /// would.
     pub(crate) fn problem(&self) -> Option<&str> {
@@ -283,18 +305,6 @@ impl ConnectPlan {
     ) -> RouteOutcome {
         if let Some(reason) = &self.unsupported {
             return RouteOutcome::Fatal(reason.clone());
-        }
-        if let Some(record) = self.direct.as_ref().and_then(|d| {
-            d.route(
-                columns,
-                &self.context_encoded,
-                &self.route_by,
-                format,
-                config,
-                topics,
-            )
-        }) {
-            return RouteOutcome::Record(record);
         }
         let raw = |column: &Result<TypedColumn, String>| -> Option<Bytes> {
             column
@@ -771,29 +781,33 @@ impl Direct {
     /// The record, or `None` for the general path.
     fn route(
         &self,
-        columns: &[ColumnValue],
+        row: &impl RowColumns,
         context: &[(Arc<str>, Option<Bytes>)],
         route_by: &Result<TypedColumn, String>,
         format: &ConnectFormat,
         config: &RouterConfig,
         topics: &mut TopicCache,
     ) -> Option<OutboxRecord> {
-        // The column's bytes and text: the converters refuse text that is not UTF-8.
-        let text = |position: usize| match columns.get(position) {
-            Some(ColumnValue::Text(b)) => Some((b, std::str::from_utf8(b).ok()?)),
+        // The column's text (present, in text format): the converters refuse text that is
+        // not UTF-8.
+        let text = |position: usize| match row.get(position) {
+            Some(ColumnRef::Value(b)) if !row.binary(position) => {
+                Some((position, std::str::from_utf8(b).ok()?))
+            }
             _ => None,
         };
         let payload = text(self.payload.0)?;
         if format.tombstone_on_empty_payload && payload.1.trim_ascii().is_empty() {
             return None;
         }
-        let routing = Tuple(columns)
-            .routing(&config.route_by_column, route_by)
-            .ok()??;
-        let topic = topics.topic_for(&routing, config).ok()?;
-        let write = |part: &DirectPart, (bytes, text): (&Bytes, &str)| -> Option<Bytes> {
+        let routing = match row.get(route_by.as_ref().ok()?.position)? {
+            ColumnRef::Value(routing) => routing,
+            ColumnRef::Null | ColumnRef::UnchangedToast => return None,
+        };
+        let topic = topics.topic_for(routing, config).ok()?;
+        let write = |part: &DirectPart, (position, text): (usize, &str)| -> Option<Bytes> {
             Some(match part {
-                DirectPart::Text => bytes.clone(),
+                DirectPart::Text => row.owned(position),
                 DirectPart::Json { prefix } => {
                     let mut out = Vec::with_capacity(
                         prefix.as_ref().map_or(0, Vec::len) + text.len() + text.len() / 8 + 3,
@@ -807,16 +821,18 @@ impl Direct {
                     }
                     out.into()
                 }
-                DirectPart::Expanded => crate::connect::payload_json::expanded(bytes)?.into(),
+                DirectPart::Expanded => {
+                    crate::connect::payload_json::expanded(text.as_bytes())?.into()
+                }
             })
         };
         let key = write(&self.key.1, text(self.key.0)?)?;
         let value = write(&self.payload.1, payload)?;
         let mut headers = Vec::with_capacity(context.len() + 1 + self.headers.len());
         headers.extend(context.iter().cloned());
-        headers.push((Arc::<str>::from("id"), Some(text(self.id)?.0.clone())));
+        headers.push((Arc::<str>::from("id"), Some(row.owned(text(self.id)?.0))));
         for (name, position) in &self.headers {
-            headers.push((name.clone(), Some(text(*position)?.0.clone())));
+            headers.push((name.clone(), Some(row.owned(text(*position)?.0))));
         }
         Some(OutboxRecord {
             topic,

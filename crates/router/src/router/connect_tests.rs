@@ -767,13 +767,44 @@ fn the_direct_way_writes_what_the_general_way_writes() {
         for payload in payloads {
             let outcome =
                 |router: &mut Router| format!("{:?}", router.route(&seed_insert(payload)));
-            let (general, direct) = (outcome(&mut general), outcome(&mut direct));
+            let (general_outcome, direct_outcome) = (outcome(&mut general), outcome(&mut direct));
             assert_eq!(
-                direct, general,
+                direct_outcome, general_outcome,
                 "{key:?} / {value:?} / {expand:?}, payload {payload:?}"
             );
-            direct_taken += usize::from(direct.starts_with("Record"));
+            // The same row as the stream brings it: the message's bytes, read in place.
+            let from_message = format!(
+                "{:?}",
+                direct.route_message(&insert_message(payload)).unwrap()
+            );
+            assert_eq!(
+                from_message, general_outcome,
+                "from the message, payload {payload:?}"
+            );
+            direct_taken += usize::from(direct_outcome.starts_with("Record"));
         }
     }
     assert!(direct_taken >= 30, "{direct_taken}");
+}
+
+/// `seed_insert`'s row as pgoutput's Insert message (text format).
+fn insert_message(payload: Option<&str>) -> Bytes {
+    let LogicalMessage::Insert(insert) = seed_insert(payload) else {
+        unreachable!()
+    };
+    let mut m = vec![b'I'];
+    m.extend_from_slice(&insert.relation_id.to_be_bytes());
+    m.push(b'N');
+    m.extend_from_slice(&(insert.new_tuple.columns.len() as i16).to_be_bytes());
+    for column in &insert.new_tuple.columns {
+        match column {
+            ColumnValue::Text(text) => {
+                m.push(b't');
+                m.extend_from_slice(&(text.len() as i32).to_be_bytes());
+                m.extend_from_slice(text);
+            }
+            _ => m.push(b'n'),
+        }
+    }
+    Bytes::from(m)
 }
