@@ -5,8 +5,8 @@
 # of transforms, and a transform before the EventRouter), at 100 B and 10 KB payloads.
 # Compared with the committed baseline, crates/cost/baseline.txt:
 #   - a case more than 3 % above its baseline fails the check;
-#   - a case below it is printed with the change, so that the baseline is lowered in the same
-#     commit: scripts/cost-check.sh --update writes what it measured.
+#   - a case half a percent or more below it is printed with the change, so that the baseline is
+#     lowered in the same commit: scripts/cost-check.sh --update writes what it measured.
 #   scripts/cost-check.sh [--update]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +63,8 @@ for (case, size), per in measured.items():
     print(f"{case:<16} {size + ' B':>8} {per:>12,} {base or '-':>10} {change:>8} {per / native[size]:>9.2f}")
     if base is None or per > base * LIMIT:
         worse.append((case, size, per, base))
-    elif per < base:
+    elif per < base * 0.995:
+        # Less than half a percent is the environment's (the stack's alignment moves with it).
         better.append((case, size, per, base))
 if update:
     with open(baseline_path, "w") as f:

@@ -147,7 +147,8 @@ impl Case {
     }
 }
 
-/// The EventRouter of every Debezium case, on `public.outbox` with `topic.prefix=bench`.
+/// The EventRouter of the Debezium cases but the seed's, on `public.outbox` with
+/// `topic.prefix=bench`.
 fn event_router(schemas_enable: bool, chain: Chain, before: Option<BeforeRouter>) -> RouterConfig {
     RouterConfig {
         topic_template: TopicTemplate::parse("outbox.event.${routedByValue}")
@@ -157,34 +158,50 @@ fn event_router(schemas_enable: bool, chain: Chain, before: Option<BeforeRouter>
         on_update: InvalidOperation::Warn,
         // Debezium's route.tombstone.on.empty.payload=false.
         tombstone_on_null_payload: false,
-        output: Output::Connect(ConnectFormat {
-            avro_schema_names: false,
-            key: Converter::String,
-            value: Converter::Json(JsonConverter {
+        output: Output::Connect(connect_format(
+            Converter::String,
+            Converter::Json(JsonConverter {
                 schemas_enable,
                 replace_null_with_default: true,
             }),
-            header: HeaderConverter::Simple,
-            topic_prefix: "bench".into(),
-            expand: Some(ExpandBehaviour {
+            Some(ExpandBehaviour {
                 keep_nulls: false,
                 keep_empty_arrays: false,
             }),
-            schema_version_column: None,
-            tracing_span_context_column: Some("tracingspancontext".into()),
-            tombstone_on_empty_payload: false,
-            context_headers: Some(ContextHeaders::postgres("bench", None)),
-            types: TypeModes::default(),
-            heartbeat_topic: None,
-            transaction_metadata: None,
-            errors: ErrorHandling {
-                connector: "bench".into(),
-                ..ErrorHandling::default()
-            },
-        }),
+            ("bench", "bench"),
+        )),
         chain,
         before,
         ..RouterConfig::default()
+    }
+}
+
+/// What Kafka Connect writes with these converters for a connector named `connector` of
+/// `topic.prefix` `prefix`, Debezium's defaults otherwise.
+fn connect_format(
+    key: Converter,
+    value: Converter,
+    expand: Option<ExpandBehaviour>,
+    (prefix, connector): (&str, &str),
+) -> ConnectFormat {
+    ConnectFormat {
+        avro_schema_names: false,
+        key,
+        value,
+        header: HeaderConverter::Simple,
+        topic_prefix: prefix.into(),
+        expand,
+        schema_version_column: None,
+        tracing_span_context_column: Some("tracingspancontext".into()),
+        tombstone_on_empty_payload: false,
+        context_headers: Some(ContextHeaders::postgres(prefix, None)),
+        types: TypeModes::default(),
+        heartbeat_topic: None,
+        transaction_metadata: None,
+        errors: ErrorHandling {
+            connector: connector.into(),
+            ..ErrorHandling::default()
+        },
     }
 }
 
@@ -224,25 +241,12 @@ fn seed() -> RouterConfig {
         additional: Vec::new(),
         on_update: InvalidOperation::Warn,
         tombstone_on_null_payload: false,
-        output: Output::Connect(ConnectFormat {
-            avro_schema_names: false,
-            key: json.clone(),
-            value: json,
-            header: HeaderConverter::Simple,
-            topic_prefix: "orders-server".into(),
-            expand: None,
-            schema_version_column: None,
-            tracing_span_context_column: Some("tracingspancontext".into()),
-            tombstone_on_empty_payload: false,
-            context_headers: Some(ContextHeaders::postgres("orders-server", None)),
-            types: TypeModes::default(),
-            heartbeat_topic: None,
-            transaction_metadata: None,
-            errors: ErrorHandling {
-                connector: "outbox-connector".into(),
-                ..ErrorHandling::default()
-            },
-        }),
+        output: Output::Connect(connect_format(
+            json.clone(),
+            json,
+            None,
+            ("orders-server", "outbox-connector"),
+        )),
         ..RouterConfig::default()
     }
 }
