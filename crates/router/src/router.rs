@@ -290,7 +290,7 @@ impl Router {
                 self.on_relation(relation);
                 RouteOutcome::Ignored
             }
-            LogicalMessage::Insert(insert) => self.route_insert_unfinished(insert),
+            LogicalMessage::Insert(insert) => self.route_insert_unfinished(insert, true),
             LogicalMessage::Update(update) => match self.relations.get(&update.relation_id) {
                 Some(Some(plan)) => unexpected_update(&self.config, &plan.table),
                 _ => RouteOutcome::Ignored,
@@ -365,11 +365,13 @@ impl Router {
 
     /// Routes one Insert; returns what, if anything, to produce.
     pub fn route_insert(&mut self, insert: &Insert) -> RouteOutcome {
-        let outcome = self.route_insert_unfinished(insert);
+        let outcome = self.route_insert_unfinished(insert, true);
         self.finish(outcome)
     }
 
-    fn route_insert_unfinished(&mut self, insert: &Insert) -> RouteOutcome {
+    /// `direct`: whether the Debezium mode's direct way may be tried (not again where it
+    /// was tried on the message already).
+    fn route_insert_unfinished(&mut self, insert: &Insert, direct: bool) -> RouteOutcome {
         let plan = match self.relations.get(&insert.relation_id) {
             Some(Some(plan)) => plan,
             Some(None) => return RouteOutcome::Ignored,
@@ -400,8 +402,11 @@ impl Router {
             else {
                 unreachable!("a Connect plan exists only for Connect output")
             };
-            if let Some(record) =
-                connect.route_direct(&insert.new_tuple, format, &self.config, &mut self.topics)
+            if let Some(record) = direct
+                .then(|| {
+                    connect.route_direct(&insert.new_tuple, format, &self.config, &mut self.topics)
+                })
+                .flatten()
             {
                 return RouteOutcome::Record(record);
             }
@@ -479,8 +484,9 @@ impl Router {
 
     /// Routes an Insert straight from its pgoutput bytes: the relay's hot path. Column
     /// positions are read into a reused buffer and only the columns a record needs are
-    /// sliced out of `message` (one reference count each); anything else (Connect
-    /// output, another message, a malformed one) goes through [`pgoutput::decode`].
+    /// sliced out of `message` (one reference count each), natively and on the Debezium
+    /// mode's direct way; anything else (a Connect record the direct way leaves, another
+    /// message, a malformed one) goes through [`pgoutput::decode`].
     pub fn route_message(&mut self, message: &Bytes) -> Result<RouteOutcome, DecodeError> {
         let mut positions = std::mem::take(&mut self.positions);
         let outcome = match pgoutput::decode_insert_columns(message, &mut positions)? {
@@ -505,7 +511,13 @@ impl Router {
                 };
                 match self.route_direct(relation_id, &row) {
                     Some(record) => RouteOutcome::Record(record),
-                    None => self.route_unfinished(&pgoutput::decode(message.clone())?),
+                    None => match pgoutput::decode(message.clone())? {
+                        // The direct way declined it: the general way, without trying it again.
+                        LogicalMessage::Insert(insert) => {
+                            self.route_insert_unfinished(&insert, false)
+                        }
+                        other => self.route_unfinished(&other),
+                    },
                 }
             }
             None => self.route_unfinished(&pgoutput::decode(message.clone())?),
@@ -644,7 +656,8 @@ enum ColumnRef<'a> {
     Value(&'a [u8]),
 }
 
-/// Column access for the native path: a decoded tuple, or positions in the message.
+/// Column access for the native path and the Debezium mode's direct way: a decoded tuple, or
+/// positions in the message.
 trait RowColumns {
     fn len(&self) -> usize;
     fn get(&self, position: usize) -> Option<ColumnRef<'_>>;

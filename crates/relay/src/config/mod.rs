@@ -307,8 +307,16 @@ fn overlay_preset(o: &mut RunOptions, p: &Preset) -> Result<(), ConfigError> {
             ));
         }
     }
+    let mut connector = p.options.clone();
+    if o.mode == Some(Mode::Polling) {
+        // How a slot starts (snapshot.mode, publication.autocreate.mode and their defaults) is
+        // no polling's concern: left out, where the user's own such options are refused.
+        connector.snapshot_mode = None;
+        connector.snapshot_fetch_size = None;
+        connector.publication_mode = None;
+    }
     *o = std::mem::take(o)
-        .over(p.options.clone())
+        .over(connector)
         .map_err(|e| invalid("debezium-config", e))?;
     Ok(())
 }

@@ -492,12 +492,29 @@ impl RunOptions {
         Self::from_arg_matches(&matches).map_err(|e| clap_reason(&e))
     }
 
-    /// The options the environment sets (`OUTBOX_RELAY_*`), parsed as `run` parses them.
-    pub fn from_environment() -> Result<RunOptions, String> {
-        let matches = Self::augment_args(clap::Command::new("outbox-relay").no_binary_name(true))
-            .try_get_matches_from(std::iter::empty::<String>())
-            .map_err(|e| clap_reason(&e))?;
-        Self::from_arg_matches(&matches).map_err(|e| clap_reason(&e))
+    /// The options `flags` (long names) the environment sets (`OUTBOX_RELAY_*`, values
+    /// trimmed), each parsed as `run` parses it; the environment's other variables are not read.
+    pub fn from_environment(flags: &[&str]) -> Result<RunOptions, String> {
+        let command = Self::augment_args(clap::Command::new("outbox-relay"));
+        let mut options = RunOptions::default();
+        for arg in command.get_arguments() {
+            let (Some(flag), Some(name)) = (arg.get_long(), arg.get_env()) else {
+                continue;
+            };
+            if !flags.contains(&flag) {
+                continue;
+            }
+            let Some(value) = std::env::var_os(name) else {
+                continue;
+            };
+            let name = name.to_string_lossy();
+            let value = value
+                .into_string()
+                .map_err(|_| format!("{name}: not UTF-8"))?;
+            let parsed = Self::from_flag(flag, value.trim()).map_err(|e| format!("{name}: {e}"))?;
+            options = parsed.over(options)?;
+        }
+        Ok(options)
     }
 }
 

@@ -740,21 +740,19 @@ fn start(
 /// cleanup's, from the worker's environment, parsed as `run` parses them
 /// (`OUTBOX_RELAY_CANARY_*`, `OUTBOX_RELAY_CLEANUP*`). A connector's `outbox.relay.cleanup*`
 /// options apply where the environment sets nothing. The worker's other `OUTBOX_RELAY_*`
-/// variables (a slot, a URL) would give every connector the same one: they are not read.
+/// variables (a slot, a URL) would give every connector the same one: they are not read here.
 fn connector_options() -> Result<crate::config::RunOptions, String> {
-    let env = crate::config::RunOptions::from_environment()?;
-    Ok(crate::config::RunOptions {
-        canary_interval: env.canary_interval,
-        canary_max_age: env.canary_max_age,
-        canary_topic: env.canary_topic,
-        canary_method: env.canary_method,
-        canary_read_back: env.canary_read_back,
-        cleanup: env.cleanup,
-        cleanup_batch: env.cleanup_batch,
-        cleanup_interval: env.cleanup_interval,
-        cleanup_grace: env.cleanup_grace,
-        ..Default::default()
-    })
+    crate::config::RunOptions::from_environment(&[
+        "canary-interval",
+        "canary-max-age",
+        "canary-topic",
+        "canary-method",
+        "canary-read-back",
+        "cleanup",
+        "cleanup-batch",
+        "cleanup-interval",
+        "cleanup-grace",
+    ])
 }
 
 /// Runs a connector's task on a thread named after it, once its predecessors finished. How

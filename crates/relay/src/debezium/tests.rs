@@ -1552,3 +1552,36 @@ fn the_cost_checks_cases_are_what_their_connector_configurations_make() {
     }
     assert_eq!(compared, outbox_relay_cost::Case::ALL.len() - 1);
 }
+
+/// Polling with a connector configuration: how a slot starts (snapshot.mode and
+/// publication.autocreate.mode, given or by Debezium's default) is no concern of polling, and
+/// is not refused as the user's own --snapshot-mode would be.
+#[test]
+fn polling_takes_a_connector_configuration_whose_slot_options_it_leaves_out() {
+    for extra in [
+        &[][..],
+        &[
+            ("snapshot.mode", "initial"),
+            ("publication.autocreate.mode", "filtered"),
+        ][..],
+    ] {
+        let preset = translate(&config(extra), None).unwrap();
+        let user = crate::config::RunOptions {
+            mode: Some(crate::config::Mode::Polling),
+            bootstrap_servers: Some("kafka:9092".into()),
+            ..Default::default()
+        };
+        let s = crate::config::Settings::resolve(user, Some(preset))
+            .unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+        assert!(s.cdc().is_none());
+    }
+    let preset = translate(&config(&[]), None).unwrap();
+    let user = crate::config::RunOptions {
+        mode: Some(crate::config::Mode::Polling),
+        snapshot_mode: Some(crate::config::SnapshotMode::Initial),
+        bootstrap_servers: Some("kafka:9092".into()),
+        ..Default::default()
+    };
+    let err = crate::config::Settings::resolve(user, Some(preset)).unwrap_err();
+    assert!(err.to_string().starts_with("snapshot-mode:"), "{err}");
+}

@@ -38,7 +38,7 @@ fn may_need_escape(word: u64, escape_astral: bool) -> bool {
 /// 16: the first block holding a control character, a quote, a backslash or (with
 /// `escape_astral`) a byte of 0xF0 or more is where it stops (SSE2, which every x86-64 CPU
 /// has: four comparisons and a mask per block).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn clean_run(bytes: &[u8], from: usize, escape_astral: bool) -> usize {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
@@ -75,7 +75,7 @@ fn clean_run(bytes: &[u8], from: usize, escape_astral: bool) -> usize {
 }
 
 /// Elsewhere the word-at-a-time scan does it all.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 fn clean_run(_bytes: &[u8], from: usize, _escape_astral: bool) -> usize {
     from
 }

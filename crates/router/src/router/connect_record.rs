@@ -688,6 +688,8 @@ impl ConnectPlan {
 #[derive(Debug, Clone)]
 struct Direct {
     id: usize,
+    /// The `id` header's name, made once.
+    id_name: Arc<str>,
     key: (usize, DirectPart),
     payload: (usize, DirectPart),
     /// The header fields, in configuration order: name and column.
@@ -772,6 +774,7 @@ impl Direct {
             .collect::<Option<Vec<_>>>()?;
         Some(Self {
             id,
+            id_name: "id".into(),
             key: (key_position, part(&format.key, &key_schema)?),
             payload: (payload_position, value),
             headers,
@@ -826,14 +829,16 @@ impl Direct {
                 }
             })
         };
-        let key = write(&self.key.1, text(self.key.0)?)?;
-        let value = write(&self.payload.1, payload)?;
+        // The headers first: a NULL among them sends the row the general way before the
+        // value is written.
         let mut headers = Vec::with_capacity(context.len() + 1 + self.headers.len());
         headers.extend(context.iter().cloned());
-        headers.push((Arc::<str>::from("id"), Some(row.owned(text(self.id)?.0))));
+        headers.push((self.id_name.clone(), Some(row.owned(text(self.id)?.0))));
         for (name, position) in &self.headers {
             headers.push((name.clone(), Some(row.owned(text(*position)?.0))));
         }
+        let key = write(&self.key.1, text(self.key.0)?)?;
+        let value = write(&self.payload.1, payload)?;
         Some(OutboxRecord {
             topic,
             key: Some(key),
