@@ -41,8 +41,6 @@ pub(super) struct Plan {
     pub make_failover: bool,
     /// The slot, kept as it is, is a failover slot already.
     failover_already: bool,
-    /// A slot made on the standby: ask the primary to log its running transactions.
-    nudge_if_made: bool,
 }
 
 /// What becomes of the canary.
@@ -66,10 +64,11 @@ impl Plan {
         cdc.slot_failover || (kept && self.failover_already)
     }
 
-    /// Whether a slot made now on a standby needs the primary nudged (`exists`: the slot
-    /// exists before this session makes one).
+    /// Whether a slot made now on a standby needs the primary nudged to log its running
+    /// transactions (`exists`: the slot exists before this session makes one). A standby
+    /// with its primary is where the publication is waited for.
     pub fn nudge_primary(&self, exists: bool) -> bool {
-        self.nudge_if_made && !exists
+        self.wait_for_publication && !exists
     }
 }
 
@@ -115,7 +114,6 @@ pub(super) fn plan(cdc: &CdcSettings, cleanup: bool, seen: &Seen) -> Result<Plan
         invalidated: slot.invalidation,
         make_failover: cdc.slot_failover && slot.failover == Some(false),
         failover_already: slot.failover == Some(true),
-        nudge_if_made: seen.from_standby && seen.primary,
     })
 }
 
