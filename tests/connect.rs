@@ -53,6 +53,14 @@ fn assert_message(body: &Value, contains: &str) {
     assert!(message.contains(contains), "{body}");
 }
 
+/// Workers of one cluster (Connect's distributed mode): one group, its config and status
+/// topics, and the settings README gives for a quick move of a dead worker's connectors.
+const DISTRIBUTED: &str = "group.id=outbox\n\
+    config.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n\
+    status.storage.topic=connect-status\nstatus.storage.replication.factor=1\n\
+    offset.storage.topic=connect-offsets\noffset.storage.replication.factor=1\noffset.flush.interval.ms=500\n\
+    session.timeout.ms=6000\nheartbeat.interval.ms=1000\nscheduled.rebalance.max.delay.ms=0\n";
+
 struct Worker {
     process: RelayProcess,
     url: String,
@@ -83,6 +91,26 @@ fn start_worker_args(
     env: &[(&str, &str)],
     connectors: &[&Path],
 ) -> Worker {
+    start_worker_on(
+        stack,
+        dir,
+        extra,
+        env,
+        connectors,
+        outbox_relay_testkit::net::free_port(),
+    )
+}
+
+/// A worker whose REST API listens on `port` (its worker id: a worker that comes back on
+/// the same port is the same worker to its cluster).
+fn start_worker_on(
+    stack: &Stack,
+    dir: &Path,
+    extra: &str,
+    env: &[(&str, &str)],
+    connectors: &[&Path],
+    port: u16,
+) -> Worker {
     let worker = dir.join(format!(
         "connect-{}.properties",
         outbox_relay_testkit::net::free_port()
@@ -97,7 +125,6 @@ fn start_worker_args(
         ),
     )
     .unwrap();
-    let port = outbox_relay_testkit::net::free_port();
     let metrics_port = outbox_relay_testkit::net::free_port();
     let mut args = vec![
         "connect".into(),
@@ -586,7 +613,7 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
 async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_over() {
     let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
     let dir = tempfile::tempdir().unwrap();
-    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let distributed = DISTRIBUTED;
     let mut first = start_worker_with(&stack, dir.path(), distributed);
     let register = dir.path().join("register-postgres.json");
     std::fs::write(&register, register_json(&stack, "kept").to_string()).unwrap();
@@ -639,15 +666,15 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
     )
     .await;
 
-    // A third worker runs it too, standing by for the slot the second streams from.
+    // A third worker joins: the connector stays where it runs, as the third reports too.
     let mut third = start_worker_with(&stack, dir.path(), distributed);
-    wait_state(&third, "inventory-connector", "RUNNING", Some("UNASSIGNED")).await;
+    wait_runner(&third, "inventory-connector", &second).await;
     let mut second = second;
     stack
         .wait_delivered("kept", Duration::from_secs(30), Some(&second.process))
         .await;
     second.process.kill9();
-    wait_state(&third, "inventory-connector", "RUNNING", Some("RUNNING")).await;
+    wait_runner(&third, "inventory-connector", &third).await;
     insert(&stack, 3, "Order").await;
     wait_values(
         &stack,
@@ -670,25 +697,59 @@ async fn registrations_survive_in_the_config_topic_and_a_second_worker_takes_ove
     fourth.process.terminate(Duration::from_secs(20)).unwrap();
 }
 
-/// Which of two workers streams the connector (RUNNING task) while the other stands by
-/// (UNASSIGNED task): (active, standby).
+/// Which of two workers of a cluster runs the connector's task, as both report it (the same
+/// status from each): (the one running it, the other).
 async fn active_and_standby<'a>(a: &'a Worker, b: &'a Worker) -> (&'a Worker, &'a Worker) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let task = |w: &Worker| {
-            let (_, status) = curl(&[&format!("{}/connectors/inventory-connector/status", w.url)]);
-            status["tasks"][0]["state"].as_str().map(str::to_owned)
-        };
-        match (task(a).as_deref(), task(b).as_deref()) {
-            (Some("RUNNING"), Some("UNASSIGNED")) => return (a, b),
-            (Some("UNASSIGNED"), Some("RUNNING")) => return (b, a),
-            other => assert!(
-                Instant::now() < deadline,
-                "no active/standby pair: {other:?}\n{}\n{}",
-                a.process.log(),
-                b.process.log()
-            ),
+        let status =
+            |w: &Worker| curl(&[&format!("{}/connectors/inventory-connector/status", w.url)]).1;
+        let (from_a, from_b) = (status(a), status(b));
+        let runner = from_a["tasks"][0]["worker_id"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        if from_a == from_b && from_a["tasks"][0]["state"] == "RUNNING" {
+            if runs_on(a, &runner) {
+                return (a, b);
+            }
+            if runs_on(b, &runner) {
+                return (b, a);
+            }
         }
+        assert!(
+            Instant::now() < deadline,
+            "no one worker runs it as both say: {from_a} / {from_b}\n{}\n{}",
+            a.process.log(),
+            b.process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether `worker_id` (host:port, as Connect reports it) is `w`'s.
+fn runs_on(w: &Worker, worker_id: &str) -> bool {
+    !worker_id.is_empty() && w.url.ends_with(worker_id)
+}
+
+/// Until `asked` reports `name` RUNNING, its task RUNNING on `runner`.
+async fn wait_runner(asked: &Worker, name: &str, runner: &Worker) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (_, status) = curl(&[&format!("{}/connectors/{name}/status", asked.url)]);
+        let task = &status["tasks"][0];
+        if status["connector"]["state"] == "RUNNING"
+            && task["state"] == "RUNNING"
+            && runs_on(runner, task["worker_id"].as_str().unwrap_or_default())
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} never ran on {}: {status}\n{}",
+            runner.url,
+            asked.process.log()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -757,7 +818,7 @@ async fn a_task_is_running_only_once_its_slot_exists() {
 async fn changes_through_one_worker_reach_the_other_while_it_runs() {
     let stack = Stack::start_with_schema(Storage::Sqlite, EVENTS).await;
     let dir = tempfile::tempdir().unwrap();
-    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let distributed = DISTRIBUTED;
     let mut a = start_worker_with(&stack, dir.path(), distributed);
     let mut b = start_worker_with(&stack, dir.path(), distributed);
     let (code, body) = send(
@@ -867,7 +928,7 @@ async fn changes_through_one_worker_reach_the_other_while_it_runs() {
 async fn admin_loggers_change_log_levels_while_running() {
     let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
     let dir = tempfile::tempdir().unwrap();
-    let distributed = "group.id=outbox\nconfig.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n";
+    let distributed = DISTRIBUTED;
     let env = [("RUST_LOG", "info,rdkafka=warn")];
     let mut a = start_worker_env(&stack, dir.path(), distributed, &env);
     let mut b = start_worker_env(&stack, dir.path(), distributed, &env);
@@ -1200,4 +1261,244 @@ fn raw_put(address: &str, path: &str, body: &str) -> u16 {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
+}
+
+/// Connector `i` of a cluster test: its own slot, its events on `c<i>.<aggregate type>`.
+fn cluster_connector(stack: &Stack, i: usize) -> Value {
+    let mut c = register_json(stack, &format!("c{i}"));
+    c["name"] = json!(format!("c{i}"));
+    c["config"]["transforms.outbox.route.topic.replacement"] =
+        json!(format!("c{i}.${{routedByValue}}"));
+    c
+}
+
+/// The status of every connector as `w` reports it (`GET /connectors?expand=status`).
+fn statuses(w: &Worker) -> Value {
+    curl(&[&format!("{}/connectors?expand=status", w.url)]).1
+}
+
+/// Until every worker of `workers` reports the same status for `n` connectors, each RUNNING
+/// on one of `workers`, spread as `want` (connectors per worker, sorted): connector → the
+/// worker id running it.
+async fn settled(
+    workers: &[&Worker],
+    n: usize,
+    want: &[usize],
+) -> std::collections::BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen: Vec<Value> = workers.iter().map(|w| statuses(w)).collect();
+        let first = &seen[0];
+        let runners: Option<std::collections::BTreeMap<String, String>> =
+            first.as_object().filter(|o| o.len() == n).and_then(|o| {
+                o.iter()
+                    .map(|(name, s)| {
+                        let task = &s["status"]["tasks"][0];
+                        let id = task["worker_id"].as_str()?;
+                        (s["status"]["connector"]["state"] == "RUNNING"
+                            && task["state"] == "RUNNING"
+                            && workers.iter().any(|w| runs_on(w, id)))
+                        .then(|| (name.clone(), id.to_owned()))
+                    })
+                    .collect()
+            });
+        if let Some(runners) = runners {
+            if seen.iter().all(|s| s == first) && spread(&runners) == want {
+                return runners;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: {seen:?}\n{}",
+            workers[0].process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// How many connectors each worker id runs, sorted.
+fn spread(runners: &std::collections::BTreeMap<String, String>) -> Vec<usize> {
+    let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+    for id in runners.values() {
+        *by.entry(id).or_default() += 1;
+    }
+    let mut counts: Vec<usize> = by.into_values().collect();
+    counts.sort();
+    counts
+}
+
+/// Until each of the connectors' topics holds events 1..=n (each at least once, in order).
+async fn wait_all_events(stack: &Stack, connectors: usize, n: u32) {
+    for i in 0..connectors {
+        let topic = format!("c{i}.Order");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut got: Vec<String> = values(stack, &topic).await;
+            got.dedup();
+            let want: Vec<String> = (1..=n).map(|k| format!(r#"{{"n": {k}}}"#)).collect();
+            let firsts: Vec<&String> = {
+                let mut seen = std::collections::BTreeSet::new();
+                got.iter().filter(|v| seen.insert(v.to_string())).collect()
+            };
+            if firsts
+                .iter()
+                .map(|s| s.as_str())
+                .eq(want.iter().map(String::as_str))
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{topic}: {got:?}, want {want:?}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// Three workers of one cluster and nine connectors: spread 3/3/3 and the same status from
+/// every worker; a worker killed -9: its three move to the others within the session
+/// timeout and a start, 0 events lost; back on its port: three move to it, nothing else
+/// does; a fourth joins: 3/2/2/2. A restart asked of a worker that does not run the
+/// connector reaches the one that does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_spreads_connectors_and_moves_a_dead_workers() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let w1 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    let w2_port = outbox_relay_testkit::net::free_port();
+    let mut w2 = start_worker_on(&stack, dir.path(), DISTRIBUTED, &[], &[], w2_port);
+    let w3 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    for i in 0..9 {
+        let (code, body) = send(
+            "POST",
+            &format!("{}/connectors", w1.url),
+            &cluster_connector(&stack, i).to_string(),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    let runners = settled(&[&w1, &w2, &w3], 9, &[3, 3, 3]).await;
+    insert(&stack, 1, "Order").await;
+    wait_all_events(&stack, 9, 1).await;
+
+    // Metrics: each worker counts the connectors it runs, and its rebalances.
+    let metrics = curl(&[&format!("{}/metrics", w1.metrics)]).1;
+    let metrics = metrics.as_str().unwrap_or_default().to_owned();
+    assert!(
+        metrics.contains("outbox_relay_connect_worker_connector_count 3"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("outbox_relay_connect_worker_rebalances_total"),
+        "{metrics}"
+    );
+
+    // w2 killed -9 while events are written: its three move within the bound.
+    let w2_id = format!("127.0.0.1:{w2_port}");
+    let on_w2: Vec<String> = runners
+        .iter()
+        .filter(|(_, id)| **id == w2_id)
+        .map(|(c, _)| c.clone())
+        .collect();
+    assert_eq!(on_w2.len(), 3);
+    insert(&stack, 2, "Order").await;
+    let killed = Instant::now();
+    w2.process.kill9();
+    insert(&stack, 3, "Order").await;
+    let after_kill = settled(&[&w1, &w3], 9, &[4, 5]).await;
+    let moved_in = killed.elapsed();
+    eprintln!("a killed worker's connectors streamed again elsewhere after {moved_in:?}");
+    assert!(
+        moved_in < Duration::from_secs(15),
+        "session.timeout.ms=6000: moved after {moved_in:?}"
+    );
+    for (c, id) in &runners {
+        if *id != w2_id {
+            assert_eq!(&after_kill[c], id, "{c} moved though its worker lives");
+        }
+    }
+    insert(&stack, 4, "Order").await;
+    wait_all_events(&stack, 9, 4).await;
+
+    // w2 back on its port: three move to it, nothing else.
+    let w2 = start_worker_on(&stack, dir.path(), DISTRIBUTED, &[], &[], w2_port);
+    let back = settled(&[&w1, &w2, &w3], 9, &[3, 3, 3]).await;
+    let moved: Vec<&String> = back
+        .iter()
+        .filter(|(c, id)| after_kill[*c] != **id)
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(moved.len(), 3, "{after_kill:?} → {back:?}");
+    assert!(moved.iter().all(|c| back[*c] == w2_id));
+
+    // A restart asked of a worker that does not run the connector: the one that does
+    // restarts it (its task RUNNING again, on the same worker).
+    let (c, runner) = back.iter().find(|(_, id)| !runs_on(&w1, id)).unwrap();
+    let (code, body) = curl(&[
+        "-X",
+        "POST",
+        &format!("{}/connectors/{c}/restart?includeTasks=true", w1.url),
+    ]);
+    assert!(code == 202 || code == 204, "{code} {body}");
+    let running_it = [&w2, &w3].into_iter().find(|w| runs_on(w, runner)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running_it
+        .process
+        .log()
+        .lines()
+        .any(|l| l.contains("restart requested through the config topic") && l.contains(c.as_str()))
+    {
+        assert!(Instant::now() < deadline, "{}", running_it.process.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let again = settled(&[&w1, &w2, &w3], 9, &[3, 3, 3]).await;
+    assert_eq!(&again[c], runner);
+
+    // A fourth joins: two move to it.
+    let w4 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    let four = settled(&[&w1, &w2, &w3, &w4], 9, &[2, 2, 2, 3]).await;
+    let moved = four.iter().filter(|(c, id)| again[*c] != **id).count();
+    assert_eq!(moved, 2, "{again:?} → {four:?}");
+    insert(&stack, 5, "Order").await;
+    wait_all_events(&stack, 9, 5).await;
+
+    // The status topic holds Connect's records.
+    let records = stack.read_topic("connect-status").await;
+    let task = records
+        .iter()
+        .rev()
+        .find(|r| r.key.as_deref() == Some(b"status-task-c0-0".as_slice()))
+        .expect("a task status record");
+    let value: Value = serde_json::from_slice(task.value.as_deref().unwrap()).unwrap();
+    assert_eq!(value["state"], "RUNNING", "{value}");
+    assert!(value["generation"].as_i64().unwrap() > 0, "{value}");
+    assert_eq!(value["worker_id"], json!(four["c0"]), "{value}");
+
+    // The offset topic holds Debezium's offsets as Connect writes them, at the slot's position.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let records = stack.read_topic("connect-offsets").await;
+        let latest = records
+            .iter()
+            .rev()
+            .find(|r| r.key.as_deref() == Some(br#"["c0",{"server":"dbserver1"}]"#.as_slice()))
+            .and_then(|r| serde_json::from_slice::<Value>(r.value.as_deref()?).ok());
+        let slot: i64 = stack
+            .db
+            .query_one(
+                "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'c0'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if latest
+            .as_ref()
+            .is_some_and(|v| v["lsn"] == json!(slot) && v["lsn_commit"] == json!(slot))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{latest:?}, the slot at {slot}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for mut w in [w1, w2, w3, w4] {
+        w.process.terminate(Duration::from_secs(20)).unwrap();
+    }
 }

@@ -1,6 +1,9 @@
 //! The connectors of one `connect` worker: their configurations as registered (unexpanded,
 //! as Kafka Connect keeps them), their target states, and the relay pipeline each runs.
 
+use super::cluster::member::{Assignee, Handle};
+use super::cluster::status::{self as status_topic, StatusTopic, Written};
+use super::cluster::ClusterSettings;
 use super::store::{Decides, Follower, Stored};
 use crate::debezium::RawConfig;
 use crate::metrics::Metrics;
@@ -19,6 +22,19 @@ pub enum State {
     Unassigned,
     /// Failed, with the trace Connect reports.
     Failed(String),
+}
+
+impl State {
+    /// As Connect writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::Running => "RUNNING",
+            State::Paused => "PAUSED",
+            State::Stopped => "STOPPED",
+            State::Unassigned => "UNASSIGNED",
+            State::Failed(_) => "FAILED",
+        }
+    }
 }
 
 /// What `GET …/status` reports of a connector (Connect's `ConnectorStateInfo`), before it
@@ -128,6 +144,34 @@ pub struct Herder {
     /// Ends the thread following the config topic.
     unfollow: Arc<std::sync::atomic::AtomicBool>,
     follower: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The cluster this worker is a member of, if any (`group.id`).
+    cluster: Option<Cluster>,
+}
+
+/// A worker's part in a cluster: what its group's leader assigned it, and the status topic
+/// every worker answers from.
+pub struct Cluster {
+    pub settings: ClusterSettings,
+    pub handle: Arc<Handle>,
+    pub status: StatusTopic,
+    /// The connectors this worker runs (none until its first assignment).
+    assigned: Mutex<std::collections::BTreeSet<String>>,
+    generation: std::sync::atomic::AtomicI32,
+    /// What this worker last wrote under each status key.
+    written: Mutex<BTreeMap<String, Option<Written>>>,
+}
+
+impl Cluster {
+    pub fn new(settings: ClusterSettings, status: StatusTopic) -> Self {
+        Self {
+            settings,
+            handle: Arc::default(),
+            status,
+            assigned: Mutex::default(),
+            generation: Default::default(),
+            written: Mutex::default(),
+        }
+    }
 }
 
 impl Herder {
@@ -136,8 +180,10 @@ impl Herder {
         client: Option<rdkafka::ClientConfig>,
         worker_id: String,
         store: Option<super::store::ConfigTopic>,
+        cluster: Option<Cluster>,
     ) -> Self {
         Self {
+            cluster,
             worker,
             client,
             cluster_id: Default::default(),
@@ -288,9 +334,17 @@ impl Herder {
         if let Some(old) = entry.take_pipeline() {
             self.retire(name, old);
         }
-        if entry.target == Target::Started {
+        if entry.target == Target::Started && self.runs_here(name) {
             entry.pipeline = Some(self.launch(name, settings));
         }
+        drop(connectors);
+        if created {
+            self.connectors_changed();
+        }
+        let connectors = self.connectors.lock().unwrap();
+        let entry = connectors
+            .get(name)
+            .ok_or_else(|| Refusal::not_found(name))?;
         Ok((created, self.info_of(name, entry)))
     }
 
@@ -321,6 +375,7 @@ impl Herder {
         if let Some(pipeline) = entry.pipeline {
             self.retire(name, pipeline);
         }
+        self.connectors_changed();
         Ok(())
     }
 
@@ -340,7 +395,9 @@ impl Herder {
                     .validate(name, &entry.config)
                     .map_err(|errors| Refusal::invalid(&errors))?;
                 entry.target = target;
-                entry.pipeline = Some(self.launch(name, settings));
+                if self.runs_here(name) {
+                    entry.pipeline = Some(self.launch(name, settings));
+                }
             }
             Target::Started => entry.target = target,
             Target::Paused | Target::Stopped => {
@@ -361,6 +418,19 @@ impl Herder {
         let entry = connectors
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
+        if !self.runs_here(name) {
+            // Another worker runs it: the request reaches it through the config topic.
+            drop(connectors);
+            if let Some(store) = self.store.clone() {
+                let name = name.to_owned();
+                tokio::spawn(async move {
+                    if let Err(e) = store.put_restart(&name, only_failed).await {
+                        tracing::error!(connector = %name, "restart request: {e}");
+                    }
+                });
+            }
+            return Ok(());
+        }
         let failed = entry
             .pipeline
             .as_ref()
@@ -418,7 +488,11 @@ impl Herder {
         let entry = connectors
             .get(name)
             .ok_or_else(|| Refusal::missing(format!("No status found for connector {name}")))?;
-        Ok(self.status_of(name, entry))
+        match &self.cluster {
+            // The cluster's truth, the same from every worker.
+            Some(cluster) => Ok(cluster_status(cluster, name, entry.target)),
+            None => Ok(self.status_of(name, entry)),
+        }
     }
 
     /// A task's state (task 0 is the only one) and the worker running it.
@@ -433,6 +507,11 @@ impl Herder {
 
     /// Whether the connector's pipeline failed (for `onlyFailed` restarts).
     pub fn failed(&self, name: &str) -> bool {
+        if let Some(cluster) = &self.cluster {
+            return cluster_status(cluster, name, Target::Started)
+                .task
+                .is_some_and(|t| matches!(t, State::Failed(_)));
+        }
         self.connectors
             .lock()
             .unwrap()
@@ -477,6 +556,103 @@ impl Herder {
     /// The cluster id if it is known already (`GET /` never waits for the brokers).
     pub fn known_cluster_id(&self) -> Option<String> {
         self.cluster_id.get().cloned()
+    }
+
+    /// Whether this worker runs `name`: every connector for a worker of its own, those its
+    /// group's leader assigned it in a cluster.
+    fn runs_here(&self, name: &str) -> bool {
+        self.cluster
+            .as_ref()
+            .is_none_or(|c| c.assigned.lock().unwrap().contains(name))
+    }
+
+    /// The set of connectors changed: in a cluster, the leader assigns it anew.
+    fn connectors_changed(&self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.handle.connectors_changed.notify_one();
+        }
+    }
+
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_ref()
+    }
+
+    /// Writes the states of the connectors this worker runs that changed since it last
+    /// wrote them to the status topic (Connect's status listener writes each transition).
+    pub async fn publish_status(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let generation = cluster
+            .generation
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let assigned = cluster.assigned.lock().unwrap().clone();
+        let mut writes = Vec::new();
+        {
+            let connectors = self.connectors.lock().unwrap();
+            for name in &assigned {
+                let Some(entry) = connectors.get(name) else {
+                    continue;
+                };
+                let status = self.status_of(name, entry);
+                let written = |state: &State| Written {
+                    state: state.name().to_owned(),
+                    trace: match state {
+                        State::Failed(trace) => Some(trace.clone()),
+                        _ => None,
+                    },
+                    worker_id: self.worker_id.clone(),
+                    generation,
+                };
+                writes.push((
+                    status_topic::connector_key(name),
+                    Some(written(&status.connector)),
+                ));
+                writes.push((
+                    status_topic::task_key(name, 0),
+                    status.task.as_ref().map(written),
+                ));
+            }
+        }
+        for (key, value) in writes {
+            let same = {
+                let last = cluster.written.lock().unwrap();
+                last.get(&key).is_some_and(|w| {
+                    // The generation alone changing is no transition.
+                    let strip =
+                        |w: &Option<Written>| w.clone().map(|w| (w.state, w.trace, w.worker_id));
+                    strip(w) == strip(&value)
+                })
+            };
+            if same {
+                continue;
+            }
+            match cluster.status.put(&key, value.as_ref()).await {
+                Ok(()) => {
+                    cluster.written.lock().unwrap().insert(key, value);
+                }
+                Err(e) => tracing::warn!("status topic: {e}"),
+            }
+        }
+    }
+
+    /// The confirmed position of each connector this worker streams, with its
+    /// `topic.prefix` (Debezium's offset partition): `(name, server, lsn)`.
+    pub fn positions(&self) -> Vec<(String, String, u64)> {
+        let connectors = self.connectors.lock().unwrap();
+        connectors
+            .iter()
+            .filter_map(|(name, c)| {
+                let lsn = c.pipeline.as_ref()?.metrics.confirmed_lsn.get();
+                let lsn = u64::try_from(lsn).ok().filter(|l| *l > 0)?;
+                let settings = self.validate(name, &c.config).ok()?;
+                let server = match &settings.router.output {
+                    outbox_router::Output::Connect(f) => f.topic_prefix.clone(),
+                    outbox_router::Output::Raw => String::new(),
+                };
+                Some((name.clone(), server, lsn))
+            })
+            .collect()
     }
 
     /// Tells a pipeline to stop; the connector's next pipeline waits for it.
@@ -533,6 +709,46 @@ impl Herder {
         }
     }
 
+    /// The worker's own series, as Connect's `connect-worker-metrics` and
+    /// `connect-worker-rebalance-metrics` count them: the connectors it is given and the
+    /// tasks it runs, and, in a cluster, its rebalances and the time since the last.
+    fn worker_metrics(&self) -> String {
+        let (connectors, tasks) = {
+            let all = self.connectors.lock().unwrap();
+            let given = all.keys().filter(|n| self.runs_here(n)).count();
+            let running = all.values().filter(|c| c.pipeline.is_some()).count();
+            (given, running)
+        };
+        let mut text = format!(
+            "# HELP outbox_relay_connect_worker_connector_count The connectors this worker is given.\n\
+             # TYPE outbox_relay_connect_worker_connector_count gauge\n\
+             outbox_relay_connect_worker_connector_count {connectors}\n\
+             # HELP outbox_relay_connect_worker_task_count The tasks this worker runs.\n\
+             # TYPE outbox_relay_connect_worker_task_count gauge\n\
+             outbox_relay_connect_worker_task_count {tasks}\n"
+        );
+        if let Some(cluster) = &self.cluster {
+            let m = cluster.handle.membership.lock().unwrap();
+            let since = m
+                .last_rebalance
+                .map(|t| t.elapsed().as_secs_f64())
+                .unwrap_or(f64::NAN);
+            text.push_str(&format!(
+                "# HELP outbox_relay_connect_worker_rebalances Rebalances this worker completed.\n\
+                 # TYPE outbox_relay_connect_worker_rebalances counter\n\
+                 outbox_relay_connect_worker_rebalances_total {}\n\
+                 # HELP outbox_relay_connect_worker_seconds_since_rebalance Seconds since this worker's last rebalance.\n\
+                 # TYPE outbox_relay_connect_worker_seconds_since_rebalance gauge\n\
+                 outbox_relay_connect_worker_seconds_since_rebalance {since}\n\
+                 # HELP outbox_relay_connect_worker_generation The group generation of this worker's assignment.\n\
+                 # TYPE outbox_relay_connect_worker_generation gauge\n\
+                 outbox_relay_connect_worker_generation {}\n",
+                m.rebalances, m.generation
+            ));
+        }
+        text
+    }
+
     fn info_of(&self, name: &str, entry: &Connector) -> Info {
         Info {
             name: name.to_owned(),
@@ -577,7 +793,7 @@ impl Herder {
 /// were asked), none failed.
 impl crate::ops::http::Observed for Herder {
     fn metrics_text(&self) -> String {
-        let texts: Vec<String> = self
+        let mut texts: Vec<String> = self
             .connectors
             .lock()
             .unwrap()
@@ -585,6 +801,7 @@ impl crate::ops::http::Observed for Herder {
             .filter_map(|c| c.pipeline.as_ref())
             .map(|p| p.metrics.encode())
             .collect();
+        texts.push(self.worker_metrics());
         crate::ops::http::merge_openmetrics(texts.iter().map(String::as_str))
     }
 
@@ -596,6 +813,9 @@ impl crate::ops::http::Observed for Herder {
             match (c.target, &c.pipeline) {
                 (Target::Paused, _) => ready.push(format!("{name} paused")),
                 (Target::Stopped, _) => ready.push(format!("{name} stopped")),
+                (Target::Started, None) if !self.runs_here(name) => {
+                    ready.push(format!("{name} on another worker"))
+                }
                 (Target::Started, None) => not.push(format!("{name} not started")),
                 (Target::Started, Some(p)) => {
                     if let Some(trace) = p.failure.lock().unwrap().as_ref() {
@@ -628,9 +848,106 @@ impl crate::ops::http::Observed for Herder {
     }
 }
 
+/// The worker as a member of its group: it reports what it runs and runs what it is assigned.
+impl Assignee for Herder {
+    fn connectors(&self) -> std::collections::BTreeSet<String> {
+        self.connectors.lock().unwrap().keys().cloned().collect()
+    }
+
+    fn running(&self) -> std::collections::BTreeSet<String> {
+        self.cluster
+            .as_ref()
+            .map(|c| c.assigned.lock().unwrap().clone())
+            .unwrap_or_default()
+    }
+
+    fn assigned(&self, now: std::collections::BTreeSet<String>, generation: i32) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        cluster
+            .generation
+            .store(generation, std::sync::atomic::Ordering::Relaxed);
+        let before = std::mem::replace(&mut *cluster.assigned.lock().unwrap(), now.clone());
+        let mut connectors = self.connectors.lock().unwrap();
+        for name in before.difference(&now) {
+            // Revoked: it stops here (at a transaction boundary, its position recorded) and
+            // starts on the worker it was given to, which waits for the slot.
+            cluster.written.lock().unwrap().retain(|k, _| {
+                k != &status_topic::connector_key(name) && k != &status_topic::task_key(name, 0)
+            });
+            if let Some(entry) = connectors.get_mut(name) {
+                if let Some(pipeline) = entry.take_pipeline() {
+                    tracing::info!(connector = %name, "revoked: stopping");
+                    self.retire(name, pipeline);
+                }
+            }
+        }
+        for name in now.difference(&before) {
+            let Some(entry) = connectors.get_mut(name) else {
+                continue;
+            };
+            if entry.target != Target::Started || entry.pipeline.is_some() {
+                continue;
+            }
+            match self.validate(name, &entry.config) {
+                Ok(settings) => {
+                    tracing::info!(connector = %name, "assigned: starting");
+                    entry.pipeline = Some(self.launch(name, settings));
+                }
+                Err(errors) => tracing::error!(
+                    connector = %name,
+                    "assigned, but its configuration is invalid: {}",
+                    errors.join("; ")
+                ),
+            }
+        }
+    }
+}
+
+/// A connector's status as the status topic holds it. No state written yet: UNASSIGNED, as
+/// a connector no worker has started is.
+fn cluster_status(cluster: &Cluster, name: &str, target: Target) -> Status {
+    let read = |w: Option<Written>| -> Option<(State, String)> {
+        let w = w?;
+        let state = match w.state.as_str() {
+            "RUNNING" => State::Running,
+            "PAUSED" => State::Paused,
+            "STOPPED" => State::Stopped,
+            "FAILED" => State::Failed(w.trace.unwrap_or_default()),
+            _ => State::Unassigned,
+        };
+        Some((state, w.worker_id))
+    };
+    let connector = read(cluster.status.get(&status_topic::connector_key(name)));
+    let task = read(cluster.status.get(&status_topic::task_key(name, 0)));
+    let (connector, worker_id) = connector.unwrap_or((State::Unassigned, String::new()));
+    let task = match (target, task) {
+        (Target::Stopped, _) => None,
+        (_, Some((state, _))) => Some(state),
+        (_, None) => Some(State::Unassigned),
+    };
+    Status {
+        name: name.to_owned(),
+        connector,
+        task,
+        worker_id,
+    }
+}
+
 /// What the config topic says now about a connector, applied here: registered, updated,
 /// paused, resumed, stopped or deleted through another worker (or, at start, as stored).
 impl Follower for Herder {
+    fn restart_requested(&self, name: &str, only_failed: bool) {
+        if !self.runs_here(name) {
+            return;
+        }
+        tracing::info!(connector = %name, only_failed, "restart requested through the config topic");
+        if let Err(refusal) = self.restart(name, only_failed) {
+            tracing::error!(connector = %name, "restart request: {}", refusal.message);
+        }
+    }
+
     fn changed(&self, name: &str, stored: &Stored, decides: Decides) {
         let local = self
             .connectors

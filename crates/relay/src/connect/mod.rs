@@ -4,6 +4,7 @@
 //! pipeline in this process: several connectors, several slots, one process.
 
 pub mod auth;
+pub mod cluster;
 pub mod herder;
 pub mod listeners;
 pub mod rest;
@@ -111,7 +112,61 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     } else {
         None
     };
-    let herder = Arc::new(Herder::new(raw_worker, client, worker_id, store));
+    // A cluster of workers (group.id and the config topic): the group's leader spreads the
+    // connectors, and the status topic holds their states for every worker to answer from.
+    let cluster_settings = match cluster::settings(&worker) {
+        Ok(Some(settings)) if store.is_some() => match cluster::unsupported_security(&worker) {
+            Some(why) => {
+                tracing::warn!(
+                    "{why}: this worker runs every connector, standing by for the slots another \
+                     worker streams from, and answers for itself"
+                );
+                None
+            }
+            None => Some(settings),
+        },
+        Ok(_) => None,
+        Err(e) => {
+            eprintln!("error: worker-config: {}", hide(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let status_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut status_reader = None;
+    let cluster = match (&cluster_settings, client.as_ref()) {
+        (Some(settings), Some(client)) => {
+            let status = match cluster::status::StatusTopic::open(
+                client,
+                &settings.status_topic,
+                settings.status_partitions,
+                settings.status_replication,
+            )
+            .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: worker-config: status.storage.topic: {}", hide(&e));
+                    return ExitCode::from(2);
+                }
+            };
+            match status.follow(status_stop.clone()) {
+                Ok(thread) => status_reader = Some(thread),
+                Err(e) => {
+                    eprintln!("error: reading status.storage.topic: {}", hide(&e));
+                    return ExitCode::FAILURE;
+                }
+            }
+            Some(herder::Cluster::new(settings.clone(), status))
+        }
+        _ => None,
+    };
+    let herder = Arc::new(Herder::new(
+        raw_worker,
+        client.clone(),
+        worker_id.clone(),
+        store,
+        cluster,
+    ));
     // The cluster id `GET /` reports, looked up once the brokers answer.
     // A thread of its own: the process never waits for it at exit.
     std::thread::spawn({
@@ -139,6 +194,72 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
             eprintln!("error: reading the config topic: {}", hide(&e));
             return ExitCode::FAILURE;
         }
+    }
+    // The group membership and the status writer, once the registrations are known.
+    let (member_stop, member_stop_rx) = tokio::sync::watch::channel(false);
+    let mut member = None;
+    if let (Some(settings), Some(cluster)) = (cluster_settings, herder.cluster()) {
+        let bootstrap: Vec<String> = worker
+            .get("bootstrap.servers")
+            .map(|b| {
+                b.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        tracing::info!(group = %settings.group_id, "joining the cluster's group");
+        member = Some(tokio::spawn(cluster::member::run(
+            settings,
+            bootstrap,
+            worker_id.clone(),
+            herder.clone() as Arc<dyn cluster::member::Assignee>,
+            cluster.handle.clone(),
+            member_stop_rx,
+        )));
+        if let (Some(topic), Some(client)) = (&cluster.settings.offset_topic, client.as_ref()) {
+            let settings = &cluster.settings;
+            match cluster::offsets::OffsetTopic::open(
+                client,
+                topic,
+                settings.offset_partitions,
+                settings.offset_replication,
+            )
+            .await
+            {
+                Ok(offsets) => {
+                    let herder = herder.clone();
+                    let every = settings
+                        .offset_flush_interval
+                        .max(std::time::Duration::from_millis(100));
+                    let mut stop = shutdown.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            tokio::select! {
+                                _ = tokio::time::sleep(every) => {}
+                                _ = stop.wait_for(|s| *s) => return,
+                            }
+                            offsets.flush(herder.positions()).await;
+                        }
+                    });
+                }
+                Err(e) => {
+                    eprintln!("error: worker-config: offset.storage.topic: {}", hide(&e));
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        let herder = herder.clone();
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                herder.publish_status().await;
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        });
     }
     for path in &args.connectors {
         let created = read_file(path).and_then(|raw| {
@@ -196,6 +317,15 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         });
     }
     let _ = shutdown.wait_for(|stop| *stop).await;
+    // Out of the group first (its connectors go to the others at once), then stopped.
+    let _ = member_stop.send(true);
+    if let Some(member) = member {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), member).await;
+    }
+    status_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(reader) = status_reader {
+        let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+    }
     let mut failed = None;
     for server in served {
         match server.await {

@@ -617,7 +617,7 @@ fn info_json(info: &Info) -> Value {
 fn status_json(status: &Status) -> Value {
     json!({
         "name": status.name,
-        "connector": { "state": state_name(&status.connector), "worker_id": status.worker_id },
+        "connector": { "state": status.connector.name(), "worker_id": status.worker_id },
         "tasks": status.task.iter().map(|t| task_json(t, &status.worker_id)).collect::<Vec<_>>(),
         "type": "source",
     })
@@ -625,21 +625,11 @@ fn status_json(status: &Status) -> Value {
 
 /// Connect's `TaskState` JSON of task 0, with its trace when it failed.
 fn task_json(state: &ConnectorState, worker_id: &str) -> Value {
-    let mut task = json!({"id": 0, "state": state_name(state), "worker_id": worker_id});
+    let mut task = json!({"id": 0, "state": state.name(), "worker_id": worker_id});
     if let ConnectorState::Failed(trace) = state {
         task["trace"] = json!(trace);
     }
     task
-}
-
-fn state_name(state: &ConnectorState) -> &'static str {
-    match state {
-        ConnectorState::Running => "RUNNING",
-        ConnectorState::Paused => "PAUSED",
-        ConnectorState::Stopped => "STOPPED",
-        ConnectorState::Unassigned => "UNASSIGNED",
-        ConnectorState::Failed(_) => "FAILED",
-    }
 }
 
 async fn tasks(State(herder): State<Arc<Herder>>, Path(name): Path<String>) -> Result<Json<Value>> {

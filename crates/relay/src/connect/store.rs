@@ -156,6 +156,9 @@ pub struct Decides {
 /// What a worker applies the topic's changes to (the herder).
 pub trait Follower: Send + Sync + 'static {
     fn changed(&self, name: &str, stored: &Stored, decides: Decides);
+    /// A restart request (`POST …/restart` through any worker), for the worker that runs
+    /// the connector.
+    fn restart_requested(&self, name: &str, only_failed: bool);
 }
 
 /// What the topic says about one connector.
@@ -272,6 +275,19 @@ impl ConfigTopic {
                                 .key()
                                 .map(|k| String::from_utf8_lossy(k).into_owned())
                                 .unwrap_or_default();
+                            if let Some(name) = key.strip_prefix(RESTART_PREFIX) {
+                                // Connect's restart request (KIP-745), written since this
+                                // worker started: applied by the worker that runs it.
+                                let only_failed = message
+                                    .payload()
+                                    .and_then(|v| {
+                                        serde_json::from_slice::<serde_json::Value>(v).ok()
+                                    })
+                                    .and_then(|j| j["only-failed"].as_bool())
+                                    .unwrap_or(false);
+                                follower.restart_requested(name, only_failed);
+                                continue;
+                            }
                             if let Some(namespace) = key.strip_prefix(LOGGER_PREFIX) {
                                 // A cluster-wide log level (KIP-976), this worker's own too;
                                 // those written before it started are not applied.
@@ -329,6 +345,14 @@ impl ConfigTopic {
             .await
     }
 
+    /// `POST …/restart` for a connector another worker runs: a restart request record
+    /// (`restart-connector-<name>`, as Connect writes it), which that worker applies.
+    pub async fn put_restart(&self, name: &str, only_failed: bool) -> Result<(), String> {
+        let value = json!({ "include-tasks": true, "only-failed": only_failed }).to_string();
+        self.send(&format!("{RESTART_PREFIX}{name}"), Some(value))
+            .await
+    }
+
     /// `removeConnectorConfig`: tombstones for the configuration and the target state.
     pub async fn delete(&self, name: &str) -> Result<(), String> {
         self.send(&format!("connector-{name}"), None).await?;
@@ -340,8 +364,9 @@ impl ConfigTopic {
         if let Some(v) = &value {
             record = record.payload(v);
         }
-        // Log levels are applied when read back, this worker's own too: not echoes.
-        let echoed = !key.starts_with(LOGGER_PREFIX);
+        // Log levels and restart requests are applied when read back, this worker's own
+        // too: not echoes.
+        let echoed = !key.starts_with(LOGGER_PREFIX) && !key.starts_with(RESTART_PREFIX);
         if echoed {
             self.own.wrote(key, value.as_deref().map(str::as_bytes));
         }
@@ -359,6 +384,7 @@ impl ConfigTopic {
 }
 
 const LOGGER_PREFIX: &str = "logger-cluster-";
+const RESTART_PREFIX: &str = "restart-connector-";
 
 fn set_logger_level(namespace: &str, value: Option<&[u8]>) {
     let level = value

@@ -1,0 +1,191 @@
+//! Connector and task states kept as Kafka Connect's `KafkaStatusBackingStore` keeps them,
+//! in the worker's `status.storage.topic` (compacted): keys `status-connector-<name>` and
+//! `status-task-<name>-<task>`, values `{"state":…,"trace":…,"worker_id":…,"generation":…}`
+//! as schemaless JSON, tombstones when a task goes. The worker running a connector writes
+//! its states; every worker reads the topic, so that each answers `GET …/status` with the
+//! cluster's one truth.
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One state as Connect writes it (`KafkaStatusBackingStore.serialize`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub state: String,
+    pub trace: Option<String>,
+    pub worker_id: String,
+    pub generation: i32,
+}
+
+pub fn connector_key(name: &str) -> String {
+    format!("status-connector-{name}")
+}
+
+pub fn task_key(name: &str, task: u32) -> String {
+    format!("status-task-{name}-{task}")
+}
+
+pub struct StatusTopic {
+    topic: String,
+    producer: FutureProducer,
+    client: ClientConfig,
+    view: Arc<Mutex<BTreeMap<String, Written>>>,
+}
+
+impl StatusTopic {
+    /// The topic, created when missing (`status.storage.partitions`, default 5, and
+    /// `status.storage.replication.factor`, as Connect creates it).
+    pub async fn open(
+        client: &ClientConfig,
+        topic: &str,
+        partitions: i32,
+        replication: i32,
+    ) -> Result<Self, String> {
+        super::create_compacted(client, topic, partitions, replication).await?;
+        let producer: FutureProducer = client
+            .clone()
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            // The Java client's partitioner, as Connect's status writer places keys.
+            .set("partitioner", "murmur2_random")
+            .create()
+            .map_err(|e| format!("Kafka producer: {e}"))?;
+        Ok(Self {
+            topic: topic.to_owned(),
+            producer,
+            client: client.clone(),
+            view: Arc::default(),
+        })
+    }
+
+    /// Reads the topic from its start on a thread of its own until `stop`.
+    pub fn follow(&self, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, String> {
+        let consumer: BaseConsumer = self
+            .client
+            .clone()
+            .set("group.id", "outbox-relay-connect-status-reader")
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(|e| format!("Kafka consumer: {e}"))?;
+        let metadata = consumer
+            .fetch_metadata(Some(&self.topic), TIMEOUT)
+            .map_err(|e| format!("reading {}: {e}", self.topic))?;
+        let partitions = metadata
+            .topics()
+            .first()
+            .map(|t| t.partitions().len())
+            .unwrap_or(0);
+        let mut assignment = TopicPartitionList::new();
+        for p in 0..partitions {
+            assignment
+                .add_partition_offset(&self.topic, p as i32, Offset::Beginning)
+                .map_err(|e| e.to_string())?;
+        }
+        consumer.assign(&assignment).map_err(|e| e.to_string())?;
+        let view = self.view.clone();
+        let topic = self.topic.clone();
+        std::thread::Builder::new()
+            .name("status-topic".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match consumer.poll(Duration::from_millis(200)) {
+                        Some(Ok(message)) => {
+                            let Some(key) = message.key() else { continue };
+                            let key = String::from_utf8_lossy(key).into_owned();
+                            apply(&mut view.lock().unwrap(), key, message.payload());
+                        }
+                        Some(Err(e)) => tracing::warn!(%topic, "reading the status topic: {e}"),
+                        None => {}
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn get(&self, key: &str) -> Option<Written> {
+        self.view.lock().unwrap().get(key).cloned()
+    }
+
+    /// Writes a state (`None`: a tombstone).
+    pub async fn put(&self, key: &str, value: Option<&Written>) -> Result<(), String> {
+        let body = value.map(|v| serde_json::to_string(v).expect("plain data serializes"));
+        let mut record = FutureRecord::<str, str>::to(&self.topic).key(key);
+        if let Some(b) = &body {
+            record = record.payload(b);
+        }
+        self.producer
+            .send(record, TIMEOUT)
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| format!("writing {key} to {}: {e}", self.topic))
+    }
+}
+
+/// One record folded into the view. A state written under an older generation than the one
+/// known, by another worker, is a late write of a worker that no longer runs it: ignored, as
+/// Connect's `putSafe` would not have written it.
+fn apply(view: &mut BTreeMap<String, Written>, key: String, value: Option<&[u8]>) {
+    let Some(value) = value else {
+        view.remove(&key);
+        return;
+    };
+    let Ok(written) = serde_json::from_slice::<Written>(value) else {
+        return;
+    };
+    if let Some(known) = view.get(&key) {
+        if written.generation < known.generation && written.worker_id != known.worker_id {
+            return;
+        }
+    }
+    view.insert(key, written);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(state: &str, worker: &str, generation: i32) -> Vec<u8> {
+        serde_json::to_vec(&Written {
+            state: state.into(),
+            trace: None,
+            worker_id: worker.into(),
+            generation,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_late_write_of_a_former_owner_is_ignored() {
+        let mut view = BTreeMap::new();
+        let key = connector_key("c");
+        apply(&mut view, key.clone(), Some(&w("RUNNING", "a", 3)));
+        apply(&mut view, key.clone(), Some(&w("RUNNING", "b", 5)));
+        apply(&mut view, key.clone(), Some(&w("UNASSIGNED", "a", 4)));
+        assert_eq!(view[&key].worker_id, "b");
+        apply(&mut view, key.clone(), Some(&w("PAUSED", "b", 5)));
+        assert_eq!(view[&key].state, "PAUSED");
+        apply(&mut view, key.clone(), None);
+        assert!(!view.contains_key(&key));
+    }
+
+    #[test]
+    fn connects_record_is_read() {
+        let mut view = BTreeMap::new();
+        apply(
+            &mut view,
+            task_key("c", 0),
+            Some(
+                br#"{"state":"FAILED","trace":"boom","worker_id":"10.0.0.1:8083","generation":7}"#,
+            ),
+        );
+        assert_eq!(view["status-task-c-0"].trace.as_deref(), Some("boom"));
+    }
+}
