@@ -1502,3 +1502,131 @@ async fn a_cluster_spreads_connectors_and_moves_a_dead_workers() {
         w.process.terminate(Duration::from_secs(20)).unwrap();
     }
 }
+
+/// The tutorial's curl sequence sent to worker 2 of a 3-worker cluster, whichever worker
+/// runs the connector: register (201, then 409), status, pause and resume, a new
+/// configuration, restarts, topics and their reset, delete; each worker answers the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tutorials_curl_sequence_against_worker_two_of_three() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let w1 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    let w2 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    let w3 = start_worker_with(&stack, dir.path(), DISTRIBUTED);
+    let all = [&w1, &w2, &w3];
+    let url = &w2.url;
+    let body = register_json(&stack, "tutorial").to_string();
+    let (code, created) = send("POST", &format!("{url}/connectors/"), &body);
+    assert_eq!(code, 201, "{created}");
+    let (code, _) = send("POST", &format!("{url}/connectors/"), &body);
+    assert_eq!(code, 409);
+    settled(&all, 1, &[1]).await;
+    insert(&stack, 1, "Order").await;
+    wait_values(&stack, "outbox.event.Order", &[r#"{"n": 1}"#]).await;
+
+    // Paused through w2: PAUSED from every worker, nothing relayed; resumed.
+    let connector = format!("{url}/connectors/inventory-connector");
+    let (code, _) = curl(&["-X", "PUT", &format!("{connector}/pause")]);
+    assert_eq!(code, 202);
+    for w in all {
+        wait_state(w, "inventory-connector", "PAUSED", Some("PAUSED")).await;
+    }
+    insert(&stack, 2, "Order").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(values(&stack, "outbox.event.Order").await.len(), 1);
+    let (code, _) = curl(&["-X", "PUT", &format!("{connector}/resume")]);
+    assert_eq!(code, 202);
+    wait_values(
+        &stack,
+        "outbox.event.Order",
+        &[r#"{"n": 1}"#, r#"{"n": 2}"#],
+    )
+    .await;
+
+    // A new configuration through w2 reaches the worker running it.
+    let mut config = register_json(&stack, "tutorial")["config"].clone();
+    config["transforms.outbox.route.topic.replacement"] = json!("${routedByValue}.events");
+    let (code, updated) = send("PUT", &format!("{connector}/config"), &config.to_string());
+    assert_eq!(code, 200, "{updated}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !all.iter().all(|w| {
+        curl(&[&format!("{}/connectors/inventory-connector/config", w.url)]).1
+            ["transforms.outbox.route.topic.replacement"]
+            == "${routedByValue}.events"
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the new configuration never reached every worker"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    settled(&all, 1, &[1]).await;
+    insert(&stack, 3, "Order").await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 3}"#]).await;
+
+    // Restarts through w2 (204; 202 with the status).
+    let (code, _) = curl(&["-X", "POST", &format!("{connector}/restart")]);
+    assert_eq!(code, 204);
+    let (code, restarted) = curl(&[
+        "-X",
+        "POST",
+        &format!("{connector}/restart?includeTasks=true&onlyFailed=false"),
+    ]);
+    assert_eq!(code, 202, "{restarted}");
+    settled(&all, 1, &[1]).await;
+    insert(&stack, 4, "Order").await;
+    wait_values(&stack, "Order.events", &[r#"{"n": 3}"#, r#"{"n": 4}"#]).await;
+
+    // Its topics, the same from every worker, whichever runs it; reset through w2.
+    let topics_of =
+        |w: &Worker| curl(&[&format!("{}/connectors/inventory-connector/topics", w.url)]).1;
+    let want = json!({"inventory-connector": {"topics": ["Order.events", "outbox.event.Order"]}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !all.iter().all(|w| topics_of(w) == want) {
+        assert!(Instant::now() < deadline, "{:?}", all.map(topics_of));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, _) = curl(&["-X", "PUT", &format!("{connector}/topics/reset")]);
+    assert_eq!(code, 202);
+    let empty = json!({"inventory-connector": {"topics": []}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !all.iter().all(|w| topics_of(w) == empty) {
+        assert!(Instant::now() < deadline, "{:?}", all.map(topics_of));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    insert(&stack, 5, "Order").await;
+    let only = json!({"inventory-connector": {"topics": ["Order.events"]}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !all.iter().all(|w| topics_of(w) == only) {
+        assert!(Instant::now() < deadline, "{:?}", all.map(topics_of));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Deleted through w2: gone from every worker, its slot read by none.
+    let (code, _) = curl(&["-X", "DELETE", &connector]);
+    assert_eq!(code, 204);
+    for w in all {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while curl(&[&format!("{}/connectors/inventory-connector/status", w.url)]).0 != 404 {
+            assert!(Instant::now() < deadline, "still on {}", w.url);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack
+        .db
+        .query_one(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = 'tutorial'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(Instant::now() < deadline, "the slot is still read");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for mut w in [w1, w2, w3] {
+        w.process.terminate(Duration::from_secs(20)).unwrap();
+    }
+}

@@ -1192,8 +1192,11 @@ fn config_topic_through(protocol: &str) {
     let sasl = |password: &str| {
         format!(
             "bootstrap.servers=127.0.0.1:{port}\n\
+             group.id=secured\n\
              config.storage.topic=connect-configs\n\
              config.storage.replication.factor=1\n\
+             status.storage.topic=connect-status\n\
+             status.storage.replication.factor=1\n\
              security.protocol={protocol}\n\
              sasl.mechanism=PLAIN\n\
              {worker_tls}\
@@ -1238,6 +1241,24 @@ fn config_topic_through(protocol: &str) {
         &json!({"name": "over-sasl", "config": config, "initial_state": "STOPPED"}).to_string(),
     );
     assert_eq!(created.status, 201, "{} {}", created.body, first.log());
+    // A worker of a cluster (group.id): its group membership speaks the same SASL (and TLS).
+    // The connector is assigned to it, and its state is written to the status topic and read
+    // back from there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = curl(&[&format!("{url}/connectors/over-sasl/status")]).json();
+        if status["connector"]["state"] == "STOPPED"
+            && status["connector"]["worker_id"] == format!("127.0.0.1:{rest}")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{status}\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // The cluster id, asked of the broker over SASL.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -70,6 +70,12 @@ impl SslSettings {
         self.0.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
     }
 
+    /// Whether `key` is given, even empty (Java reads an empty
+    /// `ssl.endpoint.identification.algorithm` as "no host name check").
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
     /// Whether any `ssl.*` setting is given.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

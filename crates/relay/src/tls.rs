@@ -86,6 +86,41 @@ pub fn client_config(tls: &TlsConfig) -> Result<Option<ClientConfig>, String> {
     Ok(Some(config))
 }
 
+/// A Kafka client's rustls configuration (the worker's group membership): the chain must
+/// lead to `trusted`, the host name checked when `verify_host`, and `key` presented for
+/// mutual TLS.
+pub fn kafka_client_config(
+    trusted: Vec<CertificateDer<'static>>,
+    key: Option<crate::keystore::KeyMaterial>,
+    verify_host: bool,
+) -> Result<ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(trusted);
+    if added == 0 {
+        return Err("ssl.truststore: no certificate in it".into());
+    }
+    let roots = Arc::new(roots);
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots.clone());
+    let mut config = match key {
+        Some(material) => builder
+            .with_client_auth_cert(material.chain, material.key)
+            .map_err(|e| format!("ssl.keystore: {e}"))?,
+        None => builder.with_no_client_auth(),
+    };
+    if !verify_host {
+        let inner = WebPkiServerVerifier::builder_with_provider(roots, provider())
+            .build()
+            .map_err(|e| e.to_string())?;
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(ChainOnly(inner)));
+    }
+    Ok(config)
+}
+
 /// sslmode=prefer/require: encrypted, not authenticated (libpq's behaviour).
 #[derive(Debug)]
 struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);

@@ -153,12 +153,15 @@ pub struct Herder {
 pub struct Cluster {
     pub settings: ClusterSettings,
     pub handle: Arc<Handle>,
-    pub status: StatusTopic,
+    pub status: Arc<StatusTopic>,
     /// The connectors this worker runs (none until its first assignment).
     assigned: Mutex<std::collections::BTreeSet<String>>,
     generation: std::sync::atomic::AtomicI32,
     /// What this worker last wrote under each status key.
     written: Mutex<BTreeMap<String, Option<Written>>>,
+    /// The active-topic records this worker wrote, by (connector, topic), and whether it
+    /// read each back.
+    published_topics: Mutex<BTreeMap<(String, String), bool>>,
 }
 
 impl Cluster {
@@ -166,10 +169,11 @@ impl Cluster {
         Self {
             settings,
             handle: Arc::default(),
-            status,
+            status: Arc::new(status),
             assigned: Mutex::default(),
             generation: Default::default(),
             written: Mutex::default(),
+            published_topics: Mutex::default(),
         }
     }
 }
@@ -456,6 +460,12 @@ impl Herder {
         let Some(entry) = connectors.get(name) else {
             return Vec::new();
         };
+        if let Some(cluster) = &self.cluster {
+            // As the status topic records them, whichever worker runs it.
+            let mut topics = cluster.status.topics_of(name);
+            topics.sort();
+            return topics;
+        }
         let mut topics = entry.topics.clone();
         if let Some(pipeline) = &entry.pipeline {
             topics.extend(pipeline.written.get());
@@ -465,6 +475,25 @@ impl Herder {
 
     /// `PUT /connectors/{n}/topics/reset`.
     pub fn reset_topics(&self, name: &str) {
+        if let Some(cluster) = &self.cluster {
+            // Tombstones for its records; the worker running it forgets them when it reads
+            // them gone, and records the topics written next.
+            let keys: Vec<String> = cluster
+                .status
+                .topics_of(name)
+                .iter()
+                .map(|t| status_topic::topic_key(t, name))
+                .collect();
+            let cluster_status = cluster.status.clone();
+            tokio::spawn(async move {
+                for key in keys {
+                    if let Err(e) = cluster_status.put_raw(&key, None).await {
+                        tracing::warn!("status topic: {e}");
+                    }
+                }
+            });
+            return;
+        }
         let mut connectors = self.connectors.lock().unwrap();
         if let Some(entry) = connectors.get_mut(name) {
             entry.topics.clear();
@@ -614,6 +643,7 @@ impl Herder {
                 ));
             }
         }
+        self.publish_topics(cluster, &assigned).await;
         for (key, value) in writes {
             let same = {
                 let last = cluster.written.lock().unwrap();
@@ -653,6 +683,74 @@ impl Herder {
                 Some((name.clone(), server, lsn))
             })
             .collect()
+    }
+
+    /// Records the topics the connectors running here wrote to (Connect's `TopicStatus`), and
+    /// forgets those whose records were reset through any worker.
+    async fn publish_topics(
+        &self,
+        cluster: &Cluster,
+        assigned: &std::collections::BTreeSet<String>,
+    ) {
+        let mut new = Vec::new();
+        {
+            let mut connectors = self.connectors.lock().unwrap();
+            let mut published = cluster.published_topics.lock().unwrap();
+            for name in assigned {
+                let Some(entry) = connectors.get_mut(name) else {
+                    continue;
+                };
+                let recorded = cluster.status.topics_of(name);
+                // Read back: seen. Seen once and gone: reset elsewhere.
+                let mut reset = false;
+                for ((connector, topic), seen) in published.iter_mut() {
+                    if connector != name {
+                        continue;
+                    }
+                    let there = recorded.iter().any(|t| t == topic);
+                    if there {
+                        *seen = true;
+                    } else if *seen {
+                        reset = true;
+                    }
+                }
+                if reset {
+                    entry.topics.clear();
+                    if let Some(p) = &entry.pipeline {
+                        p.written.take();
+                    }
+                    published.retain(|(connector, _), _| connector != name);
+                    continue;
+                }
+                let mut local = entry.topics.clone();
+                if let Some(p) = &entry.pipeline {
+                    local.extend(p.written.get());
+                }
+                for topic in local {
+                    if !published.contains_key(&(name.clone(), topic.clone())) {
+                        new.push((topic, name.clone()));
+                    }
+                }
+            }
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        for (topic, name) in new {
+            let key = status_topic::topic_key(&topic, &name);
+            let value = status_topic::topic_value(&topic, &name, now);
+            match cluster.status.put_raw(&key, Some(value)).await {
+                Ok(()) => {
+                    cluster
+                        .published_topics
+                        .lock()
+                        .unwrap()
+                        .insert((name, topic), false);
+                }
+                Err(e) => tracing::warn!("status topic: {e}"),
+            }
+        }
     }
 
     /// Tells a pipeline to stop; the connector's next pipeline waits for it.

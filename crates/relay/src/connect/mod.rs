@@ -115,16 +115,21 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     // A cluster of workers (group.id and the config topic): the group's leader spreads the
     // connectors, and the status topic holds their states for every worker to answer from.
     let cluster_settings = match cluster::settings(&worker) {
-        Ok(Some(settings)) if store.is_some() => match cluster::unsupported_security(&worker) {
-            Some(why) => {
-                tracing::warn!(
-                    "{why}: this worker runs every connector, standing by for the slots another \
-                     worker streams from, and answers for itself"
-                );
-                None
+        Ok(Some(settings)) if store.is_some() => {
+            match cluster::transport::Security::of_worker(
+                &worker,
+                client.as_ref().expect("a config topic has a client"),
+            ) {
+                Err(why) => {
+                    tracing::warn!(
+                        "{why}: this worker runs every connector, standing by for the slots another \
+                         worker streams from, and answers for itself"
+                    );
+                    None
+                }
+                Ok(security) => Some((settings, security)),
             }
-            None => Some(settings),
-        },
+        }
         Ok(_) => None,
         Err(e) => {
             eprintln!("error: worker-config: {}", hide(&e));
@@ -134,7 +139,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     let status_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut status_reader = None;
     let cluster = match (&cluster_settings, client.as_ref()) {
-        (Some(settings), Some(client)) => {
+        (Some((settings, _)), Some(client)) => {
             let status = match cluster::status::StatusTopic::open(
                 client,
                 &settings.status_topic,
@@ -198,7 +203,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
     // The group membership and the status writer, once the registrations are known.
     let (member_stop, member_stop_rx) = tokio::sync::watch::channel(false);
     let mut member = None;
-    if let (Some(settings), Some(cluster)) = (cluster_settings, herder.cluster()) {
+    if let (Some((settings, security)), Some(cluster)) = (cluster_settings, herder.cluster()) {
         let bootstrap: Vec<String> = worker
             .get("bootstrap.servers")
             .map(|b| {
@@ -211,6 +216,7 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         tracing::info!(group = %settings.group_id, "joining the cluster's group");
         member = Some(tokio::spawn(cluster::member::run(
             settings,
+            security,
             bootstrap,
             worker_id.clone(),
             herder.clone() as Arc<dyn cluster::member::Assignee>,

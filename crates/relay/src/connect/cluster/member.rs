@@ -6,6 +6,7 @@
 //! only, never a worker's connectors.
 
 use super::assign::{Leader, Member};
+use super::transport::{Mechanism, Scram, Security, Stream};
 use super::wire::{self, Assigned, Metadata};
 use super::ClusterSettings;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -16,7 +17,9 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorResponse, GroupId,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, RequestHeader, ResponseHeader, SyncGroupRequest, SyncGroupResponse,
+    LeaveGroupResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse, SyncGroupRequest,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use std::collections::{BTreeSet, HashMap};
@@ -70,18 +73,18 @@ const MEMBER_ID_REQUIRED: i16 = 79;
 
 /// One connection to a broker.
 struct Conn {
-    stream: tokio::net::TcpStream,
+    stream: Box<dyn Stream>,
     correlation: i32,
     versions: HashMap<i16, (i16, i16)>,
 }
 
 impl Conn {
-    async fn open(address: &str) -> Result<Self, String> {
-        let stream = tokio::time::timeout(REQUEST_TIMEOUT, tokio::net::TcpStream::connect(address))
+    async fn open(address: &str, security: &Security) -> Result<Self, String> {
+        let stream = tokio::time::timeout(REQUEST_TIMEOUT, security.connect(address))
             .await
-            .map_err(|_| format!("connecting to {address}: no answer within {REQUEST_TIMEOUT:?}"))?
-            .map_err(|e| format!("connecting to {address}: {e}"))?;
-        let _ = stream.set_nodelay(true);
+            .map_err(|_| {
+                format!("connecting to {address}: no answer within {REQUEST_TIMEOUT:?}")
+            })??;
         let mut conn = Conn {
             stream,
             correlation: 0,
@@ -105,7 +108,83 @@ impl Conn {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        if let Some(sasl) = &security.sasl {
+            conn.authenticate(sasl.mechanism, sasl)
+                .await
+                .map_err(|e| format!("{address}: {e} (check the worker's sasl.* settings)"))?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake, then SaslAuthenticate rounds (KIP-152).
+    async fn authenticate(
+        &mut self,
+        mechanism: Mechanism,
+        sasl: &super::transport::Sasl,
+    ) -> Result<(), String> {
+        let handshake: SaslHandshakeResponse = self
+            .call(
+                ApiKey::SaslHandshake,
+                1,
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_static_str(mechanism.name())),
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            return Err(format!(
+                "the broker does not enable sasl.mechanism={} (it offers {:?})",
+                mechanism.name(),
+                handshake
+                    .mechanisms
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+            ));
+        }
+        let version = self.version(ApiKey::SaslAuthenticate, (0, 2))?;
+        let (user, password) = sasl.credentials();
+        match mechanism {
+            Mechanism::Plain => {
+                self.sasl_round(version, format!("\0{user}\0{password}").into_bytes())
+                    .await?;
+            }
+            Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+                let nonce = base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    rand::random::<[u8; 24]>(),
+                );
+                let mut scram = Scram::new(mechanism, user, password, nonce);
+                let first = self
+                    .sasl_round(version, scram.client_first().into_bytes())
+                    .await?;
+                let last = scram.client_final(&String::from_utf8_lossy(&first))?;
+                let server_final = self.sasl_round(version, last.into_bytes()).await?;
+                scram.verify_server_final(&String::from_utf8_lossy(&server_final))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sasl_round(&mut self, version: i16, bytes: Vec<u8>) -> Result<Bytes, String> {
+        let answer: SaslAuthenticateResponse = self
+            .call(
+                ApiKey::SaslAuthenticate,
+                version,
+                &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes)),
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        if answer.error_code != 0 {
+            return Err(format!(
+                "Authentication failed: {}",
+                answer
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| format!("error {}", answer.error_code))
+            ));
+        }
+        Ok(answer.auth_bytes)
     }
 
     /// The highest version of `key` both sides speak, within `ours`.
@@ -186,6 +265,7 @@ enum Ended {
 /// Holds the worker's membership until `stop`, rejoining through every failure.
 pub async fn run(
     settings: ClusterSettings,
+    security: Security,
     bootstrap: Vec<String>,
     worker: String,
     assignee: Arc<dyn Assignee>,
@@ -205,7 +285,7 @@ pub async fn run(
         if *stop.borrow() {
             return;
         }
-        let ended = match find_coordinator(&bootstrap, &member.settings.group_id).await {
+        let ended = match find_coordinator(&bootstrap, &member.settings.group_id, &security).await {
             Ok(conn) => {
                 backoff = Duration::from_millis(200);
                 member.session(conn, &mut stop).await
@@ -226,10 +306,14 @@ pub async fn run(
     }
 }
 
-async fn find_coordinator(bootstrap: &[String], group: &str) -> Result<Conn, String> {
+async fn find_coordinator(
+    bootstrap: &[String],
+    group: &str,
+    security: &Security,
+) -> Result<Conn, String> {
     let mut last = String::from("no bootstrap.servers");
     for address in bootstrap {
-        let mut conn = match Conn::open(address).await {
+        let mut conn = match Conn::open(address, security).await {
             Ok(c) => c,
             Err(e) => {
                 last = e;
@@ -266,7 +350,7 @@ async fn find_coordinator(bootstrap: &[String], group: &str) -> Result<Conn, Str
             });
         }
         let coordinator = format!("{host}:{port}");
-        return Conn::open(&coordinator).await;
+        return Conn::open(&coordinator, security).await;
     }
     Err(last)
 }

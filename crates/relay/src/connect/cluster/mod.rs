@@ -10,6 +10,7 @@ pub mod assign;
 pub mod member;
 pub mod offsets;
 pub mod status;
+pub mod transport;
 pub mod wire;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -128,20 +129,6 @@ pub fn settings(worker: &BTreeMap<String, String>) -> Result<Option<ClusterSetti
         offset_replication: int("offset.storage.replication.factor", -1)?,
         offset_flush_interval: ms("offset.flush.interval.ms", 60_000)?,
     }))
-}
-
-/// Why this worker's group membership cannot be held over its Kafka connection, if so: the
-/// membership's own connection speaks plain TCP.
-pub fn unsupported_security(worker: &BTreeMap<String, String>) -> Option<String> {
-    let protocol = worker
-        .get("security.protocol")
-        .map(|p| p.trim().to_ascii_uppercase())
-        .unwrap_or_else(|| "PLAINTEXT".into());
-    (protocol != "PLAINTEXT").then(|| {
-        format!(
-            "security.protocol={protocol}: the group membership of outbox-relay's workers speaks PLAINTEXT only"
-        )
-    })
 }
 
 /// A compacted topic, created when missing.

@@ -1,9 +1,10 @@
 //! Connector and task states kept as Kafka Connect's `KafkaStatusBackingStore` keeps them,
 //! in the worker's `status.storage.topic` (compacted): keys `status-connector-<name>` and
 //! `status-task-<name>-<task>`, values `{"state":…,"trace":…,"worker_id":…,"generation":…}`
-//! as schemaless JSON, tombstones when a task goes. The worker running a connector writes
-//! its states; every worker reads the topic, so that each answers `GET …/status` with the
-//! cluster's one truth.
+//! as schemaless JSON, tombstones when a task goes; and each connector's active topics
+//! (`topic-<topic>-<connector>` → `{"topic":{"name","connector","task","discoverTimestamp"}}`).
+//! The worker running a connector writes them; every worker reads the topic, so that each
+//! answers `GET …/status` and `GET …/topics` with the cluster's one truth.
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -33,11 +34,35 @@ pub fn task_key(name: &str, task: u32) -> String {
     format!("status-task-{name}-{task}")
 }
 
+pub fn topic_key(topic: &str, connector: &str) -> String {
+    format!("topic-{topic}-{connector}")
+}
+
+/// Connect's `TopicStatus` record of a topic a connector wrote to.
+pub fn topic_value(topic: &str, connector: &str, discovered_ms: i64) -> String {
+    serde_json::json!({
+        "topic": {
+            "name": topic,
+            "connector": connector,
+            "task": 0,
+            "discoverTimestamp": discovered_ms,
+        }
+    })
+    .to_string()
+}
+
+/// What the topic holds: states by key, and active topics by key (topic, connector).
+#[derive(Default)]
+struct View {
+    states: BTreeMap<String, Written>,
+    topics: BTreeMap<String, (String, String)>,
+}
+
 pub struct StatusTopic {
     topic: String,
     producer: FutureProducer,
     client: ClientConfig,
-    view: Arc<Mutex<BTreeMap<String, Written>>>,
+    view: Arc<Mutex<View>>,
 }
 
 impl StatusTopic {
@@ -111,12 +136,29 @@ impl StatusTopic {
     }
 
     pub fn get(&self, key: &str) -> Option<Written> {
-        self.view.lock().unwrap().get(key).cloned()
+        self.view.lock().unwrap().states.get(key).cloned()
+    }
+
+    /// The topics `connector` wrote to, as recorded by whichever worker ran it.
+    pub fn topics_of(&self, connector: &str) -> Vec<String> {
+        self.view
+            .lock()
+            .unwrap()
+            .topics
+            .values()
+            .filter(|(_, c)| c == connector)
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 
     /// Writes a state (`None`: a tombstone).
     pub async fn put(&self, key: &str, value: Option<&Written>) -> Result<(), String> {
         let body = value.map(|v| serde_json::to_string(v).expect("plain data serializes"));
+        self.put_raw(key, body).await
+    }
+
+    /// Writes a record as it is (`None`: a tombstone).
+    pub async fn put_raw(&self, key: &str, body: Option<String>) -> Result<(), String> {
         let mut record = FutureRecord::<str, str>::to(&self.topic).key(key);
         if let Some(b) = &body {
             record = record.payload(b);
@@ -132,7 +174,28 @@ impl StatusTopic {
 /// One record folded into the view. A state written under an older generation than the one
 /// known, by another worker, is a late write of a worker that no longer runs it: ignored, as
 /// Connect's `putSafe` would not have written it.
-fn apply(view: &mut BTreeMap<String, Written>, key: String, value: Option<&[u8]>) {
+fn apply(view: &mut View, key: String, value: Option<&[u8]>) {
+    if key.starts_with("topic-") {
+        let topic = value
+            .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
+            .and_then(|j| {
+                let t = &j["topic"];
+                Some((
+                    t["name"].as_str()?.to_owned(),
+                    t["connector"].as_str()?.to_owned(),
+                ))
+            });
+        match topic {
+            Some(t) => {
+                view.topics.insert(key, t);
+            }
+            None => {
+                view.topics.remove(&key);
+            }
+        }
+        return;
+    }
+    let view = &mut view.states;
     let Some(value) = value else {
         view.remove(&key);
         return;
@@ -164,21 +227,39 @@ mod tests {
 
     #[test]
     fn a_late_write_of_a_former_owner_is_ignored() {
-        let mut view = BTreeMap::new();
+        let mut all = View::default();
+        let view = &mut all;
         let key = connector_key("c");
-        apply(&mut view, key.clone(), Some(&w("RUNNING", "a", 3)));
-        apply(&mut view, key.clone(), Some(&w("RUNNING", "b", 5)));
-        apply(&mut view, key.clone(), Some(&w("UNASSIGNED", "a", 4)));
-        assert_eq!(view[&key].worker_id, "b");
-        apply(&mut view, key.clone(), Some(&w("PAUSED", "b", 5)));
-        assert_eq!(view[&key].state, "PAUSED");
+        apply(view, key.clone(), Some(&w("RUNNING", "a", 3)));
+        apply(view, key.clone(), Some(&w("RUNNING", "b", 5)));
+        apply(view, key.clone(), Some(&w("UNASSIGNED", "a", 4)));
+        assert_eq!(view.states[&key].worker_id, "b");
+        apply(view, key.clone(), Some(&w("PAUSED", "b", 5)));
+        assert_eq!(view.states[&key].state, "PAUSED");
+        apply(view, key.clone(), None);
+        assert!(!view.states.contains_key(&key));
+    }
+
+    #[test]
+    fn active_topics_as_connect_records_them() {
+        let mut view = View::default();
+        let key = topic_key("Order.events", "c");
+        apply(
+            &mut view,
+            key.clone(),
+            Some(topic_value("Order.events", "c", 1).as_bytes()),
+        );
+        assert_eq!(
+            view.topics[&key],
+            ("Order.events".to_owned(), "c".to_owned())
+        );
         apply(&mut view, key.clone(), None);
-        assert!(!view.contains_key(&key));
+        assert!(view.topics.is_empty());
     }
 
     #[test]
     fn connects_record_is_read() {
-        let mut view = BTreeMap::new();
+        let mut view = View::default();
         apply(
             &mut view,
             task_key("c", 0),
@@ -186,6 +267,9 @@ mod tests {
                 br#"{"state":"FAILED","trace":"boom","worker_id":"10.0.0.1:8083","generation":7}"#,
             ),
         );
-        assert_eq!(view["status-task-c-0"].trace.as_deref(), Some("boom"));
+        assert_eq!(
+            view.states["status-task-c-0"].trace.as_deref(),
+            Some("boom")
+        );
     }
 }
