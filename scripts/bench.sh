@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export OUTBOX_RELAY_KAFKA_OPTS="${OUTBOX_RELAY_KAFKA_OPTS:--XX:TieredStopAtLevel=4 -Xmx1g}"
 export PATH="$HOME/.cargo/bin:$PATH"
-for bench in decode_route big_transaction memory_bounds many_topics end_to_end cdc_vs_polling exactly_once; do
+for bench in decode_route big_transaction memory_bounds many_topics connect_failover end_to_end cdc_vs_polling exactly_once; do
     echo "=== cargo bench --bench $bench"
     cargo bench --locked --bench "$bench"
 done

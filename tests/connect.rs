@@ -1630,3 +1630,63 @@ async fn the_tutorials_curl_sequence_against_worker_two_of_three() {
         w.process.terminate(Duration::from_secs(20)).unwrap();
     }
 }
+
+/// `scheduled.rebalance.max.delay.ms`: a worker killed -9 and back on its port within the
+/// delay gets its own connectors back, and nothing else moves; meanwhile they are reported
+/// UNASSIGNED, not RUNNING on the dead worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_back_within_the_delay_gets_its_connectors_back() {
+    let stack = Stack::start_with_schema(Storage::Memory, EVENTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let delayed = DISTRIBUTED.replace(
+        "scheduled.rebalance.max.delay.ms=0",
+        "scheduled.rebalance.max.delay.ms=60000",
+    );
+    let w1 = start_worker_with(&stack, dir.path(), &delayed);
+    let w2_port = outbox_relay_testkit::net::free_port();
+    let mut w2 = start_worker_on(&stack, dir.path(), &delayed, &[], &[], w2_port);
+    for i in 0..4 {
+        let (code, body) = send(
+            "POST",
+            &format!("{}/connectors", w1.url),
+            &cluster_connector(&stack, i).to_string(),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    let before = settled(&[&w1, &w2], 4, &[2, 2]).await;
+    let w2_id = format!("127.0.0.1:{w2_port}");
+    let on_w2: Vec<&String> = before
+        .iter()
+        .filter(|(_, id)| **id == w2_id)
+        .map(|(c, _)| c)
+        .collect();
+    w2.process.kill9();
+    // Held for it: UNASSIGNED once the coordinator saw it go, the others untouched.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = statuses(&w1);
+        let held = on_w2
+            .iter()
+            .all(|c| all[c.as_str()]["status"]["tasks"][0]["state"] == "UNASSIGNED");
+        let kept = before
+            .iter()
+            .filter(|(_, id)| **id != w2_id)
+            .all(|(c, id)| {
+                all[c.as_str()]["status"]["tasks"][0]["state"] == "RUNNING"
+                    && all[c.as_str()]["status"]["tasks"][0]["worker_id"] == json!(id)
+            });
+        if held && kept {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{all}\n{}", w1.process.log());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let w2 = start_worker_on(&stack, dir.path(), &delayed, &[], &[], w2_port);
+    let after = settled(&[&w1, &w2], 4, &[2, 2]).await;
+    assert_eq!(after, before, "each connector back where it ran");
+    insert(&stack, 1, "Order").await;
+    wait_all_events(&stack, 4, 1).await;
+    for mut w in [w1, w2] {
+        w.process.terminate(Duration::from_secs(20)).unwrap();
+    }
+}

@@ -159,6 +159,9 @@ pub struct Cluster {
     generation: std::sync::atomic::AtomicI32,
     /// What this worker last wrote under each status key.
     written: Mutex<BTreeMap<String, Option<Written>>>,
+    /// As the group's leader: the connectors no worker runs (held for a departed worker),
+    /// recorded UNASSIGNED.
+    unassigned: Mutex<std::collections::BTreeSet<String>>,
     /// The active-topic records this worker wrote, by (connector, topic), and whether it
     /// read each back.
     published_topics: Mutex<BTreeMap<(String, String), bool>>,
@@ -174,6 +177,7 @@ impl Cluster {
             generation: Default::default(),
             written: Mutex::default(),
             published_topics: Mutex::default(),
+            unassigned: Mutex::default(),
         }
     }
 }
@@ -617,6 +621,23 @@ impl Herder {
             .load(std::sync::atomic::Ordering::Relaxed);
         let assigned = cluster.assigned.lock().unwrap().clone();
         let mut writes = Vec::new();
+        // Held for a departed worker: UNASSIGNED, not its last RUNNING.
+        let unassigned = std::mem::take(&mut *cluster.unassigned.lock().unwrap());
+        for name in unassigned.difference(&assigned) {
+            let written = Written {
+                state: State::Unassigned.name().to_owned(),
+                trace: None,
+                worker_id: self.worker_id.clone(),
+                generation,
+            };
+            for key in [
+                status_topic::connector_key(name),
+                status_topic::task_key(name, 0),
+            ] {
+                cluster.written.lock().unwrap().remove(&key);
+                writes.push((key, Some(written.clone())));
+            }
+        }
         {
             let connectors = self.connectors.lock().unwrap();
             for name in &assigned {
@@ -957,6 +978,12 @@ impl Assignee for Herder {
             .as_ref()
             .map(|c| c.assigned.lock().unwrap().clone())
             .unwrap_or_default()
+    }
+
+    fn unassigned(&self, connectors: std::collections::BTreeSet<String>, _generation: i32) {
+        if let Some(cluster) = &self.cluster {
+            *cluster.unassigned.lock().unwrap() = connectors;
+        }
     }
 
     fn assigned(&self, now: std::collections::BTreeSet<String>, generation: i32) {

@@ -36,6 +36,9 @@ pub trait Assignee: Send + Sync + 'static {
     fn running(&self) -> BTreeSet<String>;
     /// This worker's connectors from now on.
     fn assigned(&self, connectors: BTreeSet<String>, generation: i32);
+    /// As the leader: the connectors no worker runs in `generation` (held for a departed
+    /// worker), whose states it records as UNASSIGNED.
+    fn unassigned(&self, connectors: BTreeSet<String>, generation: i32);
 }
 
 /// The membership as the worker's metrics and status see it.
@@ -475,12 +478,20 @@ impl State {
                         }
                     })
                     .collect();
+                let all = self.assignee.connectors();
                 let assignment = self.leader.assign(
                     &members,
-                    &self.assignee.connectors(),
+                    &all,
                     self.settings.scheduled_rebalance_delay,
                     Instant::now(),
                 );
+                let placed: BTreeSet<&String> = assignment.by_member.values().flatten().collect();
+                let unplaced = all
+                    .iter()
+                    .filter(|c| !placed.contains(c))
+                    .cloned()
+                    .collect();
+                self.assignee.unassigned(unplaced, generation);
                 rebalance_at = assignment
                     .rebalance_in
                     .map(|d| tokio::time::Instant::now() + d);
