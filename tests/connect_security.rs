@@ -1143,17 +1143,23 @@ fn schemathesis_finds_no_server_error() {
 /// a wrong password is refused.
 #[test]
 fn the_config_topic_and_the_cluster_id_go_through_the_workers_sasl_settings() {
-    config_topic_through("SASL_PLAINTEXT");
+    config_topic_through("SASL_PLAINTEXT", "PLAIN");
+}
+
+/// The same with SCRAM-SHA-256: the worker's group membership runs Kafka's SCRAM exchange.
+#[test]
+fn the_config_topic_and_the_group_go_through_the_workers_scram_settings() {
+    config_topic_through("SASL_PLAINTEXT", "SCRAM-SHA-256");
 }
 
 /// The same over TLS (`SASL_SSL`): the broker's certificate is checked against the worker's
 /// PKCS12 truststore (`ssl.truststore.*`), host name included.
 #[test]
 fn the_config_topic_and_the_cluster_id_go_through_the_workers_tls_settings() {
-    config_topic_through("SASL_SSL");
+    config_topic_through("SASL_SSL", "PLAIN");
 }
 
-fn config_topic_through(protocol: &str) {
+fn config_topic_through(protocol: &str, mechanism: &str) {
     let port = free_port();
     let controller = free_port();
     let dir = tempfile::tempdir().unwrap();
@@ -1176,19 +1182,25 @@ fn config_topic_through(protocol: &str) {
         (String::new(), String::new())
     };
     let listener = protocol.to_lowercase();
-    let broker = outbox_relay_testkit::Broker::start_private_with(&format!(
+    let broker = outbox_relay_testkit::Broker::start_private_with_scram(&format!(
         "listeners={protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
          advertised.listeners={protocol}://127.0.0.1:{port}\n\
          listener.security.protocol.map={protocol}:{protocol},CONTROLLER:PLAINTEXT\n\
          inter.broker.listener.name={protocol}\n\
          controller.quorum.voters=1@127.0.0.1:{controller}\n\
-         sasl.enabled.mechanisms=PLAIN\n\
+         sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n\
          sasl.mechanism.inter.broker.protocol=PLAIN\n\
          {broker_tls}\
          listener.name.{listener}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
-         username=\"admin\" password=\"admin-pw\" user_admin=\"admin-pw\" user_connect=\"connect-pw\";\n"
-    ))
+         username=\"admin\" password=\"admin-pw\" user_admin=\"admin-pw\" user_connect=\"connect-pw\";\n\
+         listener.name.{listener}.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+    ), &["SCRAM-SHA-256=[name=connect,password=connect-pw]"])
     .unwrap_or_else(|e| panic!("a {protocol} broker: {e:#}"));
+    let module = if mechanism == "PLAIN" {
+        "plain.PlainLoginModule"
+    } else {
+        "scram.ScramLoginModule"
+    };
     let sasl = |password: &str| {
         format!(
             "bootstrap.servers=127.0.0.1:{port}\n\
@@ -1198,9 +1210,9 @@ fn config_topic_through(protocol: &str) {
              status.storage.topic=connect-status\n\
              status.storage.replication.factor=1\n\
              security.protocol={protocol}\n\
-             sasl.mechanism=PLAIN\n\
+             sasl.mechanism={mechanism}\n\
              {worker_tls}\
-             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"connect\" password=\"{password}\";\n"
+             sasl.jaas.config=org.apache.kafka.common.security.{module} required username=\"connect\" password=\"{password}\";\n"
         )
     };
     let start = |properties: String| {

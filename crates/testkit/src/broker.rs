@@ -99,6 +99,12 @@ impl Broker {
     /// A broker of its own, never pooled, with `extra` lines in its server.properties (a
     /// create-topic policy, say).
     pub fn start_private_with(extra: &str) -> Result<Self> {
+        Self::start_private_with_scram(extra, &[])
+    }
+
+    /// A broker of its own with `extra` server.properties lines and SCRAM users (each as
+    /// `kafka-storage format --add-scram` takes it: `SCRAM-SHA-256=[name=u,password=p]`).
+    pub fn start_private_with_scram(extra: &str, scram: &[&str]) -> Result<Self> {
         let controller = crate::net::free_port();
         let node = Node::configure(&NodeConfig {
             id: 1,
@@ -106,6 +112,7 @@ impl Broker {
             controller,
             voters: format!("1@127.0.0.1:{controller}"),
             extra: extra.to_owned(),
+            scram: scram.iter().map(|s| (*s).to_owned()).collect(),
         })?;
         Ok(Self {
             node: Some(Node::launched(node)?),
@@ -238,6 +245,9 @@ struct NodeConfig {
     voters: String,
     /// Lines added to server.properties.
     extra: String,
+    /// SCRAM credentials created with the storage (`--add-scram`, e.g.
+    /// `SCRAM-SHA-256=[name=connect,password=pw]`).
+    scram: Vec<String>,
 }
 
 impl Node {
@@ -250,6 +260,7 @@ impl Node {
             controller,
             voters: format!("1@127.0.0.1:{controller}"),
             extra: String::new(),
+            scram: Vec::new(),
         })?;
         Self::launched(node)
     }
@@ -271,6 +282,7 @@ impl Node {
             controller,
             voters,
             extra,
+            scram,
         } = config;
         let replicas = voters.split(',').count();
         let min_isr = replicas.min(2);
@@ -317,11 +329,15 @@ impl Node {
             port: *port,
             log_from: 0,
         };
-        let out = node
-            .java("kafka.tools.StorageTool")
+        let mut format = node.java("kafka.tools.StorageTool");
+        format
             .args(["format", "--ignore-formatted", "-t", CLUSTER_ID])
             .arg("-c")
-            .arg(node.dir.path().join("server.properties"))
+            .arg(node.dir.path().join("server.properties"));
+        for credential in scram {
+            format.arg("--add-scram").arg(credential);
+        }
+        let out = format
             .output()
             .with_context(|| format!("formatting Kafka's storage; {INSTALL_HINT}"))?;
         if !out.status.success() {
@@ -485,6 +501,7 @@ impl Cluster {
                     "min.insync.replicas={}\nreplica.lag.time.max.ms=3000\n",
                     size.min(2)
                 ),
+                scram: Vec::new(),
             })?);
         }
         // Together: a node waits for a quorum of controllers before it says it started.
