@@ -456,7 +456,7 @@ async fn run(settings: Settings) -> ExitCode {
         SourceSettings::Polling(_) => None,
     };
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::for_slot(slot));
-    metrics.limit_topic_labels(settings.metrics_topic_limit);
+    metrics.configure(&settings, true);
     match crate::ops::http::serve(&settings.metrics_address, metrics.clone() as _).await {
         Ok(address) => tracing::info!(%address, "serving /metrics, /health and /ready"),
         Err(e) => {

@@ -1,6 +1,8 @@
 //! Prometheus metrics and the relay's health, shared by the sources, the delivery stage and
 //! the HTTP endpoint.
 
+pub mod debezium;
+
 use pgoutput::Lsn;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -132,6 +134,9 @@ pub struct Metrics {
     pub outbox_rows: Gauge,
     pub outbox_bytes: Gauge,
     pub outbox_oldest_row_age_seconds: Gauge<f64, AtomicU64>,
+    /// Debezium's names for these figures, where a connector configuration runs (see
+    /// `metrics/debezium.rs`).
+    pub debezium: debezium::DebeziumSeries,
 }
 
 impl Default for Metrics {
@@ -187,6 +192,7 @@ impl Metrics {
             outbox_rows: Gauge::default(),
             outbox_bytes: Gauge::default(),
             outbox_oldest_row_age_seconds: Gauge::default(),
+            debezium: Default::default(),
             canaries: Counter::default(),
             slot_failover: Gauge::default(),
             slot_failover_ready: Gauge::default(),
@@ -369,6 +375,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Dead letters acknowledged for `reason`.
+    pub fn dead_letters_of(&self, reason: &str) -> u64 {
+        self.dead_letters
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .get()
+    }
+
     /// Dead letters acknowledged, all reasons.
     pub fn dead_letters_total(&self) -> u64 {
         DEAD_LETTER_REASONS
@@ -505,6 +520,23 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .hidden = hidden;
+    }
+
+    /// What `settings` ask of the metrics: the topic label limit, and Debezium's names for a
+    /// connector configuration (`--debezium-metrics`), with this process's JVM-named
+    /// series when `process_series` (one pipeline per process writes them).
+    pub fn configure(&self, settings: &crate::config::Settings, process_series: bool) {
+        self.limit_topic_labels(settings.metrics_topic_limit);
+        if !settings.debezium_metrics || settings.preset.is_none() {
+            return;
+        }
+        if let outbox_router::Output::Connect(format) = &settings.router.output {
+            self.debezium
+                .enable(&format.topic_prefix, settings.kafka.max_in_flight);
+            self.debezium
+                .process
+                .store(process_series, Ordering::Relaxed);
+        }
     }
 
     /// The counter of `topic`'s events, first used for it now: its own series while fewer
@@ -653,6 +685,11 @@ impl Metrics {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");
+        if self.debezium.enabled() {
+            // Debezium's series before the end marker.
+            let end = out.rfind("# EOF").unwrap_or(out.len());
+            out.insert_str(end, &self.debezium.encode(self, now_ms()));
+        }
         out
     }
 }

@@ -69,6 +69,9 @@ pub struct Settings {
     pub metrics_address: String,
     /// `--metrics-topic-limit`.
     pub metrics_topic_limit: usize,
+    /// `--debezium-metrics`: Debezium's metric names beside the relay's, for a connector
+    /// configuration.
+    pub debezium_metrics: bool,
     /// What the start-up log and `check` say about a foreign configuration, if one was used.
     pub preset: Option<PresetSummary>,
     /// `--cleanup`; `None` when off.
@@ -264,6 +267,7 @@ impl Settings {
             metrics_topic_limit: o
                 .metrics_topic_limit
                 .unwrap_or(defaults::METRICS_TOPIC_LIMIT),
+            debezium_metrics: o.debezium_metrics.unwrap_or(true),
             cleanup,
             preset: preset.map(|p| PresetSummary {
                 connector_name: p.connector_name,

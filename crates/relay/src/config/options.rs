@@ -395,6 +395,21 @@ pub struct RunOptions {
         help = defaults::help("Where /metrics (Prometheus), /health and /ready are served, HOST:PORT; port 0 picks a free port (logged at start-up)", defaults::METRICS_ADDRESS))]
     pub metrics_address: Option<String>,
 
+    /// With a Debezium connector configuration, also serve Debezium's metric names on
+    /// /metrics: `debezium_metrics_<Attribute>{context, name, plugin}` as the JMX exporter of
+    /// Debezium's monitoring example names the streaming and snapshot MBeans' attributes, so
+    /// that its Grafana dashboards and alerts read the relay unchanged. `false` leaves them
+    /// out [default: true].
+    #[arg(
+        help_heading = "Operations",
+        long,
+        env = "OUTBOX_RELAY_DEBEZIUM_METRICS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub debezium_metrics: Option<bool>,
+
     #[arg(help_heading = "Operations", long, env = "OUTBOX_RELAY_METRICS_TOPIC_LIMIT", value_name = "N",
         help = defaults::help("Topics counted under a label of their own in outbox_relay_events_total; events of the topics after the first N are counted under topic=\"_other\" (0: every topic under _other), so thousands of aggregate types keep /metrics small", defaults::METRICS_TOPIC_LIMIT))]
     pub metrics_topic_limit: Option<usize>,

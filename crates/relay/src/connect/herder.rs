@@ -8,6 +8,7 @@ use super::store::{Decides, Follower, Stored};
 use crate::debezium::RawConfig;
 use crate::metrics::Metrics;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -162,9 +163,12 @@ pub struct Cluster {
     /// As the group's leader: the connectors no worker runs (held for a departed worker),
     /// recorded UNASSIGNED.
     unassigned: Mutex<std::collections::BTreeSet<String>>,
-    /// The active-topic records this worker wrote, by (connector, topic), and whether it
-    /// read each back.
-    published_topics: Mutex<BTreeMap<(String, String), bool>>,
+    /// Deleted while this worker ran them: their records go.
+    deleted: Mutex<std::collections::BTreeSet<String>>,
+    /// The worker is stopping: no assignment starts anything any more.
+    stopping: AtomicBool,
+    /// The active-topic records this worker wrote, as (connector, topic).
+    published_topics: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl Cluster {
@@ -178,6 +182,8 @@ impl Cluster {
             written: Mutex::default(),
             published_topics: Mutex::default(),
             unassigned: Mutex::default(),
+            deleted: Mutex::default(),
+            stopping: AtomicBool::new(false),
         }
     }
 }
@@ -383,6 +389,11 @@ impl Herder {
         if let Some(pipeline) = entry.pipeline {
             self.retire(name, pipeline);
         }
+        if let Some(cluster) = &self.cluster {
+            if cluster.assigned.lock().unwrap().remove(name) {
+                cluster.deleted.lock().unwrap().insert(name.to_owned());
+            }
+        }
         self.connectors_changed();
         Ok(())
     }
@@ -421,22 +432,46 @@ impl Herder {
     /// Restarts the connector's pipeline (`POST …/restart`, `…/tasks/0/restart`); with
     /// `only_failed`, only a failed one.
     pub fn restart(&self, name: &str, only_failed: bool) -> Result<(), Refusal> {
+        if self.connectors.lock().unwrap().contains_key(name) && !self.runs_here(name) {
+            return self.restart_elsewhere(name, only_failed);
+        }
+        self.restart_here(name, only_failed)
+    }
+
+    /// A restart of a connector another worker runs: the request reaches it through the
+    /// config topic. None runs it (a rebalance is under way, or it is held for a departed
+    /// worker): 409, as Connect answers while a rebalance is expected.
+    fn restart_elsewhere(&self, name: &str, only_failed: bool) -> Result<(), Refusal> {
+        let running = self.cluster.as_ref().is_some_and(|c| {
+            c.status
+                .get(&status_topic::connector_key(name))
+                .is_some_and(|w| w.state != State::Unassigned.name())
+        });
+        let store = self
+            .store
+            .clone()
+            .filter(|_| running)
+            .ok_or_else(|| Refusal {
+                status: 409,
+                message: "Request cannot be completed because a rebalance is expected".into(),
+            })?;
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = store.put_restart(&name, only_failed).await {
+                tracing::error!(connector = %name, "restart request: {e}");
+            }
+        });
+        Ok(())
+    }
+
+    /// Restarts the connector's pipeline in this worker (if it runs it here).
+    fn restart_here(&self, name: &str, only_failed: bool) -> Result<(), Refusal> {
         // One lock, as set_target: a concurrent pause or PUT is applied before or after.
         let mut connectors = self.connectors.lock().unwrap();
         let entry = connectors
             .get_mut(name)
             .ok_or_else(|| Refusal::not_found(name))?;
         if !self.runs_here(name) {
-            // Another worker runs it: the request reaches it through the config topic.
-            drop(connectors);
-            if let Some(store) = self.store.clone() {
-                let name = name.to_owned();
-                tokio::spawn(async move {
-                    if let Err(e) = store.put_restart(&name, only_failed).await {
-                        tracing::error!(connector = %name, "restart request: {e}");
-                    }
-                });
-            }
             return Ok(());
         }
         let failed = entry
@@ -620,22 +655,37 @@ impl Herder {
             .generation
             .load(std::sync::atomic::Ordering::Relaxed);
         let assigned = cluster.assigned.lock().unwrap().clone();
-        let mut writes = Vec::new();
-        // Held for a departed worker: UNASSIGNED, not its last RUNNING.
+        // (key, value, the connector it must still be assigned here for).
+        let mut writes: Vec<(String, Option<Written>, Option<String>)> = Vec::new();
+        // Deleted while this worker ran them: tombstones for their states and topics, as
+        // Connect's DESTROYED becomes one.
+        let deleted = std::mem::take(&mut *cluster.deleted.lock().unwrap());
+        for name in &deleted {
+            writes.push((status_topic::connector_key(name), None, None));
+            writes.push((status_topic::task_key(name, 0), None, None));
+            for topic in cluster.status.topics_of(name) {
+                writes.push((status_topic::topic_key(&topic, name), None, None));
+            }
+        }
+        // Held for a departed worker: UNASSIGNED (on the worker it ran on), not its last
+        // RUNNING.
         let unassigned = std::mem::take(&mut *cluster.unassigned.lock().unwrap());
         for name in unassigned.difference(&assigned) {
-            let written = Written {
-                state: State::Unassigned.name().to_owned(),
-                trace: None,
-                worker_id: self.worker_id.clone(),
-                generation,
-            };
             for key in [
                 status_topic::connector_key(name),
                 status_topic::task_key(name, 0),
             ] {
-                cluster.written.lock().unwrap().remove(&key);
-                writes.push((key, Some(written.clone())));
+                let worker_id = cluster
+                    .status
+                    .get(&key)
+                    .map_or_else(|| self.worker_id.clone(), |w| w.worker_id);
+                let written = Written {
+                    state: State::Unassigned.name().to_owned(),
+                    trace: None,
+                    worker_id,
+                    generation,
+                };
+                writes.push((key, Some(written), None));
             }
         }
         {
@@ -657,25 +707,35 @@ impl Herder {
                 writes.push((
                     status_topic::connector_key(name),
                     Some(written(&status.connector)),
+                    Some(name.clone()),
                 ));
                 writes.push((
                     status_topic::task_key(name, 0),
                     status.task.as_ref().map(written),
+                    Some(name.clone()),
                 ));
             }
         }
-        self.publish_topics(cluster, &assigned).await;
-        for (key, value) in writes {
-            let same = {
-                let last = cluster.written.lock().unwrap();
-                last.get(&key).is_some_and(|w| {
-                    // The generation alone changing is no transition.
-                    let strip =
-                        |w: &Option<Written>| w.clone().map(|w| (w.state, w.trace, w.worker_id));
-                    strip(w) == strip(&value)
-                })
-            };
-            if same {
+        if self.worker_flag("topic.tracking.enable") {
+            self.publish_topics(cluster, &assigned).await;
+        }
+        // The generation alone changing is no transition.
+        let strip = |w: Option<Written>| w.map(|w| (w.state, w.trace, w.worker_id));
+        for (key, value, for_connector) in writes {
+            // Revoked meanwhile: its new worker writes its states.
+            if for_connector
+                .as_ref()
+                .is_some_and(|c| !cluster.assigned.lock().unwrap().contains(c))
+            {
+                continue;
+            }
+            // Written already, and the topic says so (another worker's write, such as the
+            // leader's UNASSIGNED while this one was away, is overwritten).
+            let cached = cluster.written.lock().unwrap().get(&key).cloned();
+            let wanted = strip(value.clone());
+            if cached.is_some_and(|c| strip(c) == wanted)
+                && strip(cluster.status.get(&key)) == wanted
+            {
                 continue;
             }
             match cluster.status.put(&key, value.as_ref()).await {
@@ -683,6 +743,41 @@ impl Herder {
                     cluster.written.lock().unwrap().insert(key, value);
                 }
                 Err(e) => tracing::warn!("status topic: {e}"),
+            }
+        }
+    }
+
+    /// The worker is about to leave its group: no assignment starts anything any more, and
+    /// every connector it runs is written UNASSIGNED (as Connect's status listener writes
+    /// them as a worker shuts its tasks down), before the others take them over.
+    pub async fn leaving(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        cluster
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let generation = cluster
+            .generation
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let assigned = std::mem::take(&mut *cluster.assigned.lock().unwrap());
+        let written = Written {
+            state: State::Unassigned.name().to_owned(),
+            trace: None,
+            worker_id: self.worker_id.clone(),
+            generation,
+        };
+        for name in &assigned {
+            for key in [
+                status_topic::connector_key(name),
+                status_topic::task_key(name, 0),
+            ] {
+                let put = cluster.status.put(&key, Some(&written));
+                if let Ok(Err(e)) =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), put).await
+                {
+                    tracing::warn!("status topic: {e}");
+                }
             }
         }
     }
@@ -706,8 +801,7 @@ impl Herder {
             .collect()
     }
 
-    /// Records the topics the connectors running here wrote to (Connect's `TopicStatus`), and
-    /// forgets those whose records were reset through any worker.
+    /// Records the topics the connectors running here wrote to (Connect's `TopicStatus`).
     async fn publish_topics(
         &self,
         cluster: &Cluster,
@@ -715,40 +809,18 @@ impl Herder {
     ) {
         let mut new = Vec::new();
         {
-            let mut connectors = self.connectors.lock().unwrap();
-            let mut published = cluster.published_topics.lock().unwrap();
+            let connectors = self.connectors.lock().unwrap();
+            let published = cluster.published_topics.lock().unwrap();
             for name in assigned {
-                let Some(entry) = connectors.get_mut(name) else {
+                let Some(entry) = connectors.get(name) else {
                     continue;
                 };
-                let recorded = cluster.status.topics_of(name);
-                // Read back: seen. Seen once and gone: reset elsewhere.
-                let mut reset = false;
-                for ((connector, topic), seen) in published.iter_mut() {
-                    if connector != name {
-                        continue;
-                    }
-                    let there = recorded.iter().any(|t| t == topic);
-                    if there {
-                        *seen = true;
-                    } else if *seen {
-                        reset = true;
-                    }
-                }
-                if reset {
-                    entry.topics.clear();
-                    if let Some(p) = &entry.pipeline {
-                        p.written.take();
-                    }
-                    published.retain(|(connector, _), _| connector != name);
-                    continue;
-                }
                 let mut local = entry.topics.clone();
                 if let Some(p) = &entry.pipeline {
                     local.extend(p.written.get());
                 }
                 for topic in local {
-                    if !published.contains_key(&(name.clone(), topic.clone())) {
+                    if !published.contains(&(name.clone(), topic.clone())) {
                         new.push((topic, name.clone()));
                     }
                 }
@@ -767,11 +839,36 @@ impl Herder {
                         .published_topics
                         .lock()
                         .unwrap()
-                        .insert((name, topic), false);
+                        .insert((name, topic));
                 }
                 Err(e) => tracing::warn!("status topic: {e}"),
             }
         }
+    }
+
+    /// A connector's active topics were reset (their records tombstoned, through any
+    /// worker), read as the status topic is read: if it runs here, it forgets them, and the
+    /// topics it writes to next are recorded again.
+    pub fn topics_reset(&self, connector: &str) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let mut connectors = self.connectors.lock().unwrap();
+        let Some(entry) = connectors.get_mut(connector) else {
+            return;
+        };
+        if !cluster.assigned.lock().unwrap().contains(connector) {
+            return;
+        }
+        entry.topics.clear();
+        if let Some(p) = &entry.pipeline {
+            p.written.take();
+        }
+        cluster
+            .published_topics
+            .lock()
+            .unwrap()
+            .retain(|(c, _)| c != connector);
     }
 
     /// Tells a pipeline to stop; the connector's next pipeline waits for it.
@@ -846,6 +943,15 @@ impl Herder {
              # TYPE outbox_relay_connect_worker_task_count gauge\n\
              outbox_relay_connect_worker_task_count {tasks}\n"
         );
+        // The process's figures under the JVM names Debezium's dashboard charts, where a
+        // connector serves Debezium's series.
+        if self.connectors.lock().unwrap().values().any(|c| {
+            c.pipeline
+                .as_ref()
+                .is_some_and(|p| p.metrics.debezium.enabled())
+        }) {
+            text.push_str(&crate::metrics::debezium::process_series());
+        }
         if let Some(cluster) = &self.cluster {
             let m = cluster.handle.membership.lock().unwrap();
             let since = m
@@ -990,6 +1096,9 @@ impl Assignee for Herder {
         let Some(cluster) = &self.cluster else {
             return;
         };
+        if cluster.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         cluster
             .generation
             .store(generation, std::sync::atomic::Ordering::Relaxed);
@@ -1008,7 +1117,9 @@ impl Assignee for Herder {
                 }
             }
         }
-        for name in now.difference(&before) {
+        // Every connector assigned here that should stream and does not: the new ones, and
+        // any whose configuration could not be read at an earlier assignment.
+        for name in &now {
             let Some(entry) = connectors.get_mut(name) else {
                 continue;
             };
@@ -1068,7 +1179,7 @@ impl Follower for Herder {
             return;
         }
         tracing::info!(connector = %name, only_failed, "restart requested through the config topic");
-        if let Err(refusal) = self.restart(name, only_failed) {
+        if let Err(refusal) = self.restart_here(name, only_failed) {
             tracing::error!(connector = %name, "restart request: {}", refusal.message);
         }
     }
@@ -1133,7 +1244,8 @@ fn start(
     hidden.hide_in_logs();
     let slot = settings.cdc().map(|c| hidden.apply(&c.slot));
     let metrics = Arc::new(Metrics::for_slot(slot.as_deref()));
-    metrics.limit_topic_labels(settings.metrics_topic_limit);
+    // The worker writes the process's own series once (`worker_metrics`).
+    metrics.configure(&settings, false);
     metrics.hide_in_labels(hidden.clone());
     let written = Arc::new(crate::deliver::WrittenTopics::default());
     let (stop, stop_rx) = watch::channel(false);
@@ -1178,13 +1290,15 @@ fn start(
     }
 }
 
-/// The relay's own options for every connector of this worker: the canary's and the
-/// cleanup's, from the worker's environment, parsed as `run` parses them
-/// (`OUTBOX_RELAY_CANARY_*`, `OUTBOX_RELAY_CLEANUP*`). A connector's `outbox.relay.cleanup*`
+/// The relay's own options for every connector of this worker: the canary's, the
+/// cleanup's and Debezium's metric names, from the worker's environment, parsed as `run`
+/// parses them (`OUTBOX_RELAY_CANARY_*`, `OUTBOX_RELAY_CLEANUP*`,
+/// `OUTBOX_RELAY_DEBEZIUM_METRICS`). A connector's `outbox.relay.cleanup*`
 /// options apply where the environment sets nothing. The worker's other `OUTBOX_RELAY_*`
 /// variables (a slot, a URL) would give every connector the same one: they are not read here.
 fn connector_options() -> Result<crate::config::RunOptions, String> {
     crate::config::RunOptions::from_environment(&[
+        "debezium-metrics",
         "canary-interval",
         "canary-max-age",
         "canary-topic",

@@ -326,9 +326,13 @@ pub fn advertised(worker: &BTreeMap<String, String>, bound: &[(Listener, SocketA
             _ => true,
         })
         .or_else(|| bound.first());
+    // A listener on every address (Connect's usual `listeners=http://:8083`) is advertised
+    // under the host's name, as Connect advertises it: each worker of a cluster is told
+    // apart by its id.
     let (host, port) = match chosen {
+        Some((_, addr)) if addr.ip().is_unspecified() => (host_name(), addr.port()),
         Some((_, addr)) => (addr.ip().to_string(), addr.port()),
-        None => ("0.0.0.0".to_owned(), 8083),
+        None => (host_name(), 8083),
     };
     let host = worker
         .get("rest.advertised.host.name")
@@ -340,6 +344,20 @@ pub fn advertised(worker: &BTreeMap<String, String>, bound: &[(Listener, SocketA
         .and_then(|p| p.trim().parse::<u16>().ok())
         .unwrap_or(port);
     format!("{host}:{port}")
+}
+
+/// This host's name (`gethostname`), else `localhost`.
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is passed.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    if ok && !name.is_empty() {
+        name
+    } else {
+        "localhost".into()
+    }
 }
 
 #[cfg(test)]
@@ -478,5 +496,19 @@ mod tests {
             advertised(&worker(&[("rest.advertised.port", "30083")]), &bound),
             "127.0.0.1:30083"
         );
+        // Bound to every address: the host's name, not 0.0.0.0.
+        let every = [(
+            Listener {
+                scheme: Scheme::Http,
+                address: "0.0.0.0:8083".into(),
+                serves: Serves::Everything,
+            },
+            "0.0.0.0:8083".parse().unwrap(),
+        )];
+        assert_eq!(
+            advertised(&worker(&[]), &every),
+            format!("{}:8083", host_name())
+        );
+        assert!(!host_name().is_empty() && host_name() != "0.0.0.0");
     }
 }

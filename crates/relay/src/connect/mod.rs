@@ -172,6 +172,16 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         store,
         cluster,
     ));
+    // A reset of a connector's topics through any worker reaches the one running it as the
+    // status topic is read.
+    if let Some(cluster) = herder.cluster() {
+        let weak = Arc::downgrade(&herder);
+        cluster.status.on_topics_reset(Box::new(move |connector| {
+            if let Some(herder) = weak.upgrade() {
+                herder.topics_reset(connector);
+            }
+        }));
+    }
     // The cluster id `GET /` reports, looked up once the brokers answer.
     // A thread of its own: the process never waits for it at exit.
     std::thread::spawn({
@@ -323,10 +333,17 @@ pub async fn run(args: ConnectArgs, mut shutdown: tokio::sync::watch::Receiver<b
         });
     }
     let _ = shutdown.wait_for(|stop| *stop).await;
-    // Out of the group first (its connectors go to the others at once), then stopped.
+    // Its connectors written UNASSIGNED, out of the group (the others take its connectors
+    // after scheduled.rebalance.max.delay.ms), then its pipelines stopped.
+    herder.leaving().await;
     let _ = member_stop.send(true);
-    if let Some(member) = member {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), member).await;
+    if let Some(mut member) = member {
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut member)
+            .await
+            .is_err()
+        {
+            member.abort();
+        }
     }
     status_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(reader) = status_reader {

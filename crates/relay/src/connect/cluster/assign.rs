@@ -32,6 +32,8 @@ pub struct Leader {
     previous: BTreeMap<String, BTreeSet<String>>,
     /// The connectors of workers that left, held for them until the instant given.
     held: BTreeMap<String, (Instant, BTreeSet<String>)>,
+    /// The generation `previous` was made in.
+    generation: i32,
 }
 
 /// The leader's decision: each member's connectors, and when to rebalance again (when a
@@ -43,6 +45,25 @@ pub struct Assignment {
 }
 
 impl Leader {
+    /// The group's last assignment as a member knew it (`generation`, by worker): a leader
+    /// that did not make it (new, or leading again) starts from it.
+    pub fn remember(&mut self, generation: i32, by_worker: BTreeMap<String, BTreeSet<String>>) {
+        if generation > self.generation {
+            self.previous = by_worker;
+            self.generation = generation;
+        }
+    }
+
+    /// The assignment just made is that of `generation`.
+    pub fn made_in(&mut self, generation: i32) {
+        self.generation = generation;
+    }
+
+    /// The last assignment, by worker.
+    pub fn previous(&self) -> &BTreeMap<String, BTreeSet<String>> {
+        &self.previous
+    }
+
     /// Assigns `connectors` over `members` (at least one).
     pub fn assign(
         &mut self,
@@ -344,6 +365,32 @@ mod tests {
             three.by_member["w1-member"]
         );
         assert_eq!(restored.rebalance_in, None);
+    }
+
+    #[test]
+    fn a_new_leader_holds_the_departed_leaders_connectors() {
+        let connectors = names(6);
+        let now = Instant::now();
+        let delay = Duration::from_secs(10);
+        let mut old = Leader::default();
+        let empty = Assignment {
+            by_member: BTreeMap::new(),
+            rebalance_in: None,
+        };
+        let three = run(
+            &mut old,
+            &["w1", "w2", "w3"],
+            &empty,
+            &connectors,
+            delay,
+            now,
+        );
+        // w1 led and died; w2 leads now, knowing the group's last assignment.
+        let mut new = Leader::default();
+        new.remember(1, old.previous().clone());
+        let two = run(&mut new, &["w2", "w3"], &three, &connectors, delay, now);
+        assert_eq!(counts(&two), vec![2, 2], "w1's two are held");
+        assert_eq!(two.rebalance_in, Some(delay));
     }
 
     #[test]

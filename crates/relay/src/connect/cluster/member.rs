@@ -7,7 +7,7 @@
 
 use super::assign::{Leader, Member};
 use super::transport::{Mechanism, Scram, Security, Stream};
-use super::wire::{self, Assigned, Metadata};
+use super::wire::{self, Assigned, Metadata, Whole};
 use super::ClusterSettings;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
@@ -96,10 +96,13 @@ impl Conn {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("outbox-relay"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        // A broker older than ApiVersions v3 (Kafka 2.4) answers in v0, which does not decode.
         let answer: ApiVersionsResponse = conn
             .call(ApiKey::ApiVersions, 3, &request, REQUEST_TIMEOUT)
             .await
-            .map_err(|e| format!("{address}: {e}"))?;
+            .map_err(|e| {
+                format!("{address}: {e} (the group membership needs Kafka 2.4 or later)")
+            })?;
         if answer.error_code != 0 {
             return Err(format!(
                 "{address} refused ApiVersions (error {}): a Kafka broker of 2.4 or later is needed",
@@ -279,6 +282,7 @@ pub async fn run(
         settings,
         worker,
         member_id: String::new(),
+        last: None,
         leader: Leader::default(),
         assignee,
         handle,
@@ -340,9 +344,13 @@ async fn find_coordinator(
                 continue;
             }
         };
-        let (error, host, port) = match answer.coordinators.first() {
-            Some(c) if version >= 4 => (c.error_code, c.host.to_string(), c.port),
-            _ => (answer.error_code, answer.host.to_string(), answer.port),
+        let (error, host, port) = if version >= 4 {
+            match answer.coordinators.first() {
+                Some(c) => (c.error_code, c.host.to_string(), c.port),
+                None => return Err(format!("no coordinator for group {group} in the answer")),
+            }
+        } else {
+            (answer.error_code, answer.host.to_string(), answer.port)
         };
         if error != 0 {
             return Err(match error {
@@ -352,7 +360,11 @@ async fn find_coordinator(
                 _ => format!("no coordinator for group {group} yet (error {error})"),
             });
         }
-        let coordinator = format!("{host}:{port}");
+        let coordinator = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
         return Conn::open(&coordinator, security).await;
     }
     Err(last)
@@ -362,6 +374,8 @@ struct State {
     settings: ClusterSettings,
     worker: String,
     member_id: String,
+    /// The group's last assignment this worker received.
+    last: Option<Whole>,
     leader: Leader,
     assignee: Arc<dyn Assignee>,
     handle: Arc<Handle>,
@@ -387,6 +401,7 @@ impl State {
             let metadata = wire::encode(&Metadata {
                 worker: self.worker.clone(),
                 running: self.assignee.running(),
+                last: self.last.clone(),
             });
             let request = JoinGroupRequest::default()
                 .with_group_id(group.clone())
@@ -460,6 +475,7 @@ impl State {
             let leading = joined.leader == joined.member_id;
             let mut rebalance_at = None;
             let assignments = if leading {
+                let mut freshest: Option<Whole> = self.last.clone();
                 let members: Vec<Member> = joined
                     .members
                     .iter()
@@ -469,8 +485,17 @@ impl State {
                             Metadata {
                                 worker: m.member_id.to_string(),
                                 running: BTreeSet::new(),
+                                last: None,
                             }
                         });
+                        if let Some(last) = &meta.last {
+                            if freshest
+                                .as_ref()
+                                .is_none_or(|f| f.generation < last.generation)
+                            {
+                                freshest = Some(last.clone());
+                            }
+                        }
                         Member {
                             member_id: m.member_id.to_string(),
                             worker: meta.worker,
@@ -478,6 +503,10 @@ impl State {
                         }
                     })
                     .collect();
+                if let Some(freshest) = freshest {
+                    self.leader
+                        .remember(freshest.generation, freshest.by_worker);
+                }
                 let all = self.assignee.connectors();
                 let assignment = self.leader.assign(
                     &members,
@@ -501,6 +530,11 @@ impl State {
                     assignment = ?assignment.by_member,
                     "leading the group's rebalance"
                 );
+                self.leader.made_in(generation);
+                let whole = Whole {
+                    generation,
+                    by_worker: self.leader.previous().clone(),
+                };
                 assignment
                     .by_member
                     .into_iter()
@@ -510,6 +544,7 @@ impl State {
                             .with_assignment(wire::encode(&Assigned {
                                 leader: self.worker.clone(),
                                 connectors,
+                                whole: Some(whole.clone()),
                             }))
                     })
                     .collect()
@@ -559,7 +594,12 @@ impl State {
                 }
             };
             let (leader, connectors) = match assigned {
-                Some(a) => (Some(a.leader), a.connectors),
+                Some(a) => {
+                    if a.whole.is_some() {
+                        self.last = a.whole;
+                    }
+                    (Some(a.leader), a.connectors)
+                }
                 None => (None, BTreeSet::new()),
             };
             {
@@ -614,7 +654,11 @@ impl State {
                         continue 'join;
                     }
                     UNKNOWN_MEMBER_ID => {
+                        // Evicted (silent past session.timeout.ms): its connectors were given
+                        // to others. It stops them, as a Connect worker revokes everything
+                        // when it loses its membership, and joins anew.
                         self.member_id.clear();
+                        self.assignee.assigned(BTreeSet::new(), generation);
                         reason = "the coordinator forgot this member";
                         continue 'join;
                     }

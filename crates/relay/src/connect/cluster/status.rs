@@ -2,7 +2,8 @@
 //! in the worker's `status.storage.topic` (compacted): keys `status-connector-<name>` and
 //! `status-task-<name>-<task>`, values `{"state":…,"trace":…,"worker_id":…,"generation":…}`
 //! as schemaless JSON, tombstones when a task goes; and each connector's active topics
-//! (`topic-<topic>-<connector>` → `{"topic":{"name","connector","task","discoverTimestamp"}}`).
+//! (`status-topic-<topic>:connector-<connector>` →
+//! `{"topic":{"name","connector","task","discoverTimestamp"}}`).
 //! The worker running a connector writes them; every worker reads the topic, so that each
 //! answers `GET …/status` and `GET …/topics` with the cluster's one truth.
 
@@ -34,8 +35,10 @@ pub fn task_key(name: &str, task: u32) -> String {
     format!("status-task-{name}-{task}")
 }
 
+/// Connect's key of an active topic (`KafkaStatusBackingStore.TOPIC_STATUS_PREFIX` and
+/// `TOPIC_STATUS_SEPARATOR`).
 pub fn topic_key(topic: &str, connector: &str) -> String {
-    format!("topic-{topic}-{connector}")
+    format!("status-topic-{topic}:connector-{connector}")
 }
 
 /// Connect's `TopicStatus` record of a topic a connector wrote to.
@@ -63,7 +66,12 @@ pub struct StatusTopic {
     producer: FutureProducer,
     client: ClientConfig,
     view: Arc<Mutex<View>>,
+    /// Told, as the topic is read, of each connector whose active topics were reset.
+    on_reset: Arc<std::sync::OnceLock<ResetHook>>,
 }
+
+/// What is told of a connector whose active topics were reset.
+pub type ResetHook = Box<dyn Fn(&str) + Send + Sync>;
 
 impl StatusTopic {
     /// The topic, created when missing (`status.storage.partitions`, default 5, and
@@ -88,6 +96,7 @@ impl StatusTopic {
             producer,
             client: client.clone(),
             view: Arc::default(),
+            on_reset: Arc::default(),
         })
     }
 
@@ -116,6 +125,7 @@ impl StatusTopic {
         }
         consumer.assign(&assignment).map_err(|e| e.to_string())?;
         let view = self.view.clone();
+        let on_reset = self.on_reset.clone();
         let topic = self.topic.clone();
         std::thread::Builder::new()
             .name("status-topic".into())
@@ -125,7 +135,17 @@ impl StatusTopic {
                         Some(Ok(message)) => {
                             let Some(key) = message.key() else { continue };
                             let key = String::from_utf8_lossy(key).into_owned();
+                            let reset = message
+                                .payload()
+                                .is_none()
+                                .then(|| key.strip_prefix("status-topic-"))
+                                .flatten()
+                                .and_then(|k| k.rsplit_once(":connector-"))
+                                .map(|(_, connector)| connector.to_owned());
                             apply(&mut view.lock().unwrap(), key, message.payload());
+                            if let (Some(connector), Some(hook)) = (reset, on_reset.get()) {
+                                hook(&connector);
+                            }
                         }
                         Some(Err(e)) => tracing::warn!(%topic, "reading the status topic: {e}"),
                         None => {}
@@ -133,6 +153,11 @@ impl StatusTopic {
                 }
             })
             .map_err(|e| e.to_string())
+    }
+
+    /// What to do when a connector's active topics are reset (set once).
+    pub fn on_topics_reset(&self, hook: ResetHook) {
+        let _ = self.on_reset.set(hook);
     }
 
     pub fn get(&self, key: &str) -> Option<Written> {
@@ -171,11 +196,11 @@ impl StatusTopic {
     }
 }
 
-/// One record folded into the view. A state written under an older generation than the one
-/// known, by another worker, is a late write of a worker that no longer runs it: ignored, as
-/// Connect's `putSafe` would not have written it.
+/// One record folded into the view: the latest under each key, as Connect reads the topic.
+/// (Generations restart with a new group: a writer that no longer runs a connector does not
+/// write its state, rather than readers ignoring it.)
 fn apply(view: &mut View, key: String, value: Option<&[u8]>) {
-    if key.starts_with("topic-") {
+    if key.starts_with("status-topic-") {
         let topic = value
             .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
             .and_then(|j| {
@@ -203,11 +228,6 @@ fn apply(view: &mut View, key: String, value: Option<&[u8]>) {
     let Ok(written) = serde_json::from_slice::<Written>(value) else {
         return;
     };
-    if let Some(known) = view.get(&key) {
-        if written.generation < known.generation && written.worker_id != known.worker_id {
-            return;
-        }
-    }
     view.insert(key, written);
 }
 
@@ -226,13 +246,13 @@ mod tests {
     }
 
     #[test]
-    fn a_late_write_of_a_former_owner_is_ignored() {
+    fn the_latest_record_under_a_key_wins() {
         let mut all = View::default();
         let view = &mut all;
         let key = connector_key("c");
-        apply(view, key.clone(), Some(&w("RUNNING", "a", 3)));
-        apply(view, key.clone(), Some(&w("RUNNING", "b", 5)));
-        apply(view, key.clone(), Some(&w("UNASSIGNED", "a", 4)));
+        apply(view, key.clone(), Some(&w("RUNNING", "a", 30)));
+        // A new group's first generation.
+        apply(view, key.clone(), Some(&w("RUNNING", "b", 1)));
         assert_eq!(view.states[&key].worker_id, "b");
         apply(view, key.clone(), Some(&w("PAUSED", "b", 5)));
         assert_eq!(view.states[&key].state, "PAUSED");

@@ -223,6 +223,12 @@ impl Scram {
         let iterations: u32 = field("i=")?
             .parse()
             .map_err(|_| "SCRAM: iteration count".to_owned())?;
+        // Kafka's bounds (ScramMechanism): fewer is a downgrade, more a stall.
+        if !(4096..=16384).contains(&iterations) {
+            return Err(format!(
+                "SCRAM: the broker asked for {iterations} iterations, outside Kafka's 4096..=16384"
+            ));
+        }
         let iterations = std::num::NonZeroU32::new(iterations).ok_or("SCRAM: 0 iterations")?;
         let (pbkdf2, hmac, digest, len) = match self.mechanism {
             Mechanism::ScramSha256 => (
@@ -318,6 +324,10 @@ mod tests {
         let mut scram = Scram::new(Mechanism::ScramSha512, "a,b=c", "pw", "abc".into());
         assert_eq!(scram.client_first(), "n,,n=a=2Cb=3Dc,r=abc");
         assert!(scram.client_final("r=xyz,s=AAAA,i=4096").is_err());
+        assert!(
+            scram.client_final("r=abcdef,s=AAAA,i=1").is_err(),
+            "a downgrade"
+        );
     }
 
     #[test]

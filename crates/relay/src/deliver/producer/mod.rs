@@ -287,8 +287,14 @@ impl KafkaProducer {
         kafka: &KafkaSettings,
         reports: &Arc<Reports>,
     ) -> Result<RdProducer, RelayError> {
-        kafka
-            .client_config(ClientRole::Producer)
+        let mut config = kafka.client_config(ClientRole::Producer);
+        if crate::metrics::debezium::network_rates_wanted() {
+            config.set(
+                "statistics.interval.ms",
+                crate::metrics::debezium::STATISTICS_INTERVAL_MS.to_string(),
+            );
+        }
+        config
             .create_with_context(ReportContext {
                 reports: reports.clone(),
             })

@@ -93,6 +93,12 @@ impl ClientContext for ReportContext {
         }
     }
 
+    /// librdkafka's statistics (on only while a connector serves Debezium's series): the
+    /// network rates Kafka Connect's dashboards chart.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::metrics::debezium::producer_statistics(&statistics);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
             tracing::error!(target: "librdkafka", "producer: {error}: {reason}");

@@ -162,6 +162,9 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     last_commit: Option<Lsn>,
     /// The last position reported to the source.
     reported: Lsn,
+    /// The open transaction's inserts, updates and deletes (Debezium's events seen), counted
+    /// into the metrics at its commit.
+    seen: [u64; 3],
 }
 
 /// The canaries a stream produces: the slot's own, to `topic`.
@@ -247,6 +250,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             xid: None,
             last_commit: None,
             reported: start,
+            seen: [0; 3],
         }
     }
 
@@ -475,6 +479,22 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let snapshot: Arc<str> = snapshot
             .unwrap_or_else(|| format!("retake-{}", uuid::Uuid::now_v7()))
             .into();
+        self.metrics.debezium.snapshot_started(&format!(
+            "{}.{}",
+            rows.relation.namespace, rows.relation.name
+        ));
+        let relayed = self.relay_snapshot_rows(rows, snapshot, position).await;
+        self.metrics.debezium.snapshot_ended(relayed.is_ok());
+        relayed
+    }
+
+    /// The snapshot's rows (see [`Self::relay_snapshot`]).
+    async fn relay_snapshot_rows(
+        &mut self,
+        rows: &mut SnapshotReader,
+        snapshot: Arc<str>,
+        position: Lsn,
+    ) -> Result<(), RelayError> {
         let total = rows.total;
         self.metrics.snapshot_rows_total.set(total as i64);
         self.metrics.snapshot_rows_done.set(0);
@@ -634,6 +654,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     self.transaction_record(&end, end_lsn).await?;
                 }
                 self.confirmations.committed(end_lsn, commit_time_micros);
+                let [creates, updates, deletes] = std::mem::take(&mut self.seen);
+                self.metrics.debezium.committed(creates, updates, deletes);
                 self.last_commit = Some(end_lsn);
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
@@ -658,6 +680,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     // Relation, Type and Origin messages are not changes (and may be sent
                     // at position 0).
                     self.on_transaction_change(wal_start, &data).await?;
+                }
+                match data.first() {
+                    Some(b'I') => self.seen[0] += 1,
+                    Some(b'U') => self.seen[1] += 1,
+                    Some(b'D') => self.seen[2] += 1,
+                    _ => {}
                 }
                 let undecodable = |e: pgoutput::DecodeError| RelayError::Undecodable {
                     lsn: wal_start,
