@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what outbox-relay's demo and tests need on a fresh Debian/Ubuntu machine:
-# PostgreSQL 15 server binaries, a C toolchain, CMake, valgrind (the cost check), OpenSSL and Cyrus SASL headers for the
+# PostgreSQL 15 server binaries, a C toolchain, CMake, valgrind (the cost check), Prometheus (Debezium's dashboard
+# queries), OpenSSL and Cyrus SASL headers for the
 # bundled librdkafka, kubectl, locales, curl, Java 17 and Maven, Apache Kafka's jars (the
 # tests' broker, scripts/install-kafka.sh), Debezium's (the differential test's oracle,
 # scripts/install-debezium.sh), Apicurio Registry's (the Avro converters' schema registry,
@@ -57,6 +58,10 @@ fi
 if ! command -v valgrind >/dev/null; then
     echo "install-deps: installing valgrind (the cost check counts instructions with callgrind)"
     apt_install valgrind
+fi
+if ! command -v prometheus >/dev/null; then
+    echo "install-deps: installing Prometheus (the test that runs Debezium's dashboard queries against the relay)"
+    apt_install --no-install-recommends prometheus
 fi
 if ! command -v localedef >/dev/null; then
     echo "install-deps: installing locales (a test runs PostgreSQL in French)"

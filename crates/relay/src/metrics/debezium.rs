@@ -24,6 +24,8 @@ pub struct DebeziumSeries {
     pub(super) creates: AtomicU64,
     pub(super) updates: AtomicU64,
     pub(super) deletes: AtomicU64,
+    /// Changes of other tables of the publication (Debezium's events filtered).
+    pub(super) filtered: AtomicU64,
     pub(super) transactions: AtomicU64,
     /// When the streaming source last saw a change, ms since the epoch (0: never).
     pub(super) last_event_ms: AtomicI64,
@@ -58,8 +60,9 @@ impl DebeziumSeries {
             .is_some()
     }
 
-    /// A transaction's changes of the captured tables, counted at its commit.
-    pub fn committed(&self, creates: u64, updates: u64, deletes: u64) {
+    /// A transaction's changes of the captured tables, and of others, counted at its commit.
+    pub fn committed(&self, creates: u64, updates: u64, deletes: u64, filtered: u64) {
+        self.filtered.fetch_add(filtered, Ordering::Relaxed);
         self.creates.fetch_add(creates, Ordering::Relaxed);
         self.updates.fetch_add(updates, Ordering::Relaxed);
         self.deletes.fetch_add(deletes, Ordering::Relaxed);
@@ -130,7 +133,10 @@ impl DebeziumSeries {
             ("TotalNumberOfCreateEventsSeen", creates.to_string()),
             ("TotalNumberOfUpdateEventsSeen", updates.to_string()),
             ("TotalNumberOfDeleteEventsSeen", deletes.to_string()),
-            ("NumberOfEventsFiltered", "0".into()),
+            (
+                "NumberOfEventsFiltered",
+                self.filtered.load(Ordering::Relaxed).to_string(),
+            ),
             // Removed from Debezium in 0.10, still charted by its monitoring example.
             ("NumberOfEventsSkipped", "0".into()),
             ("NumberOfErroneousEvents", erroneous.to_string()),
@@ -193,22 +199,39 @@ impl DebeziumSeries {
         if self.process.load(Ordering::Relaxed) {
             out.text.push_str(&process_series());
         }
-        out.text
+        out.finish()
     }
 }
 
-/// OpenMetrics lines, one family per attribute.
+/// OpenMetrics lines, one family per attribute (its streaming and snapshot samples under one
+/// `# TYPE` line), in the order first written.
 #[derive(Default)]
 struct Out {
+    families: Vec<(String, Vec<String>)>,
     text: String,
 }
 
 impl Out {
     fn sample(&mut self, attribute: &str, labels: &str, value: &str) {
-        use std::fmt::Write;
         let name = format!("debezium_metrics_{attribute}");
-        let _ = writeln!(self.text, "# TYPE {name} gauge");
-        let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
+        let line = format!("{name}{{{labels}}} {value}");
+        match self.families.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, lines)) => lines.push(line),
+            None => self.families.push((name, vec![line])),
+        }
+    }
+
+    fn finish(mut self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (name, lines) in &self.families {
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        out.push_str(&std::mem::take(&mut self.text));
+        out
     }
 }
 
@@ -354,7 +377,7 @@ mod tests {
         let m = super::super::Metrics::for_slot(Some("s"));
         m.debezium.enable("dbserver1", 8192);
         m.streaming.set(1);
-        m.debezium.committed(3, 1, 0);
+        m.debezium.committed(3, 1, 0, 2);
         m.debezium.snapshot_started("public.outbox");
         m.snapshot_rows_done.set(42);
         m.debezium.snapshot_ended(true);
@@ -373,6 +396,12 @@ mod tests {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(
+            text.matches("# TYPE debezium_metrics_TotalNumberOfEventsSeen gauge")
+                .count(),
+            1,
+            "one family for both contexts: {text}"
+        );
         assert!(
             !text.contains("jvm_"),
             "process series only where asked for"

@@ -162,9 +162,12 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     last_commit: Option<Lsn>,
     /// The last position reported to the source.
     reported: Lsn,
-    /// The open transaction's inserts, updates and deletes (Debezium's events seen), counted
-    /// into the metrics at its commit.
-    seen: [u64; 3],
+    /// The open transaction's inserts, updates and deletes of the outbox tables (Debezium's
+    /// events seen) and its changes of other tables (filtered), counted into the metrics at
+    /// its commit.
+    seen: [u64; 4],
+    /// The relation ids of the outbox tables.
+    captured: std::collections::HashSet<u32>,
 }
 
 /// The canaries a stream produces: the slot's own, to `topic`.
@@ -250,7 +253,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             xid: None,
             last_commit: None,
             reported: start,
-            seen: [0; 3],
+            seen: [0; 4],
+            captured: Default::default(),
         }
     }
 
@@ -654,8 +658,10 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     self.transaction_record(&end, end_lsn).await?;
                 }
                 self.confirmations.committed(end_lsn, commit_time_micros);
-                let [creates, updates, deletes] = std::mem::take(&mut self.seen);
-                self.metrics.debezium.committed(creates, updates, deletes);
+                let [creates, updates, deletes, filtered] = std::mem::take(&mut self.seen);
+                self.metrics
+                    .debezium
+                    .committed(creates, updates, deletes, filtered);
                 self.last_commit = Some(end_lsn);
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
@@ -681,11 +687,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     // at position 0).
                     self.on_transaction_change(wal_start, &data).await?;
                 }
-                match data.first() {
-                    Some(b'I') => self.seen[0] += 1,
-                    Some(b'U') => self.seen[1] += 1,
-                    Some(b'D') => self.seen[2] += 1,
-                    _ => {}
+                if let (Some(op @ (b'I' | b'U' | b'D')), Some(id)) = (data.first(), data.get(1..5))
+                {
+                    let id = u32::from_be_bytes(id.try_into().expect("four bytes"));
+                    let counter = match (self.captured.contains(&id), op) {
+                        (false, _) => 3,
+                        (true, b'I') => 0,
+                        (true, b'U') => 1,
+                        (true, _) => 2,
+                    };
+                    self.seen[counter] += 1;
                 }
                 let undecodable = |e: pgoutput::DecodeError| RelayError::Undecodable {
                     lsn: wal_start,
@@ -902,6 +913,14 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     *known = Some(relation.clone());
                 }
                 return Ok(());
+            }
+            if self
+                .router
+                .is_outbox_table(&relation.namespace, &relation.name)
+            {
+                self.captured.insert(relation.relation_id);
+            } else {
+                self.captured.remove(&relation.relation_id);
             }
             self.relation_tables.insert(
                 relation.relation_id,
