@@ -267,6 +267,53 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
         has("converter", "org.apache.kafka.connect.json.JsonConverter"),
         "{all}"
     );
+    // Every transformation, predicate and converter a configuration may name.
+    for (kind, class) in [
+        (
+            "transformation",
+            "org.apache.kafka.connect.transforms.RegexRouter",
+        ),
+        (
+            "transformation",
+            "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+        ),
+        (
+            "predicate",
+            "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        ),
+        ("converter", "io.confluent.connect.avro.AvroConverter"),
+        (
+            "header_converter",
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        ),
+    ] {
+        assert!(has(kind, class), "{kind} {class}: {all}");
+    }
+    // The connector's and the EventRouter's option definitions (KIP-769).
+    let definition = |class: &str, option: &str| -> Value {
+        let (code, defs) = curl(&[&format!("{url}/connector-plugins/{class}/config")]);
+        assert_eq!(code, 200, "{defs}");
+        defs.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == option)
+            .cloned()
+            .unwrap_or_else(|| panic!("{option} not in {defs}"))
+    };
+    let slot = definition(
+        "io.debezium.connector.postgresql.PostgresConnector",
+        "slot.name",
+    );
+    assert_eq!(slot["default_value"], "debezium", "{slot}");
+    let route = definition(
+        "io.debezium.transforms.outbox.EventRouter",
+        "route.by.field",
+    );
+    assert_eq!(route["default_value"], "aggregatetype", "{route}");
+    let (code, _) = curl(&[&format!(
+        "{url}/connector-plugins/com.example.Nothing/config"
+    )]);
+    assert_eq!(code, 404);
 
     // Register: curl -i -X POST -H "Accept:application/json" -H "Content-Type:application/json" localhost:8083/connectors/ -d @register-postgres.json
     let register = dir.path().join("register-postgres.json");

@@ -2107,3 +2107,157 @@ async fn transforms_before_the_event_router_read_the_change_events_row_and_key()
     assert_eq!(text(&r.key), "order-1");
     drop(relay);
 }
+
+/// Debezium's `source.snapshot` markers on the rows of an initial snapshot of three outbox
+/// tables, the middle one empty (`first`, `true`, `last_in_data_collection`, then the last
+/// table's single row `last`), copied into a header by `HeaderFrom$Value` before the
+/// EventRouter: the relay's are Debezium's itself, table by table, on the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_markers_are_debeziums() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    for (table, rows) in [("outbox_a", 3u64), ("outbox_b", 0), ("outbox_c", 1)] {
+        stack
+            .db
+            .batch_execute(&format!(
+                "CREATE TABLE public.{table} (LIKE public.outbox INCLUDING ALL);
+                 INSERT INTO public.{table} (id, aggregate_type, aggregate_id, event_type, payload)
+                 SELECT gen_random_uuid(), upper(right('{table}', 1)), 'k' || g, 'Created',
+                        jsonb_build_object('n', g)
+                 FROM generate_series(1, {rows}) g;"
+            ))
+            .await
+            .unwrap();
+    }
+    let config = |side: &str| {
+        serde_json::json!({
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "tasks.max": "1",
+            "database.hostname": "127.0.0.1",
+            "database.port": stack.pg.port().to_string(),
+            "database.user": "postgres",
+            "database.password": "postgres",
+            "database.dbname": "postgres",
+            "plugin.name": "pgoutput",
+            "slot.name": format!("{side}_markers"),
+            "publication.name": format!("{side}_markers"),
+            "publication.autocreate.mode": "filtered",
+            "snapshot.mode": "initial",
+            "topic.prefix": "app",
+            "table.include.list": "public.outbox_a,public.outbox_b,public.outbox_c",
+            "topic.creation.default.replication.factor": "1",
+            "topic.creation.default.partitions": "1",
+            "transforms": "row,outbox",
+            "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.row.fields": "source",
+            "transforms.row.headers": "src",
+            "transforms.row.operation": "copy",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.route.topic.replacement": format!("{side}.${{routedByValue}}"),
+        })
+    };
+    let worker = format!(
+        "bootstrap.servers={}\n\
+         key.converter=org.apache.kafka.connect.json.JsonConverter\n\
+         value.converter=org.apache.kafka.connect.json.JsonConverter\n",
+        stack.broker.bootstrap_servers()
+    );
+    let debezium = ConnectStandalone::start(
+        &worker,
+        &[serde_json::json!({"name": "markers", "config": config("dbz")})],
+    )
+    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        dir.path(),
+        "markers.json",
+        serde_json::json!({"name": "markers", "config": config("relay")}),
+    );
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    // The markers of each side's topic for table `t`, in order.
+    let markers = |records: &[ConsumedRecord]| -> Vec<String> {
+        records
+            .iter()
+            .map(|r| {
+                let src = r
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k == "src")
+                    .and_then(|(_, v)| v.clone())
+                    .map(|v| String::from_utf8_lossy(&v).into_owned())
+                    .unwrap_or_default();
+                serde_json::from_str::<serde_json::Value>(&src)
+                    .ok()
+                    .and_then(|v| v["snapshot"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "?".to_owned())
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    for (table, want) in [("A", 3usize), ("C", 1)] {
+        let (dbz, ours) = loop {
+            let read = |topic: String| {
+                let stack = &stack;
+                async move {
+                    if stack.topics().await.contains(&topic) {
+                        stack.read_topic(&topic).await
+                    } else {
+                        Vec::new()
+                    }
+                }
+            };
+            let dbz = read(format!("dbz.{table}")).await;
+            let ours = read(format!("relay.{table}")).await;
+            if dbz.len() >= want && ours.len() >= want {
+                break (dbz, ours);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{table}: Debezium {} of {want}, the relay {}\n{}\n{}",
+                dbz.len(),
+                ours.len(),
+                debezium.log(),
+                relay.log()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let show = |records: &[ConsumedRecord]| -> String {
+            records
+                .first()
+                .map(|r| {
+                    format!(
+                        "{:?}",
+                        r.headers
+                            .iter()
+                            .map(|(k, v)| (
+                                k.clone(),
+                                v.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())
+                            ))
+                            .collect::<Vec<_>>()
+                    )
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            markers(&ours),
+            markers(&dbz),
+            "table {table}: the relay's headers {}, Debezium's {}",
+            show(&ours),
+            show(&dbz)
+        );
+        assert!(
+            !markers(&ours).contains(&"?".to_owned()),
+            "table {table}: {}",
+            show(&ours)
+        );
+    }
+    assert_eq!(
+        markers(&stack.read_topic("relay.A").await),
+        ["first", "true", "last_in_data_collection"]
+    );
+    assert_eq!(markers(&stack.read_topic("relay.C").await), ["last"]);
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}

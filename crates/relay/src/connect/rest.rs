@@ -50,6 +50,7 @@ fn api() -> Router<Arc<Herder>> {
         .route("/openapi.json", get(openapi))
         .route("/connector-plugins", get(plugins))
         .route("/connector-plugins/{class}/config/validate", put(validate))
+        .route("/connector-plugins/{class}/config", get(plugin_config))
         .route("/connectors", get(list).post(create))
         // The tutorial POSTs to `/connectors/` (Jersey ignores the trailing slash).
         .route("/connectors/", get(list).post(create))
@@ -253,30 +254,37 @@ struct PluginsQuery {
 }
 
 /// `GET /connector-plugins` (`ConnectorPluginsResource.listConnectorPlugins`): the connector;
-/// with `connectorsOnly=false` also the transformations and converters a configuration may
-/// name (those outbox-relay reproduces).
+/// with `connectorsOnly=false` also every transformation, predicate and converter a
+/// configuration may name, from the registries the configuration is parsed with.
 async fn plugins(Query(query): Query<PluginsQuery>) -> Json<Value> {
-    let mut plugins = vec![("source", POSTGRES_CONNECTOR)];
+    let mut plugins: Vec<(&str, String)> = vec![("source", POSTGRES_CONNECTOR.to_owned())];
     if query.connectors_only == Some(false) {
-        let converters = [
-            "org.apache.kafka.connect.converters.ByteArrayConverter",
-            "org.apache.kafka.connect.json.JsonConverter",
-            "org.apache.kafka.connect.storage.StringConverter",
-        ];
-        plugins.extend(converters.map(|c| ("converter", c)));
-        plugins.extend(converters.map(|c| ("header_converter", c)));
-        plugins.push((
-            "header_converter",
-            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
-        ));
-        plugins.push((
-            "transformation",
-            "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
-        ));
+        plugins.extend(
+            crate::debezium::CONVERTERS
+                .iter()
+                .map(|c| ("converter", (*c).to_owned())),
+        );
+        plugins.extend(
+            crate::debezium::HEADER_CONVERTERS
+                .iter()
+                .map(|c| ("header_converter", (*c).to_owned())),
+        );
+        plugins.push(("transformation", EVENT_ROUTER.to_owned()));
         plugins.push((
             "transformation",
-            "io.debezium.transforms.outbox.EventRouter",
+            "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent"
+                .to_owned(),
         ));
+        plugins.extend(
+            outbox_router::transforms::supported_classes()
+                .into_iter()
+                .map(|c| ("transformation", c)),
+        );
+        plugins.extend(
+            crate::debezium::PREDICATES
+                .iter()
+                .map(|c| ("predicate", (*c).to_owned())),
+        );
     }
     Json(Value::Array(
         plugins
@@ -286,6 +294,78 @@ async fn plugins(Query(query): Query<PluginsQuery>) -> Json<Value> {
             })
             .collect(),
     ))
+}
+
+const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+
+/// `GET /connector-plugins/{class}/config` (KIP-769): the definitions (Connect's
+/// `ConfigKeyInfo`) of the connector's options, or of the EventRouter's, from the option
+/// catalog the configurations are read with. Another plugin's options are not described
+/// here (404, saying so), a class nobody knows neither (404, as Connect answers).
+async fn plugin_config(Path(class): Path<String>) -> Response {
+    use crate::debezium::Applies;
+    let short = |c: &str| c.rsplit('.').next().unwrap_or(c).to_owned();
+    let wanted: &[Applies] = if class == POSTGRES_CONNECTOR
+        || short(&class) == short(POSTGRES_CONNECTOR)
+        || short(&class) == "Postgres"
+    {
+        &[
+            Applies::Connector,
+            Applies::ConnectorOrWorker,
+            Applies::Relay,
+        ]
+    } else if class == EVENT_ROUTER || class == "EventRouter" {
+        &[Applies::EventRouter]
+    } else if crate::debezium::CONVERTERS.contains(&class.as_str())
+        || crate::debezium::HEADER_CONVERTERS.contains(&class.as_str())
+        || crate::debezium::PREDICATES.contains(&class.as_str())
+        || outbox_router::transforms::lookup(&class).is_some()
+    {
+        return error(
+            404,
+            format!("outbox-relay applies {class} but does not describe its options here; see docs/debezium-compatibility.md"),
+        );
+    } else {
+        return error(404, format!("Unknown plugin {class}."));
+    };
+    let configs: Vec<Value> = crate::debezium::CATALOG
+        .iter()
+        .filter(|spec| wanted.contains(&spec.applies))
+        .enumerate()
+        .map(|(order, spec)| {
+            config_key_info(
+                spec.name,
+                spec.applies.group(),
+                spec.default,
+                &format!("{}; outbox-relay: {}", spec.doc, spec.treatment_text()),
+                order,
+            )
+        })
+        .collect();
+    Json(Value::Array(configs)).into_response()
+}
+
+/// Connect's `ConfigKeyInfo` of an option.
+fn config_key_info(
+    name: &str,
+    group: &str,
+    default: Option<&str>,
+    documentation: &str,
+    order: usize,
+) -> Value {
+    json!({
+        "name": name,
+        "type": "STRING",
+        "required": false,
+        "default_value": default,
+        "importance": "MEDIUM",
+        "documentation": documentation,
+        "group": group,
+        "width": "MEDIUM",
+        "display_name": name,
+        "dependents": [],
+        "order": order,
+    })
 }
 
 /// A JSON object of strings, as Connect reads a configuration (numbers and booleans are
@@ -367,19 +447,13 @@ async fn validate(
         .enumerate()
         .map(|(order, (key, (value, errors)))| {
             let definition = match crate::debezium::option_doc(&key, &config) {
-                Some(d) => json!({
-                    "name": key,
-                    "type": "STRING",
-                    "required": false,
-                    "default_value": d.default,
-                    "importance": "MEDIUM",
-                    "documentation": format!("{}; outbox-relay: {}", d.doc, d.treatment),
-                    "group": d.group,
-                    "width": "MEDIUM",
-                    "display_name": key,
-                    "dependents": [],
-                    "order": order,
-                }),
+                Some(d) => config_key_info(
+                    &key,
+                    d.group,
+                    d.default,
+                    &format!("{}; outbox-relay: {}", d.doc, d.treatment),
+                    order,
+                ),
                 None => Value::Null,
             };
             json!({

@@ -11,7 +11,8 @@ mod properties;
 mod providers;
 
 pub use connector::translate;
-pub use option_catalog::{describe, Spec, CATALOG};
+pub use option_catalog::{describe, Applies, Spec, CATALOG};
+pub use parsers::{CONVERTERS, HEADER_CONVERTERS, PREDICATES};
 pub use producer::worker_client;
 pub use properties::{parse, parse_properties, read_file, RawConfig};
 

@@ -457,7 +457,8 @@ fn split_regex_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-const PREDICATES: &[&str] = &[
+/// Every predicate class outbox-relay applies.
+pub const PREDICATES: &[&str] = &[
     "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
     "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
     "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
@@ -727,6 +728,30 @@ pub(super) struct RouterAliases {
     pub before: Vec<String>,
     pub after: Vec<String>,
 }
+
+/// Every converter class `converter_class` takes for keys and values.
+pub const CONVERTERS: &[&str] = &[
+    "org.apache.kafka.connect.json.JsonConverter",
+    "org.apache.kafka.connect.storage.StringConverter",
+    "org.apache.kafka.connect.converters.ByteArrayConverter",
+    "io.debezium.converters.BinaryDataConverter",
+    "io.debezium.converters.ByteBufferConverter",
+    outbox_router::connect::cloudevents::CLASS,
+    "io.confluent.connect.avro.AvroConverter",
+    "io.apicurio.registry.utils.converter.AvroConverter",
+    "io.confluent.connect.json.JsonSchemaConverter",
+    "io.confluent.connect.protobuf.ProtobufConverter",
+];
+
+/// Every header converter class `header_converter` takes.
+pub const HEADER_CONVERTERS: &[&str] = &[
+    "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+    "org.apache.kafka.connect.json.JsonConverter",
+    "org.apache.kafka.connect.storage.StringConverter",
+    "org.apache.kafka.connect.converters.ByteArrayConverter",
+    "io.debezium.converters.BinaryDataConverter",
+    "io.debezium.converters.ByteBufferConverter",
+];
 
 /// The converter `class` configured under `key` (`value.converter`…), with the
 /// JsonConverter settings read from the same configuration.

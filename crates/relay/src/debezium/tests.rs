@@ -1585,3 +1585,27 @@ fn polling_takes_a_connector_configuration_whose_slot_options_it_leaves_out() {
     let err = crate::config::Settings::resolve(user, Some(preset)).unwrap_err();
     assert!(err.to_string().starts_with("snapshot-mode:"), "{err}");
 }
+
+/// The converter lists `GET /connector-plugins` shows are the classes the parser takes: each
+/// is accepted (a registry converter may still want its registry's URL, never "not
+/// supported"), and a class not listed is refused.
+#[test]
+fn the_listed_converters_are_the_ones_the_parser_takes() {
+    let refused = |extra: &[(&str, &str)]| -> Option<String> {
+        load_config(config(extra), None)
+            .err()
+            .filter(|e| e.contains("is not supported") || e.contains("is not a HeaderConverter"))
+    };
+    for class in CONVERTERS {
+        assert_eq!(refused(&[("value.converter", class)]), None, "{class}");
+    }
+    for class in HEADER_CONVERTERS {
+        assert_eq!(refused(&[("header.converter", class)]), None, "{class}");
+    }
+    assert!(refused(&[("value.converter", "com.example.Unknown")]).is_some());
+    assert!(refused(&[(
+        "header.converter",
+        "io.confluent.connect.avro.AvroConverter"
+    )])
+    .is_some());
+}

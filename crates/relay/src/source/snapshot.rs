@@ -157,6 +157,47 @@ const CURSOR: &str = "outbox_relay_snapshot";
 /// The outbox rows in insertion order, as pgoutput would describe them, read through a
 /// cursor a fetch at a time (the table can be larger than memory: an outbox that was never
 /// cleaned), all in one snapshot.
+/// Where a table stands in the snapshot, for Debezium's `source.snapshot` markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TablePlace {
+    /// The first table of the snapshot (rows or none).
+    pub first_table: bool,
+    /// No later table of the snapshot has a row: its last row is the snapshot's last record.
+    pub last_with_rows: bool,
+}
+
+/// The places of tables holding `totals` rows, in snapshot order.
+pub fn places(totals: &[u64]) -> Vec<TablePlace> {
+    let last_with_rows = totals.iter().rposition(|t| *t > 0);
+    (0..totals.len())
+        .map(|i| TablePlace {
+            first_table: i == 0,
+            last_with_rows: Some(i) == last_with_rows,
+        })
+        .collect()
+}
+
+/// Debezium's `source.snapshot` of row `row` (from 0) of `total` in a table at `place`, with
+/// `RelationalSnapshotChangeEventSource`'s precedence: the snapshot's last record `last`, its
+/// first `first`, a table's last `last_in_data_collection`, its first
+/// `first_in_data_collection`, any other `true`. (The snapshot's last record is `last` even
+/// when later tables are empty: Debezium rewrites the last record it emitted so.)
+pub fn marker(place: TablePlace, row: u64, total: u64) -> &'static str {
+    let first_in_table = row == 0;
+    let last_in_table = row + 1 == total;
+    if last_in_table && place.last_with_rows {
+        "last"
+    } else if first_in_table && place.first_table {
+        "first"
+    } else if last_in_table {
+        "last_in_data_collection"
+    } else if first_in_table {
+        "first_in_data_collection"
+    } else {
+        "true"
+    }
+}
+
 pub struct SnapshotReader {
     client: tokio_postgres::Client,
     table: TableName,
@@ -301,6 +342,42 @@ impl SnapshotReader {
             .batch_execute("COMMIT")
             .await
             .map_err(read_error(&self.table, "ending the snapshot"))
+    }
+}
+
+#[cfg(test)]
+mod marker_tests {
+    use super::*;
+
+    /// Debezium's markers (its RecordsSnapshotProducerIT and the resolver's order).
+    #[test]
+    fn debeziums_snapshot_markers() {
+        let of = |totals: &[u64]| -> Vec<Vec<&'static str>> {
+            places(totals)
+                .into_iter()
+                .zip(totals)
+                .map(|(place, total)| (0..*total).map(|r| marker(place, r, *total)).collect())
+                .collect()
+        };
+        assert_eq!(of(&[1]), [vec!["last"]]);
+        assert_eq!(of(&[3]), [vec!["first", "true", "last"]]);
+        assert_eq!(
+            of(&[1, 1, 1]),
+            [vec!["first"], vec!["last_in_data_collection"], vec!["last"]]
+        );
+        assert_eq!(
+            of(&[2, 3]),
+            [
+                vec!["first", "last_in_data_collection"],
+                vec!["first_in_data_collection", "true", "last"]
+            ]
+        );
+        // The first table empty: no `first`; the last empty: the one before ends with `last`.
+        assert_eq!(
+            of(&[0, 2]),
+            [vec![], vec!["first_in_data_collection", "last"]]
+        );
+        assert_eq!(of(&[2, 0]), [vec!["first", "last"], vec![]]);
     }
 }
 

@@ -618,16 +618,24 @@ async fn relay_snapshot(
         .map(|(name, point)| (name.as_str(), *point));
     let database = crate::source::postgres::Database::of(settings);
     let mut taken = (None, None);
+    // Every table opened (and counted) first: Debezium's markers say which row is the
+    // snapshot's last, which an empty table after it does not change.
+    let mut readers = Vec::with_capacity(opening.tables.len());
     for (i, table) in opening.tables.iter().enumerate() {
         let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
-        let mut rows = snapshot::open(
-            &database,
-            table,
-            relation_id,
-            snapshot,
-            cdc.snapshot_fetch_size,
-        )
-        .await?;
+        readers.push(
+            snapshot::open(
+                &database,
+                table,
+                relation_id,
+                snapshot,
+                cdc.snapshot_fetch_size,
+            )
+            .await?,
+        );
+    }
+    let places = snapshot::places(&readers.iter().map(|r| r.total).collect::<Vec<_>>());
+    for ((table, mut rows), place) in opening.tables.iter().zip(readers).zip(places) {
         tracing::info!(%table, rows = rows.total, exported = snapshot.is_some(),
             "snapshot.mode=initial: relaying the rows already in the outbox");
         taken = (rows.snapshot.clone(), rows.position);
@@ -637,7 +645,7 @@ async fn relay_snapshot(
             _ => rows.snapshot.clone().map(|s| format!("{s}/{table}")),
         };
         streamer
-            .relay_snapshot(&mut rows, name, taken.1.unwrap_or(opening.start))
+            .relay_snapshot(&mut rows, name, taken.1.unwrap_or(opening.start), place)
             .await?;
         rows.finish().await?;
     }

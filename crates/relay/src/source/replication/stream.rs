@@ -472,6 +472,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         rows: &mut SnapshotReader,
         snapshot: Option<String>,
         position: Lsn,
+        place: crate::source::snapshot::TablePlace,
     ) -> Result<(), RelayError> {
         self.route_message(
             &LogicalMessage::Relation(rows.relation.clone()),
@@ -487,7 +488,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             "{}.{}",
             rows.relation.namespace, rows.relation.name
         ));
-        let relayed = self.relay_snapshot_rows(rows, snapshot, position).await;
+        let relayed = self
+            .relay_snapshot_rows(rows, snapshot, position, place)
+            .await;
         self.metrics.debezium.snapshot_ended(relayed.is_ok());
         relayed
     }
@@ -498,6 +501,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         rows: &mut SnapshotReader,
         snapshot: Arc<str>,
         position: Lsn,
+        place: crate::source::snapshot::TablePlace,
     ) -> Result<(), RelayError> {
         let total = rows.total;
         self.metrics.snapshot_rows_total.set(total as i64);
@@ -524,7 +528,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     row,
                 };
                 if self.router.wants_position() {
-                    self.set_position(position, Some("true"), &[]);
+                    let marker = crate::source::snapshot::marker(place, row, total);
+                    self.set_position(position, Some(marker), &[]);
                 }
                 self.route_message(&LogicalMessage::Insert(insert), position, Some(event))
                     .await?;
