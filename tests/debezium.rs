@@ -2261,3 +2261,154 @@ async fn snapshot_markers_are_debeziums() {
     relay.terminate(Duration::from_secs(20)).unwrap();
     drop(debezium);
 }
+
+/// Debezium's notifications of an initial snapshot (`notification.enabled.channels=sink,log`):
+/// STARTED, IN_PROGRESS, TABLE_SCAN_COMPLETED and COMPLETED on the sink topic, the same
+/// records as Debezium's own beside it (each notification's random id and its time aside; a
+/// TABLE_SCAN_COMPLETED's `additional_data` compared as a map, Debezium's own order of two
+/// of its keys changing from one JVM to the next), and the log channel's lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_snapshot_notifications_are_debeziums() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 2, 1, 2).await.unwrap();
+    let config = |side: &str| {
+        serde_json::json!({
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "tasks.max": "1",
+            "database.hostname": "127.0.0.1",
+            "database.port": stack.pg.port().to_string(),
+            "database.user": "postgres",
+            "database.password": "postgres",
+            "database.dbname": "postgres",
+            "plugin.name": "pgoutput",
+            "slot.name": format!("{side}_notes"),
+            "publication.name": format!("{side}_notes"),
+            "publication.autocreate.mode": "filtered",
+            "snapshot.mode": "initial",
+            "topic.prefix": "app",
+            "table.include.list": "public.outbox",
+            "topic.creation.default.replication.factor": "1",
+            "topic.creation.default.partitions": "1",
+            "notification.enabled.channels": "sink,log",
+            "notification.sink.topic.name": format!("{side}.notifications"),
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.route.topic.replacement": format!("{side}.${{routedByValue}}"),
+        })
+    };
+    let worker = format!(
+        "bootstrap.servers={}\n\
+         key.converter=org.apache.kafka.connect.json.JsonConverter\n\
+         value.converter=org.apache.kafka.connect.json.JsonConverter\n",
+        stack.broker.bootstrap_servers()
+    );
+    let debezium = ConnectStandalone::start(
+        &worker,
+        &[serde_json::json!({"name": "notes", "config": config("dbz")})],
+    )
+    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        dir.path(),
+        "notes.json",
+        serde_json::json!({"name": "notes", "config": config("relay")}),
+    );
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let read = |topic: &'static str| {
+        let stack = &stack;
+        async move {
+            if stack.topics().await.iter().any(|t| t == topic) {
+                stack.read_topic(topic).await
+            } else {
+                Vec::new()
+            }
+        }
+    };
+    let (dbz, ours) = loop {
+        let dbz = read("dbz.notifications").await;
+        let ours = read("relay.notifications").await;
+        if dbz.len() >= 4 && ours.len() >= 4 {
+            break (dbz, ours);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Debezium wrote {}, the relay {}\n{}\n{}",
+            dbz.len(),
+            ours.len(),
+            debezium.log(),
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // The record with its id and time taken out.
+    let id = |r: &ConsumedRecord| -> String {
+        let key: serde_json::Value = serde_json::from_slice(r.key.as_deref().unwrap()).unwrap();
+        key["payload"]["id"].as_str().unwrap().to_owned()
+    };
+    let plain = |r: &ConsumedRecord| -> (String, String, serde_json::Value) {
+        let id = id(r);
+        let value = text(&r.value).replace(&id, "<id>");
+        let mut parsed: serde_json::Value = serde_json::from_str(&value).unwrap();
+        let ts = parsed["payload"]["timestamp"].to_string();
+        parsed["payload"]["timestamp"] = serde_json::json!(0);
+        (
+            text(&r.key).replace(&id, "<id>"),
+            value.replace(&ts, "<ts>"),
+            parsed,
+        )
+    };
+    let kinds: Vec<String> = ours
+        .iter()
+        .map(|r| plain(r).2["payload"]["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "STARTED",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED"
+        ]
+    );
+    for (d, o) in dbz.iter().zip(&ours).take(4) {
+        let (dk, dv, dp) = plain(d);
+        let (ok, ov, op) = plain(o);
+        assert_eq!(ok, dk, "keys");
+        if op["payload"]["type"] == "TABLE_SCAN_COMPLETED" {
+            assert_eq!(op, dp, "values (additional_data as a map)");
+        } else {
+            assert_eq!(ov, dv, "values");
+        }
+        assert!(id(o).len() == 36 && id(o) != id(d), "a random UUID each");
+    }
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    let log = relay.log();
+    // Started again, the snapshot taken: SKIPPED, as Debezium's task says at such a start.
+    let mut again = stack.spawn_relay(&["--debezium-config", &path]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = read("relay.notifications").await;
+        if let Some(last) = all.get(4) {
+            let (_, _, value) = plain(last);
+            assert_eq!(value["payload"]["type"], "SKIPPED", "{value}");
+            assert_eq!(
+                value["payload"]["additional_data"],
+                serde_json::json!({"connector_name": "app"})
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", again.log());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    again.terminate(Duration::from_secs(20)).unwrap();
+    assert!(
+        log.contains("[Notification Service]  {id='")
+            && log.contains("aggregateType='Initial Snapshot', type='COMPLETED', additionalData={connector_name=app}"),
+        "{log}"
+    );
+    drop(debezium);
+}

@@ -198,6 +198,7 @@ fn connect_format(
         types: TypeModes::default(),
         heartbeat_topic: None,
         transaction_metadata: None,
+        notifications: None,
         errors: ErrorHandling {
             connector: connector.into(),
             ..ErrorHandling::default()

@@ -281,9 +281,20 @@ pub struct ConnectFormat {
     pub heartbeat_topic: Option<Arc<str>>,
     /// BEGIN/END records (`provide.transaction.metadata`), if written.
     pub transaction_metadata: Option<TransactionMetadata>,
+    /// Debezium's notifications (`notification.enabled.channels`), if any channel is on.
+    pub notifications: Option<Notifications>,
     /// Kafka Connect's `errors.*` options: what becomes of a record a transform or converter
     /// fails on.
     pub errors: ErrorHandling,
+}
+
+/// Debezium's notification channels the relay writes to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notifications {
+    /// `sink`: records to `notification.sink.topic.name`.
+    pub sink_topic: Option<Arc<str>>,
+    /// `log`: a log line each (`LogNotificationChannel`).
+    pub log: bool,
 }
 
 /// Kafka Connect's error handling options, as outbox-relay applies them to a record a
@@ -349,6 +360,7 @@ impl ConnectFormat {
             types: TypeModes::default(),
             heartbeat_topic: None,
             transaction_metadata: None,
+            notifications: None,
             errors: ErrorHandling::default(),
             avro_schema_names: false,
         }

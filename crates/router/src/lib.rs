@@ -18,9 +18,13 @@ pub mod transforms;
 
 pub use config::{
     AdditionalField, ConnectFormat, ContextHeaders, ErrorHandling, InvalidOperation, ListPattern,
-    MessageConfig, Output, Placement, RouterConfig, SchemaFilter, TableName, TransactionMetadata,
+    MessageConfig, Notifications, Output, Placement, RouterConfig, SchemaFilter, TableName,
+    TransactionMetadata,
 };
 pub use error::ConfigError;
 pub use kafka_record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
-pub use router::{change_event_topic, BeforeRouter, Router, SourcePosition, TransactionMark};
+pub use router::{
+    change_event_topic, java_hash_set_order, BeforeRouter, Notification, Router, SourcePosition,
+    TransactionMark,
+};
 pub use topic::{validate_topic_name, TopicTemplate, DEFAULT_TOPIC_REGEX};

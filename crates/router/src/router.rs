@@ -790,6 +790,8 @@ mod connect_record;
 #[cfg(test)]
 mod connect_tests;
 mod heartbeat;
+mod notification;
+pub use notification::{java_hash_set_order, Notification};
 mod message_record;
 mod tolerance;
 mod transaction;

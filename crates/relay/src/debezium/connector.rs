@@ -217,6 +217,7 @@ fn finish(
                 types: d.types,
                 heartbeat_topic,
                 transaction_metadata,
+                notifications: d.notifications.clone(),
                 errors: d.errors,
             }),
         },

@@ -124,6 +124,8 @@ pub struct Draft {
     pub heartbeat_topic_prefix: Option<String>,
     pub transaction_metadata: bool,
     pub transaction_topic: Option<String>,
+    /// `notification.enabled.channels` (`sink`, `log`) and the sink's topic.
+    pub notifications: Option<outbox_router::Notifications>,
     pub extended_headers: bool,
     /// The EventRouter's alias, the DecodeLogicalDecodingMessageContent's, the transforms
     /// before and after the EventRouter.
@@ -435,6 +437,29 @@ pub const CATALOG: &[Spec] = &[
     }), "the heartbeat topic"),
     spec!("topic.heartbeat.prefix", ["heartbeat.topics.prefix"], Connector, Some("__debezium-heartbeat"),
         With("topic.heartbeat.name"), "the heartbeat topic's prefix"),
+    spec!("notification.enabled.channels", [], Connector, None, Parsed(|c, d| {
+        // NotificationService: each name trimmed, matched exactly; unknown names ignored.
+        let channels: Vec<&str> = c.o.get("notification.enabled.channels").unwrap_or("")
+            .split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+        let sink = channels.contains(&"sink");
+        let topic = c.o.get("notification.sink.topic.name").map(str::trim).filter(|t| !t.is_empty());
+        if sink && topic.is_none() {
+            return Err("The 'notification.sink.topic.name' value is invalid: Notification topic name must be provided \
+                        when kafka notification channel is enabled".into());
+        }
+        if channels.contains(&"jmx") {
+            d.notes.push("notification.enabled.channels: jmx is not a channel outbox-relay writes to (no JMX runs \
+                          here); sink and log are".into());
+        }
+        let log = channels.contains(&"log");
+        d.notifications = (sink || log).then(|| outbox_router::Notifications {
+            sink_topic: sink.then(|| topic.expect("checked").into()),
+            log,
+        });
+        Ok(())
+    }), "the notification channels: sink (records to notification.sink.topic.name) and log; jmx is noted, not run"),
+    spec!("notification.sink.topic.name", [], Connector, None, With("notification.enabled.channels"),
+        "the topic of the sink notification channel"),
     spec!("provide.transaction.metadata", [], Connector, Some("false"), Parsed(|c, d| {
         d.transaction_metadata = flag(c.o, "provide.transaction.metadata", false)?;
         d.transaction_topic = c.o.get("topic.transaction").map(str::to_owned);

@@ -30,11 +30,11 @@ pub use json_value::{write_schema, JsonConverter};
 pub use payload_struct::{decode_object, expand, expands_to_no_schema, ExpandBehaviour};
 pub use pg_text::Numeric;
 pub(crate) use pg_text::{civil_from_days, days_from_civil};
-pub(crate) use postgres_types::java_hash_map_order;
 pub use postgres_types::{
     debezium_writes_unproduced, default_value, has_default_mapper, oid, BinaryMode, ColumnFacts,
     ColumnKind, DecimalMode, HstoreMode, IntervalMode, PgType, TimePrecisionMode, TypeModes,
 };
+pub(crate) use postgres_types::{java_hash_map_order, java_hash_map_order_in};
 pub use protobuf::{protobuf_schema, ProtobufConverter, ProtobufOptions, ProtobufSchema};
 pub use registry::{
     Lookup, RegistryError, RegistrySerde, SchemaFormat, SchemaReference, SchemaRegistry,

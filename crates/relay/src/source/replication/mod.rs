@@ -522,6 +522,9 @@ async fn stream_until_shutdown(
     let result = async {
         if opening.snapshot_owed {
             relay_snapshot(&mut streamer, &opening, settings, cdc).await?;
+        } else {
+            // Debezium's task tells SKIPPED at each start without a snapshot to take.
+            streamer.notify("SKIPPED", Vec::new()).await?;
         }
         let stream = &mut streamer.stream;
         stream
@@ -605,8 +608,29 @@ async fn stream_until_shutdown(
 }
 
 /// `snapshot.mode=initial`: the outbox tables' rows, table after table, each read in the
-/// snapshot exported with the slot; then the marker that says the snapshot is done.
+/// snapshot exported with the slot; then the marker that says the snapshot is done. Debezium's
+/// notifications tell it: STARTED, IN_PROGRESS and TABLE_SCAN_COMPLETED for each table,
+/// COMPLETED, or ABORTED when it fails.
 async fn relay_snapshot(
+    streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
+    opening: &Opening,
+    settings: &Settings,
+    cdc: &CdcSettings,
+) -> Result<(), RelayError> {
+    streamer.notify("STARTED", Vec::new()).await?;
+    let taken = relay_snapshot_tables(streamer, opening, settings, cdc).await;
+    match taken {
+        Ok(()) => streamer.notify("COMPLETED", Vec::new()).await,
+        Err(e) => {
+            if let Err(also) = streamer.notify("ABORTED", Vec::new()).await {
+                tracing::debug!("the ABORTED notification: {also}");
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn relay_snapshot_tables(
     streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
     opening: &Opening,
     settings: &Settings,
@@ -635,9 +659,23 @@ async fn relay_snapshot(
         );
     }
     let places = snapshot::places(&readers.iter().map(|r| r.total).collect::<Vec<_>>());
+    // The tables as Debezium names them in its notifications: a HashSet's order while in
+    // progress, the captured tables' order once a table is scanned.
+    let ids: Vec<String> = opening.tables.iter().map(|t| t.to_string()).collect();
+    let in_progress = outbox_router::java_hash_set_order(ids.clone()).join(",");
+    let captured = ids.join(",");
     for ((table, mut rows), place) in opening.tables.iter().zip(readers).zip(places) {
         tracing::info!(%table, rows = rows.total, exported = snapshot.is_some(),
             "snapshot.mode=initial: relaying the rows already in the outbox");
+        streamer
+            .notify(
+                "IN_PROGRESS",
+                vec![
+                    ("current_collection_in_progress", table.to_string()),
+                    ("data_collections", in_progress.clone()),
+                ],
+            )
+            .await?;
         taken = (rows.snapshot.clone(), rows.position);
         // Each table's rows are numbered from 0: one sequence per table.
         let name = match opening.tables.len() {
@@ -646,6 +684,17 @@ async fn relay_snapshot(
         };
         streamer
             .relay_snapshot(&mut rows, name, taken.1.unwrap_or(opening.start), place)
+            .await?;
+        streamer
+            .notify(
+                "TABLE_SCAN_COMPLETED",
+                vec![
+                    ("scanned_collection", table.to_string()),
+                    ("data_collections", captured.clone()),
+                    ("total_rows_scanned", rows.total.to_string()),
+                    ("status", "SUCCEEDED".to_owned()),
+                ],
+            )
             .await?;
         rows.finish().await?;
     }

@@ -1036,6 +1036,46 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         Ok(())
     }
 
+    /// A notification of the initial snapshot (`Initial Snapshot`, `kind`, with `data` and
+    /// the connector's name) to the channels on: logged as Debezium's log channel logs it,
+    /// and written to the sink topic, outside any transaction, as a heartbeat is.
+    pub async fn notify(
+        &mut self,
+        kind: &str,
+        data: Vec<(&str, String)>,
+    ) -> Result<(), RelayError> {
+        let Some((channels, connector)) = self.router.notification_channels() else {
+            return Ok(());
+        };
+        let log = channels.log;
+        let notification = outbox_router::Notification::with_connector(
+            uuid::Uuid::new_v4().to_string(),
+            "Initial Snapshot",
+            kind,
+            data,
+            connector,
+            crate::metrics::now_ms(),
+        );
+        if log {
+            tracing::info!(
+                target: "io.debezium.pipeline.notification.channels.LogNotificationChannel",
+                "[Notification Service]  {}",
+                notification.to_java_string()
+            );
+        }
+        let Some(record) = self.router.notification(&notification) else {
+            return Ok(());
+        };
+        let position = self.tracker.confirmed();
+        self.tracker.begin();
+        self.deliver_outcome(record, position, None, "notification".into())
+            .await?;
+        if let Some(lsn) = self.tracker.commit(position) {
+            self.confirm(lsn);
+        }
+        Ok(())
+    }
+
     /// Tells the router where the change it routes next is: its source block and, with
     /// transaction metadata, its place in the open transaction (counted already).
     fn set_position(&mut self, lsn: Lsn, snapshot: Option<&'static str>, data: &[u8]) {
