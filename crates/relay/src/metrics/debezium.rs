@@ -36,12 +36,16 @@ pub struct DebeziumSeries {
     pub(super) process: AtomicBool,
 }
 
+/// The snapshot of this run, once one started or was skipped (Debezium's `SnapshotMeter`).
 struct Snapshot {
-    table: String,
+    /// Each table with the rows scanned once it is done (the one in progress: the
+    /// `snapshot_rows_done` gauge).
+    tables: Vec<(String, Option<u64>)>,
     started_ms: i64,
     /// 0 while running.
     ended_ms: i64,
     completed: bool,
+    skipped: bool,
 }
 
 impl DebeziumSeries {
@@ -72,12 +76,40 @@ impl DebeziumSeries {
         }
     }
 
-    pub fn snapshot_started(&self, table: &str) {
+    /// A snapshot of `tables` starts.
+    pub fn snapshot_started(&self, tables: &[String]) {
         *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
-            table: table.to_owned(),
+            tables: tables.iter().map(|t| (t.clone(), None)).collect(),
             started_ms: super::now_ms(),
             ended_ms: 0,
             completed: false,
+            skipped: false,
+        });
+    }
+
+    /// Table `index` of the snapshot was scanned: `rows` rows.
+    pub fn table_scanned(&self, index: usize, rows: u64) {
+        if let Some(s) = self
+            .snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            if let Some(table) = s.tables.get_mut(index) {
+                table.1 = Some(rows);
+            }
+        }
+    }
+
+    /// A start without a snapshot to take (Debezium's `snapshotSkipped`).
+    pub fn snapshot_skipped(&self) {
+        let now = super::now_ms();
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
+            tables: Vec::new(),
+            started_ms: now,
+            ended_ms: now,
+            completed: false,
+            skipped: true,
         });
     }
 
@@ -161,22 +193,39 @@ impl DebeziumSeries {
                 escape(&server)
             );
             let running = s.ended_ms == 0;
-            let rows = m.snapshot_rows_done.get().max(0);
+            let current = m.snapshot_rows_done.get().max(0) as u64;
+            // Rows per table: those scanned, and the one in progress so far.
+            let in_progress = s.tables.iter().position(|(_, rows)| rows.is_none());
+            let scanned: Vec<(&str, u64)> = s
+                .tables
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (table, rows))| match rows {
+                    Some(rows) => Some((table.as_str(), *rows)),
+                    None if running && Some(i) == in_progress => Some((table.as_str(), current)),
+                    None => None,
+                })
+                .collect();
+            let rows: u64 = scanned.iter().map(|(_, r)| r).sum();
+            let tables_left = s.tables.iter().filter(|(_, r)| r.is_none()).count();
             let end = if running { now_ms } else { s.ended_ms };
             let flag = |b: bool| if b { "1" } else { "0" }.to_owned();
             for (attribute, value) in [
                 ("SnapshotRunning", flag(running)),
                 ("SnapshotCompleted", flag(!running && s.completed)),
-                ("SnapshotAborted", flag(!running && !s.completed)),
+                (
+                    "SnapshotAborted",
+                    flag(!running && !s.completed && !s.skipped),
+                ),
                 ("SnapshotPaused", "0".into()),
-                ("SnapshotSkipped", "0".into()),
+                ("SnapshotSkipped", flag(s.skipped)),
                 (
                     "SnapshotDurationInSeconds",
                     ((end - s.started_ms).max(0) / 1000).to_string(),
                 ),
                 ("SnapshotPausedDurationInSeconds", "0".into()),
-                ("TotalTableCount", "1".into()),
-                ("RemainingTableCount", flag(running)),
+                ("TotalTableCount", s.tables.len().to_string()),
+                ("RemainingTableCount", tables_left.to_string()),
                 ("TotalNumberOfEventsSeen", rows.to_string()),
                 (
                     "MilliSecondsSinceLastEvent",
@@ -190,11 +239,13 @@ impl DebeziumSeries {
             ] {
                 out.sample(attribute, &snapshot, &value);
             }
-            out.sample(
-                "RowsScanned",
-                &format!("{snapshot},table=\"{}\"", escape(&s.table)),
-                &rows.to_string(),
-            );
+            for (table, rows) in scanned {
+                out.sample(
+                    "RowsScanned",
+                    &format!("{snapshot},table=\"{}\"", escape(table)),
+                    &rows.to_string(),
+                );
+            }
         }
         if self.process.load(Ordering::Relaxed) {
             out.text.push_str(&process_series());
@@ -265,8 +316,30 @@ pub fn network_rates_wanted() -> bool {
     NETWORK_WANTED.load(Ordering::Relaxed)
 }
 
-/// A producer's librdkafka statistics: its totals over every broker, turned into rates.
-pub fn producer_statistics(stats: &rdkafka::Statistics) {
+/// What is read of librdkafka's statistics (the rest of the JSON is skipped over).
+#[derive(serde::Deserialize)]
+struct Statistics {
+    name: String,
+    /// librdkafka's clock, microseconds.
+    ts: i64,
+    #[serde(default)]
+    brokers: std::collections::HashMap<String, BrokerBytes>,
+}
+
+#[derive(serde::Deserialize)]
+struct BrokerBytes {
+    #[serde(default)]
+    rxbytes: u64,
+    #[serde(default)]
+    txbytes: u64,
+}
+
+/// A producer's librdkafka statistics (their JSON): its totals over every broker, turned into
+/// rates.
+pub fn producer_statistics(json: &[u8]) {
+    let Ok(stats) = serde_json::from_slice::<Statistics>(json) else {
+        return;
+    };
     let rx: u64 = stats.brokers.values().map(|b| b.rxbytes).sum();
     let tx: u64 = stats.brokers.values().map(|b| b.txbytes).sum();
     let mut all = NETWORK.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,8 +451,11 @@ mod tests {
         m.debezium.enable("dbserver1", 8192);
         m.streaming.set(1);
         m.debezium.committed(3, 1, 0, 2);
-        m.debezium.snapshot_started("public.outbox");
+        m.debezium
+            .snapshot_started(&["public.outbox".to_owned(), "public.other".to_owned()]);
         m.snapshot_rows_done.set(42);
+        m.debezium.table_scanned(0, 42);
+        m.debezium.table_scanned(1, 0);
         m.debezium.snapshot_ended(true);
         let text = m.encode();
         for line in [
@@ -391,6 +467,8 @@ mod tests {
             "debezium_metrics_SnapshotCompleted{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\"} 1",
             "debezium_metrics_SnapshotRunning{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\"} 0",
             "debezium_metrics_RemainingTableCount{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\"} 0",
+            "debezium_metrics_TotalTableCount{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\"} 2",
+            "debezium_metrics_RowsScanned{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\",table=\"public.other\"} 0",
             "debezium_metrics_RowsScanned{context=\"snapshot\",name=\"dbserver1\",plugin=\"postgres\",table=\"public.outbox\"} 42",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");

@@ -154,9 +154,6 @@ const FETCH_BYTES: u64 = 8 << 20;
 
 const CURSOR: &str = "outbox_relay_snapshot";
 
-/// The outbox rows in insertion order, as pgoutput would describe them, read through a
-/// cursor a fetch at a time (the table can be larger than memory: an outbox that was never
-/// cleaned), all in one snapshot.
 /// Where a table stands in the snapshot, for Debezium's `source.snapshot` markers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TablePlace {
@@ -198,6 +195,50 @@ pub fn marker(place: TablePlace, row: u64, total: u64) -> &'static str {
     }
 }
 
+/// The rows each table holds in the snapshot (`exported`, else a snapshot of its own), counted
+/// on one connection that is closed again: the snapshot's markers need to know which table
+/// holds its last row before the first is read.
+pub async fn count_rows(
+    database: &super::postgres::Database,
+    tables: &[TableName],
+    exported: Option<(&str, Lsn)>,
+) -> Result<Vec<u64>, RelayError> {
+    let client = database.connect().await?;
+    let Some(first) = tables.first() else {
+        return Ok(Vec::new());
+    };
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(read_error(first, "starting the snapshot"))?;
+    if let Some((name, _)) = exported {
+        client
+            .batch_execute(&format!(
+                "SET TRANSACTION SNAPSHOT {}",
+                escape_literal(name)
+            ))
+            .await
+            .map_err(read_error(first, "importing the slot's snapshot"))?;
+    }
+    let mut counts = Vec::with_capacity(tables.len());
+    for table in tables {
+        let count: i64 = client
+            .query_one(
+                &format!("SELECT count(*) FROM {}", sql_rows::qualified(table)),
+                &[],
+            )
+            .await
+            .map_err(read_error(table, "counting the snapshot's rows"))?
+            .get(0);
+        counts.push(count.max(0) as u64);
+    }
+    let _ = client.batch_execute("COMMIT").await;
+    Ok(counts)
+}
+
+/// The outbox rows in insertion order, as pgoutput would describe them, read through a
+/// cursor a fetch at a time (the table can be larger than memory: an outbox that was never
+/// cleaned), all in one snapshot.
 pub struct SnapshotReader {
     client: tokio_postgres::Client,
     table: TableName,

@@ -95,8 +95,8 @@ impl ClientContext for ReportContext {
 
     /// librdkafka's statistics (on only while a connector serves Debezium's series): the
     /// network rates Kafka Connect's dashboards chart.
-    fn stats(&self, statistics: rdkafka::Statistics) {
-        crate::metrics::debezium::producer_statistics(&statistics);
+    fn stats_raw(&self, statistics: &[u8]) {
+        crate::metrics::debezium::producer_statistics(statistics);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

@@ -524,6 +524,7 @@ async fn stream_until_shutdown(
             relay_snapshot(&mut streamer, &opening, settings, cdc).await?;
         } else {
             // Debezium's task tells SKIPPED at each start without a snapshot to take.
+            streamer.snapshot_metrics().snapshot_skipped();
             streamer.notify("SKIPPED", Vec::new()).await?;
         }
         let stream = &mut streamer.stream;
@@ -619,11 +620,18 @@ async fn relay_snapshot(
 ) -> Result<(), RelayError> {
     streamer.notify("STARTED", Vec::new()).await?;
     let taken = relay_snapshot_tables(streamer, opening, settings, cdc).await;
+    streamer.snapshot_metrics().snapshot_ended(taken.is_ok());
     match taken {
         Ok(()) => streamer.notify("COMPLETED", Vec::new()).await,
         Err(e) => {
-            if let Err(also) = streamer.notify("ABORTED", Vec::new()).await {
-                tracing::debug!("the ABORTED notification: {also}");
+            // Told if it can be, soon: the snapshot's own error is what ends the session.
+            let told = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                streamer.notify("ABORTED", Vec::new()),
+            )
+            .await;
+            if !matches!(told, Ok(Ok(()))) {
+                tracing::warn!("the ABORTED notification of the snapshot could not be written");
             }
             Err(e)
         }
@@ -642,29 +650,26 @@ async fn relay_snapshot_tables(
         .map(|(name, point)| (name.as_str(), *point));
     let database = crate::source::postgres::Database::of(settings);
     let mut taken = (None, None);
-    // Every table opened (and counted) first: Debezium's markers say which row is the
-    // snapshot's last, which an empty table after it does not change.
-    let mut readers = Vec::with_capacity(opening.tables.len());
-    for (i, table) in opening.tables.iter().enumerate() {
-        let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
-        readers.push(
-            snapshot::open(
-                &database,
-                table,
-                relation_id,
-                snapshot,
-                cdc.snapshot_fetch_size,
-            )
-            .await?,
-        );
-    }
-    let places = snapshot::places(&readers.iter().map(|r| r.total).collect::<Vec<_>>());
+    // Every table counted first (Debezium's markers say which row is the snapshot's last,
+    // which an empty table after it does not change), then read one after the other.
+    let counts = snapshot::count_rows(&database, &opening.tables, snapshot).await?;
+    let places = snapshot::places(&counts);
     // The tables as Debezium names them in its notifications: a HashSet's order while in
     // progress, the captured tables' order once a table is scanned.
     let ids: Vec<String> = opening.tables.iter().map(|t| t.to_string()).collect();
     let in_progress = outbox_router::java_hash_set_order(ids.clone()).join(",");
     let captured = ids.join(",");
-    for ((table, mut rows), place) in opening.tables.iter().zip(readers).zip(places) {
+    streamer.snapshot_metrics().snapshot_started(&ids);
+    for (i, (table, place)) in opening.tables.iter().zip(places).enumerate() {
+        let relation_id = snapshot::SNAPSHOT_RELATION_ID - i as u32;
+        let mut rows = snapshot::open(
+            &database,
+            table,
+            relation_id,
+            snapshot,
+            cdc.snapshot_fetch_size,
+        )
+        .await?;
         tracing::info!(%table, rows = rows.total, exported = snapshot.is_some(),
             "snapshot.mode=initial: relaying the rows already in the outbox");
         streamer
@@ -685,6 +690,7 @@ async fn relay_snapshot_tables(
         streamer
             .relay_snapshot(&mut rows, name, taken.1.unwrap_or(opening.start), place)
             .await?;
+        streamer.snapshot_metrics().table_scanned(i, rows.total);
         streamer
             .notify(
                 "TABLE_SCAN_COMPLETED",

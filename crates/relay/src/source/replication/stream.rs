@@ -166,8 +166,10 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     /// events seen) and its changes of other tables (filtered), counted into the metrics at
     /// its commit.
     seen: [u64; 4],
-    /// The relation ids of the outbox tables.
-    captured: std::collections::HashSet<u32>,
+    /// The relation ids of the outbox tables (a few: a scan is cheaper than a hash).
+    captured: Vec<u32>,
+    /// Whether Debezium's series are served (the counts above are kept only then).
+    debezium_series: bool,
 }
 
 /// The canaries a stream produces: the slot's own, to `topic`.
@@ -229,6 +231,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         max_in_flight: usize,
     ) -> Self {
         let deliver_check_every = deliver.stuck_check_every();
+        let debezium_series = metrics.debezium.enabled();
         Self {
             stream,
             deliver,
@@ -255,6 +258,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             reported: start,
             seen: [0; 4],
             captured: Default::default(),
+            debezium_series,
         }
     }
 
@@ -484,15 +488,13 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let snapshot: Arc<str> = snapshot
             .unwrap_or_else(|| format!("retake-{}", uuid::Uuid::now_v7()))
             .into();
-        self.metrics.debezium.snapshot_started(&format!(
-            "{}.{}",
-            rows.relation.namespace, rows.relation.name
-        ));
-        let relayed = self
-            .relay_snapshot_rows(rows, snapshot, position, place)
-            .await;
-        self.metrics.debezium.snapshot_ended(relayed.is_ok());
-        relayed
+        self.relay_snapshot_rows(rows, snapshot, position, place)
+            .await
+    }
+
+    /// Debezium's snapshot series, which the snapshot's steps feed.
+    pub fn snapshot_metrics(&self) -> &crate::metrics::debezium::DebeziumSeries {
+        &self.metrics.debezium
     }
 
     /// The snapshot's rows (see [`Self::relay_snapshot`]).
@@ -664,9 +666,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
                 self.confirmations.committed(end_lsn, commit_time_micros);
                 let [creates, updates, deletes, filtered] = std::mem::take(&mut self.seen);
-                self.metrics
-                    .debezium
-                    .committed(creates, updates, deletes, filtered);
+                if self.debezium_series {
+                    self.metrics
+                        .debezium
+                        .committed(creates, updates, deletes, filtered);
+                }
                 self.last_commit = Some(end_lsn);
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
@@ -919,13 +923,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
                 return Ok(());
             }
+            self.captured.retain(|id| *id != relation.relation_id);
             if self
                 .router
                 .is_outbox_table(&relation.namespace, &relation.name)
             {
-                self.captured.insert(relation.relation_id);
-            } else {
-                self.captured.remove(&relation.relation_id);
+                self.captured.push(relation.relation_id);
             }
             self.relation_tables.insert(
                 relation.relation_id,
@@ -1044,6 +1047,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         kind: &str,
         data: Vec<(&str, String)>,
     ) -> Result<(), RelayError> {
+        // Its own transaction at the confirmed position: never inside one of the stream's.
+        debug_assert!(!self.tracker.in_transaction());
         let Some((channels, connector)) = self.router.notification_channels() else {
             return Ok(());
         };
