@@ -24,6 +24,15 @@ tools=$!
 # longest first: scripts/run-tests.py.
 cargo test --workspace --locked --no-run --message-format=json 2>/dev/null \
     | python3 scripts/run-tests.py "${OUTBOX_RELAY_TEST_LANES:-3}"
+# The data directories of the test brokers whose processes ended (a test binary's pooled
+# brokers are never dropped; each later binary sweeps those before it, this the last ones).
+for dir in "${TMPDIR:-/tmp}"/outbox-relay-kafka-*; do
+    pid=${dir##*/outbox-relay-kafka-}
+    pid=${pid%%-*}
+    if [ -d "$dir" ] && [ ! -d "/proc/$pid" ]; then
+        rm -rf "$dir"
+    fi
+done
 cargo test --workspace --locked --doc
 if ! wait "$tools"; then
     cat target/install-tools.log >&2

@@ -2108,6 +2108,57 @@ async fn transforms_before_the_event_router_read_the_change_events_row_and_key()
     drop(relay);
 }
 
+/// A connector of this stack for one side of a comparison with Debezium (`dbz` or `relay`):
+/// its own slot and publication named `<side>_<name>`, an initial snapshot of `tables`, the
+/// EventRouter to `<side>.<aggregate type>` after the transforms `before` names, with `extra`
+/// options on top; and the Kafka Connect worker that runs Debezium's side.
+fn beside_debezium(
+    stack: &Stack,
+    side: &str,
+    name: &str,
+    tables: &str,
+    before: &str,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut config = serde_json::json!({
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",
+        "database.hostname": "127.0.0.1",
+        "database.port": stack.pg.port().to_string(),
+        "database.user": "postgres",
+        "database.password": "postgres",
+        "database.dbname": "postgres",
+        "plugin.name": "pgoutput",
+        "slot.name": format!("{side}_{name}"),
+        "publication.name": format!("{side}_{name}"),
+        "publication.autocreate.mode": "filtered",
+        "snapshot.mode": "initial",
+        "topic.prefix": "app",
+        "table.include.list": tables,
+        "topic.creation.default.replication.factor": "1",
+        "topic.creation.default.partitions": "1",
+        "transforms": format!("{before}outbox"),
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.route.by.field": "aggregate_type",
+        "transforms.outbox.table.field.event.key": "aggregate_id",
+        "transforms.outbox.route.topic.replacement": format!("{side}.${{routedByValue}}"),
+    });
+    for (k, v) in extra.as_object().expect("options") {
+        config[k] = v.clone();
+    }
+    serde_json::json!({ "name": name, "config": config })
+}
+
+/// Kafka Connect's worker for Debezium's side: this stack's broker, JsonConverter.
+fn json_worker(stack: &Stack) -> String {
+    format!(
+        "bootstrap.servers={}\n\
+         key.converter=org.apache.kafka.connect.json.JsonConverter\n\
+         value.converter=org.apache.kafka.connect.json.JsonConverter\n",
+        stack.broker.bootstrap_servers()
+    )
+}
+
 /// Debezium's `source.snapshot` markers on the rows of an initial snapshot of three outbox
 /// tables, the middle one empty (`first`, `true`, `last_in_data_collection`, then the last
 /// table's single row `last`), copied into a header by `HeaderFrom$Value` before the
@@ -2130,51 +2181,25 @@ async fn snapshot_markers_are_debeziums() {
             .unwrap();
     }
     let config = |side: &str| {
-        serde_json::json!({
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "tasks.max": "1",
-            "database.hostname": "127.0.0.1",
-            "database.port": stack.pg.port().to_string(),
-            "database.user": "postgres",
-            "database.password": "postgres",
-            "database.dbname": "postgres",
-            "plugin.name": "pgoutput",
-            "slot.name": format!("{side}_markers"),
-            "publication.name": format!("{side}_markers"),
-            "publication.autocreate.mode": "filtered",
-            "snapshot.mode": "initial",
-            "topic.prefix": "app",
-            "table.include.list": "public.outbox_a,public.outbox_b,public.outbox_c",
-            "topic.creation.default.replication.factor": "1",
-            "topic.creation.default.partitions": "1",
-            "transforms": "row,outbox",
-            "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
-            "transforms.row.fields": "source",
-            "transforms.row.headers": "src",
-            "transforms.row.operation": "copy",
-            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-            "transforms.outbox.route.by.field": "aggregate_type",
-            "transforms.outbox.table.field.event.key": "aggregate_id",
-            "transforms.outbox.route.topic.replacement": format!("{side}.${{routedByValue}}"),
-        })
+        beside_debezium(
+            &stack,
+            side,
+            "markers",
+            "public.outbox_a,public.outbox_b,public.outbox_c",
+            "row,",
+            serde_json::json!({
+                "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+                "transforms.row.fields": "source",
+                "transforms.row.headers": "src",
+                "transforms.row.operation": "copy",
+            }),
+        )
     };
-    let worker = format!(
-        "bootstrap.servers={}\n\
-         key.converter=org.apache.kafka.connect.json.JsonConverter\n\
-         value.converter=org.apache.kafka.connect.json.JsonConverter\n",
-        stack.broker.bootstrap_servers()
-    );
-    let debezium = ConnectStandalone::start(
-        &worker,
-        &[serde_json::json!({"name": "markers", "config": config("dbz")})],
-    )
-    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let worker = json_worker(&stack);
+    let debezium = ConnectStandalone::start(&worker, &[config("dbz")])
+        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
     let dir = tempfile::tempdir().unwrap();
-    let path = write_config(
-        dir.path(),
-        "markers.json",
-        serde_json::json!({"name": "markers", "config": config("relay")}),
-    );
+    let path = write_config(dir.path(), "markers.json", config("relay"));
     let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
     // The markers of each side's topic for table `t`, in order.
     let markers = |records: &[ConsumedRecord]| -> Vec<String> {
@@ -2273,49 +2298,23 @@ async fn initial_snapshot_notifications_are_debeziums() {
     let stack = Stack::start().await;
     insert_events(&stack.db, 0, 2, 1, 2).await.unwrap();
     let config = |side: &str| {
-        serde_json::json!({
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "tasks.max": "1",
-            "database.hostname": "127.0.0.1",
-            "database.port": stack.pg.port().to_string(),
-            "database.user": "postgres",
-            "database.password": "postgres",
-            "database.dbname": "postgres",
-            "plugin.name": "pgoutput",
-            "slot.name": format!("{side}_notes"),
-            "publication.name": format!("{side}_notes"),
-            "publication.autocreate.mode": "filtered",
-            "snapshot.mode": "initial",
-            "topic.prefix": "app",
-            "table.include.list": "public.outbox",
-            "topic.creation.default.replication.factor": "1",
-            "topic.creation.default.partitions": "1",
-            "notification.enabled.channels": "sink,log",
-            "notification.sink.topic.name": format!("{side}.notifications"),
-            "transforms": "outbox",
-            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-            "transforms.outbox.route.by.field": "aggregate_type",
-            "transforms.outbox.table.field.event.key": "aggregate_id",
-            "transforms.outbox.route.topic.replacement": format!("{side}.${{routedByValue}}"),
-        })
+        beside_debezium(
+            &stack,
+            side,
+            "notes",
+            "public.outbox",
+            "",
+            serde_json::json!({
+                "notification.enabled.channels": "sink,log",
+                "notification.sink.topic.name": format!("{side}.notifications"),
+            }),
+        )
     };
-    let worker = format!(
-        "bootstrap.servers={}\n\
-         key.converter=org.apache.kafka.connect.json.JsonConverter\n\
-         value.converter=org.apache.kafka.connect.json.JsonConverter\n",
-        stack.broker.bootstrap_servers()
-    );
-    let debezium = ConnectStandalone::start(
-        &worker,
-        &[serde_json::json!({"name": "notes", "config": config("dbz")})],
-    )
-    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let worker = json_worker(&stack);
+    let debezium = ConnectStandalone::start(&worker, &[config("dbz")])
+        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
     let dir = tempfile::tempdir().unwrap();
-    let path = write_config(
-        dir.path(),
-        "notes.json",
-        serde_json::json!({"name": "notes", "config": config("relay")}),
-    );
+    let path = write_config(dir.path(), "notes.json", config("relay"));
     let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let read = |topic: &'static str| {

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -66,6 +66,32 @@ struct Node {
     port: u16,
     /// The log's length when the process was last started.
     log_from: u64,
+}
+
+/// A broker's data directory: `<prefix><pid>-<random>` in the temporary directory.
+const DIR_PREFIX: &str = "outbox-relay-kafka-";
+
+/// Removes the data directories of test processes that ended: the pool's brokers live in a
+/// static, which is never dropped, so each test binary leaves its brokers' directories
+/// behind (hundreds of megabytes each); the next binary that starts a broker removes them.
+fn sweep_dead_processes_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Every test broker's cluster id (each broker is a cluster of its own).
@@ -273,8 +299,9 @@ impl Node {
 
     /// Writes the node's configuration and formats its storage; not started.
     fn configure(config: &NodeConfig) -> Result<Self> {
+        sweep_dead_processes_dirs();
         let dir = tempfile::Builder::new()
-            .prefix("outbox-relay-kafka-")
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()?;
         let NodeConfig {
             id,

@@ -195,6 +195,30 @@ pub fn marker(place: TablePlace, row: u64, total: u64) -> &'static str {
     }
 }
 
+/// A connection in a read-only REPEATABLE READ transaction, in the slot's exported snapshot
+/// when there is one (`table`: what an error names).
+async fn begin(
+    database: &super::postgres::Database,
+    table: &TableName,
+    exported: Option<(&str, Lsn)>,
+) -> Result<tokio_postgres::Client, RelayError> {
+    let client = database.connect().await?;
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(read_error(table, "starting the snapshot"))?;
+    if let Some((name, _)) = exported {
+        client
+            .batch_execute(&format!(
+                "SET TRANSACTION SNAPSHOT {}",
+                escape_literal(name)
+            ))
+            .await
+            .map_err(read_error(table, "importing the slot's snapshot"))?;
+    }
+    Ok(client)
+}
+
 /// The rows each table holds in the snapshot (`exported`, else a snapshot of its own), counted
 /// on one connection that is closed again: the snapshot's markers need to know which table
 /// holds its last row before the first is read.
@@ -203,23 +227,10 @@ pub async fn count_rows(
     tables: &[TableName],
     exported: Option<(&str, Lsn)>,
 ) -> Result<Vec<u64>, RelayError> {
-    let client = database.connect().await?;
     let Some(first) = tables.first() else {
         return Ok(Vec::new());
     };
-    client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await
-        .map_err(read_error(first, "starting the snapshot"))?;
-    if let Some((name, _)) = exported {
-        client
-            .batch_execute(&format!(
-                "SET TRANSACTION SNAPSHOT {}",
-                escape_literal(name)
-            ))
-            .await
-            .map_err(read_error(first, "importing the slot's snapshot"))?;
-    }
+    let client = begin(database, first, exported).await?;
     let mut counts = Vec::with_capacity(tables.len());
     for table in tables {
         let count: i64 = client
@@ -277,20 +288,7 @@ pub async fn open(
     exported: Option<(&str, Lsn)>,
     fetch_size: usize,
 ) -> Result<SnapshotReader, RelayError> {
-    let client = database.connect().await?;
-    client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await
-        .map_err(read_error(table, "starting the snapshot"))?;
-    if let Some((name, _)) = exported {
-        client
-            .batch_execute(&format!(
-                "SET TRANSACTION SNAPSHOT {}",
-                escape_literal(name)
-            ))
-            .await
-            .map_err(read_error(table, "importing the slot's snapshot"))?;
-    }
+    let client = begin(database, table, exported).await?;
     let relation = sql_rows::relation(&client, table, relation_id).await?;
     let order = super::catalog::insertion_order_columns(&client, table).await?;
     let order_by = match order.first() {

@@ -131,6 +131,24 @@ pub fn settings(worker: &BTreeMap<String, String>) -> Result<Option<ClusterSetti
     }))
 }
 
+/// A compacted topic of Connect's (created when missing) and the idempotent producer that
+/// writes to it, placing keys with the Java client's partitioner, as Connect's writers do.
+pub async fn compacted_topic_writer(
+    client: &ClientConfig,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+) -> Result<rdkafka::producer::FutureProducer, String> {
+    create_compacted(client, topic, partitions, replication).await?;
+    client
+        .clone()
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("partitioner", "murmur2_random")
+        .create()
+        .map_err(|e| format!("Kafka producer: {e}"))
+}
+
 /// A compacted topic, created when missing.
 pub async fn create_compacted(
     client: &ClientConfig,

@@ -82,15 +82,8 @@ impl StatusTopic {
         partitions: i32,
         replication: i32,
     ) -> Result<Self, String> {
-        super::create_compacted(client, topic, partitions, replication).await?;
-        let producer: FutureProducer = client
-            .clone()
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            // The Java client's partitioner, as Connect's status writer places keys.
-            .set("partitioner", "murmur2_random")
-            .create()
-            .map_err(|e| format!("Kafka producer: {e}"))?;
+        let producer =
+            super::compacted_topic_writer(client, topic, partitions, replication).await?;
         Ok(Self {
             topic: topic.to_owned(),
             producer,
