@@ -254,6 +254,21 @@ mod tests {
         leader.assign(&members, connectors, delay, now)
     }
 
+    /// The first assignment of a new group of `workers`.
+    fn start(
+        leader: &mut Leader,
+        workers: &[&str],
+        connectors: &BTreeSet<String>,
+        delay: Duration,
+        now: Instant,
+    ) -> Assignment {
+        let none = Assignment {
+            by_member: BTreeMap::new(),
+            rebalance_in: None,
+        };
+        run(leader, workers, &none, connectors, delay, now)
+    }
+
     fn moved(before: &Assignment, after: &Assignment) -> usize {
         after
             .by_member
@@ -271,18 +286,7 @@ mod tests {
         let now = Instant::now();
         let zero = Duration::ZERO;
         let mut leader = Leader::default();
-        let empty = Assignment {
-            by_member: BTreeMap::new(),
-            rebalance_in: None,
-        };
-        let three = run(
-            &mut leader,
-            &["w1", "w2", "w3"],
-            &empty,
-            &connectors,
-            zero,
-            now,
-        );
+        let three = start(&mut leader, &["w1", "w2", "w3"], &connectors, zero, now);
         assert_eq!(counts(&three), vec![3, 3, 3]);
         each_once(&three, &connectors);
 
@@ -323,18 +327,7 @@ mod tests {
         let now = Instant::now();
         let delay = Duration::from_secs(10);
         let mut leader = Leader::default();
-        let empty = Assignment {
-            by_member: BTreeMap::new(),
-            rebalance_in: None,
-        };
-        let three = run(
-            &mut leader,
-            &["w1", "w2", "w3"],
-            &empty,
-            &connectors,
-            delay,
-            now,
-        );
+        let three = start(&mut leader, &["w1", "w2", "w3"], &connectors, delay, now);
         let w2_had = three.by_member["w2-member"].clone();
 
         // w2 leaves: its three are held, the others keep theirs, and a rebalance is due when
@@ -373,18 +366,7 @@ mod tests {
         let now = Instant::now();
         let delay = Duration::from_secs(10);
         let mut old = Leader::default();
-        let empty = Assignment {
-            by_member: BTreeMap::new(),
-            rebalance_in: None,
-        };
-        let three = run(
-            &mut old,
-            &["w1", "w2", "w3"],
-            &empty,
-            &connectors,
-            delay,
-            now,
-        );
+        let three = start(&mut old, &["w1", "w2", "w3"], &connectors, delay, now);
         // w1 led and died; w2 leads now, knowing the group's last assignment.
         let mut new = Leader::default();
         new.remember(1, old.previous().clone());
@@ -399,18 +381,7 @@ mod tests {
         let now = Instant::now();
         let delay = Duration::from_secs(10);
         let mut leader = Leader::default();
-        let empty = Assignment {
-            by_member: BTreeMap::new(),
-            rebalance_in: None,
-        };
-        let three = run(
-            &mut leader,
-            &["w1", "w2", "w3"],
-            &empty,
-            &connectors,
-            delay,
-            now,
-        );
+        let three = start(&mut leader, &["w1", "w2", "w3"], &connectors, delay, now);
         let two = run(&mut leader, &["w1", "w3"], &three, &connectors, delay, now);
         let later = run(
             &mut leader,
@@ -446,18 +417,7 @@ mod tests {
     fn a_deleted_connector_is_dropped_and_a_new_one_goes_to_the_least_loaded() {
         let now = Instant::now();
         let mut leader = Leader::default();
-        let empty = Assignment {
-            by_member: BTreeMap::new(),
-            rebalance_in: None,
-        };
-        let first = run(
-            &mut leader,
-            &["w1", "w2"],
-            &empty,
-            &names(3),
-            Duration::ZERO,
-            now,
-        );
+        let first = start(&mut leader, &["w1", "w2"], &names(3), Duration::ZERO, now);
         let mut changed = names(3);
         changed.remove("c0");
         changed.insert("c9".into());
