@@ -605,3 +605,66 @@ async fn snapshot_mode_initial_relays_the_rows_already_there_once() {
     assert_eq!(counts.len(), 10, "only the rows written after the slot");
     assert!(counts.iter().all(|(_, n)| *n >= 50));
 }
+
+/// `--snapshot-mode always` (Debezium's `always`): the rows already in the outbox are relayed
+/// at every start, the slot's first one and a restart on the existing slot alike, and what is
+/// written between two starts still streams: nothing lost, the old rows twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_mode_always_relays_the_outbox_at_every_start() {
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 20, 10, 7).await.unwrap();
+    let args = [
+        "--snapshot-mode",
+        "always",
+        "--publication-mode",
+        "filtered",
+    ];
+    let mut relay = stack.spawn_relay_and_wait_for_slot(SLOT, &args).await;
+    insert_events(&stack.db, 20, 10, 10, 7).await.unwrap();
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let once: Vec<u64> = read_all_events(&stack)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(
+        once.len(),
+        30,
+        "the 20 old rows and the 10 streamed: {once:?}"
+    );
+    relay.terminate(Duration::from_secs(20)).unwrap();
+
+    // Written while it is down, then started again on its slot.
+    insert_events(&stack.db, 30, 5, 5, 7).await.unwrap();
+    let relay = stack.spawn_relay_and_wait_for_slot(SLOT, &args).await;
+    let last = stack.current_wal_lsn().await;
+    stack
+        .wait_confirmed(SLOT, last, Duration::from_secs(60), Some(&relay))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut counts = std::collections::BTreeMap::<u64, usize>::new();
+        for (_, n) in read_all_events(&stack).await.unwrap() {
+            *counts.entry(n).or_default() += 1;
+        }
+        // Every row of the outbox again (35), the 5 written meanwhile also streamed.
+        let again = (0..35).all(|n| counts.get(&n).copied().unwrap_or(0) >= 2);
+        if counts.len() == 35 && again {
+            assert!(
+                (30..35).all(|n| counts[&n] >= 2),
+                "the rows written while it was down: {counts:?}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{counts:?}\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

@@ -103,15 +103,17 @@ pub struct RunOptions {
     )]
     pub processed_column: Option<String>,
 
-    /// Rows already in the outbox table when the slot is created: no-data (not relayed; the
-    /// stream starts at the slot) or initial (relayed once, from the slot's exported snapshot,
-    /// before the stream) [default: no-data]. Debezium configs: `snapshot.mode`. CDC mode only.
+    /// Rows already in the outbox table: no-data (not relayed; the stream starts at the
+    /// slot), initial (relayed once when the slot is created, from its exported snapshot,
+    /// before the stream) or always (relayed at every start, then the stream from the slot:
+    /// rows the slot still holds come twice) [default: no-data]. Debezium configs:
+    /// `snapshot.mode`. CDC mode only.
     #[arg(
         help_heading = "Source (PostgreSQL)",
         long,
         env = "OUTBOX_RELAY_SNAPSHOT_MODE",
         value_enum,
-        value_name = "no-data|initial"
+        value_name = "no-data|initial|always"
     )]
     pub snapshot_mode: Option<super::SnapshotMode>,
 

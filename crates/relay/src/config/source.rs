@@ -207,6 +207,10 @@ pub enum SnapshotMode {
     NoData,
     /// Existing rows are emitted once, when the slot is created.
     Initial,
+    /// Existing rows are emitted at every start (Debezium's `always`): read again in a
+    /// snapshot of their own when the slot exists, then the stream from the slot, so rows
+    /// the slot still holds come twice rather than not at all.
+    Always,
 }
 
 /// A statement run at an interval on its own connection (Debezium's

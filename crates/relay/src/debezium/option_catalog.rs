@@ -370,13 +370,45 @@ pub const CATALOG: &[Spec] = &[
                 SnapshotMode::Initial
             }
             "no_data" | "never" => SnapshotMode::NoData,
+            // Every start; the stream then from the slot (Debezium's streams from where its
+            // snapshot began, passing over what the slot still held).
+            "always" => SnapshotMode::Always,
+            // ConfigurationBasedSnapshotter: the data at every start or never, streaming or not,
+            // a new snapshot when the position is lost; the schema options mean nothing for
+            // PostgreSQL (its schema is not snapshotted).
+            "configuration_based" => {
+                let option = |name: &str| flag(c.o, &format!("snapshot.mode.configuration.based.{name}"), false);
+                if !option("start.stream")? {
+                    return Err("snapshot.mode=configuration_based with snapshot.mode.configuration.based.start.stream=false \
+                                (its default) never streams: outbox-relay relays the stream after any snapshot; set it to true"
+                        .into());
+                }
+                if option("snapshot.on.data.error")? {
+                    d.run.on_missing_slot = Some(OnMissingSlot::Reread);
+                }
+                if option("snapshot.data")? { SnapshotMode::Always } else { SnapshotMode::NoData }
+            }
+            "initial_only" => return Err(
+                "snapshot.mode=initial_only (a snapshot without a slot, and no stream) is not offered yet: use initial, \
+                 which streams after the snapshot".into()),
+            "custom" => return Err(format!(
+                "snapshot.mode=custom loads a Java Snapshotter by name (snapshot.mode.custom.name{}), which outbox-relay \
+                 cannot run; use initial, always, when_needed, no_data or configuration_based",
+                c.o.get("snapshot.mode.custom.name").map(|n| format!("={n}")).unwrap_or_default()
+            )),
             other => return Err(format!(
-                "snapshot.mode={other} is not supported by outbox-relay; use initial (existing outbox rows once, \
-                 when the slot is created) or no_data"
+                "snapshot.mode={other} is not one of initial, always, when_needed, no_data, never, configuration_based, \
+                 initial_only, custom"
             )),
         });
         Ok(())
-    }), "initial, when_needed (again when the position is lost), no_data or never"),
+    }), "initial, always (every start), when_needed (again when the position is lost), no_data or never, configuration_based"),
+    spec!("snapshot.mode.configuration.based.*", [], Connector, None, With("snapshot.mode"),
+        "snapshot.mode=configuration_based: snapshot.data (every start), start.stream (must be true), \
+         snapshot.on.data.error (a new snapshot when the position is lost); snapshot.schema and \
+         snapshot.on.schema.error change nothing for PostgreSQL"),
+    spec!("snapshot.mode.custom.name", [], Connector, None, With("snapshot.mode"),
+        "snapshot.mode=custom's Snapshotter: refused"),
     spec!("skipped.operations", [], Connector, Some("t"), Parsed(|c, d| {
         d.skipped = c.o.get("skipped.operations").unwrap_or("t").split(',').map(str::trim)
             .filter(|s| !s.is_empty()).map(str::to_owned).collect();

@@ -336,7 +336,7 @@ fn unknown_options_are_listed_and_semantic_ones_refused() {
             "io.confluent.connect.avro.AvroConverter",
             "value.converter",
         ),
-        ("snapshot.mode", "always", "snapshot.mode"),
+        ("snapshot.mode", "initial_only", "snapshot.mode"),
         (
             "table.include.list",
             "public.outbox_(",
@@ -1608,4 +1608,50 @@ fn the_listed_converters_are_the_ones_the_parser_takes() {
         "io.confluent.connect.avro.AvroConverter"
     )])
     .is_some());
+}
+
+/// `snapshot.mode` as Debezium names its modes: `always`, `configuration_based` by its
+/// options, and `initial_only` and `custom` refused with the reason.
+#[test]
+fn every_snapshot_mode_is_read_or_refused_with_its_reason() {
+    let mode = |extra: &[(&str, &str)]| load_config(config(extra), None);
+    let snapshot = |extra: &[(&str, &str)]| {
+        let preset = mode(extra).unwrap();
+        (preset.options.snapshot_mode, preset.options.on_missing_slot)
+    };
+    assert_eq!(
+        snapshot(&[("snapshot.mode", "always")]).0,
+        Some(SnapshotMode::Always)
+    );
+    let based = "snapshot.mode.configuration.based.";
+    assert_eq!(
+        snapshot(&[
+            ("snapshot.mode", "configuration_based"),
+            (&format!("{based}snapshot.data"), "true"),
+            (&format!("{based}start.stream"), "true"),
+        ]),
+        (Some(SnapshotMode::Always), None)
+    );
+    assert_eq!(
+        snapshot(&[
+            ("snapshot.mode", "configuration_based"),
+            (&format!("{based}start.stream"), "true"),
+            (&format!("{based}snapshot.on.data.error"), "true"),
+        ]),
+        (
+            Some(SnapshotMode::NoData),
+            Some(crate::config::OnMissingSlot::Reread)
+        )
+    );
+    let refused = |extra: &[(&str, &str)]| mode(extra).err().unwrap_or_default();
+    assert!(refused(&[("snapshot.mode", "configuration_based")]).contains("start.stream"));
+    assert!(refused(&[("snapshot.mode", "initial_only")]).starts_with("snapshot.mode=initial_only"));
+    let custom = refused(&[
+        ("snapshot.mode", "custom"),
+        ("snapshot.mode.custom.name", "mine"),
+    ]);
+    assert!(
+        custom.contains("snapshot.mode.custom.name=mine"),
+        "{custom}"
+    );
 }

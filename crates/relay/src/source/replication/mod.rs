@@ -60,6 +60,8 @@ pub struct Replication<'a> {
     identity: Option<Identity>,
     /// The slot is in the slot history (or the role cannot write it: warned once).
     remembered: bool,
+    /// `snapshot.mode=always`: this process took its snapshot (one per start).
+    snapshot_taken: bool,
     /// The walsender of this process's last session: if a dead connection left it holding
     /// the slot, the next session ends it instead of standing by for its own ghost.
     walsender: Option<Walsender>,
@@ -106,6 +108,7 @@ impl<'a> Replication<'a> {
             written,
             identity: None,
             remembered: false,
+            snapshot_taken: false,
             walsender: None,
             claimed_by: None,
             stood_by: false,

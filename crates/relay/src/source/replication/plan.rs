@@ -77,7 +77,7 @@ impl Plan {
 pub(super) fn plan(cdc: &CdcSettings, cleanup: bool, seen: &Seen) -> Result<Plan, String> {
     let writes_refused = seen.from_standby && !seen.primary;
     let new_slot = seen.slot.is_none();
-    if cdc.snapshot == SnapshotMode::Initial && writes_refused && new_slot {
+    if cdc.snapshot != SnapshotMode::NoData && writes_refused && new_slot {
         return Err(
             "snapshot.mode=initial on a standby records its progress in a table, which only the primary can \
              write: pass --primary-url (the primary of this standby), or use snapshot.mode=no_data"
@@ -108,7 +108,7 @@ pub(super) fn plan(cdc: &CdcSettings, cleanup: bool, seen: &Seen) -> Result<Plan
     Ok(Plan {
         // Only for a slot still to be made: an existing one's snapshot was decided when it
         // was made.
-        register_snapshot: cdc.snapshot == SnapshotMode::Initial && new_slot,
+        register_snapshot: cdc.snapshot != SnapshotMode::NoData && new_slot,
         canary,
         wait_for_publication: seen.from_standby && seen.primary,
         invalidated: slot.invalidation,

@@ -245,7 +245,10 @@ impl Replication<'_> {
                 tables,
                 home,
                 start,
-                snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed,
+                // snapshot.mode=always: once at every start, the slot's or not.
+                snapshot_owed: snapshot_state == snapshot::SnapshotState::Owed
+                    || (cdc.snapshot == crate::config::SnapshotMode::Always
+                        && !std::mem::replace(&mut self.snapshot_taken, true)),
                 exported,
                 cleaning,
                 canary,
