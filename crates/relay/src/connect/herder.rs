@@ -105,6 +105,8 @@ struct Pipeline {
     /// The topics it wrote to (Connect's active topics).
     written: Arc<crate::deliver::WrittenTopics>,
     failure: Arc<Mutex<Option<String>>>,
+    /// Its `topic.prefix`: Debezium's offset partition (`{"server": …}`).
+    server: String,
 }
 
 struct Connector {
@@ -789,14 +791,11 @@ impl Herder {
         connectors
             .iter()
             .filter_map(|(name, c)| {
-                let lsn = c.pipeline.as_ref()?.metrics.confirmed_lsn.get();
-                let lsn = u64::try_from(lsn).ok().filter(|l| *l > 0)?;
-                let settings = self.validate(name, &c.config).ok()?;
-                let server = match &settings.router.output {
-                    outbox_router::Output::Connect(f) => f.topic_prefix.clone(),
-                    outbox_router::Output::Raw => String::new(),
-                };
-                Some((name.clone(), server, lsn))
+                let pipeline = c.pipeline.as_ref()?;
+                let lsn = u64::try_from(pipeline.metrics.confirmed_lsn.get())
+                    .ok()
+                    .filter(|l| *l > 0)?;
+                Some((name.clone(), pipeline.server.clone(), lsn))
             })
             .collect()
     }
@@ -1250,6 +1249,10 @@ fn start(
     let written = Arc::new(crate::deliver::WrittenTopics::default());
     let (stop, stop_rx) = watch::channel(false);
     let failure = Arc::new(Mutex::new(None));
+    let server = match &settings.router.output {
+        outbox_router::Output::Connect(f) => f.topic_prefix.clone(),
+        outbox_router::Output::Raw => String::new(),
+    };
     let name = settings
         .preset
         .as_ref()
@@ -1287,6 +1290,7 @@ fn start(
         metrics,
         written,
         failure,
+        server,
     }
 }
 
