@@ -688,7 +688,7 @@ async fn steady_state(
 /// The broker's share of the latency: at each tick the same transaction is committed as in
 /// the steady state (so PostgreSQL takes the same CPU from the broker and the consumer, with no
 /// walsender and no relay), then its records are produced straight to a fresh broker with the
-/// relay's producer settings (idempotent, acks=all, `linger.ms` as the relay's), read by the
+/// relay's producer settings (idempotent, acks=all, `linger.ms` as the relay's, TCP_NODELAY), read by the
 /// same live consumer: commit → consumer, exact, ms per rate.
 async fn broker_alone(
     db: &tokio_postgres::Client,
@@ -714,6 +714,7 @@ async fn broker_alone(
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", &linger)
+        .set("socket.nagle.disable", "true")
         .set("partitioner", "murmur2_random")
         .create()
         .unwrap();

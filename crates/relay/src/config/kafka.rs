@@ -144,6 +144,11 @@ impl KafkaSettings {
                     // delivery stage (deliver/linger.rs), so catch-up does not pay for a short
                     // linger in requests; librdkafka's 5 ms doubled the commit → consumer tail.
                     .set("linger.ms", "1")
+                    // TCP_NODELAY, as Java clients always set it: with Nagle's algorithm a
+                    // small produce request behind an unacknowledged one waits for the
+                    // broker's delayed ACK (40 ms on Linux), which was the 1,000 events/s
+                    // p99.9 (benches/README.md).
+                    .set("socket.nagle.disable", "true")
                     .set(
                         "queue.buffering.max.messages",
                         self.max_in_flight.clamp(1, 10_000_000).to_string(),
