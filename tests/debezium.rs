@@ -2411,3 +2411,268 @@ async fn initial_snapshot_notifications_are_debeziums() {
     );
     drop(debezium);
 }
+
+/// An incremental snapshot of the outbox (`execute-snapshot` inserted into the signal table),
+/// beside Debezium on the same rows: every row re-sent as an event (`op: r`,
+/// `source.snapshot: incremental`), the same keys, values and event ids in the same order,
+/// while new events stream on; then one limited by `additional-conditions`; and the same
+/// `Incremental Snapshot` notifications, the signal's id theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    stack
+        .db
+        .batch_execute(
+            "CREATE TABLE public.dbz_signal (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048));
+             CREATE TABLE public.relay_signal (LIKE public.dbz_signal INCLUDING ALL);",
+        )
+        .await
+        .unwrap();
+    insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
+    let config = |side: &str| {
+        beside_debezium(
+            &stack,
+            side,
+            "inc",
+            "public.outbox",
+            "row,",
+            serde_json::json!({
+                "snapshot.mode": "no_data",
+                "signal.data.collection": format!("public.{side}_signal"),
+                "incremental.snapshot.chunk.size": "3",
+                "notification.enabled.channels": "sink",
+                "notification.sink.topic.name": format!("{side}.notifications"),
+                "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+                "transforms.row.fields": "source,op",
+                "transforms.row.headers": "src,op",
+                "transforms.row.operation": "copy",
+                // The signal table's change events and the notifications pass both by.
+                "transforms.row.predicate": "outboxOnly",
+                "transforms.outbox.predicate": "outboxOnly",
+                "predicates": "outboxOnly",
+                "predicates.outboxOnly.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+                "predicates.outboxOnly.pattern": "app\\.public\\.outbox",
+            }),
+        )
+    };
+    let worker = json_worker(&stack);
+    let debezium = ConnectStandalone::start(&worker, &[config("dbz")])
+        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), "inc.json", config("relay"));
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    for slot in ["dbz_inc", "relay_inc"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let active: Option<bool> = stack
+                .db
+                .query_opt(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .map(|r| r.get(0));
+            if active == Some(true) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{slot} not streaming\n{}\n{}",
+                debezium.log(),
+                relay.log()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    // What a side wrote for the outbox: (topic's type, key, value, event id, op, snapshot).
+    type Row = (String, String, String, String, String, String);
+    let side_rows = |side: &'static str| {
+        let stack = &stack;
+        async move {
+            let mut rows: Vec<Row> = Vec::new();
+            let topics = stack.topics().await;
+            for t in TYPES {
+                let topic = format!("{side}.{t}");
+                if !topics.contains(&topic) {
+                    continue;
+                }
+                for r in stack.read_topic(&topic).await {
+                    let header = |name: &str| r.header_str(name).to_owned();
+                    let src: serde_json::Value =
+                        serde_json::from_str(&header("src")).unwrap_or_default();
+                    rows.push((
+                        t.to_owned(),
+                        text(&r.key).to_owned(),
+                        text(&r.value).to_owned(),
+                        header("id"),
+                        header("op"),
+                        src["snapshot"].as_str().unwrap_or("?").to_owned(),
+                    ));
+                }
+            }
+            rows
+        }
+    };
+    let signal = |side: &str, id: &str, data: &str| {
+        format!(
+            "INSERT INTO public.{side}_signal VALUES ('{id}', 'execute-snapshot', '{}')",
+            data.replace('\'', "''")
+        )
+    };
+    let wait_for = |want: usize| {
+        let side_rows = &side_rows;
+        let (debezium, relay) = (&debezium, &relay);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(180);
+            loop {
+                let (dbz, ours) = (side_rows("dbz").await, side_rows("relay").await);
+                if dbz.len() >= want && ours.len() >= want {
+                    return (dbz, ours);
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "Debezium {} of {want} records, the relay {}\n{}\n{}",
+                    dbz.len(),
+                    ours.len(),
+                    debezium.log(),
+                    relay.log()
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    let incremental = |rows: &[Row]| -> Vec<Row> {
+        let mut kept: Vec<Row> = rows
+            .iter()
+            .filter(|r| r.5 == "incremental")
+            .cloned()
+            .collect();
+        kept.sort_by(|a, b| a.0.cmp(&b.0));
+        kept
+    };
+    let everything = r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#;
+    for side in ["dbz", "relay"] {
+        stack
+            .db
+            .batch_execute(&signal(side, "sig-1", everything))
+            .await
+            .unwrap();
+    }
+    // New events stream while the snapshot reads.
+    insert_events(&stack.db, 7, 3, 1, 3).await.unwrap();
+    let (dbz, ours) = wait_for(7 + 3).await;
+    // The rows there before the signal, read by both; the three inserted meanwhile are read
+    // too when they committed before the snapshot took its maximum key (on each side alike:
+    // streamed or read, or both).
+    let before_signal = |rows: &[Row]| -> Vec<Row> {
+        incremental(rows)
+            .into_iter()
+            .filter(|r| (0..7).any(|n| r.3 == event_uuid(n)))
+            .collect()
+    };
+    assert_eq!(before_signal(&ours).len(), 7, "{ours:#?}");
+    assert_eq!(before_signal(&ours), before_signal(&dbz));
+    assert!(incremental(&ours).iter().all(|r| r.4 == "r"), "{ours:#?}");
+    let streamed = |rows: &[Row]| rows.iter().filter(|r| r.5 == "false").count();
+    assert_eq!(streamed(&ours), 3, "{ours:#?}");
+    for n in 0..10 {
+        assert!(
+            ours.iter().any(|r| r.3 == event_uuid(n)),
+            "event {n} missing: {ours:#?}"
+        );
+    }
+    let first_round = incremental(&ours).len();
+    // Limited by additional-conditions.
+    let orders = r#"{"data-collections": ["public.outbox"], "type": "incremental",
+        "additional-conditions": [{"data-collection": "public.outbox", "filter": "aggregate_type = 'Order'"}]}"#;
+    for side in ["dbz", "relay"] {
+        stack
+            .db
+            .batch_execute(&signal(side, "sig-2", orders))
+            .await
+            .unwrap();
+    }
+    let order_rows = (0..10).filter(|g| g % 4 == 0).count();
+    let dbz_first = incremental(&dbz).len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let (dbz, ours) = loop {
+        let (d, o) = (side_rows("dbz").await, side_rows("relay").await);
+        if incremental(&d).len() >= dbz_first + order_rows
+            && incremental(&o).len() >= first_round + order_rows
+        {
+            break (d, o);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{o:#?}\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let orders_read = |rows: &[Row]| -> Vec<Row> {
+        // The Order records read after the last streamed or read one of the first round: the
+        // second snapshot's.
+        let order: Vec<Row> = rows
+            .iter()
+            .filter(|r| r.0 == "Order" && r.5 == "incremental")
+            .cloned()
+            .collect();
+        order[order.len() - order_rows..].to_vec()
+    };
+    assert_eq!(orders_read(&ours), orders_read(&dbz));
+    assert!(
+        incremental(&ours).len() == first_round + order_rows,
+        "only Order rows read again: {ours:#?}"
+    );
+    // The notifications: same types, ids and data, in order.
+    let notes = |side: &'static str| {
+        let stack = &stack;
+        async move {
+            let topic = format!("{side}.notifications");
+            let mut out = Vec::new();
+            if !stack.topics().await.contains(&topic) {
+                return out;
+            }
+            for r in stack.read_topic(&topic).await {
+                let value: serde_json::Value =
+                    serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+                let p = &value["payload"];
+                if p["aggregate_type"] == "Incremental Snapshot" {
+                    out.push((
+                        p["id"].clone(),
+                        p["type"].clone(),
+                        p["additional_data"].clone(),
+                    ));
+                }
+            }
+            out
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (dbz_notes, our_notes) = loop {
+        let (d, o) = (notes("dbz").await, notes("relay").await);
+        if (d.len() == o.len()
+            && d.last().is_some_and(|n| n.1 == "COMPLETED")
+            && d.iter().filter(|n| n.1 == "COMPLETED").count() == 2)
+            || std::time::Instant::now() > deadline
+        {
+            break (d, o);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let kinds: Vec<_> = our_notes
+        .iter()
+        .map(|n| n.1.as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("STARTED"),
+        "{our_notes:#?}"
+    );
+    assert_eq!(our_notes[0].0, "sig-1");
+    assert_eq!(our_notes, dbz_notes);
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}

@@ -39,6 +39,8 @@ pub const CLEANUP_INTERVAL_S: u64 = 1;
 
 /// Snapshot rows fetched at most per round trip (Debezium's `snapshot.fetch.size` default).
 pub const SNAPSHOT_FETCH_SIZE: usize = 10_240;
+pub const SIGNAL_POLL_INTERVAL_MS: u64 = 5_000;
+pub const INCREMENTAL_SNAPSHOT_CHUNK_SIZE: usize = 1_024;
 
 pub fn help(text: &str, default: impl std::fmt::Display) -> String {
     format!("{text} [default: {default}]")

@@ -24,8 +24,8 @@ pub use options::{Mode, RunOptions};
 pub use postgres::{ConnectionInfo, SessionTarget};
 pub use source::{
     validate_identifier, validate_slot_name, Canary, CanaryMethod, CdcSettings, Cleanup, Heartbeat,
-    OnMissingSlot, OnServerRewind, PollingSettings, PublicationMode, Retire, SnapshotMode,
-    SourceSettings,
+    OnMissingSlot, OnServerRewind, PollingSettings, PublicationMode, Retire, SignalSettings,
+    SnapshotMode, SourceSettings,
 };
 
 use crate::secret::Secret;

@@ -117,6 +117,78 @@ pub struct RunOptions {
     )]
     pub snapshot_mode: Option<super::SnapshotMode>,
 
+    /// The signal table (SCHEMA.TABLE, columns id, type, data as text): a row inserted there is
+    /// a signal to the relay (execute-snapshot, stop-snapshot, pause-snapshot, resume-snapshot,
+    /// log), and incremental snapshots write their watermarks there. The relay adds it to its
+    /// publication. Debezium configs: `signal.data.collection`. CDC mode only.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_TABLE",
+        value_name = "SCHEMA.TABLE"
+    )]
+    pub signal_table: Option<String>,
+
+    /// Where signals are read: any of source (the signal table), kafka (--signal-kafka-topic)
+    /// and file (--signal-file), comma-separated [default: source]. Debezium configs:
+    /// `signal.enabled.channels`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_CHANNELS",
+        value_name = "LIST"
+    )]
+    pub signal_channels: Option<String>,
+
+    /// The Kafka signal channel's topic (partition 0 is read); a record's key must be the
+    /// connector's name (`topic.prefix`; the slot's name natively) [default: <name>-signal].
+    /// Debezium configs: `signal.kafka.topic`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_KAFKA_TOPIC",
+        value_name = "TOPIC"
+    )]
+    pub signal_kafka_topic: Option<String>,
+
+    /// The brokers of the Kafka signal channel [default: --bootstrap-servers]. Debezium
+    /// configs: `signal.kafka.bootstrap.servers`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_KAFKA_BOOTSTRAP_SERVERS",
+        value_name = "HOST:PORT,..."
+    )]
+    pub signal_kafka_bootstrap_servers: Option<String>,
+
+    /// The Kafka signal channel's consumer group [default: kafka-signal]. Debezium configs:
+    /// `signal.kafka.groupId`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_KAFKA_GROUP_ID",
+        value_name = "GROUP"
+    )]
+    pub signal_kafka_group_id: Option<String>,
+
+    /// The file signal channel: one JSON signal per line ({"id", "type", "data"}); the file is
+    /// emptied once read [default: file-signals.txt]. Debezium configs: `signal.file`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_SIGNAL_FILE",
+        value_name = "PATH"
+    )]
+    pub signal_file: Option<PathBuf>,
+
+    #[arg(help_heading = "Signals and incremental snapshots", long, env = "OUTBOX_RELAY_SIGNAL_POLL_INTERVAL_MS", value_name = "MS",
+        help = defaults::help("How often the kafka and file signal channels are read (Debezium: signal.poll.interval.ms)", defaults::SIGNAL_POLL_INTERVAL_MS))]
+    pub signal_poll_interval_ms: Option<u64>,
+
+    #[arg(help_heading = "Signals and incremental snapshots", long, env = "OUTBOX_RELAY_INCREMENTAL_SNAPSHOT_CHUNK_SIZE", value_name = "ROWS",
+        help = defaults::help("Rows an incremental snapshot reads per chunk (Debezium: incremental.snapshot.chunk.size)", defaults::INCREMENTAL_SNAPSHOT_CHUNK_SIZE))]
+    pub incremental_snapshot_chunk_size: Option<std::num::NonZeroUsize>,
+
     #[arg(help_heading = "Source (PostgreSQL)", long, env = "OUTBOX_RELAY_SNAPSHOT_FETCH_SIZE", value_name = "ROWS",
         help = defaults::help("Rows the initial snapshot fetches per round trip (Debezium: snapshot.fetch.size)", defaults::SNAPSHOT_FETCH_SIZE))]
     pub snapshot_fetch_size: Option<std::num::NonZeroUsize>,

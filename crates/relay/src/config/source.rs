@@ -35,6 +35,110 @@ pub struct CdcSettings {
     pub slot_failover: bool,
     /// The end-to-end canary (`--canary-interval`); `None` when off.
     pub canary: Option<Canary>,
+    /// Signals and the incremental snapshots they start.
+    pub signals: Box<SignalSettings>,
+}
+
+/// Debezium's signals (`signal.*`) and incremental snapshots (`incremental.snapshot.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalSettings {
+    /// `--signal-table`: where the source channel's signals are inserted and incremental
+    /// snapshots write their watermarks.
+    pub table: Option<outbox_router::TableName>,
+    /// `--signal-channels`.
+    pub source: bool,
+    pub kafka: bool,
+    pub file: bool,
+    /// The Kafka channel's topic, brokers (`None`: the relay's) and group.
+    pub kafka_topic: Option<String>,
+    pub kafka_bootstrap_servers: Option<String>,
+    pub kafka_group_id: String,
+    /// The file channel's file.
+    pub file_path: std::path::PathBuf,
+    pub poll_interval: Duration,
+    pub chunk_size: usize,
+}
+
+impl Default for SignalSettings {
+    fn default() -> Self {
+        Self {
+            table: None,
+            source: true,
+            kafka: false,
+            file: false,
+            kafka_topic: None,
+            kafka_bootstrap_servers: None,
+            kafka_group_id: "kafka-signal".into(),
+            file_path: "file-signals.txt".into(),
+            poll_interval: Duration::from_millis(defaults::SIGNAL_POLL_INTERVAL_MS),
+            chunk_size: defaults::INCREMENTAL_SNAPSHOT_CHUNK_SIZE,
+        }
+    }
+}
+
+impl SignalSettings {
+    /// Whether any channel can bring a signal.
+    pub fn any(&self) -> bool {
+        (self.source && self.table.is_some()) || self.kafka || self.file
+    }
+}
+
+fn resolve_signals(o: &RunOptions) -> Result<SignalSettings, ConfigError> {
+    let mut settings = SignalSettings::default();
+    if let Some(table) = o
+        .signal_table
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let parsed = outbox_router::TableName::parse(table)
+            .map_err(|e| invalid("signal-table", format!("{table:?}: {e}")))?;
+        settings.table = Some(parsed);
+    }
+    if let Some(list) = &o.signal_channels {
+        settings.source = false;
+        for channel in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            match channel.to_ascii_lowercase().as_str() {
+                "source" => settings.source = true,
+                "kafka" => settings.kafka = true,
+                "file" => settings.file = true,
+                "jmx" => tracing::warn!(
+                    "signal channel jmx: no JMX runs in outbox-relay; use source, kafka or file"
+                ),
+                other => {
+                    return Err(invalid(
+                        "signal-channels",
+                        format!("{other:?} is not a signal channel (source, kafka, file)"),
+                    ))
+                }
+            }
+        }
+    }
+    settings.kafka_topic = o
+        .signal_kafka_topic
+        .clone()
+        .filter(|t| !t.trim().is_empty());
+    settings.kafka_bootstrap_servers = o
+        .signal_kafka_bootstrap_servers
+        .clone()
+        .filter(|t| !t.trim().is_empty());
+    if let Some(group) = o
+        .signal_kafka_group_id
+        .clone()
+        .filter(|g| !g.trim().is_empty())
+    {
+        settings.kafka_group_id = group;
+    }
+    if let Some(path) = &o.signal_file {
+        settings.file_path = path.clone();
+    }
+    if let Some(ms) = o.signal_poll_interval_ms {
+        settings.poll_interval = Duration::from_millis(ms.max(10));
+    }
+    if let Some(n) = o.incremental_snapshot_chunk_size {
+        settings.chunk_size = n.get();
+    }
+    Ok(settings)
 }
 
 /// The end-to-end canary: written every `interval`, relayed through the relay's own stream
@@ -392,6 +496,7 @@ pub(super) fn resolve_source(
                 exactly_once: o.exactly_once.unwrap_or(false),
                 slot_failover: o.slot_failover.unwrap_or(false),
                 canary: resolve_canary(o)?,
+                signals: Box::new(resolve_signals(o)?),
             }))
         }
         Mode::Polling => {
@@ -400,6 +505,8 @@ pub(super) fn resolve_source(
                 ("snapshot-mode", o.snapshot_mode.is_some()),
                 ("snapshot-fetch-size", o.snapshot_fetch_size.is_some()),
                 ("publication-mode", o.publication_mode.is_some()),
+                ("signal-table", o.signal_table.is_some()),
+                ("signal-channels", o.signal_channels.is_some()),
             ] {
                 if set {
                     return Err(invalid(

@@ -492,6 +492,37 @@ pub const CATALOG: &[Spec] = &[
     }), "the notification channels: sink (records to notification.sink.topic.name) and log; jmx is noted, not run"),
     spec!("notification.sink.topic.name", [], Connector, None, With("notification.enabled.channels"),
         "the topic of the sink notification channel"),
+    spec!("signal.data.collection", [], Connector, None, Native("signal-table"),
+        "the signal table (schema.table): signals inserted there, incremental snapshots' watermarks written there"),
+    spec!("signal.enabled.channels", [], Connector, Some("source"), Native("signal-channels"),
+        "where signals are read: source, kafka, file"),
+    spec!("signal.kafka.topic", [], Connector, None, Native("signal-kafka-topic"),
+        "the Kafka signal channel's topic (<topic.prefix>-signal by default)"),
+    spec!("signal.kafka.bootstrap.servers", [], Connector, None, Native("signal-kafka-bootstrap-servers"),
+        "the Kafka signal channel's brokers"),
+    spec!("signal.kafka.groupId", [], Connector, Some("kafka-signal"), Native("signal-kafka-group-id"),
+        "the Kafka signal channel's consumer group"),
+    spec!("signal.file", [], Connector, Some("file-signals.txt"), Native("signal-file"),
+        "the file signal channel's file, one JSON signal per line, emptied once read"),
+    spec!("signal.poll.interval.ms", [], Connector, Some("5000"), Native("signal-poll-interval-ms"),
+        "how often the kafka and file channels are read"),
+    spec!("signal.kafka.poll.timeout.ms", [], Connector, None, NoEffect,
+        "the Kafka signal channel waits for records without polling"),
+    spec!("signal.consumer.*", [], Connector, None, NotRun("the Kafka signal channel's consumer connects as the relay's \
+        own clients do (security.protocol, sasl.*, ssl.*); other consumer settings are not passed"),
+        "the Kafka signal channel's consumer settings"),
+    spec!("incremental.snapshot.chunk.size", [], Connector, Some("1024"), Native("incremental-snapshot-chunk-size"),
+        "rows an incremental snapshot reads per chunk"),
+    spec!("incremental.snapshot.watermarking.strategy", [], Connector, Some("insert_insert"), Parsed(|c, _| {
+        match c.o.get("incremental.snapshot.watermarking.strategy").map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(()),
+            Some(v) if v == "insert_insert" => Ok(()),
+            Some(v) => Err(format!("incremental.snapshot.watermarking.strategy={v}: outbox-relay writes insert_insert \
+                watermarks (an open and a close row per chunk); set insert_insert or leave it out")),
+        }
+    }), "incremental snapshot watermarks: insert_insert"),
+    spec!("incremental.snapshot.allow.schema.changes", [], Connector, None, NoEffect,
+        "an outbox table's Relation is read again from the stream"),
     spec!("provide.transaction.metadata", [], Connector, Some("false"), Parsed(|c, d| {
         d.transaction_metadata = flag(c.o, "provide.transaction.metadata", false)?;
         d.transaction_topic = c.o.get("topic.transaction").map(str::to_owned);

@@ -113,42 +113,13 @@ pub async fn publish_table(
     may_add: bool,
 ) -> Result<(), String> {
     make_table(sql, schema).await?;
-    let carried: bool = sql
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
-            &[&publication, &schema, &TABLE],
-        )
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot read publication {publication}'s tables ({})",
-                crate::error::server_message(&e)
-            )
-        })?
-        .get(0);
-    if carried {
-        return Ok(());
+    let canary = outbox_router::TableName {
+        schema: schema.to_owned(),
+        name: TABLE.to_owned(),
+    };
+    if crate::source::catalog::add_to_publication(sql, publication, &canary, may_add).await? {
+        tracing::info!(publication, table = %table(schema), "added the canary table to the publication");
     }
-    let add = format!(
-        "ALTER PUBLICATION {} ADD TABLE {}",
-        postgres_protocol::escape::escape_identifier(publication),
-        table(schema)
-    );
-    if !may_add {
-        return Err(format!(
-            "publication {publication} does not carry {} and the relay does not change its tables \
-             (publication.autocreate.mode); its owner can run `{add};`",
-            table(schema)
-        ));
-    }
-    sql.batch_execute(&add).await.map_err(|e| {
-        format!(
-            "cannot add {} to publication {publication} ({}); its owner can run `{add};`",
-            table(schema),
-            crate::error::server_message(&e)
-        )
-    })?;
-    tracing::info!(publication, table = %table(schema), "added the canary table to the publication");
     Ok(())
 }
 

@@ -9,6 +9,8 @@
 //!   and created;
 //!   `slot_history.rs`: which slots were streamed from, so a vanished one is noticed;
 //!   `preflight.rs`: the same rules as typed findings, for `check` and Connect's validate.
+//! - `signal.rs`: Debezium's signals from the signal table, Kafka or a file;
+//!   `incremental.rs`: the incremental snapshots they start.
 //! - `canary.rs`: the end-to-end canary the active instance writes into its own stream.
 //! - `cleanup.rs`: `--cleanup`, relayed rows deleted once their position is confirmed.
 //! - `own_tables.rs`: the names of the relay's own tables, which are never outbox tables.
@@ -23,12 +25,14 @@ pub mod canary;
 pub mod catalog;
 pub mod cleanup;
 pub mod dead_letter_table;
+pub mod incremental;
 pub mod own_tables;
 pub mod polling;
 pub mod postgres;
 pub mod preflight;
 pub mod replication;
 pub mod session;
+pub mod signal;
 pub mod slot_history;
 pub mod snapshot;
 pub mod sql_rows;

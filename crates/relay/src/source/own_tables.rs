@@ -13,5 +13,15 @@ pub const CLEANUP: &str = "outbox_relay_cleanup";
 /// Polling mode's whole rows of events Kafka refused for good (`dead_letter_table.rs`).
 pub const DEAD_LETTERS: &str = "outbox_relay_dead_letters";
 
+/// Where incremental snapshots stand, per slot (`incremental/sql.rs`).
+pub const INCREMENTAL_SNAPSHOTS: &str = "outbox_relay_incremental_snapshots";
+
 /// Every one of them.
-pub const ALL: [&str; 5] = [CANARIES, SNAPSHOTS, SLOTS, CLEANUP, DEAD_LETTERS];
+pub const ALL: [&str; 6] = [
+    CANARIES,
+    SNAPSHOTS,
+    SLOTS,
+    CLEANUP,
+    DEAD_LETTERS,
+    INCREMENTAL_SNAPSHOTS,
+];

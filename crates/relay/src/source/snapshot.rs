@@ -227,15 +227,33 @@ pub async fn count_rows(
     tables: &[TableName],
     exported: Option<(&str, Lsn)>,
 ) -> Result<Vec<u64>, RelayError> {
+    count(database, tables, &vec![None; tables.len()], exported).await
+}
+
+/// [`count_rows`] of a blocking snapshot, whose tables `filters` may limit (see [`source`]).
+pub async fn count_rows_where(
+    database: &super::postgres::Database,
+    tables: &[TableName],
+    filters: &[Option<String>],
+) -> Result<Vec<u64>, RelayError> {
+    count(database, tables, filters, None).await
+}
+
+async fn count(
+    database: &super::postgres::Database,
+    tables: &[TableName],
+    filters: &[Option<String>],
+    exported: Option<(&str, Lsn)>,
+) -> Result<Vec<u64>, RelayError> {
     let Some(first) = tables.first() else {
         return Ok(Vec::new());
     };
     let client = begin(database, first, exported).await?;
     let mut counts = Vec::with_capacity(tables.len());
-    for table in tables {
+    for (table, filter) in tables.iter().zip(filters) {
         let count: i64 = client
             .query_one(
-                &format!("SELECT count(*) FROM {}", sql_rows::qualified(table)),
+                &format!("SELECT count(*) FROM {}", source(table, filter.as_deref())),
                 &[],
             )
             .await
@@ -245,6 +263,26 @@ pub async fn count_rows(
     }
     let _ = client.batch_execute("COMMIT").await;
     Ok(counts)
+}
+
+/// What a snapshot of `table` reads, as `FROM` names it (aliased `outbox`): the table, or
+/// the rows `filter` keeps: a `WHERE` condition, or a whole `SELECT` of the table (a blocking
+/// snapshot's `additional-conditions` entry, as Debezium takes it).
+fn source(table: &TableName, filter: Option<&str>) -> String {
+    match filter.map(str::trim).filter(|f| !f.is_empty()) {
+        None => format!("{} AS outbox", sql_rows::qualified(table)),
+        Some(select)
+            if select
+                .get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("select ")) =>
+        {
+            format!("({select}) AS outbox")
+        }
+        Some(condition) => format!(
+            "(SELECT * FROM {} WHERE {condition}) AS outbox",
+            sql_rows::qualified(table)
+        ),
+    }
 }
 
 /// The outbox rows in insertion order, as pgoutput would describe them, read through a
@@ -288,6 +326,28 @@ pub async fn open(
     exported: Option<(&str, Lsn)>,
     fetch_size: usize,
 ) -> Result<SnapshotReader, RelayError> {
+    open_filtered(database, table, relation_id, (exported, None), fetch_size).await
+}
+
+/// [`open`] for a blocking snapshot: a snapshot of its own, the rows `filter` keeps (see
+/// [`source`]).
+pub async fn open_where(
+    database: &super::postgres::Database,
+    table: &TableName,
+    relation_id: u32,
+    filter: Option<&str>,
+    fetch_size: usize,
+) -> Result<SnapshotReader, RelayError> {
+    open_filtered(database, table, relation_id, (None, filter), fetch_size).await
+}
+
+async fn open_filtered(
+    database: &super::postgres::Database,
+    table: &TableName,
+    relation_id: u32,
+    (exported, filter): (Option<(&str, Lsn)>, Option<&str>),
+    fetch_size: usize,
+) -> Result<SnapshotReader, RelayError> {
     let client = begin(database, table, exported).await?;
     let relation = sql_rows::relation(&client, table, relation_id).await?;
     let order = super::catalog::insertion_order_columns(&client, table).await?;
@@ -301,7 +361,7 @@ pub async fn open(
     };
     let total: i64 = client
         .query_one(
-            &format!("SELECT count(*) FROM {}", sql_rows::qualified(table)),
+            &format!("SELECT count(*) FROM {}", source(table, filter)),
             &[],
         )
         .await
@@ -312,9 +372,9 @@ pub async fn open(
         .get(0);
     client
         .batch_execute(&format!(
-            "DECLARE {CURSOR} NO SCROLL CURSOR FOR SELECT {} FROM {} AS outbox{order_by}",
+            "DECLARE {CURSOR} NO SCROLL CURSOR FOR SELECT {} FROM {}{order_by}",
             sql_rows::select_list(&relation),
-            sql_rows::qualified(table)
+            source(table, filter)
         ))
         .await
         .map_err(read_error(table, "reading the outbox for the snapshot"))?;

@@ -134,6 +134,51 @@ async fn ensure_publication_exists(
     }
 }
 
+/// Adds `table` to `publication` when the publication does not carry it and the relay
+/// manages the publication's tables (`may_add`). Returns whether it added it; why it cannot,
+/// with what its owner can run, otherwise.
+pub async fn add_to_publication(
+    sql: &tokio_postgres::Client,
+    publication: &str,
+    table: &TableName,
+    may_add: bool,
+) -> Result<bool, String> {
+    let carried: bool = sql
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
+            &[&publication, &table.schema, &table.name],
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot read publication {publication}'s tables ({})",
+                crate::error::server_message(&e)
+            )
+        })?
+        .get(0);
+    if carried {
+        return Ok(false);
+    }
+    let qualified = sql_rows::qualified(table);
+    let add = format!(
+        "ALTER PUBLICATION {} ADD TABLE {qualified}",
+        escape_identifier(publication),
+    );
+    if !may_add {
+        return Err(format!(
+            "publication {publication} does not carry {qualified} and the relay does not change its tables \
+             (publication.autocreate.mode); its owner can run `{add};`"
+        ));
+    }
+    sql.batch_execute(&add).await.map_err(|e| {
+        format!(
+            "cannot add {qualified} to publication {publication} ({}); its owner can run `{add};`",
+            crate::error::server_message(&e)
+        )
+    })?;
+    Ok(true)
+}
+
 /// ` FOR TABLE a, b`, or nothing for the table-less outbox (a publication without
 /// tables still carries logical decoding messages).
 pub fn for_tables(tables: &[TableName]) -> String {

@@ -460,8 +460,50 @@ impl<'a> Replication<'a> {
         if let Some(recorder) = recorder {
             streamer = streamer.cleanup(recorder);
         }
+        if cdc.signals.any() {
+            streamer = streamer.signals(signals_for_session(settings, cdc, &opening));
+        }
         Ok((streamer, opening))
     }
+}
+
+/// The signals of a session: its channels started, the incremental snapshot under way resumed.
+fn signals_for_session(
+    settings: &Settings,
+    cdc: &CdcSettings,
+    opening: &Opening,
+) -> crate::source::replication::stream::Signals {
+    use crate::source::signal::channels;
+    let name = match &settings.router.output {
+        outbox_router::Output::Connect(format) => format.topic_prefix.clone(),
+        outbox_router::Output::Raw => cdc.slot.clone(),
+    };
+    let mut tasks = Vec::new();
+    let inbox = (cdc.signals.kafka || cdc.signals.file).then(|| {
+        let (to, inbox) = tokio::sync::mpsc::unbounded_channel();
+        if cdc.signals.kafka {
+            tasks.push(channels::spawn_kafka(
+                &cdc.signals,
+                &settings.kafka,
+                &name,
+                to.clone(),
+            ));
+        }
+        if cdc.signals.file {
+            tasks.push(channels::spawn_file(&cdc.signals, to));
+        }
+        inbox
+    });
+    crate::source::replication::stream::Signals::new(
+        (*cdc.signals).clone(),
+        crate::source::postgres::Database::for_writes(settings),
+        opening.tables.clone(),
+        cdc.slot.clone(),
+        opening.home.clone(),
+        opening.incremental.clone(),
+        (inbox, tasks),
+        cdc.signals.chunk_size,
+    )
 }
 
 /// What set-up made for a session: the SQL and replication connections, the server, and
@@ -495,6 +537,8 @@ struct Opening {
     cleaning: Option<crate::source::cleanup::Cleaning>,
     /// The canary runs this session (on, and its table published where it is a row).
     canary: bool,
+    /// An incremental snapshot under way when the last session ended: its confirmed progress.
+    incremental: Option<crate::source::incremental::Progress>,
 }
 
 /// What the loop of a session reads of its relay.
@@ -590,6 +634,7 @@ async fn stream_until_shutdown(
         metrics.streaming.set(1);
         metrics.set_standing_by(false);
         metrics.active.set(1);
+        streamer.resume_incremental().await?;
         streamer.stream(shutdown).await
     }
     .await;

@@ -130,6 +130,7 @@ mod tests {
             publication_mode: PublicationMode::OutboxInsertsOnly,
             snapshot: SnapshotMode::NoData,
             snapshot_fetch_size: 100,
+            signals: Default::default(),
             heartbeat: None,
             status_interval: Duration::from_secs(1),
             on_missing_slot: OnMissingSlot::Refuse,

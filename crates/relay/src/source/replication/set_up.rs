@@ -119,6 +119,25 @@ impl Replication<'_> {
         if canary {
             self.canary_off = None;
         }
+        // The signal table, in the publication before the stream starts: its rows are the
+        // source channel's signals and the incremental snapshots' watermarks.
+        if let Some(signal_table) = cdc.signals.table.as_ref() {
+            let may_add = matches!(plan.canary, CanaryStep::PublishTable { may_add: true })
+                || cdc.publication_mode != crate::config::PublicationMode::Disabled;
+            match catalog::add_to_publication(writer, &cdc.publication, signal_table, may_add).await
+            {
+                Ok(true) => {
+                    tracing::info!(publication = %cdc.publication, table = %signal_table, "added the signal table to the publication")
+                }
+                Ok(false) => {}
+                Err(why) => {
+                    return Err(RelayError::misconfigured(format!(
+                        "the signal table {signal_table}: {why}"
+                    )))
+                }
+            }
+        }
+        let incremental = crate::source::incremental::sql::load(writer, &home, &cdc.slot).await?;
         if plan.wait_for_publication {
             // Made on the primary: the standby has it once it replayed that far.
             catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;
@@ -252,6 +271,7 @@ impl Replication<'_> {
                 exported,
                 cleaning,
                 canary,
+                incremental,
             },
         })
     }

@@ -25,6 +25,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod signals;
+pub use signals::Signals;
+
 /// How long a graceful shutdown keeps reading to reach the end of an open transaction.
 /// Changes handled one after the other when they arrive together, before the stream loop
 /// looks at its timers and acknowledgements again.
@@ -170,6 +173,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     captured: Vec<u32>,
     /// Whether Debezium's series are served (the counts above are kept only then).
     debezium_series: bool,
+    /// Signals, and the incremental and blocking snapshots they start.
+    signals: Option<Signals>,
 }
 
 /// The canaries a stream produces: the slot's own, to `topic`.
@@ -259,6 +264,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             seen: [0; 4],
             captured: Default::default(),
             debezium_series,
+            signals: None,
         }
     }
 
@@ -389,6 +395,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             }
             had_room = room;
             let pending = self.deliver.has_pending();
+            // Incremental snapshot progress whose position was confirmed.
+            self.save_progress().await?;
+            let inbox = room
+                && stop_by.is_none()
+                && self.signals.as_ref().is_some_and(|s| s.inbox.is_some());
             tokio::select! {
                 biased;
                 _ = shutdown.changed(), if stop_by.is_none() => continue,
@@ -427,6 +438,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                             Some(change) => self.on_received(change?).await?,
                             None => break,
                         }
+                    }
+                }
+                signal = next_signal(&mut self.signals), if inbox => {
+                    if let Some(signal) = signal {
+                        let at = self.tracker.confirmed();
+                        self.on_signal(signal, at).await?;
                     }
                 }
                 _ = self.stuck_check.tick() => self.deliver.check_stuck(),
@@ -621,6 +638,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// Reports `lsn` to the source: to the replication connection, and as the position the
     /// next session resumes from.
     fn report(&mut self, lsn: Lsn) {
+        if let Some(signals) = &mut self.signals {
+            signals.incremental.confirmed(lsn);
+        }
         self.reported = self.reported.max(lsn);
         self.stream.confirm(lsn);
         self.confirmations.confirmed(lsn);
@@ -690,6 +710,20 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 self.metrics.set_server_wal(wal_end);
                 if self.canary.as_ref().is_some_and(|c| c.owns(&data)) {
                     return self.on_canary_row(wal_start, &data).await;
+                }
+                if let Some(signals) = self.signals.as_mut() {
+                    if signals.owns(&data) {
+                        return self.on_signal_row(wal_start, &data).await;
+                    }
+                    // An incremental snapshot's window: a streamed change of a row of the
+                    // chunk read wins over the chunk's copy.
+                    if signals.incremental.window_open()
+                        && matches!(data.first(), Some(b'I' | b'U' | b'D'))
+                    {
+                        if let Ok(message) = pgoutput::decode(data.clone()) {
+                            signals.incremental.deduplicate(&message);
+                        }
+                    }
                 }
                 if matches!(data.first(), Some(b'I' | b'U' | b'D' | b'T')) {
                     // Relation, Type and Origin messages are not changes (and may be sent
@@ -923,6 +957,12 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 }
                 return Ok(());
             }
+            if let Some(signals) = self.signals.as_mut() {
+                if signals.describes(relation) {
+                    return Ok(());
+                }
+                signals.incremental.describe(relation);
+            }
             self.captured.retain(|id| *id != relation.relation_id);
             if self
                 .router
@@ -1040,22 +1080,33 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     }
 
     /// A notification of the initial snapshot (`Initial Snapshot`, `kind`, with `data` and
-    /// the connector's name) to the channels on: logged as Debezium's log channel logs it,
-    /// and written to the sink topic, outside any transaction, as a heartbeat is.
+    /// the connector's name) to the channels on (see [`Self::notify_as`]).
     pub async fn notify(
         &mut self,
         kind: &str,
         data: Vec<(&str, String)>,
     ) -> Result<(), RelayError> {
-        // Its own transaction at the confirmed position: never inside one of the stream's.
-        debug_assert!(!self.tracker.in_transaction());
+        self.notify_as("Initial Snapshot", None, kind, data).await
+    }
+
+    /// A notification (`aggregate`, `kind`, with `data` and the connector's name; its `id`, a
+    /// random UUID when `None`) to the channels on: logged as Debezium's log channel logs it,
+    /// and written to the sink topic: in the open transaction when there is one (confirmed
+    /// with it), outside any otherwise, as a heartbeat is.
+    pub async fn notify_as(
+        &mut self,
+        aggregate: &str,
+        id: Option<String>,
+        kind: &str,
+        data: Vec<(&str, String)>,
+    ) -> Result<(), RelayError> {
         let Some((channels, connector)) = self.router.notification_channels() else {
             return Ok(());
         };
         let log = channels.log;
         let notification = outbox_router::Notification::with_connector(
-            uuid::Uuid::new_v4().to_string(),
-            "Initial Snapshot",
+            id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            aggregate,
             kind,
             data,
             connector,
@@ -1071,6 +1122,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let Some(record) = self.router.notification(&notification) else {
             return Ok(());
         };
+        if self.tracker.in_transaction() {
+            self.deliver_outcome(record, self.commit, None, "notification".into())
+                .await?;
+            return Ok(());
+        }
         let position = self.tracker.confirmed();
         self.tracker.begin();
         self.deliver_outcome(record, position, None, "notification".into())
@@ -1085,7 +1141,8 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// transaction metadata, its place in the open transaction (counted already).
     fn set_position(&mut self, lsn: Lsn, snapshot: Option<&'static str>, data: &[u8]) {
         let transaction = self.transaction.as_ref().and_then(|open| {
-            open.begun.then_some(())?;
+            // A snapshot's row is no change of the transaction it is sent in.
+            (open.begun && snapshot.is_none()).then_some(())?;
             // PostgresTransactionMonitor names the transaction by the position of the change
             // being processed (each event's block carries its own).
             let id = format!("{}:{}", open.xid, lsn.as_u64());
@@ -1100,7 +1157,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         });
         self.router.set_position(outbox_router::SourcePosition {
             lsn: lsn.as_u64(),
-            xid: if snapshot.is_some() { None } else { self.xid },
+            // A row snapshotted while streaming (incremental, blocking) keeps the stream's
+            // position, its transaction id too, as Debezium's offset does.
+            xid: self.xid,
             commit_time_us: if snapshot.is_some() {
                 None
             } else {
@@ -1161,6 +1220,14 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         let facts = self.stream.column_facts(&table).await?;
         self.router.set_column_facts(&table, facts);
         Ok(())
+    }
+}
+
+/// The next signal of the Kafka and file channels; never, without them.
+async fn next_signal(signals: &mut Option<Signals>) -> Option<crate::source::signal::Signal> {
+    match signals.as_mut().and_then(|s| s.inbox.as_mut()) {
+        Some(inbox) => inbox.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,0 +1,117 @@
+//! The Kafka and file signal channels: each read in a task of its own while the session
+//! streams, its signals handed to the stream, which runs them in its order.
+
+use super::Signal;
+use crate::config::{ClientRole, KafkaSettings, SignalSettings};
+use crate::source::session::AbortOnDrop;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The Kafka channel's topic: `signal.kafka.topic`, else `<name>-signal`.
+pub fn kafka_topic(settings: &SignalSettings, name: &str) -> String {
+    settings
+        .kafka_topic
+        .clone()
+        .unwrap_or_else(|| format!("{name}-signal"))
+}
+
+/// Reads the Kafka channel: partition 0 of its topic, from the group's committed offset
+/// (the earliest the first time), records keyed `name` only.
+pub fn spawn_kafka(
+    settings: &SignalSettings,
+    kafka: &KafkaSettings,
+    name: &str,
+    to: UnboundedSender<Signal>,
+) -> AbortOnDrop {
+    let topic = kafka_topic(settings, name);
+    let mut config = kafka.client_config(ClientRole::Admin);
+    if let Some(servers) = &settings.kafka_bootstrap_servers {
+        config.set("bootstrap.servers", servers);
+    }
+    config
+        .set("group.id", &settings.kafka_group_id)
+        .set("enable.auto.commit", "true")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false");
+    let name = name.to_owned();
+    AbortOnDrop(tokio::spawn(async move {
+        let consumer: StreamConsumer = match config.create() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(%topic, "the Kafka signal channel cannot start: {e}");
+                return;
+            }
+        };
+        let mut partitions = TopicPartitionList::new();
+        if let Err(e) = partitions.add_partition_offset(&topic, 0, Offset::Stored) {
+            tracing::warn!(%topic, "the Kafka signal channel cannot start: {e}");
+            return;
+        }
+        if let Err(e) = consumer.assign(&partitions) {
+            tracing::warn!(%topic, "the Kafka signal channel cannot start: {e}");
+            return;
+        }
+        tracing::info!(%topic, "reading signals from Kafka");
+        loop {
+            match consumer.recv().await {
+                Ok(record) => {
+                    let read = super::from_kafka(record.key(), record.payload(), &name);
+                    if !forward(read, &to, &topic) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%topic, "the Kafka signal channel: {e}");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }))
+}
+
+/// Reads the file channel every `poll_interval`: its lines, then the file emptied.
+pub fn spawn_file(settings: &SignalSettings, to: UnboundedSender<Signal>) -> AbortOnDrop {
+    let path = settings.file_path.clone();
+    let every = settings.poll_interval;
+    AbortOnDrop(tokio::spawn(async move {
+        tracing::info!(path = %path.display(), "reading signals from a file");
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                if !text.trim().is_empty() {
+                    if let Err(e) = std::fs::write(&path, b"") {
+                        tracing::warn!(path = %path.display(), "the signal file cannot be emptied ({e}): its signals are not run, so that none runs twice");
+                    } else {
+                        for line in text.lines() {
+                            if !forward(
+                                super::from_file_line(line),
+                                &to,
+                                &path.display().to_string(),
+                            ) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    }))
+}
+
+/// Hands a channel's signal to the stream (a bad one is logged and passed over); false once
+/// the stream is gone.
+fn forward(
+    read: Option<Result<Signal, String>>,
+    to: &UnboundedSender<Signal>,
+    channel: &str,
+) -> bool {
+    match read {
+        Some(Ok(signal)) => to.send(signal).is_ok(),
+        Some(Err(why)) => {
+            tracing::warn!(channel, "{why}");
+            true
+        }
+        None => true,
+    }
+}
