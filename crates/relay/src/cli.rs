@@ -58,6 +58,13 @@ pub enum Command {
     /// (after a fix): `dead-letters list`, `dead-letters replay`.
     DeadLetters(crate::ops::dead_letters::DeadLettersArgs),
 
+    /// Write a Debezium signal to a running relay through the channel its settings enable
+    /// (the signal table, the Kafka signal topic, the signal file): `signal execute-snapshot
+    /// --table public.outbox [--where SQL] [--blocking]`, `signal stop-snapshot`,
+    /// `pause-snapshot`, `resume-snapshot`, `log --message M`. Takes `run`'s options. Exit
+    /// codes: 0 written, 1 an error, 2 a bad argument.
+    Signal(crate::ops::signal::SignalArgs),
+
     /// Print the SQL a DBA runs by hand: a least-privilege role (REPLICATION, SELECT on the
     /// outbox only), the outbox table, the publication and the slot.
     SetupSql(SetupSqlArgs),
@@ -179,12 +186,20 @@ pub struct SetupSqlArgs {
     pub cleanup: bool,
 }
 
+/// The command line: `signal`'s `--table` names the tables to snapshot, as a signal's
+/// `data-collections`, so the outbox table option is `--outbox-table` there.
+pub fn command_line() -> clap::Command {
+    Cli::command().mut_subcommand("signal", |signal| {
+        signal.mut_arg("table", |a| a.long("outbox-table"))
+    })
+}
+
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> ExitCode {
     // One TLS crypto provider for every rustls user in the process (both the SQL and the
     // replication connection): ring, the only one in the dependency graph (deny.toml).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let command = Cli::command().version(version());
+    let command = command_line().version(version());
     let cli = match Cli::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -287,6 +302,40 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Command::Signal(args) => {
+            let signal = match crate::ops::signal::signal_of(&args) {
+                Ok(s) => s,
+                Err(why) => {
+                    report_error(&why);
+                    return ExitCode::from(2);
+                }
+            };
+            let settings = match settings(args.run) {
+                Ok(s) => s,
+                Err(e) => {
+                    report_error(&e);
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime().block_on(crate::ops::signal::write(&settings, &signal, args.channel)) {
+                Ok(place) => {
+                    println!(
+                        "signal {} ({}) written to {place}",
+                        signal.id.as_deref().unwrap_or(""),
+                        signal.kind
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
+                    report_error(&e);
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    report_error(&e);
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::SetupSql(args) => {
             let table = match outbox_router::TableName::parse(&args.table) {
                 Ok(t) => t,
@@ -330,12 +379,12 @@ pub fn main() -> ExitCode {
         }
         Command::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "outbox-relay", &mut script);
+            clap_complete::generate(shell, &mut command_line(), "outbox-relay", &mut script);
             write_stdout(&script)
         }
         Command::Man => {
             let mut page = Vec::new();
-            let command = Cli::command().version(version());
+            let command = command_line().version(version());
             match clap_mangen::Man::new(command).render(&mut page) {
                 Ok(()) => write_stdout(&page),
                 Err(e) => {

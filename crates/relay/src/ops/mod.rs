@@ -1,4 +1,4 @@
-//! Operating the relay: the `check`, `status`, `preview`, `setup-sql` and `dead-letters` commands, the generated option reference (`reference.rs`), and what a running
+//! Operating the relay: the `check`, `status`, `preview`, `setup-sql`, `signal` and `dead-letters` commands, the generated option reference (`reference.rs`), and what a running
 //! relay exposes (`/metrics`, `/health`, `/ready` in `http.rs`; the metrics themselves are
 //! `crate::metrics`, shared by every step).
 
@@ -9,4 +9,5 @@ pub mod loggers;
 pub mod preview;
 pub mod reference;
 pub mod setup_sql;
+pub mod signal;
 pub mod status;

@@ -5,7 +5,6 @@
 //! does with it. A test fails when the committed page differs from what the code makes;
 //! `OUTBOX_RELAY_WRITE_REFERENCE=1 cargo test -p outbox-relay-core --lib reference` writes it.
 
-use clap::CommandFactory;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -21,7 +20,7 @@ pub fn options_markdown() -> String {
          (`postgres-url = \"...\"`). The command line wins over the environment, which wins over the \
          file.\n\n",
     );
-    let cli = crate::cli::Cli::command();
+    let cli = crate::cli::command_line();
     let run_options: BTreeSet<String> = cli
         .find_subcommand("run")
         .map(option_names)
@@ -194,9 +193,8 @@ mod tests {
     /// Every option of `run` is on the page, with its environment variable.
     #[test]
     fn every_run_option_is_in_the_reference() {
-        use clap::CommandFactory;
         let page = super::options_markdown();
-        let cli = crate::cli::Cli::command();
+        let cli = crate::cli::command_line();
         let run = cli.find_subcommand("run").unwrap();
         for arg in run.get_arguments().filter(|a| !a.is_hide_set()) {
             if let Some(long) = arg.get_long() {

@@ -139,7 +139,7 @@ pub async fn compacted_topic_writer(
     partitions: i32,
     replication: i32,
 ) -> Result<rdkafka::producer::FutureProducer, String> {
-    create_compacted(client, topic, partitions, replication).await?;
+    create_topic(client, topic, partitions, replication, "compact").await?;
     client
         .clone()
         .set("acks", "all")
@@ -149,18 +149,19 @@ pub async fn compacted_topic_writer(
         .map_err(|e| format!("Kafka producer: {e}"))
 }
 
-/// A compacted topic, created when missing.
-pub async fn create_compacted(
+/// A topic of `cleanup.policy` `policy`, created when missing.
+pub async fn create_topic(
     client: &ClientConfig,
     topic: &str,
     partitions: i32,
     replication: i32,
+    policy: &str,
 ) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = client
         .create()
         .map_err(|e| format!("Kafka admin client: {e}"))?;
     let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication))
-        .set("cleanup.policy", "compact");
+        .set("cleanup.policy", policy);
     let timeout = Duration::from_secs(30);
     let options = AdminOptions::new()
         .operation_timeout(Some(timeout))

@@ -16,6 +16,27 @@ pub fn kafka_topic(settings: &SignalSettings, name: &str) -> String {
         .unwrap_or_else(|| format!("{name}-signal"))
 }
 
+/// The Kafka channel's topic, created when missing: one partition (the channel reads
+/// partition 0, as Debezium's), the relay's replication factor.
+pub async fn ensure_kafka_topic(
+    settings: &SignalSettings,
+    kafka: &KafkaSettings,
+    topic: &str,
+) -> Result<(), String> {
+    let mut config = kafka.client_config(ClientRole::Admin);
+    if let Some(servers) = &settings.kafka_bootstrap_servers {
+        config.set("bootstrap.servers", servers);
+    }
+    crate::connect::cluster::create_topic(
+        &config,
+        topic,
+        1,
+        kafka.topic_replication_factor,
+        "delete",
+    )
+    .await
+}
+
 /// Reads the Kafka channel: partition 0 of its topic, from the group's committed offset
 /// (the earliest the first time), records keyed `name` only.
 pub fn spawn_kafka(
@@ -35,7 +56,11 @@ pub fn spawn_kafka(
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false");
     let name = name.to_owned();
+    let (settings, kafka) = (settings.clone(), kafka.clone());
     AbortOnDrop(tokio::spawn(async move {
+        if let Err(why) = ensure_kafka_topic(&settings, &kafka, &topic).await {
+            tracing::warn!(%topic, "the Kafka signal channel's topic: {why}");
+        }
         let consumer: StreamConsumer = match config.create() {
             Ok(c) => c,
             Err(e) => {
@@ -64,6 +89,9 @@ pub fn spawn_kafka(
                 Err(e) => {
                     tracing::warn!(%topic, "the Kafka signal channel: {e}");
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    // Assigned again: a failed fetch of the group's offset (a coordinator
+                    // still loading) is not retried by itself.
+                    let _ = consumer.assign(&partitions);
                 }
             }
         }
