@@ -2412,15 +2412,71 @@ async fn initial_snapshot_notifications_are_debeziums() {
     drop(debezium);
 }
 
-/// An incremental snapshot of the outbox (`execute-snapshot` inserted into the signal table),
-/// beside Debezium on the same rows: every row re-sent as an event (`op: r`,
-/// `source.snapshot: incremental`), the same keys, values and event ids in the same order,
-/// while new events stream on; then one limited by `additional-conditions`; and the same
-/// `Incremental Snapshot` notifications, the signal's id theirs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
-    use outbox_relay_testkit::debezium::ConnectStandalone;
-    let stack = Stack::start().await;
+/// What a side wrote for the outbox: (topic's aggregate type, key, value, event id, op,
+/// `source.snapshot`), topic after topic.
+type SideRow = (String, String, String, String, String, String);
+
+/// The records of `side`'s outbox topics (`<side>.<type>`), with the `src` and `op` headers
+/// [`signals_beside_debezium`] copies.
+async fn side_rows(stack: &Stack, side: &str) -> Vec<SideRow> {
+    let mut rows = Vec::new();
+    let topics = stack.topics().await;
+    for t in TYPES {
+        let topic = format!("{side}.{t}");
+        if !topics.contains(&topic) {
+            continue;
+        }
+        for r in stack.read_topic(&topic).await {
+            let header = |name: &str| r.header_str(name).to_owned();
+            let src: serde_json::Value = serde_json::from_str(&header("src")).unwrap_or_default();
+            rows.push((
+                t.to_owned(),
+                text(&r.key).to_owned(),
+                text(&r.value).to_owned(),
+                header("id"),
+                header("op"),
+                src["snapshot"].as_str().unwrap_or("?").to_owned(),
+            ));
+        }
+    }
+    rows
+}
+
+/// The notifications of `aggregate` on `side`'s sink topic: (id, type, additional_data).
+async fn side_notifications(
+    stack: &Stack,
+    side: &str,
+    aggregate: &str,
+) -> Vec<(serde_json::Value, serde_json::Value, serde_json::Value)> {
+    let topic = format!("{side}.notifications");
+    let mut out = Vec::new();
+    if !stack.topics().await.contains(&topic) {
+        return out;
+    }
+    for r in stack.read_topic(&topic).await {
+        let value: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+        let p = &value["payload"];
+        if p["aggregate_type"] == aggregate {
+            out.push((
+                p["id"].clone(),
+                p["type"].clone(),
+                p["additional_data"].clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// Debezium and the relay, each with a signal table of its own (`public.<side>_signal`),
+/// no initial snapshot, chunks of 3 rows, notifications on `<side>.notifications`, each
+/// record's `source` and `op` copied into headers; both streaming when it returns.
+async fn signals_beside_debezium(
+    stack: &Stack,
+    dir: &Path,
+) -> (
+    outbox_relay_testkit::debezium::ConnectStandalone,
+    RelayProcess,
+) {
     stack
         .db
         .batch_execute(
@@ -2429,10 +2485,9 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
         )
         .await
         .unwrap();
-    insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
     let config = |side: &str| {
         beside_debezium(
-            &stack,
+            stack,
             side,
             "inc",
             "public.outbox",
@@ -2456,12 +2511,13 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
             }),
         )
     };
-    let worker = json_worker(&stack);
-    let debezium = ConnectStandalone::start(&worker, &[config("dbz")])
-        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_config(dir.path(), "inc.json", config("relay"));
-    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    let debezium = outbox_relay_testkit::debezium::ConnectStandalone::start(
+        &json_worker(stack),
+        &[config("dbz")],
+    )
+    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let path = write_config(dir, "inc.json", config("relay"));
+    let relay = stack.spawn_relay(&["--debezium-config", &path]);
     for slot in ["dbz_inc", "relay_inc"] {
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         loop {
@@ -2486,121 +2542,171 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-    // What a side wrote for the outbox: (topic's type, key, value, event id, op, snapshot).
-    type Row = (String, String, String, String, String, String);
-    let side_rows = |side: &'static str| {
-        let stack = &stack;
-        async move {
-            let mut rows: Vec<Row> = Vec::new();
-            let topics = stack.topics().await;
-            for t in TYPES {
-                let topic = format!("{side}.{t}");
-                if !topics.contains(&topic) {
-                    continue;
-                }
-                for r in stack.read_topic(&topic).await {
-                    let header = |name: &str| r.header_str(name).to_owned();
-                    let src: serde_json::Value =
-                        serde_json::from_str(&header("src")).unwrap_or_default();
-                    rows.push((
-                        t.to_owned(),
-                        text(&r.key).to_owned(),
-                        text(&r.value).to_owned(),
-                        header("id"),
-                        header("op"),
-                        src["snapshot"].as_str().unwrap_or("?").to_owned(),
-                    ));
-                }
-            }
-            rows
-        }
-    };
-    let signal = |side: &str, id: &str, data: &str| {
-        format!(
-            "INSERT INTO public.{side}_signal VALUES ('{id}', 'execute-snapshot', '{}')",
-            data.replace('\'', "''")
-        )
-    };
-    let wait_for = |want: usize| {
-        let side_rows = &side_rows;
-        let (debezium, relay) = (&debezium, &relay);
-        async move {
-            let deadline = std::time::Instant::now() + Duration::from_secs(180);
-            loop {
-                let (dbz, ours) = (side_rows("dbz").await, side_rows("relay").await);
-                if dbz.len() >= want && ours.len() >= want {
-                    return (dbz, ours);
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "Debezium {} of {want} records, the relay {}\n{}\n{}",
-                    dbz.len(),
-                    ours.len(),
-                    debezium.log(),
-                    relay.log()
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
-    let incremental = |rows: &[Row]| -> Vec<Row> {
-        let mut kept: Vec<Row> = rows
-            .iter()
-            .filter(|r| r.5 == "incremental")
-            .cloned()
-            .collect();
-        kept.sort_by(|a, b| a.0.cmp(&b.0));
-        kept
-    };
-    let everything = r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#;
+    (debezium, relay)
+}
+
+/// `INSERT`s of signals into each side's signal table, in one transaction per side.
+async fn signal_both(stack: &Stack, signals: &[(&str, &str, &str)]) {
     for side in ["dbz", "relay"] {
+        let values: Vec<String> = signals
+            .iter()
+            .map(|(id, kind, data)| format!("('{id}', '{kind}', '{}')", data.replace('\'', "''")))
+            .collect();
         stack
             .db
-            .batch_execute(&signal(side, "sig-1", everything))
+            .batch_execute(&format!(
+                "INSERT INTO public.{side}_signal VALUES {}",
+                values.join(", ")
+            ))
             .await
             .unwrap();
     }
+}
+
+type Note = (serde_json::Value, serde_json::Value, serde_json::Value);
+
+/// Polls both sides' outbox records until `done` holds for each (3 minutes at most).
+async fn rows_until(
+    stack: &Stack,
+    logs: (
+        &outbox_relay_testkit::debezium::ConnectStandalone,
+        &RelayProcess,
+    ),
+    done: impl Fn(&[SideRow]) -> bool,
+) -> (Vec<SideRow>, Vec<SideRow>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let (d, o) = (
+            side_rows(stack, "dbz").await,
+            side_rows(stack, "relay").await,
+        );
+        if done(&d) && done(&o) {
+            return (d, o);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Debezium: {d:#?}\nthe relay: {o:#?}\n{}\n{}",
+            logs.0.log(),
+            logs.1.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Polls both sides' notifications of `aggregate` until `done` holds for each.
+async fn notes_until(
+    stack: &Stack,
+    logs: (
+        &outbox_relay_testkit::debezium::ConnectStandalone,
+        &RelayProcess,
+    ),
+    aggregate: &str,
+    done: impl Fn(&[Note]) -> bool,
+) -> (Vec<Note>, Vec<Note>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let d = side_notifications(stack, "dbz", aggregate).await;
+        let o = side_notifications(stack, "relay", aggregate).await;
+        if done(&d) && done(&o) {
+            return (d, o);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Debezium: {d:#?}\nthe relay: {o:#?}\n{}\n{}",
+            logs.0.log(),
+            logs.1.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn note_kinds(n: &[Note]) -> Vec<String> {
+    n.iter()
+        .map(|n| n.1.as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+fn incremental_rows(rows: &[SideRow]) -> Vec<SideRow> {
+    rows.iter()
+        .filter(|r| r.5 == "incremental")
+        .cloned()
+        .collect()
+}
+
+/// An incremental snapshot of the outbox (`execute-snapshot` inserted into the signal table),
+/// beside Debezium on the same rows: every row re-sent as an event (`op: r`,
+/// `source.snapshot: incremental`), the same keys, values and event ids in the same order,
+/// while new events stream on; then one limited by `additional-conditions`; and the same
+/// `Incremental Snapshot` notifications, the signal's id theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (debezium, mut relay) = signals_beside_debezium(&stack, dir.path()).await;
+    let logs = (&debezium, &relay);
+    signal_both(
+        &stack,
+        &[(
+            "sig-1",
+            "execute-snapshot",
+            r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#,
+        )],
+    )
+    .await;
     // New events stream while the snapshot reads.
     insert_events(&stack.db, 7, 3, 1, 3).await.unwrap();
-    let (dbz, ours) = wait_for(7 + 3).await;
+    let (dbz, ours) = rows_until(&stack, logs, |r| {
+        r.len() >= 10 && incremental_rows(r).len() >= 7
+    })
+    .await;
     // The rows there before the signal, read by both; the three inserted meanwhile are read
     // too when they committed before the snapshot took its maximum key (on each side alike:
     // streamed or read, or both).
-    let before_signal = |rows: &[Row]| -> Vec<Row> {
-        incremental(rows)
+    let before_signal = |rows: &[SideRow]| -> Vec<SideRow> {
+        incremental_rows(rows)
             .into_iter()
             .filter(|r| (0..7).any(|n| r.3 == event_uuid(n)))
             .collect()
     };
     assert_eq!(before_signal(&ours).len(), 7, "{ours:#?}");
     assert_eq!(before_signal(&ours), before_signal(&dbz));
-    assert!(incremental(&ours).iter().all(|r| r.4 == "r"), "{ours:#?}");
-    let streamed = |rows: &[Row]| rows.iter().filter(|r| r.5 == "false").count();
-    assert_eq!(streamed(&ours), 3, "{ours:#?}");
+    assert!(
+        incremental_rows(&ours).iter().all(|r| r.4 == "r"),
+        "{ours:#?}"
+    );
+    assert_eq!(
+        ours.iter().filter(|r| r.5 == "false").count(),
+        3,
+        "{ours:#?}"
+    );
     for n in 0..10 {
         assert!(
             ours.iter().any(|r| r.3 == event_uuid(n)),
             "event {n} missing: {ours:#?}"
         );
     }
-    let first_round = incremental(&ours).len();
+    let (dbz_first, our_first) = (incremental_rows(&dbz).len(), incremental_rows(&ours).len());
     // Limited by additional-conditions.
-    let orders = r#"{"data-collections": ["public.outbox"], "type": "incremental",
-        "additional-conditions": [{"data-collection": "public.outbox", "filter": "aggregate_type = 'Order'"}]}"#;
-    for side in ["dbz", "relay"] {
-        stack
-            .db
-            .batch_execute(&signal(side, "sig-2", orders))
-            .await
-            .unwrap();
-    }
+    signal_both(
+        &stack,
+        &[(
+            "sig-2",
+            "execute-snapshot",
+            r#"{"data-collections": ["public.outbox"], "type": "incremental",
+                "additional-conditions": [{"data-collection": "public.outbox", "filter": "aggregate_type = 'Order'"}]}"#,
+        )],
+    )
+    .await;
     let order_rows = (0..10).filter(|g| g % 4 == 0).count();
-    let dbz_first = incremental(&dbz).len();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let (dbz, ours) = loop {
-        let (d, o) = (side_rows("dbz").await, side_rows("relay").await);
-        if incremental(&d).len() >= dbz_first + order_rows
-            && incremental(&o).len() >= first_round + order_rows
+        let (d, o) = (
+            side_rows(&stack, "dbz").await,
+            side_rows(&stack, "relay").await,
+        );
+        if incremental_rows(&d).len() >= dbz_first + order_rows
+            && incremental_rows(&o).len() >= our_first + order_rows
         {
             break (d, o);
         }
@@ -2611,68 +2717,163 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let orders_read = |rows: &[Row]| -> Vec<Row> {
-        // The Order records read after the last streamed or read one of the first round: the
-        // second snapshot's.
-        let order: Vec<Row> = rows
-            .iter()
-            .filter(|r| r.0 == "Order" && r.5 == "incremental")
-            .cloned()
+    // The Order records read last: the second snapshot's.
+    let orders_read = |rows: &[SideRow]| -> Vec<SideRow> {
+        let order: Vec<SideRow> = incremental_rows(rows)
+            .into_iter()
+            .filter(|r| r.0 == "Order")
             .collect();
         order[order.len() - order_rows..].to_vec()
     };
     assert_eq!(orders_read(&ours), orders_read(&dbz));
-    assert!(
-        incremental(&ours).len() == first_round + order_rows,
+    assert_eq!(
+        incremental_rows(&ours).len(),
+        our_first + order_rows,
         "only Order rows read again: {ours:#?}"
     );
     // The notifications: same types, ids and data, in order.
-    let notes = |side: &'static str| {
-        let stack = &stack;
-        async move {
-            let topic = format!("{side}.notifications");
-            let mut out = Vec::new();
-            if !stack.topics().await.contains(&topic) {
-                return out;
-            }
-            for r in stack.read_topic(&topic).await {
-                let value: serde_json::Value =
-                    serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
-                let p = &value["payload"];
-                if p["aggregate_type"] == "Incremental Snapshot" {
-                    out.push((
-                        p["id"].clone(),
-                        p["type"].clone(),
-                        p["additional_data"].clone(),
-                    ));
-                }
-            }
-            out
-        }
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let (dbz_notes, our_notes) = loop {
-        let (d, o) = (notes("dbz").await, notes("relay").await);
-        if (d.len() == o.len()
-            && d.last().is_some_and(|n| n.1 == "COMPLETED")
-            && d.iter().filter(|n| n.1 == "COMPLETED").count() == 2)
-            || std::time::Instant::now() > deadline
-        {
-            break (d, o);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    let kinds: Vec<_> = our_notes
-        .iter()
-        .map(|n| n.1.as_str().unwrap_or("?").to_owned())
-        .collect();
-    assert_eq!(
-        kinds.first().map(String::as_str),
-        Some("STARTED"),
-        "{our_notes:#?}"
-    );
+    let (dbz_notes, our_notes) = notes_until(&stack, logs, "Incremental Snapshot", |n| {
+        n.iter().filter(|n| n.1 == "COMPLETED").count() == 2
+    })
+    .await;
     assert_eq!(our_notes[0].0, "sig-1");
+    assert_eq!(our_notes[0].1, "STARTED");
     assert_eq!(our_notes, dbz_notes);
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}
+
+/// Pause, resume and stop signals sent with the `execute-snapshot` they act on (one
+/// transaction: the first chunk is read, then the signal applies), then a blocking snapshot,
+/// beside Debezium: the same records (a blocking snapshot's with the initial snapshot's
+/// `first` … `last` markers) and the same notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_stop_and_blocking_snapshots_are_debeziums() {
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (debezium, mut relay) = signals_beside_debezium(&stack, dir.path()).await;
+    let logs = (&debezium, &relay);
+
+    let everything = r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#;
+    // Paused after its first chunk: 3 rows, then nothing until resumed.
+    signal_both(
+        &stack,
+        &[
+            ("p-1", "execute-snapshot", everything),
+            ("p-2", "pause-snapshot", "{}"),
+        ],
+    )
+    .await;
+    notes_until(&stack, logs, "Incremental Snapshot", |n| {
+        note_kinds(n).contains(&"PAUSED".to_owned())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (dbz, ours) = (
+        side_rows(&stack, "dbz").await,
+        side_rows(&stack, "relay").await,
+    );
+    assert_eq!(incremental_rows(&ours).len(), 3, "{ours:#?}");
+    assert_eq!(incremental_rows(&ours), incremental_rows(&dbz));
+    signal_both(&stack, &[("p-3", "resume-snapshot", "{}")]).await;
+    let (dbz, ours) = rows_until(&stack, logs, |r| incremental_rows(r).len() >= 7).await;
+    assert_eq!(incremental_rows(&ours), incremental_rows(&dbz));
+    // Stopped after its first chunk.
+    signal_both(
+        &stack,
+        &[
+            ("s-1", "execute-snapshot", everything),
+            ("s-2", "stop-snapshot", r#"{"type": "incremental"}"#),
+        ],
+    )
+    .await;
+    let (dbz_notes, our_notes) = notes_until(&stack, logs, "Incremental Snapshot", |n| {
+        note_kinds(n).contains(&"ABORTED".to_owned())
+    })
+    .await;
+    // The ABORTED after the snapshot completed: a random id on both sides.
+    let without_last_id = |n: &[Note]| -> Vec<Note> {
+        let mut n = n.to_vec();
+        if let Some(last) = n.last_mut() {
+            assert_eq!(last.1, "ABORTED");
+            assert!(
+                last.0
+                    .as_str()
+                    .is_some_and(|id| id.len() == 36 && id != "s-1"),
+                "{last:?}"
+            );
+            last.0 = serde_json::Value::Null;
+        }
+        n
+    };
+    assert_eq!(without_last_id(&our_notes), without_last_id(&dbz_notes));
+    assert_eq!(
+        note_kinds(&our_notes),
+        [
+            "STARTED",
+            "IN_PROGRESS",
+            "PAUSED",
+            "RESUMED",
+            "IN_PROGRESS",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED",
+            "STARTED",
+            "IN_PROGRESS",
+            "COMPLETED",
+            "ABORTED"
+        ]
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (dbz, ours) = (
+        side_rows(&stack, "dbz").await,
+        side_rows(&stack, "relay").await,
+    );
+    assert_eq!(incremental_rows(&ours).len(), 10, "{ours:#?}");
+    assert_eq!(incremental_rows(&ours), incremental_rows(&dbz));
+    // A blocking snapshot: the initial snapshot's markers and notifications.
+    signal_both(
+        &stack,
+        &[(
+            "b-1",
+            "execute-snapshot",
+            r#"{"data-collections": ["public.outbox"], "type": "blocking"}"#,
+        )],
+    )
+    .await;
+    let blocking = |rows: &[SideRow]| -> Vec<SideRow> {
+        rows.iter()
+            .filter(|r| !["incremental", "false"].contains(&r.5.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (dbz, ours) = rows_until(&stack, logs, |r| blocking(r).len() >= 7).await;
+    assert_eq!(blocking(&ours), blocking(&dbz));
+    let markers: Vec<String> = blocking(&ours).into_iter().map(|r| r.5).collect();
+    // One `first`, one `last` (rows sit topic after topic here, each in its order).
+    assert_eq!(
+        markers.iter().filter(|m| *m == "first").count(),
+        1,
+        "{markers:?}"
+    );
+    assert_eq!(
+        markers.iter().filter(|m| *m == "last").count(),
+        1,
+        "{markers:?}"
+    );
+    let (dbz_notes, our_notes) = notes_until(&stack, logs, "Initial Snapshot", |n| {
+        note_kinds(n).contains(&"COMPLETED".to_owned())
+    })
+    .await;
+    // Each notification's id is a random UUID on both sides.
+    let plain = |n: &[Note]| -> Vec<(serde_json::Value, serde_json::Value)> {
+        n.iter()
+            .filter(|n| n.1 != "SKIPPED")
+            .map(|n| (n.1.clone(), n.2.clone()))
+            .collect()
+    };
+    assert_eq!(plain(&our_notes), plain(&dbz_notes));
     relay.terminate(Duration::from_secs(20)).unwrap();
     drop(debezium);
 }

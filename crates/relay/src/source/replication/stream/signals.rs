@@ -310,9 +310,11 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                 self.notify_as(INCREMENTAL, id.clone(), "COMPLETED", Vec::new())
                     .await?;
             }
+            // The snapshot's id is forgotten once it completed: Debezium's ABORTED after a
+            // COMPLETED gets a new one.
             self.notify_as(
                 INCREMENTAL,
-                id.clone(),
+                if done { None } else { id.clone() },
                 "ABORTED",
                 vec![("data_collections", removed.join(","))],
             )
