@@ -2469,10 +2469,12 @@ async fn side_notifications(
 
 /// Debezium and the relay, each with a signal table of its own (`public.<side>_signal`),
 /// no initial snapshot, chunks of 3 rows, notifications on `<side>.notifications`, each
-/// record's `source` and `op` copied into headers; both streaming when it returns.
+/// record's `source` and `op` copied into headers, `extra` options on top; both streaming
+/// when it returns.
 async fn signals_beside_debezium(
     stack: &Stack,
     dir: &Path,
+    extra: serde_json::Value,
 ) -> (
     outbox_relay_testkit::debezium::ConnectStandalone,
     RelayProcess,
@@ -2510,6 +2512,13 @@ async fn signals_beside_debezium(
                 "predicates.outboxOnly.pattern": "app\\.public\\.outbox",
             }),
         )
+    };
+    let config = |side: &str| {
+        let mut c = config(side);
+        for (k, v) in extra.as_object().expect("options") {
+            c["config"][k] = v.clone();
+        }
+        c
     };
     let debezium = outbox_relay_testkit::debezium::ConnectStandalone::start(
         &json_worker(stack),
@@ -2643,7 +2652,8 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
     let stack = Stack::start().await;
     insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (debezium, mut relay) = signals_beside_debezium(&stack, dir.path()).await;
+    let (debezium, mut relay) =
+        signals_beside_debezium(&stack, dir.path(), serde_json::json!({})).await;
     let logs = (&debezium, &relay);
     signal_both(
         &stack,
@@ -2752,7 +2762,8 @@ async fn pause_resume_stop_and_blocking_snapshots_are_debeziums() {
     let stack = Stack::start().await;
     insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (debezium, mut relay) = signals_beside_debezium(&stack, dir.path()).await;
+    let (debezium, mut relay) =
+        signals_beside_debezium(&stack, dir.path(), serde_json::json!({})).await;
     let logs = (&debezium, &relay);
 
     let everything = r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#;
@@ -2874,6 +2885,61 @@ async fn pause_resume_stop_and_blocking_snapshots_are_debeziums() {
             .collect()
     };
     assert_eq!(plain(&our_notes), plain(&dbz_notes));
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}
+
+/// `read.only=true`: the same incremental snapshot with nothing written to the database (no
+/// watermark rows), beside Debezium's own read-only variant; new events streaming meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_incremental_snapshots_write_nothing_and_are_debeziums() {
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 7, 1, 3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (debezium, mut relay) =
+        signals_beside_debezium(&stack, dir.path(), serde_json::json!({"read.only": "true"})).await;
+    let logs = (&debezium, &relay);
+    signal_both(
+        &stack,
+        &[(
+            "ro-1",
+            "execute-snapshot",
+            r#"{"data-collections": ["public.outbox"], "type": "incremental"}"#,
+        )],
+    )
+    .await;
+    insert_events(&stack.db, 7, 2, 1, 3).await.unwrap();
+    let (dbz, ours) = rows_until(&stack, logs, |r| {
+        (0..7).all(|n| {
+            r.iter()
+                .any(|x| x.3 == event_uuid(n) && x.5 == "incremental")
+        }) && r.iter().filter(|x| x.5 == "false").count() >= 2
+    })
+    .await;
+    let before_signal = |rows: &[SideRow]| -> Vec<SideRow> {
+        incremental_rows(rows)
+            .into_iter()
+            .filter(|r| (0..7).any(|n| r.3 == event_uuid(n)))
+            .collect()
+    };
+    assert_eq!(before_signal(&ours), before_signal(&dbz));
+    let (dbz_notes, our_notes) = notes_until(&stack, logs, "Incremental Snapshot", |n| {
+        note_kinds(n).contains(&"COMPLETED".to_owned())
+    })
+    .await;
+    assert_eq!(note_kinds(&our_notes), note_kinds(&dbz_notes));
+    assert_eq!(our_notes[0], dbz_notes[0]);
+    for side in ["dbz", "relay"] {
+        let written: Vec<String> = stack
+            .db
+            .query(&format!("SELECT id FROM public.{side}_signal"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(written, ["ro-1"], "{side}: only the signal, no watermark");
+    }
     relay.terminate(Duration::from_secs(20)).unwrap();
     drop(debezium);
 }

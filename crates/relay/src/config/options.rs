@@ -185,6 +185,20 @@ pub struct RunOptions {
         help = defaults::help("How often the kafka and file signal channels are read (Debezium: signal.poll.interval.ms)", defaults::SIGNAL_POLL_INTERVAL_MS))]
     pub signal_poll_interval_ms: Option<u64>,
 
+    /// Incremental snapshots write nothing to the database: no watermark rows in the signal
+    /// table; a chunk's window is the stream's way from where it stood when the chunk was
+    /// read to the server's WAL position once it was (signals then come from the signal table,
+    /// Kafka or the file) [default: false]. Debezium configs: `read.only`.
+    #[arg(
+        help_heading = "Signals and incremental snapshots",
+        long,
+        env = "OUTBOX_RELAY_INCREMENTAL_SNAPSHOT_READ_ONLY",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub incremental_snapshot_read_only: Option<bool>,
+
     #[arg(help_heading = "Signals and incremental snapshots", long, env = "OUTBOX_RELAY_INCREMENTAL_SNAPSHOT_CHUNK_SIZE", value_name = "ROWS",
         help = defaults::help("Rows an incremental snapshot reads per chunk (Debezium: incremental.snapshot.chunk.size)", defaults::INCREMENTAL_SNAPSHOT_CHUNK_SIZE))]
     pub incremental_snapshot_chunk_size: Option<std::num::NonZeroUsize>,

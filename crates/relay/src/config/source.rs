@@ -57,6 +57,8 @@ pub struct SignalSettings {
     pub file_path: std::path::PathBuf,
     pub poll_interval: Duration,
     pub chunk_size: usize,
+    /// `--incremental-snapshot-read-only`: no watermark rows (read.only).
+    pub read_only: bool,
 }
 
 impl Default for SignalSettings {
@@ -72,6 +74,7 @@ impl Default for SignalSettings {
             file_path: "file-signals.txt".into(),
             poll_interval: Duration::from_millis(defaults::SIGNAL_POLL_INTERVAL_MS),
             chunk_size: defaults::INCREMENTAL_SNAPSHOT_CHUNK_SIZE,
+            read_only: false,
         }
     }
 }
@@ -138,6 +141,7 @@ fn resolve_signals(o: &RunOptions) -> Result<SignalSettings, ConfigError> {
     if let Some(n) = o.incremental_snapshot_chunk_size {
         settings.chunk_size = n.get();
     }
+    settings.read_only = o.incremental_snapshot_read_only.unwrap_or(false);
     Ok(settings)
 }
 

@@ -521,6 +521,8 @@ pub const CATALOG: &[Spec] = &[
                 watermarks (an open and a close row per chunk); set insert_insert or leave it out")),
         }
     }), "incremental snapshot watermarks: insert_insert"),
+    spec!("read.only", [], Connector, Some("false"), Native("incremental-snapshot-read-only"),
+        "incremental snapshots without watermark rows (nothing written to the database)"),
     spec!("incremental.snapshot.allow.schema.changes", [], Connector, None, NoEffect,
         "an outbox table's Relation is read again from the stream"),
     spec!("provide.transaction.metadata", [], Connector, Some("false"), Parsed(|c, d| {

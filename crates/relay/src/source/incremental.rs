@@ -90,6 +90,9 @@ pub struct Chunk {
     pub relation_id: u32,
     /// The key of the last row read: the next chunk reads after it.
     pub end_key: Vec<String>,
+    /// Read-only: the server's WAL position once the chunk was read. The chunk goes out
+    /// when the stream passed it (no watermark rows).
+    pub close_at: Option<Lsn>,
 }
 
 /// The incremental snapshot of one stream.
@@ -208,6 +211,27 @@ impl Incremental {
         self.progress.last_key = Some(chunk.end_key.clone());
         self.pending.push_back((commit, self.progress.clone()));
         Some(chunk)
+    }
+
+    /// Read-only: the chunk, once the stream reached `position` at or past the WAL position
+    /// it was read at.
+    pub fn passed(&mut self, position: Lsn) -> Option<Chunk> {
+        let ready = self
+            .chunk
+            .as_ref()
+            .and_then(|c| c.close_at)
+            .is_some_and(|at| at <= position);
+        if ready {
+            self.chunk.take()
+        } else {
+            None
+        }
+    }
+
+    /// A read-only chunk sent up to `key`, in the transaction confirmed at `commit`.
+    pub fn sent(&mut self, key: Vec<String>, commit: Lsn) {
+        self.progress.last_key = Some(key);
+        self.pending.push_back((commit, self.progress.clone()));
     }
 
     /// Progress reached at `commit` (the snapshot's end, a stop) to save once confirmed.
@@ -368,6 +392,7 @@ mod tests {
                 .collect(),
             relation_id: 7,
             end_key: vec![keys.last().unwrap().to_string()],
+            close_at: None,
         });
     }
 

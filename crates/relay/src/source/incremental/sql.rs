@@ -197,6 +197,25 @@ pub async fn write_watermark(
     Ok(())
 }
 
+/// The server's WAL position (its replay position on a standby): read-only incremental
+/// snapshots' window closes when the stream passed it.
+pub async fn wal_position(client: &tokio_postgres::Client) -> Result<pgoutput::Lsn, RelayError> {
+    let text: String = client
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            &[],
+        )
+        .await
+        .map_err(|e| {
+            RelayError::postgres("reading the server's WAL position", e, || {
+                "read.only incremental snapshots read pg_current_wal_lsn()".into()
+            })
+        })?
+        .get(0);
+    text.parse()
+        .map_err(|_| RelayError::misconfigured(format!("a WAL position PostgreSQL gave: {text:?}")))
+}
+
 fn progress_table(home: &TableName) -> String {
     format!(
         "{}.{}",

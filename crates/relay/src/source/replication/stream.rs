@@ -175,6 +175,8 @@ pub struct Streamer<'a, S: ChangeStream, P: Producer> {
     debezium_series: bool,
     /// Signals, and the incremental and blocking snapshots they start.
     signals: Option<Signals>,
+    /// The server's WAL end as the stream last reported it.
+    server_wal: Lsn,
 }
 
 /// The canaries a stream produces: the slot's own, to `topic`.
@@ -265,6 +267,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
             captured: Default::default(),
             debezium_series,
             signals: None,
+            server_wal: Lsn::ZERO,
         }
     }
 
@@ -446,7 +449,13 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                         self.on_signal(signal, at).await?;
                     }
                 }
-                _ = self.stuck_check.tick() => self.deliver.check_stuck(),
+                _ = self.stuck_check.tick() => {
+                    self.deliver.check_stuck();
+                    // An idle stream that already passed a read-only chunk's position.
+                    if !self.tracker.in_transaction() {
+                        self.stream_reached(self.server_wal).await?;
+                    }
+                }
                 _ = tick(&mut self.cleanup_flush), if self.cleanup.as_ref().is_some_and(|c| c.due()) => {
                     self.flush_cleanup().await?;
                 }
@@ -667,6 +676,9 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                             begun: false,
                             per_table: Vec::new(),
                         });
+                // A read-only incremental snapshot's chunk goes before a transaction that
+                // committed after it was read.
+                self.stream_reached(commit).await?;
             }
             Change::Commit {
                 end_lsn,
@@ -695,11 +707,16 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 if let Some(lsn) = self.tracker.commit(end_lsn) {
                     self.confirm(lsn);
                 }
+                self.stream_reached(end_lsn).await?;
             }
             Change::KeepAlive { wal_end } => {
                 self.metrics.set_server_wal(wal_end);
+                self.server_wal = self.server_wal.max(wal_end);
                 if let Some(lsn) = self.tracker.keepalive(wal_end) {
                     self.confirm(lsn);
+                }
+                if !self.tracker.in_transaction() {
+                    self.stream_reached(wal_end).await?;
                 }
             }
             Change::Data {
@@ -708,6 +725,7 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                 data,
             } => {
                 self.metrics.set_server_wal(wal_end);
+                self.server_wal = self.server_wal.max(wal_end);
                 if self.canary.as_ref().is_some_and(|c| c.owns(&data)) {
                     return self.on_canary_row(wal_start, &data).await;
                 }

@@ -199,7 +199,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                 conditions,
                 surrogate_key,
             } => {
-                if signals.settings.table.is_none() {
+                if signals.settings.table.is_none() && !signals.settings.read_only {
                     tracing::warn!("Incremental snapshot is not properly configured, either sinalling data collection is not provided or connector-specific snapshotting not set (signal.data.collection, --signal-table: the watermarks are written there)");
                     return Ok(());
                 }
@@ -326,21 +326,28 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
         if !signals.incremental.progress.running() || signals.incremental.paused {
             return Ok(());
         }
-        let Some(table) = signals.settings.table.clone() else {
-            return Ok(());
+        // Read-only: no watermark rows; the chunk's window is where the stream stands
+        // when it is read, up to the server's WAL position once it was read.
+        let read_only = signals.settings.read_only;
+        let table = match (read_only, signals.settings.table.clone()) {
+            (true, _) => None,
+            (false, Some(table)) => Some(table),
+            (false, None) => return Ok(()),
         };
         let chunk_id = uuid::Uuid::new_v4().to_string();
         let open_us = crate::metrics::now_ms() * 1000;
-        sql::write_watermark(
-            signals.client().await?,
-            &table,
-            (
-                &format!("{chunk_id}-open"),
-                signal::WINDOW_OPEN,
-                &signal::open_data(open_us),
-            ),
-        )
-        .await?;
+        if let Some(table) = &table {
+            sql::write_watermark(
+                signals.client().await?,
+                table,
+                (
+                    &format!("{chunk_id}-open"),
+                    signal::WINDOW_OPEN,
+                    &signal::open_data(open_us),
+                ),
+            )
+            .await?;
+        }
         loop {
             let signals = self.signals.as_mut().expect("signals");
             let Some(current) = signals.incremental.progress.current().cloned() else {
@@ -392,16 +399,28 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             }
         }
         let signals = self.signals.as_mut().expect("signals");
-        sql::write_watermark(
-            signals.client().await?,
-            &table,
-            (
-                &format!("{chunk_id}-close"),
-                signal::WINDOW_CLOSE,
-                &signal::close_data(open_us, crate::metrics::now_ms() * 1000),
-            ),
-        )
-        .await?;
+        match &table {
+            Some(table) => {
+                sql::write_watermark(
+                    signals.client().await?,
+                    table,
+                    (
+                        &format!("{chunk_id}-close"),
+                        signal::WINDOW_CLOSE,
+                        &signal::close_data(open_us, crate::metrics::now_ms() * 1000),
+                    ),
+                )
+                .await?;
+            }
+            None if signals.incremental.chunk.is_some() => {
+                let high = sql::wal_position(signals.client().await?).await?;
+                if let Some(chunk) = signals.incremental.chunk.as_mut() {
+                    chunk.open = true;
+                    chunk.close_at = Some(high);
+                }
+            }
+            None => {}
+        }
         let inc = &mut signals.incremental;
         if !inc.progress.running() {
             inc.reached(commit);
@@ -519,6 +538,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             rows,
             relation_id: INCREMENTAL_RELATION_ID,
             end_key,
+            close_at: None,
         });
         Ok(None)
     }
@@ -538,6 +558,41 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             };
             self.route_message(&LogicalMessage::Insert(insert), lsn, Some(event))
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// Read-only incremental snapshots: the stream reached `position` (a transaction committing
+    /// there begins, or the server's WAL end with no transaction open): the chunk read before
+    /// it goes out once the stream passed the WAL position it was read at, every change
+    /// streamed since its reading having had its chance to win over it. In the open
+    /// transaction when there is one, else in a transaction of its own.
+    pub(super) async fn stream_reached(&mut self, position: Lsn) -> Result<(), RelayError> {
+        let Some(chunk) = self
+            .signals
+            .as_mut()
+            .and_then(|s| s.incremental.passed(position))
+        else {
+            return Ok(());
+        };
+        let own = !self.tracker.in_transaction();
+        let at = if own {
+            self.tracker.confirmed()
+        } else {
+            self.commit
+        };
+        if own {
+            self.tracker.begin();
+        }
+        if let Some(signals) = self.signals.as_mut() {
+            signals.incremental.sent(chunk.end_key.clone(), at);
+        }
+        self.send_chunk(chunk, position).await?;
+        self.read_chunk().await?;
+        if own {
+            if let Some(lsn) = self.tracker.commit(at) {
+                self.confirm(lsn);
+            }
         }
         Ok(())
     }
