@@ -550,7 +550,7 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
 
     // Validate as Connect's ConnectorPluginsResource does: errors in the body, per option.
     let mut invalid = config.clone();
-    invalid["snapshot.mode"] = json!("initial_only");
+    invalid["snapshot.mode"] = json!("custom");
     let (code, validation) = send(
         "PUT",
         &format!("{url}/connector-plugins/PostgresConnector/config/validate"),
@@ -620,7 +620,7 @@ async fn debeziums_tutorial_curl_sequence_runs_unchanged() {
 
     // A bad configuration: 400 naming the option; the running one is untouched.
     let mut bad = config.clone();
-    bad["snapshot.mode"] = json!("initial_only");
+    bad["snapshot.mode"] = json!("custom");
     let (code, refused) = send(
         "PUT",
         &format!("{url}/connectors/inventory-connector/config"),

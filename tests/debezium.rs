@@ -2943,3 +2943,74 @@ async fn read_only_incremental_snapshots_write_nothing_and_are_debeziums() {
     relay.terminate(Duration::from_secs(20)).unwrap();
     drop(debezium);
 }
+
+/// `snapshot.mode=initial_only` beside Debezium: the rows already there, with Debezium's
+/// markers, and then nothing streamed; neither creates a slot, both stay up; the relay started
+/// again takes no second snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_only_snapshots_without_a_slot_as_debezium_does() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 5, 1, 2).await.unwrap();
+    let config = |side: &str| {
+        beside_debezium(
+            &stack,
+            side,
+            "io",
+            "public.outbox",
+            "row,",
+            serde_json::json!({
+                "snapshot.mode": "initial_only",
+                "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+                "transforms.row.fields": "source,op",
+                "transforms.row.headers": "src,op",
+                "transforms.row.operation": "copy",
+            }),
+        )
+    };
+    let debezium = ConnectStandalone::start(&json_worker(&stack), &[config("dbz")])
+        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), "io.json", config("relay"));
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    let logs = (&debezium, &relay);
+    let (dbz, ours) = rows_until(&stack, logs, |r| r.len() >= 5).await;
+    assert_eq!(ours, dbz);
+    let markers: Vec<&str> = ours.iter().map(|r| r.5.as_str()).collect();
+    assert_eq!(
+        markers.iter().filter(|m| **m == "last").count(),
+        1,
+        "{markers:?}"
+    );
+    relay
+        .wait_for_log(
+            "Streaming is disabled for snapshot mode initial_only",
+            Duration::from_secs(30),
+        )
+        .await;
+    // Nothing streamed: a new event reaches neither side.
+    insert_events(&stack.db, 5, 1, 1, 2).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(side_rows(&stack, "dbz").await.len(), 5);
+    assert_eq!(side_rows(&stack, "relay").await.len(), 5);
+    let slots: i64 = stack
+        .db
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('dbz_io', 'relay_io')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0, "neither side creates a slot");
+    assert!(relay.is_running(), "the relay stays up\n{}", relay.log());
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    // Started again: the snapshot was taken.
+    let mut again = stack.spawn_relay(&["--debezium-config", &path]);
+    again
+        .wait_for_log("the snapshot was taken before", Duration::from_secs(30))
+        .await;
+    assert_eq!(side_rows(&stack, "relay").await.len(), 5);
+    again.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}

@@ -105,15 +105,16 @@ pub struct RunOptions {
 
     /// Rows already in the outbox table: no-data (not relayed; the stream starts at the
     /// slot), initial (relayed once when the slot is created, from its exported snapshot,
-    /// before the stream) or always (relayed at every start, then the stream from the slot:
-    /// rows the slot still holds come twice) [default: no-data]. Debezium configs:
+    /// before the stream), always (relayed at every start, then the stream from the slot:
+    /// rows the slot still holds come twice) or initial-only (relayed once, no slot and no
+    /// stream: the relay then idles until stopped) [default: no-data]. Debezium configs:
     /// `snapshot.mode`. CDC mode only.
     #[arg(
         help_heading = "Source (PostgreSQL)",
         long,
         env = "OUTBOX_RELAY_SNAPSHOT_MODE",
         value_enum,
-        value_name = "no-data|initial|always"
+        value_name = "no-data|initial|always|initial-only"
     )]
     pub snapshot_mode: Option<super::SnapshotMode>,
 

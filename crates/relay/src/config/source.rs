@@ -319,6 +319,9 @@ pub enum SnapshotMode {
     /// snapshot of their own when the slot exists, then the stream from the slot, so rows
     /// the slot still holds come twice rather than not at all.
     Always,
+    /// Existing rows are emitted once, and nothing is streamed (Debezium's `initial_only`):
+    /// no slot is created; the relay then stays up, idle, until stopped.
+    InitialOnly,
 }
 
 /// A statement run at an interval on its own connection (Debezium's

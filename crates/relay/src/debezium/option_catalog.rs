@@ -388,9 +388,7 @@ pub const CATALOG: &[Spec] = &[
                 }
                 if option("snapshot.data")? { SnapshotMode::Always } else { SnapshotMode::NoData }
             }
-            "initial_only" => return Err(
-                "snapshot.mode=initial_only (a snapshot without a slot, and no stream) is not offered yet: use initial, \
-                 which streams after the snapshot".into()),
+            "initial_only" => SnapshotMode::InitialOnly,
             "custom" => return Err(format!(
                 "snapshot.mode=custom loads a Java Snapshotter by name (snapshot.mode.custom.name{}), which outbox-relay \
                  cannot run; use initial, always, when_needed, no_data or configuration_based",

@@ -7,6 +7,7 @@
 //! acknowledge, so a new session resends what the last one had in flight: nothing is lost.
 
 mod claim;
+mod initial_only;
 mod pg_stream;
 mod plan;
 mod server;
@@ -660,8 +661,8 @@ async fn stream_until_shutdown(
 /// snapshot exported with the slot; then the marker that says the snapshot is done. Debezium's
 /// notifications tell it: STARTED, IN_PROGRESS and TABLE_SCAN_COMPLETED for each table,
 /// COMPLETED, or ABORTED when it fails.
-async fn relay_snapshot(
-    streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
+async fn relay_snapshot<S: stream::ChangeStream>(
+    streamer: &mut Streamer<'_, S, KafkaProducer>,
     opening: &Opening,
     settings: &Settings,
     cdc: &CdcSettings,
@@ -686,8 +687,8 @@ async fn relay_snapshot(
     }
 }
 
-async fn relay_snapshot_tables(
-    streamer: &mut Streamer<'_, PgStream, KafkaProducer>,
+async fn relay_snapshot_tables<S: stream::ChangeStream>(
+    streamer: &mut Streamer<'_, S, KafkaProducer>,
     opening: &Opening,
     settings: &Settings,
     cdc: &CdcSettings,
@@ -908,7 +909,11 @@ impl Source for Replication<'_> {
     async fn session(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
         // Every line a session logs names its slot (and publication).
         let span = tracing::info_span!("session", slot = %self.cdc.slot, publication = %self.cdc.publication);
-        let result = self.run_session(shutdown).instrument(span).await;
+        let result = if self.cdc.snapshot == crate::config::SnapshotMode::InitialOnly {
+            self.initial_only(shutdown).instrument(span).await
+        } else {
+            self.run_session(shutdown).instrument(span).await
+        };
         if let Err(e) = &result {
             if e.consequence() == crate::error::Consequence::StandBy {
                 self.stood_by = true;
