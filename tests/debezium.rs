@@ -3014,3 +3014,166 @@ async fn initial_only_snapshots_without_a_slot_as_debezium_does() {
     again.terminate(Duration::from_secs(20)).unwrap();
     drop(debezium);
 }
+
+/// Every `snapshot.mode` Debezium documents that takes effect at a first start, beside
+/// Debezium on the same rows: `initial`, `when_needed`, `always` and `configuration_based`
+/// (`snapshot.data`) relay the rows already there with Debezium's markers, then stream;
+/// `no_data` streams only. Each mode's records are Debezium's, in order. (`never`, which
+/// Debezium 3.6 no longer takes, is `no_data` to the relay: checked against `no_data`'s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_snapshot_mode_starts_as_debeziums() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    insert_events(&stack.db, 0, 3, 1, 2).await.unwrap();
+    let based = "snapshot.mode.configuration.based";
+    let modes: Vec<(&str, serde_json::Value, usize)> = vec![
+        ("initial", serde_json::json!({}), 3),
+        ("when_needed", serde_json::json!({}), 3),
+        ("always", serde_json::json!({}), 3),
+        (
+            "configuration_based",
+            serde_json::json!({
+                format!("{based}.snapshot.data"): "true",
+                format!("{based}.snapshot.schema"): "true",
+                format!("{based}.start.stream"): "true",
+            }),
+            3,
+        ),
+        ("no_data", serde_json::json!({}), 0),
+    ];
+    let config = |side: &str, i: usize| {
+        let (mode, extra, _) = &modes[i];
+        let mut options = serde_json::json!({
+            "snapshot.mode": mode,
+            // One name per connector: Debezium registers its metrics under it.
+            "topic.prefix": format!("app{i}"),
+            "transforms.outbox.route.topic.replacement": format!("{side}_m{i}.${{routedByValue}}"),
+            "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.row.fields": "source,op",
+            "transforms.row.headers": "src,op",
+            "transforms.row.operation": "copy",
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            options[k] = v.clone();
+        }
+        beside_debezium(
+            &stack,
+            side,
+            &format!("m{i}"),
+            "public.outbox",
+            "row,",
+            options,
+        )
+    };
+    let debezium = ConnectStandalone::start(
+        &json_worker(&stack),
+        &(0..modes.len())
+            .map(|i| config("dbz", i))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut relays: Vec<RelayProcess> = (0..modes.len())
+        .map(|i| {
+            let path = write_config(dir.path(), &format!("m{i}.json"), config("relay", i));
+            stack.spawn_relay(&["--debezium-config", &path])
+        })
+        .collect();
+    for side in ["dbz", "relay"] {
+        for (i, relay) in relays.iter().enumerate() {
+            let slot = format!("{side}_m{i}");
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            loop {
+                let active: Option<bool> = stack
+                    .db
+                    .query_opt(
+                        "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                        &[&slot],
+                    )
+                    .await
+                    .unwrap()
+                    .map(|r| r.get(0));
+                if active == Some(true) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{slot} not streaming\n{}\n{}",
+                    debezium.log(),
+                    relay.log()
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+    // One event streamed to every mode.
+    insert_events(&stack.db, 3, 1, 1, 2).await.unwrap();
+    for (i, (mode, _, snapshotted)) in modes.iter().enumerate() {
+        let (dbz_side, our_side) = (format!("dbz_m{i}"), format!("relay_m{i}"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let (dbz, ours) = loop {
+            let d = side_rows(&stack, &dbz_side).await;
+            let o = side_rows(&stack, &our_side).await;
+            if d.len() > *snapshotted && o.len() > *snapshotted {
+                break (d, o);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode}: Debezium {d:#?}\nthe relay {o:#?}\n{}",
+                relays[i].log()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (dbz, ours) = if dbz.len() == ours.len() {
+            (dbz, ours)
+        } else {
+            (
+                side_rows(&stack, &dbz_side).await,
+                side_rows(&stack, &our_side).await,
+            )
+        };
+        assert_eq!(ours, dbz, "{mode}");
+        let read = ours.iter().filter(|r| r.4 == "r").count();
+        assert_eq!(read, *snapshotted, "{mode}: {ours:#?}");
+        assert_eq!(ours.len(), snapshotted + 1, "{mode}: {ours:#?}");
+    }
+    // `never`: as `no_data`.
+    let no_data = modes.iter().position(|m| m.0 == "no_data").unwrap();
+    let mut never = beside_debezium(
+        &stack,
+        "relay",
+        "never",
+        "public.outbox",
+        "row,",
+        serde_json::json!({
+            "snapshot.mode": "never",
+            "transforms.outbox.route.topic.replacement": "relay_never.${routedByValue}",
+            "transforms.row.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.row.fields": "source,op",
+            "transforms.row.headers": "src,op",
+            "transforms.row.operation": "copy",
+        }),
+    );
+    never["config"]["topic.prefix"] = serde_json::json!(format!("app{no_data}"));
+    let path = write_config(dir.path(), "never.json", never);
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    stack.wait_for_slot("relay_never", &relay).await;
+    insert_events(&stack.db, 4, 1, 1, 2).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = side_rows(&stack, "relay_never").await;
+        if !rows.is_empty() {
+            assert_eq!(rows.len(), 1, "{rows:#?}");
+            assert_eq!(rows[0].3, event_uuid(4));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    for relay in &mut relays {
+        relay.terminate(Duration::from_secs(20)).unwrap();
+    }
+    drop(debezium);
+}
