@@ -89,6 +89,12 @@ impl AckTracker {
         Seq(self.base)
     }
 
+    /// The number the next event gets: every event registered so far is numbered before it.
+    /// Once [`Self::delivered_before`] reaches it, all of them were acknowledged.
+    pub fn next_seq(&self) -> Seq {
+        Seq(self.produced_total())
+    }
+
     /// Every event registered so far has been acknowledged.
     pub fn all_delivered(&self) -> bool {
         self.delivered.is_empty()

@@ -139,14 +139,15 @@ pub async fn write(
             let client = crate::source::postgres::Database::for_writes(settings)
                 .connect()
                 .await?;
+            let literal = postgres_protocol::escape::escape_literal;
             client
-                .execute(
-                    &format!(
-                        "INSERT INTO {} VALUES ($1, $2, $3)",
-                        crate::source::sql_rows::qualified(table)
-                    ),
-                    &[&signal.id, &signal.kind, &data],
-                )
+                .batch_execute(&format!(
+                    "INSERT INTO {} VALUES ({}, {}, {})",
+                    crate::source::sql_rows::qualified(table),
+                    literal(signal.id.as_deref().unwrap_or_default()),
+                    literal(&signal.kind),
+                    literal(&data)
+                ))
                 .await
                 .map_err(|e| {
                     RelayError::postgres("writing the signal", e, || {

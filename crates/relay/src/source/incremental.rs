@@ -11,14 +11,15 @@
 //! close watermark's transaction: its position is confirmed only once Kafka has them.
 //!
 //! Progress (the tables left, the last key sent, the maximum key) is saved in the relay's own
-//! table `outbox_relay_incremental_snapshots` once the position of the chunk that reached it
-//! is confirmed. A restart reads on from there: a chunk sent but not confirmed is sent again,
-//! never skipped.
+//! table `outbox_relay_incremental_snapshots` once Kafka acknowledged every event sent before
+//! it was reached (the rows of the chunk that reached it among them). A restart reads on from
+//! there: a chunk sent but not acknowledged is sent again, never skipped.
 //!
 //! This file is the state, pure; `sql` reads chunks and writes watermarks and progress.
 
 pub mod sql;
 
+use crate::deliver::Seq;
 use pgoutput::{Insert, Lsn, Relation};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -108,9 +109,10 @@ pub struct Incremental {
     relations: Vec<Relation>,
     /// The current table's key columns, by name.
     pub key_columns: Vec<String>,
-    /// Progress reached at a position, saved once that position is confirmed.
-    pending: VecDeque<(Lsn, Progress)>,
-    /// Confirmed progress not saved yet.
+    /// Progress reached once the events numbered before a [`Seq`] were sent, saved once they
+    /// were all acknowledged.
+    pending: VecDeque<(Seq, Progress)>,
+    /// Acknowledged progress not saved yet.
     due: Option<Progress>,
 }
 
@@ -199,18 +201,13 @@ impl Incremental {
         }
     }
 
-    /// The close watermark `id` came back at the transaction committing at `commit`: the
-    /// chunk's rows left to send (none when it is not the chunk's).
-    pub fn closed(&mut self, id: &str, commit: Lsn) -> Option<Chunk> {
+    /// The close watermark `id` came back: the chunk's rows left to send (none when it is not
+    /// the chunk's). Once they are sent, [`Self::sent`].
+    pub fn closed(&mut self, id: &str) -> Option<Chunk> {
         if !self.chunk.as_ref().is_some_and(|c| id.starts_with(&c.id)) {
             return None;
         }
-        let chunk = self.chunk.take()?;
-        // Rows the stream changed in the window were sent by the stream: the chunk is
-        // sent up to its last row read.
-        self.progress.last_key = Some(chunk.end_key.clone());
-        self.pending.push_back((commit, self.progress.clone()));
-        Some(chunk)
+        self.chunk.take()
     }
 
     /// Read-only: the chunk, once the stream reached `position` at or past the WAL position
@@ -228,20 +225,28 @@ impl Incremental {
         }
     }
 
-    /// A read-only chunk sent up to `key`, in the transaction confirmed at `commit`.
-    pub fn sent(&mut self, key: Vec<String>, commit: Lsn) {
-        self.progress.last_key = Some(key);
-        self.pending.push_back((commit, self.progress.clone()));
+    /// A chunk's rows were handed over, numbered before `next`: the chunk is sent up to its
+    /// last row read (rows the stream changed in the window were sent by the stream), saved
+    /// once they are acknowledged.
+    pub fn sent(&mut self, end_key: Vec<String>, next: Seq) {
+        self.progress.last_key = Some(end_key);
+        self.reached(next);
     }
 
-    /// Progress reached at `commit` (the snapshot's end, a stop) to save once confirmed.
-    pub fn reached(&mut self, commit: Lsn) {
-        self.pending.push_back((commit, self.progress.clone()));
+    /// Progress reached (a start, a table done, a stop, the end) once the events numbered
+    /// before `next` were handed over: saved once they are acknowledged.
+    pub fn reached(&mut self, next: Seq) {
+        self.pending.push_back((next, self.progress.clone()));
     }
 
-    /// Positions before `confirmed` are confirmed: their progress is due to be saved.
-    pub fn confirmed(&mut self, confirmed: Lsn) {
-        while self.pending.front().is_some_and(|(at, _)| *at <= confirmed) {
+    /// Every event numbered before `delivered_before` was acknowledged: the progress reached
+    /// after them is due to be saved.
+    pub fn acknowledged(&mut self, delivered_before: Seq) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(at, _)| *at <= delivered_before)
+        {
             self.due = self.pending.pop_front().map(|(_, p)| p);
         }
     }
@@ -410,25 +415,37 @@ mod tests {
             !inc.deduplicate(&LogicalMessage::Insert(insert(43, "1"))),
             "another table"
         );
-        assert!(inc.closed("c0-close", Lsn::from_u64(10)).is_none());
-        let sent = inc.closed("c1-close", Lsn::from_u64(10)).unwrap();
+        assert!(inc.closed("c0-close").is_none());
+        let sent = inc.closed("c1-close").unwrap();
         let keys: Vec<_> = sent.rows.iter().map(|(k, _)| k[0].as_str()).collect();
         assert_eq!(keys, ["1", "3"]);
         assert!(!inc.window_open());
     }
 
-    /// Progress is saved only once the position that reached it is confirmed.
+    /// Progress is saved only once every event sent before it was reached is acknowledged:
+    /// the chunk's rows, and whatever the stream sent before them.
     #[test]
-    fn progress_is_due_once_its_position_is_confirmed() {
+    fn progress_is_due_once_the_rows_before_it_are_acknowledged() {
+        let mut tracker = crate::deliver::AckTracker::new(Lsn::ZERO);
+        let earlier = tracker.produced();
         let mut inc = running(&["public.outbox"]);
-        chunk(&mut inc, "c1", &["1"]);
+        chunk(&mut inc, "c1", &["1", "2"]);
         inc.opened("c1-open");
-        inc.closed("c1-close", Lsn::from_u64(100)).unwrap();
-        inc.confirmed(Lsn::from_u64(99));
-        assert!(inc.take_due().is_none());
-        inc.confirmed(Lsn::from_u64(100));
+        let sent = inc.closed("c1-close").unwrap();
+        let rows: Vec<_> = sent.rows.iter().map(|_| tracker.produced()).collect();
+        inc.sent(sent.end_key.clone(), tracker.next_seq());
+        for ticket in rows {
+            let _ = tracker.delivered(ticket);
+        }
+        inc.acknowledged(tracker.delivered_before());
+        assert!(
+            inc.take_due().is_none(),
+            "an earlier event is still in flight"
+        );
+        let _ = tracker.delivered(earlier);
+        inc.acknowledged(tracker.delivered_before());
         let due = inc.take_due().unwrap();
-        assert_eq!(due.last_key, Some(vec!["1".to_owned()]));
+        assert_eq!(due.last_key, Some(vec!["2".to_owned()]));
         assert!(inc.take_due().is_none());
     }
 

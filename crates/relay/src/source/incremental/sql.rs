@@ -177,14 +177,16 @@ pub async fn write_watermark(
     signal_table: &TableName,
     (id, kind, data): (&str, &str, &str),
 ) -> Result<(), RelayError> {
+    // Literals, not text parameters: PostgreSQL gives them the columns' own types (a signal
+    // table may keep `data` as jsonb, `id` as uuid text), as Debezium's JDBC strings get.
     client
-        .execute(
-            &format!(
-                "INSERT INTO {} VALUES ($1, $2, $3)",
-                sql_rows::qualified(signal_table)
-            ),
-            &[&id, &kind, &data],
-        )
+        .batch_execute(&format!(
+            "INSERT INTO {} VALUES ({}, {}, {})",
+            sql_rows::qualified(signal_table),
+            escape_literal(id),
+            escape_literal(kind),
+            escape_literal(data)
+        ))
         .await
         .map_err(|e| {
             RelayError::postgres("writing an incremental snapshot's watermark", e, || {
@@ -202,7 +204,9 @@ pub async fn write_watermark(
 pub async fn wal_position(client: &tokio_postgres::Client) -> Result<pgoutput::Lsn, RelayError> {
     let text: String = client
         .query_one(
-            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            // The insert position: every commit the chunk's reading saw was inserted before it
+            // (the write position can lag behind with synchronous_commit=off).
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text",
             &[],
         )
         .await

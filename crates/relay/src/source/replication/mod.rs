@@ -503,7 +503,7 @@ fn signals_for_session(
         opening.home.clone(),
         opening.incremental.clone(),
         (inbox, tasks),
-        cdc.signals.chunk_size,
+        cdc.snapshot_fetch_size,
     )
 }
 

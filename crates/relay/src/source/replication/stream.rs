@@ -325,7 +325,11 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
         while !self.has_room() {
             tokio::select! {
                 acknowledged = self.deliver.next_acknowledged() => {
-                    let _ = self.tracker.delivered(acknowledged?);
+                    // While streaming (an incremental snapshot's chunk), what this allows is
+                    // confirmed as anywhere else.
+                    if let Some(lsn) = self.tracker.delivered(acknowledged?) {
+                        self.confirm(lsn);
+                    }
                 }
                 _ = self.stuck_check.tick() => self.deliver.check_stuck(),
             }
@@ -444,9 +448,19 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
                     }
                 }
                 signal = next_signal(&mut self.signals), if inbox => {
-                    if let Some(signal) = signal {
-                        let at = self.tracker.confirmed();
-                        self.on_signal(signal, at).await?;
+                    match signal {
+                        // Watermarks count only from the signal table, in the stream's order.
+                        Some(signal) if matches!(signal.kind.as_str(), crate::source::signal::WINDOW_OPEN | crate::source::signal::WINDOW_CLOSE) => {}
+                        Some(signal) => {
+                            let at = self.tracker.confirmed();
+                            self.on_signal(signal, at).await?;
+                        }
+                        // The channels' tasks ended: nothing more comes from them.
+                        None => {
+                            if let Some(signals) = self.signals.as_mut() {
+                                signals.inbox = None;
+                            }
+                        }
                     }
                 }
                 _ = self.stuck_check.tick() => {
@@ -647,9 +661,6 @@ impl<'a, S: ChangeStream, P: Producer> Streamer<'a, S, P> {
     /// Reports `lsn` to the source: to the replication connection, and as the position the
     /// next session resumes from.
     fn report(&mut self, lsn: Lsn) {
-        if let Some(signals) = &mut self.signals {
-            signals.incremental.confirmed(lsn);
-        }
         self.reported = self.reported.max(lsn);
         self.stream.confirm(lsn);
         self.confirmations.confirmed(lsn);

@@ -78,17 +78,27 @@ pub fn spawn_kafka(
             return;
         }
         tracing::info!(%topic, "reading signals from Kafka");
+        // After an error, waits doubling from 1 s to a minute; warned once per kind of error.
+        let mut backoff = std::time::Duration::from_secs(1);
+        let mut warned: Option<String> = None;
         loop {
             match consumer.recv().await {
                 Ok(record) => {
+                    backoff = std::time::Duration::from_secs(1);
+                    warned = None;
                     let read = super::from_kafka(record.key(), record.payload(), &name);
                     if !forward(read, &to, &topic) {
                         return;
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(%topic, "the Kafka signal channel: {e}");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    let kind = format!("{:?}", e.rdkafka_error_code());
+                    if warned.as_deref() != Some(kind.as_str()) {
+                        tracing::warn!(%topic, "the Kafka signal channel: {e}; trying again");
+                        warned = Some(kind);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(60));
                     // Assigned again: a failed fetch of the group's offset (a coordinator
                     // still loading) is not retried by itself.
                     let _ = consumer.assign(&partitions);
@@ -98,27 +108,38 @@ pub fn spawn_kafka(
     }))
 }
 
-/// Reads the file channel every `poll_interval`: its lines, then the file emptied.
+/// Reads the file channel every `poll_interval`: the file is taken aside (renamed, so that a
+/// line appended meanwhile goes to a new file, not lost), its lines read, and it is left
+/// empty, as Debezium leaves it.
 pub fn spawn_file(settings: &SignalSettings, to: UnboundedSender<Signal>) -> AbortOnDrop {
     let path = settings.file_path.clone();
     let every = settings.poll_interval;
     AbortOnDrop(tokio::spawn(async move {
         tracing::info!(path = %path.display(), "reading signals from a file");
+        let mut taken = path.clone().into_os_string();
+        taken.push(".reading");
+        let taken = std::path::PathBuf::from(taken);
+        let channel = path.display().to_string();
         loop {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                if !text.trim().is_empty() {
-                    if let Err(e) = std::fs::write(&path, b"") {
-                        tracing::warn!(path = %path.display(), "the signal file cannot be emptied ({e}): its signals are not run, so that none runs twice");
-                    } else {
-                        for line in text.lines() {
-                            if !forward(
-                                super::from_file_line(line),
-                                &to,
-                                &path.display().to_string(),
-                            ) {
+            let nonempty = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
+            if nonempty {
+                match std::fs::rename(&path, &taken) {
+                    Ok(()) => {
+                        let bytes = std::fs::read(&taken).unwrap_or_default();
+                        let _ = std::fs::remove_file(&taken);
+                        // Empty again, unless a writer made a new one meanwhile.
+                        let _ = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(&path);
+                        for line in String::from_utf8_lossy(&bytes).lines() {
+                            if !forward(super::from_file_line(line), &to, &channel) {
                                 return;
                             }
                         }
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), "the signal file cannot be taken aside ({e}): its signals wait")
                     }
                 }
             }

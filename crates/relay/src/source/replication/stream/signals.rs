@@ -15,6 +15,13 @@ use std::sync::Arc;
 /// never reach it; the initial snapshot's count down from `u32::MAX`).
 pub const INCREMENTAL_RELATION_ID: u32 = u32::MAX - 4096;
 
+/// How long reading one chunk (its watermarks, its rows) may take before the connection is
+/// taken for lost.
+const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Read-only chunks sent one after the other when the stream already passed each.
+const READ_ONLY_CHUNKS_AT_ONCE: usize = 64;
+
 /// What `Incremental Snapshot` notifications are called.
 const INCREMENTAL: &str = "Incremental Snapshot";
 /// Blocking snapshots tell as initial snapshots do, as Debezium's.
@@ -38,9 +45,11 @@ pub struct Signals {
     /// The table whose Relation the chunk rows were last routed under, and its key columns
     /// with their types.
     described: Option<(String, Vec<(String, String)>)>,
+    /// The Relation routed last under [`INCREMENTAL_RELATION_ID`].
+    routed: Option<Relation>,
     /// Signals of the Kafka and file channels.
     pub inbox: Option<tokio::sync::mpsc::UnboundedReceiver<Signal>>,
-    /// Rows per chunk, and per blocking snapshot fetch.
+    /// Rows a blocking snapshot fetches at most per round trip (`snapshot.fetch.size`).
     fetch_size: usize,
     /// The tasks reading the Kafka and file channels, ended with the session.
     _channels: Vec<crate::source::session::AbortOnDrop>,
@@ -71,6 +80,7 @@ impl Signals {
             slot,
             home,
             described: None,
+            routed: None,
             inbox,
             fetch_size,
             _channels: channels,
@@ -101,7 +111,13 @@ impl Signals {
 
     async fn client(&mut self) -> Result<&tokio_postgres::Client, RelayError> {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {
-            self.client = Some(self.database.connect().await?);
+            let client = self.database.connect().await?;
+            // A statement of the snapshot never holds the stream for long.
+            client
+                .batch_execute("SET statement_timeout = '60s'")
+                .await
+                .map_err(|e| RelayError::postgres("setting statement_timeout", e, String::new))?;
+            self.client = Some(client);
         }
         Ok(self.client.as_ref().expect("connected"))
     }
@@ -109,6 +125,21 @@ impl Signals {
     fn known_ids(&self) -> Vec<String> {
         self.known.iter().map(ToString::to_string).collect()
     }
+}
+
+/// Whether a snapshot's failure ends the session rather than the snapshot alone: a lost
+/// connection or broker (the next session reads on), or what ends streaming too. Any other
+/// (a privilege, a filter or a signal table PostgreSQL refuses) can never succeed by trying
+/// again: the snapshot is ABORTED and the stream goes on.
+fn ends_the_session(error: &RelayError) -> bool {
+    matches!(
+        error,
+        RelayError::ConnectionLost(_)
+            | RelayError::BrokerUnavailable(_)
+            | RelayError::RegistryUnavailable(_)
+            | RelayError::Misconfiguration(_)
+            | RelayError::Undecodable { .. }
+    )
 }
 
 /// Debezium's offset as its `log` signal prints it.
@@ -179,7 +210,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                 signals.incremental.opened(&id);
             }
             Action::WindowClose => {
-                if let Some(chunk) = signals.incremental.closed(&id, self.commit) {
+                if let Some(chunk) = signals.incremental.closed(&id) {
                     self.send_chunk(chunk, lsn).await?;
                     self.read_chunk().await?;
                 }
@@ -211,11 +242,23 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                 );
                 let progress = &mut signals.incremental.progress;
                 let was_running = progress.running();
+                if was_running && signal.id.is_some() && progress.correlation_id == signal.id {
+                    // The same signal read again (its transaction replayed after a restart
+                    // resumed the snapshot it started).
+                    return Ok(());
+                }
                 progress.correlation_id = signal.id.clone();
+                let added: Vec<_> = added
+                    .into_iter()
+                    .filter(|c| !progress.collections.contains(c))
+                    .collect();
                 progress.collections.extend(added.iter().cloned());
                 if was_running {
                     return Ok(());
                 }
+                // Saved at once (once what was sent before is acknowledged): a restart before
+                // the first chunk still takes the snapshot.
+                signals.incremental.reached(self.tracker.next_seq());
                 let names = added
                     .iter()
                     .map(|c| c.id.as_str())
@@ -287,15 +330,51 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
         Ok(())
     }
 
+    /// Debezium's `readChunk` (see [`Self::read_next_chunk`]), bounded in time. A failure
+    /// that another session cannot mend (a privilege, a signal table that takes no text, a
+    /// filter PostgreSQL refuses) ends the snapshot, ABORTED, and the stream goes on; a lost
+    /// connection or broker ends the session, which resumes the snapshot from its progress.
+    async fn read_chunk(&mut self) -> Result<(), RelayError> {
+        let read = tokio::time::timeout(CHUNK_TIMEOUT, self.read_next_chunk()).await;
+        let error = match read {
+            Ok(Ok(())) => return Ok(()),
+            Err(_) => {
+                if let Some(signals) = self.signals.as_mut() {
+                    // A connection that may hang: a new one next time.
+                    signals.client = None;
+                }
+                return Err(RelayError::ConnectionLost(anyhow::anyhow!(
+                    "an incremental snapshot's chunk took more than {} s to read",
+                    CHUNK_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(Err(e)) => e,
+        };
+        if ends_the_session(&error) {
+            return Err(error);
+        }
+        let Some(signals) = self.signals.as_mut() else {
+            return Err(error);
+        };
+        tracing::error!("the incremental snapshot is aborted: {error}");
+        let inc = &mut signals.incremental;
+        let (id, names) = (inc.progress.correlation_id.clone(), inc.progress.ids());
+        inc.chunk = None;
+        inc.progress = incremental::Progress::default();
+        inc.reached(self.tracker.next_seq());
+        self.notify_as(
+            INCREMENTAL,
+            id,
+            "ABORTED",
+            vec![("data_collections", names)],
+        )
+        .await
+    }
+
     /// Debezium's `readChunk`: the stops asked for applied, then (unless paused) the open
     /// watermark, the next chunk of the current table (tables with nothing left reported and
     /// passed), the close watermark.
-    async fn read_chunk(&mut self) -> Result<(), RelayError> {
-        let commit = if self.tracker.in_transaction() {
-            self.commit
-        } else {
-            self.tracker.confirmed()
-        };
+    async fn read_next_chunk(&mut self) -> Result<(), RelayError> {
         let Some(signals) = self.signals.as_mut() else {
             return Ok(());
         };
@@ -305,7 +384,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
         let (removed, _) = inc.apply_stops();
         if !removed.is_empty() {
             let done = !inc.progress.running();
-            inc.reached(commit);
+            inc.reached(self.tracker.next_seq());
             if done {
                 self.notify_as(INCREMENTAL, id.clone(), "COMPLETED", Vec::new())
                     .await?;
@@ -423,7 +502,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
         }
         let inc = &mut signals.incremental;
         if !inc.progress.running() {
-            inc.reached(commit);
+            inc.reached(self.tracker.next_seq());
             if was_running {
                 self.notify_as(INCREMENTAL, id, "COMPLETED", Vec::new())
                     .await?;
@@ -470,16 +549,8 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                     return Ok(Some("NO_PRIMARY_KEY"));
                 }
             };
-            let relation =
-                crate::source::sql_rows::relation(client, &table, INCREMENTAL_RELATION_ID).await?;
             signals.described = Some((current.id.clone(), columns.clone()));
             signals.incremental.key_columns = columns.into_iter().map(|(n, _)| n).collect();
-            self.route_message(
-                &LogicalMessage::Relation(relation),
-                self.tracker.confirmed(),
-                None,
-            )
-            .await?;
         }
         let signals = self.signals.as_mut().expect("signals");
         let columns = signals
@@ -506,6 +577,18 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             INCREMENTAL_RELATION_ID,
         )
         .await?;
+        // Routed again whenever the table changed (an ALTER TABLE meanwhile): the rows read
+        // are the table's as it is now.
+        if signals.routed.as_ref() != Some(&relation) {
+            signals.routed = Some(relation.clone());
+            self.route_message(
+                &LogicalMessage::Relation(relation.clone()),
+                self.tracker.confirmed(),
+                None,
+            )
+            .await?;
+        }
+        let signals = self.signals.as_mut().expect("signals");
         let progress = &signals.incremental.progress;
         let max = progress.max_key.clone().unwrap_or_default();
         let after = progress.last_key.clone();
@@ -547,6 +630,7 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
     /// the close watermark's position, in its transaction.
     async fn send_chunk(&mut self, chunk: Chunk, lsn: Lsn) -> Result<(), RelayError> {
         let name: Arc<str> = format!("incremental-{}", chunk.id).into();
+        let end_key = chunk.end_key.clone();
         for (row, (_, insert)) in chunk.rows.into_iter().enumerate() {
             self.make_room().await?;
             if self.router.wants_position() {
@@ -559,6 +643,11 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             self.route_message(&LogicalMessage::Insert(insert), lsn, Some(event))
                 .await?;
         }
+        // Saved once these rows, and everything sent before them, are acknowledged.
+        let next = self.tracker.next_seq();
+        if let Some(signals) = self.signals.as_mut() {
+            signals.incremental.sent(end_key, next);
+        }
         Ok(())
     }
 
@@ -568,40 +657,42 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
     /// streamed since its reading having had its chance to win over it. In the open
     /// transaction when there is one, else in a transaction of its own.
     pub(super) async fn stream_reached(&mut self, position: Lsn) -> Result<(), RelayError> {
-        let Some(chunk) = self
-            .signals
-            .as_mut()
-            .and_then(|s| s.incremental.passed(position))
-        else {
-            return Ok(());
-        };
-        let own = !self.tracker.in_transaction();
-        let at = if own {
-            self.tracker.confirmed()
-        } else {
-            self.commit
-        };
-        if own {
-            self.tracker.begin();
-        }
-        if let Some(signals) = self.signals.as_mut() {
-            signals.incremental.sent(chunk.end_key.clone(), at);
-        }
-        self.send_chunk(chunk, position).await?;
-        self.read_chunk().await?;
-        if own {
-            if let Some(lsn) = self.tracker.commit(at) {
-                self.confirm(lsn);
+        // On a quiet database the next chunk may be passed already when it is read.
+        for _ in 0..READ_ONLY_CHUNKS_AT_ONCE {
+            let Some(chunk) = self
+                .signals
+                .as_mut()
+                .and_then(|s| s.incremental.passed(position))
+            else {
+                return Ok(());
+            };
+            // Its own transaction at the confirmed position outside the stream's, as a
+            // heartbeat's: it confirms nothing new.
+            let own = !self.tracker.in_transaction();
+            let at = self.tracker.confirmed();
+            if own {
+                self.tracker.begin();
+            }
+            self.send_chunk(chunk, position).await?;
+            self.read_chunk().await?;
+            if own {
+                if let Some(lsn) = self.tracker.commit(at) {
+                    self.confirm(lsn);
+                }
             }
         }
         Ok(())
     }
 
-    /// Saves the incremental snapshot's progress whose position is confirmed.
+    /// Saves the incremental snapshot's progress once every event sent before it was reached
+    /// is acknowledged.
     pub(super) async fn save_progress(&mut self) -> Result<(), RelayError> {
         let Some(signals) = self.signals.as_mut() else {
             return Ok(());
         };
+        signals
+            .incremental
+            .acknowledged(self.tracker.delivered_before());
         let Some(progress) = signals.incremental.take_due() else {
             return Ok(());
         };
@@ -701,8 +792,18 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
                 self.notify_as(BLOCKING, None, "COMPLETED", Vec::new())
                     .await
             }
+            Err(e) if ends_the_session(&e) => {
+                // Told if it can be, soon: the error itself ends the session (a signal from
+                // the signal table comes again with its unconfirmed transaction).
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    self.notify_as(BLOCKING, None, "ABORTED", Vec::new()),
+                )
+                .await;
+                Err(e)
+            }
             Err(e) => {
-                tracing::warn!("the blocking snapshot failed ({e}); streaming goes on");
+                tracing::error!("the blocking snapshot is aborted ({e}); streaming goes on");
                 self.notify_as(BLOCKING, None, "ABORTED", Vec::new()).await
             }
         }
