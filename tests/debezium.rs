@@ -3177,3 +3177,68 @@ async fn every_snapshot_mode_starts_as_debeziums() {
     }
     drop(debezium);
 }
+
+/// The initial snapshot's notifications for three outbox tables, one of them empty, beside
+/// Debezium: STARTED, then IN_PROGRESS and TABLE_SCAN_COMPLETED for each table in
+/// Debezium's order, with its `data_collections` (a HashSet's order while in progress), then
+/// COMPLETED; each notification's data as Debezium's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_snapshot_notifications_of_several_tables_are_debeziums() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    for (table, rows) in [("outbox_x", 2u64), ("outbox_y", 0), ("outbox_z", 3)] {
+        stack
+            .db
+            .batch_execute(&format!(
+                "CREATE TABLE public.{table} (LIKE public.outbox INCLUDING ALL);
+                 INSERT INTO public.{table} (id, aggregate_type, aggregate_id, event_type, payload)
+                 SELECT gen_random_uuid(), upper(right('{table}', 1)), 'k' || g, 'Created',
+                        jsonb_build_object('n', g)
+                 FROM generate_series(1, {rows}) g;"
+            ))
+            .await
+            .unwrap();
+    }
+    let config = |side: &str| {
+        beside_debezium(
+            &stack,
+            side,
+            "three",
+            "public.outbox_x,public.outbox_y,public.outbox_z",
+            "",
+            serde_json::json!({
+                "notification.enabled.channels": "sink",
+                "notification.sink.topic.name": format!("{side}.notifications"),
+            }),
+        )
+    };
+    let debezium = ConnectStandalone::start(&json_worker(&stack), &[config("dbz")])
+        .unwrap_or_else(|e| panic!("Debezium: {e:#}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), "three.json", config("relay"));
+    let mut relay = stack.spawn_relay(&["--debezium-config", &path]);
+    let logs = (&debezium, &relay);
+    let (dbz, ours) = notes_until(&stack, logs, "Initial Snapshot", |n| {
+        note_kinds(n).contains(&"COMPLETED".to_owned())
+    })
+    .await;
+    let plain = |n: &[Note]| -> Vec<(serde_json::Value, serde_json::Value)> {
+        n.iter().map(|n| (n.1.clone(), n.2.clone())).collect()
+    };
+    assert_eq!(plain(&ours), plain(&dbz));
+    assert_eq!(
+        note_kinds(&ours),
+        [
+            "STARTED",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED"
+        ]
+    );
+    relay.terminate(Duration::from_secs(20)).unwrap();
+    drop(debezium);
+}
