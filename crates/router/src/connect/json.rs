@@ -9,138 +9,158 @@
 
 /// Appends `text` as a JSON string literal, quotes included, as JsonConverter writes it.
 pub fn write_string(out: &mut Vec<u8>, text: &str) {
-    write_escaped(out, text, true);
+    write_escaped::<true>(out, text);
 }
 
 /// Appends `text` as a JSON string literal as Jackson writes it to a `String`
 /// (`ObjectMapper.writeValueAsString`): characters outside the BMP as they are.
 pub fn write_string_as_text(out: &mut Vec<u8>, text: &str) {
-    write_escaped(out, text, false);
+    write_escaped::<false>(out, text);
 }
 
-/// Whether any of the eight bytes of `word` may need an escape: a control character, a
-/// quote, a backslash, or (with `escape_astral`) the lead byte of a 4-byte UTF-8 sequence. Never false
-/// for a word that holds one (the byte-wise tests of "Bit Twiddling Hacks": a byte less than
-/// 0x20, a byte equal to one given, as one test each over the whole word).
-fn may_need_escape(word: u64, escape_astral: bool) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    let astral = escape_astral && zero_byte((word & (ONES * 0xF0)) ^ (ONES * 0xF0));
-    control
-        || zero_byte(word ^ (ONES * u64::from(b'"')))
-        || zero_byte(word ^ (ONES * u64::from(b'\\')))
-        || astral
+/// Whether `b` is a byte JsonConverter escapes: a control character, a quote, a backslash, or
+/// (with `ESCAPE_ASTRAL`) the lead byte of a 4-byte UTF-8 sequence (a character outside the
+/// BMP; in a `&str`, bytes of 0xF0 and more are only those).
+#[inline(always)]
+fn special<const ESCAPE_ASTRAL: bool>(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\' || (ESCAPE_ASTRAL && b >= 0xF0)
 }
 
-/// Where the run of bytes from `from` that needs no escape ends, to the last whole block of
-/// 16: the first block holding a control character, a quote, a backslash or (with
-/// `escape_astral`) a byte of 0xF0 or more is where it stops (SSE2, which every x86-64 CPU
-/// has: four comparisons and a mask per block).
+/// The bytes of the 16 from `at` that need an escape, one bit each (bit 0: `bytes[at]`): four
+/// comparisons and a mask per block (SSE2, which every x86-64 CPU has).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-fn clean_run(bytes: &[u8], from: usize, escape_astral: bool) -> usize {
+#[inline(always)]
+fn specials16<const ESCAPE_ASTRAL: bool>(bytes: &[u8], at: usize) -> u32 {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
     };
-    let mut i = from;
-    // SAFETY: SSE2 is part of x86-64, and every load reads 16 bytes inside `bytes`
-    // (`i + 16 <= bytes.len()`), unaligned loads allowed.
+    assert!(at + 16 <= bytes.len());
+    // SAFETY: SSE2 is part of x86-64; the load reads the 16 bytes from `at`, inside `bytes`
+    // (checked above), unaligned loads allowed.
     unsafe {
+        let v = _mm_loadu_si128(bytes.as_ptr().add(at).cast::<__m128i>());
         let last_control = _mm_set1_epi8(0x1F);
-        let quote = _mm_set1_epi8(b'"' as i8);
-        let backslash = _mm_set1_epi8(b'\\' as i8);
-        let astral = _mm_set1_epi8(0xF0u8 as i8);
-        while i + 16 <= bytes.len() {
-            let v = _mm_loadu_si128(bytes.as_ptr().add(i).cast::<__m128i>());
-            // Unsigned: v <= 0x1F exactly when max(v, 0x1F) == 0x1F.
-            let control = _mm_cmpeq_epi8(_mm_max_epu8(v, last_control), last_control);
-            let mut hits = _mm_or_si128(
-                control,
-                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-            );
-            if escape_astral {
-                // v >= 0xF0 exactly when max(v, 0xF0) == v.
-                hits = _mm_or_si128(hits, _mm_cmpeq_epi8(_mm_max_epu8(v, astral), v));
-            }
-            let mask = _mm_movemask_epi8(hits);
-            if mask != 0 {
-                return i + mask.trailing_zeros() as usize;
-            }
-            i += 16;
+        // Unsigned: v <= 0x1F exactly when max(v, 0x1F) == 0x1F.
+        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, last_control), last_control);
+        let mut hits = _mm_or_si128(
+            control,
+            _mm_or_si128(
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+            ),
+        );
+        if ESCAPE_ASTRAL {
+            // v >= 0xF0 exactly when max(v, 0xF0) == v.
+            let astral = _mm_set1_epi8(0xF0u8 as i8);
+            hits = _mm_or_si128(hits, _mm_cmpeq_epi8(_mm_max_epu8(v, astral), v));
         }
+        _mm_movemask_epi8(hits) as u32
     }
-    i
 }
 
-/// Elsewhere the word-at-a-time scan does it all.
+/// Elsewhere, a byte at a time.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-fn clean_run(_bytes: &[u8], from: usize, _escape_astral: bool) -> usize {
-    from
+fn specials16<const ESCAPE_ASTRAL: bool>(bytes: &[u8], at: usize) -> u32 {
+    (0..16).fold(0, |mask, j| {
+        mask | (u32::from(special::<ESCAPE_ASTRAL>(bytes[at + j])) << j)
+    })
 }
 
-fn write_escaped(out: &mut Vec<u8>, text: &str, escape_astral: bool) {
+/// Writes the bytes from `start` up to `at` as they are, then the escape of the character at
+/// `at`; returns where the next run starts (after that character).
+#[inline(always)]
+fn escape_at<const ESCAPE_ASTRAL: bool>(
+    out: &mut Vec<u8>,
+    text: &str,
+    start: usize,
+    at: usize,
+) -> usize {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let unicode_escape = |out: &mut Vec<u8>, unit: u32| {
-        out.extend_from_slice(b"\\u");
-        for shift in [12, 8, 4, 0] {
-            out.push(HEX[((unit >> shift) & 0xF) as usize]);
-        }
+        out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            HEX[((unit >> 12) & 0xF) as usize],
+            HEX[((unit >> 8) & 0xF) as usize],
+            HEX[((unit >> 4) & 0xF) as usize],
+            HEX[(unit & 0xF) as usize],
+        ]);
     };
-    out.reserve(text.len() + 2);
-    out.push(b'"');
     let bytes = text.as_bytes();
+    out.extend_from_slice(&bytes[start..at]);
+    let b = bytes[at];
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        0x0C => out.extend_from_slice(b"\\f"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        0..=0x1F => unicode_escape(out, u32::from(b)),
+        // The lead byte of a 4-byte sequence: a character outside the BMP, as its two
+        // UTF-16 surrogates.
+        _ => {
+            let c = text[at..].chars().next().expect("a character starts here");
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                unicode_escape(out, u32::from(*unit));
+            }
+            return at + c.len_utf8();
+        }
+    }
+    at + 1
+}
+
+/// One function per `ESCAPE_ASTRAL` (a constant: no test of it in the loops). Blocks of 16
+/// bytes are searched at once; every byte a block's mask names is escaped from the mask,
+/// without searching the block again, so that JSON text, with a quote every few bytes, costs
+/// little more than a plain run.
+fn write_escaped<const ESCAPE_ASTRAL: bool>(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // The bytes before `start` are written.
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Runs that need no escape, 16 bytes at a time where the CPU compares them so, then a
-        // word at a time (payloads are mostly such runs).
-        i = clean_run(bytes, i, escape_astral);
-        while let Some(word) = bytes.get(i..i + 8) {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            if may_need_escape(word, escape_astral) {
+    let mut block = 0;
+    loop {
+        // Plain blocks, 32 bytes a round while there are that many.
+        let mut mask = 0;
+        while block + 32 <= bytes.len() {
+            let low = specials16::<ESCAPE_ASTRAL>(bytes, block);
+            let high = specials16::<ESCAPE_ASTRAL>(bytes, block + 16);
+            mask = low | (high << 16);
+            if mask != 0 {
                 break;
             }
-            i += 8;
+            block += 32;
         }
-        let Some(&b) = bytes.get(i) else {
+        if mask == 0 && block + 16 <= bytes.len() {
+            mask = specials16::<ESCAPE_ASTRAL>(bytes, block);
+            if mask == 0 {
+                block += 16;
+            }
+        }
+        if mask == 0 {
             break;
-        };
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            b'\t' => b"\\t",
-            b'\n' => b"\\n",
-            0x0C => b"\\f",
-            b'\r' => b"\\r",
-            0..=0x1F => &[],
-            // The lead byte of a 4-byte sequence: a character outside the BMP.
-            0xF0..=0xF4 if escape_astral => {
-                out.extend_from_slice(&bytes[start..i]);
-                let c = text[i..].chars().next().expect("a character starts here");
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    unicode_escape(out, u32::from(*unit));
-                }
-                i += c.len_utf8();
-                start = i;
-                continue;
-            }
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            unicode_escape(out, u32::from(b));
-        } else {
-            out.extend_from_slice(escape);
         }
-        i += 1;
-        start = i;
+        let end = block + if mask >> 16 != 0 { 32 } else { 16 };
+        while mask != 0 {
+            let at = block + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            // Not inside a character escaped already (the rest of a 4-byte sequence).
+            if at >= start {
+                start = escape_at::<ESCAPE_ASTRAL>(out, text, start, at);
+            }
+        }
+        block = end.max(start);
+    }
+    for (j, b) in bytes[block..].iter().enumerate() {
+        let at = block + j;
+        if at >= start && special::<ESCAPE_ASTRAL>(*b) {
+            start = escape_at::<ESCAPE_ASTRAL>(out, text, start, at);
+        }
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
@@ -241,8 +261,8 @@ mod tests {
         assert_eq!(String::from_utf8(text).unwrap(), "\"🚀\\n\"");
     }
 
-    /// The escape a character by character writer makes, for comparison with the word-wise
-    /// skipping of `write_escaped`.
+    /// The escape a character by character writer makes, for comparison with the block-wise
+    /// search of `write_escaped`.
     fn escaped_char_by_char(text: &str, escape_astral: bool) -> String {
         let mut out = String::from("\"");
         for c in text.chars() {
@@ -295,7 +315,11 @@ mod tests {
                             .chain(std::iter::repeat_n(plain[before % plain.len()], after))
                             .collect();
                         let mut out = Vec::new();
-                        write_escaped(&mut out, &text, escape_astral);
+                        if escape_astral {
+                            write_string(&mut out, &text);
+                        } else {
+                            write_string_as_text(&mut out, &text);
+                        }
                         assert_eq!(
                             String::from_utf8(out).unwrap(),
                             escaped_char_by_char(&text, escape_astral),
@@ -303,6 +327,28 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// Several escapes in one block, and 4-byte characters across the boundary of two blocks
+    /// with an escape right after them, at every offset.
+    #[test]
+    fn crowded_blocks_and_characters_across_blocks() {
+        for offset in 0..20 {
+            let text = format!("{}{}", "x".repeat(offset), "a🚀\"\\\n🎉\u{1}é".repeat(9));
+            for escape_astral in [true, false] {
+                let mut out = Vec::new();
+                if escape_astral {
+                    write_string(&mut out, &text);
+                } else {
+                    write_string_as_text(&mut out, &text);
+                }
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    escaped_char_by_char(&text, escape_astral),
+                    "offset {offset}, escape_astral {escape_astral}"
+                );
             }
         }
     }
@@ -322,14 +368,18 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Any text, escaped in blocks and words, is escaped as character by character.
+        /// Any text, escaped in blocks of 16 bytes and a tail, is escaped as character by character.
         #[test]
         fn any_text_is_escaped_as_character_by_character(
             text in "(\\PC|[\\x00-\\x1f\"\\\\]|[a-z]{1,20}){0,80}",
             escape_astral in proptest::prelude::any::<bool>(),
         ) {
             let mut out = Vec::new();
-            write_escaped(&mut out, &text, escape_astral);
+            if escape_astral {
+                write_string(&mut out, &text);
+            } else {
+                write_string_as_text(&mut out, &text);
+            }
             proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), escaped_char_by_char(&text, escape_astral));
         }
     }
