@@ -2655,6 +2655,10 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
     let (debezium, mut relay) =
         signals_beside_debezium(&stack, dir.path(), serde_json::json!({})).await;
     let logs = (&debezium, &relay);
+    let signalled_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     signal_both(
         &stack,
         &[(
@@ -2685,6 +2689,27 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
         incremental_rows(&ours).iter().all(|r| r.4 == "r"),
         "{ours:#?}"
     );
+    // The records' timestamps: the EventRouter takes the envelope's `ts_ms`, the time a
+    // snapshot row is sent, on both sides (never the commit of the row's insert, before).
+    for side in ["dbz", "relay"] {
+        for t in TYPES {
+            let topic = format!("{side}.{t}");
+            if !stack.topics().await.contains(&topic) {
+                continue;
+            }
+            for r in stack.read_topic(&topic).await {
+                let src: serde_json::Value =
+                    serde_json::from_str(r.header_str("src")).unwrap_or_default();
+                if src["snapshot"] == "incremental" {
+                    let ts = r.timestamp_millis.unwrap_or_default();
+                    assert!(
+                        ts >= signalled_ms - 1_000,
+                        "{side}: {ts} before the signal at {signalled_ms}"
+                    );
+                }
+            }
+        }
+    }
     assert_eq!(
         ours.iter().filter(|r| r.5 == "false").count(),
         3,
