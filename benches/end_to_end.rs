@@ -768,6 +768,119 @@ async fn broker_alone(
     out
 }
 
+/// The walsender alone, the other term of the steady state's floor: at each tick the same
+/// outbox transaction committed, read from a slot of its own by `pg_recvlogical` through
+/// test_decoding (a line per change, written unbuffered as it arrives; no relay, no broker):
+/// commit → the change's line read from its output, exact, ms per rate.
+async fn walsender_alone(
+    pg: &PgCluster,
+    db: &tokio_postgres::Client,
+    seconds: u64,
+    first: u64,
+) -> Vec<(u64, Vec<f64>)> {
+    use std::io::BufRead;
+    const SLOT: &str = "steady_walsender_alone";
+    settle_postgres(db).await;
+    db.batch_execute(&format!(
+        "SELECT pg_create_logical_replication_slot('{SLOT}', 'test_decoding')"
+    ))
+    .await
+    .unwrap();
+    let mut child = Command::new(pg.bin("pg_recvlogical"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--slot",
+            SLOT,
+        ])
+        .args([
+            "-p",
+            &pg.port().to_string(),
+            "--start",
+            "-f",
+            "-",
+            "-o",
+            "skip-empty-xacts=1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let arrived: Arc<Mutex<HashMap<u64, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    let reader = {
+        let arrived = arrived.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let key = event_number_of_line();
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = key(&line) {
+                    arrived.lock().unwrap().insert(n, Instant::now());
+                }
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut out = Vec::new();
+    let mut n = first;
+    for rate in [1_000u64, 10_000] {
+        let mut sent: HashMap<u64, Instant> = HashMap::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        let phase = Instant::now();
+        while phase.elapsed() < Duration::from_secs(seconds) {
+            tick.tick().await;
+            live::insert_events(db, n, rate / 100, 150).await;
+            let at = Instant::now();
+            for i in n..n + rate / 100 {
+                sent.insert(i, at);
+            }
+            n += rate / 100;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sent
+            .keys()
+            .any(|k| !arrived.lock().unwrap().contains_key(k))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the walsender's changes did not all arrive"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let arrived = arrived.lock().unwrap();
+        out.push((
+            rate,
+            sent.iter()
+                .map(|(k, at)| arrived[k].saturating_duration_since(*at).as_secs_f64() * 1e3)
+                .collect(),
+        ));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    db.batch_execute(&format!("SELECT pg_drop_replication_slot('{SLOT}')"))
+        .await
+        .unwrap();
+    out
+}
+
+/// The event number of a test_decoding line of an outbox insert (`aggregate_id[…]:'e-<n>'`).
+fn event_number_of_line() -> impl Fn(&str) -> Option<u64> {
+    |line: &str| {
+        let at = line.find("aggregate_id[")?;
+        let rest = &line[at..];
+        let start = rest.find(":'e-")? + 4;
+        let digits: String = rest[start..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    }
+}
+
 struct Round {
     text: Run,
     binary: Run,
@@ -907,6 +1020,7 @@ fn main() {
             steady.push(steady_state(&pg, &db, b, steady_seconds, 100_000_000 * (i as u64 + 1)).await);
         }
         let alone = if steady_seconds > 0 { broker_alone(&db, steady_seconds, 900_000_000).await } else { Vec::new() };
+        let walsender = if steady_seconds > 0 { walsender_alone(&pg, &db, steady_seconds, 950_000_000).await } else { Vec::new() };
 
         println!();
         println!("end_to_end: {events} events per round, {rounds} rounds, a fresh broker per relay run, 2-core machine");
@@ -1055,7 +1169,45 @@ fn main() {
                 q(1.0)
             );
         }
+        for (rate, ms) in &walsender {
+            let q = |x| live::quantile(ms, x);
+            println!(
+                "| the walsender alone (commit → pg_recvlogical's line) | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
+                q(0.5),
+                q(0.99),
+                q(0.999),
+                q(1.0)
+            );
+        }
         println!("(target p99 ≤ 10 ms and p99.9 ≤ 20 ms at the consumer)");
+        // The floor: the broker alone plus the walsender alone, quantile by quantile.
+        if !walsender.is_empty() {
+            println!();
+            println!("the relay against the floor (the broker alone + the walsender alone, the same quantile; target p99 ≤ 1.1× the floor):");
+            println!("| build | rate | p99 | floor p99 | ÷ floor | p99.9 | floor p99.9 | ÷ floor |");
+            println!("|---|---|---|---|---|---|---|---|");
+            for (b, st) in steady_builds().zip(&steady) {
+                for r in &st.rates {
+                    let relay = live::totals(&r.parts);
+                    let broker = alone.iter().find(|(rate, _)| *rate == r.rate).map(|(_, p)| live::totals(p));
+                    let wal = walsender.iter().find(|(rate, _)| *rate == r.rate).map(|(_, ms)| ms.clone());
+                    let (Some(broker), Some(wal)) = (broker, wal) else { continue };
+                    let floor = |x| live::quantile(&broker, x) + live::quantile(&wal, x);
+                    let mine = |x| live::quantile(&relay, x);
+                    println!(
+                        "| {} | {} | {:.1} ms | {:.1} ms | {:.2} | {:.1} ms | {:.1} ms | {:.2} |",
+                        b.name,
+                        r.rate,
+                        mine(0.99),
+                        floor(0.99),
+                        mine(0.99) / floor(0.99),
+                        mine(0.999),
+                        floor(0.999),
+                        mine(0.999) / floor(0.999)
+                    );
+                }
+            }
+        }
         println!();
         println!("where the slowest 1 % of events spent their time (medians over them; the produce stamp is the record's CreateTime, whole ms):");
         println!("| build | rate | commit → consumer | commit → produced (PostgreSQL, walsender, relay) | produced → consumer (librdkafka, broker, consumer) |");
