@@ -137,7 +137,11 @@ impl Replication<'_> {
                 }
             }
         }
-        let incremental = crate::source::incremental::sql::load(writer, &home, &cdc.slot).await?;
+        let incremental = if cdc.signals.any() {
+            crate::source::incremental::sql::load(writer, &home, &cdc.slot).await?
+        } else {
+            None
+        };
         if plan.wait_for_publication {
             // Made on the primary: the standby has it once it replayed that far.
             catalog::wait_for_publication(&sql, &cdc.publication, Duration::from_secs(60)).await?;

@@ -697,7 +697,19 @@ impl<S: ChangeStream, P: Producer> Streamer<'_, S, P> {
             return Ok(());
         };
         let (home, slot) = (signals.home.clone(), signals.slot.clone());
-        sql::save(signals.client().await?, &home, &slot, &progress).await
+        let saved = match signals.client().await {
+            Ok(client) => sql::save(client, &home, &slot, &progress).await,
+            Err(e) => Err(e),
+        };
+        match saved {
+            Ok(()) => Ok(()),
+            Err(e) if ends_the_session(&e) => Err(e),
+            // The snapshot goes on; only a restart would take it again from an older point.
+            Err(e) => {
+                tracing::warn!("the incremental snapshot's progress cannot be saved ({e}): a restart would read it from its last saved point, or from its start");
+                Ok(())
+            }
+        }
     }
 
     /// A blocking snapshot (`execute-snapshot` with `type: blocking`): the stream waits while
