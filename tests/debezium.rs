@@ -2528,28 +2528,11 @@ async fn signals_beside_debezium(
     let path = write_config(dir, "inc.json", config("relay"));
     let relay = stack.spawn_relay(&["--debezium-config", &path]);
     for slot in ["dbz_inc", "relay_inc"] {
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let active: Option<bool> = stack
-                .db
-                .query_opt(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                    &[&slot],
-                )
-                .await
-                .unwrap()
-                .map(|r| r.get(0));
-            if active == Some(true) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{slot} not streaming\n{}\n{}",
-                debezium.log(),
-                relay.log()
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        stack
+            .wait_slot_held(slot, Duration::from_secs(120), || {
+                format!("{}\n{}", debezium.log(), relay.log())
+            })
+            .await;
     }
     (debezium, relay)
 }
@@ -3106,29 +3089,11 @@ async fn every_snapshot_mode_starts_as_debeziums() {
         .collect();
     for side in ["dbz", "relay"] {
         for (i, relay) in relays.iter().enumerate() {
-            let slot = format!("{side}_m{i}");
-            let deadline = std::time::Instant::now() + Duration::from_secs(120);
-            loop {
-                let active: Option<bool> = stack
-                    .db
-                    .query_opt(
-                        "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                        &[&slot],
-                    )
-                    .await
-                    .unwrap()
-                    .map(|r| r.get(0));
-                if active == Some(true) {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{slot} not streaming\n{}\n{}",
-                    debezium.log(),
-                    relay.log()
-                );
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
+            stack
+                .wait_slot_held(&format!("{side}_m{i}"), Duration::from_secs(120), || {
+                    format!("{}\n{}", debezium.log(), relay.log())
+                })
+                .await;
         }
     }
     // One event streamed to every mode.

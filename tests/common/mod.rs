@@ -194,7 +194,14 @@ impl Stack {
     pub async fn wait_for_slot(&self, slot: &str, relay: &RelayProcess) {
         self.wait_confirmed(slot, Lsn::from_u64(1), Duration::from_secs(30), Some(relay))
             .await;
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        self.wait_slot_held(slot, Duration::from_secs(30), || relay.log())
+            .await;
+    }
+
+    /// Waits until a walsender holds `slot` (its client streams, or is about to); `logs` says
+    /// what the clients did when it does not within `within`.
+    pub async fn wait_slot_held(&self, slot: &str, within: Duration, logs: impl Fn() -> String) {
+        let deadline = std::time::Instant::now() + within;
         loop {
             let held: Option<bool> = self
                 .db
@@ -210,8 +217,8 @@ impl Stack {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "slot {slot} exists but no walsender holds it after 30 s\n{}",
-                relay.log()
+                "no walsender holds slot {slot} after {within:?}\n{}",
+                logs()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

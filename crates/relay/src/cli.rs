@@ -268,14 +268,7 @@ pub fn main() -> ExitCode {
                     println!("slot {slot} does not exist: nothing is pending");
                     ExitCode::from(EXIT_NO_SLOT)
                 }
-                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
-                    report_error(&e);
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    report_error(&e);
-                    ExitCode::FAILURE
-                }
+                Err(e) => failed(&e),
             }
         }
         Command::Status(args) => {
@@ -286,19 +279,16 @@ pub fn main() -> ExitCode {
             )) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(EXIT_NO_SLOT),
-                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
-                    report_error(&e);
-                    ExitCode::from(2)
-                }
                 Err(e) => {
-                    if args.output == OutputFormat::Json {
+                    if args.output == OutputFormat::Json
+                        && !matches!(e, crate::error::RelayError::Misconfiguration(_))
+                    {
                         println!(
                             "{}",
                             serde_json::json!({ "slot": args.slot, "error": e.to_string() })
                         );
                     }
-                    report_error(&e);
-                    ExitCode::FAILURE
+                    failed(&e)
                 }
             }
         }
@@ -326,14 +316,7 @@ pub fn main() -> ExitCode {
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e @ crate::error::RelayError::Misconfiguration(_)) => {
-                    report_error(&e);
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    report_error(&e);
-                    ExitCode::FAILURE
-                }
+                Err(e) => failed(&e),
             }
         }
         Command::SetupSql(args) => {
@@ -440,6 +423,15 @@ static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 /// Reports an error that ends the command on stderr: `error: …` for a person, or with
 /// `--log-format json` one JSON log line like every other (no stray plain-text line).
+/// A command's failure, reported: exit code 2 for a bad setting, 1 otherwise.
+fn failed(error: &crate::error::RelayError) -> ExitCode {
+    report_error(error);
+    match error {
+        crate::error::RelayError::Misconfiguration(_) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    }
+}
+
 pub(crate) fn report_error(error: &dyn std::fmt::Display) {
     if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
         // Written directly, not through the log filter: RUST_LOG must not hide why it stopped.

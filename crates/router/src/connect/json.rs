@@ -261,6 +261,17 @@ mod tests {
         assert_eq!(String::from_utf8(text).unwrap(), "\"🚀\\n\"");
     }
 
+    /// `text` as [`write_string`] (`escape_astral`) or [`write_string_as_text`] writes it.
+    fn escaped(text: &str, escape_astral: bool) -> String {
+        let mut out = Vec::new();
+        if escape_astral {
+            write_string(&mut out, text);
+        } else {
+            write_string_as_text(&mut out, text);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
     /// The escape a character by character writer makes, for comparison with the block-wise
     /// search of `write_escaped`.
     fn escaped_char_by_char(text: &str, escape_astral: bool) -> String {
@@ -314,14 +325,8 @@ mod tests {
                             .chain([*c])
                             .chain(std::iter::repeat_n(plain[before % plain.len()], after))
                             .collect();
-                        let mut out = Vec::new();
-                        if escape_astral {
-                            write_string(&mut out, &text);
-                        } else {
-                            write_string_as_text(&mut out, &text);
-                        }
                         assert_eq!(
-                            String::from_utf8(out).unwrap(),
+                            escaped(&text, escape_astral),
                             escaped_char_by_char(&text, escape_astral),
                             "{text:?}, escape_astral {escape_astral}"
                         );
@@ -338,14 +343,8 @@ mod tests {
         for offset in 0..20 {
             let text = format!("{}{}", "x".repeat(offset), "a🚀\"\\\n🎉\u{1}é".repeat(9));
             for escape_astral in [true, false] {
-                let mut out = Vec::new();
-                if escape_astral {
-                    write_string(&mut out, &text);
-                } else {
-                    write_string_as_text(&mut out, &text);
-                }
                 assert_eq!(
-                    String::from_utf8(out).unwrap(),
+                    escaped(&text, escape_astral),
                     escaped_char_by_char(&text, escape_astral),
                     "offset {offset}, escape_astral {escape_astral}"
                 );
@@ -374,13 +373,7 @@ mod tests {
             text in "(\\PC|[\\x00-\\x1f\"\\\\]|[a-z]{1,20}){0,80}",
             escape_astral in proptest::prelude::any::<bool>(),
         ) {
-            let mut out = Vec::new();
-            if escape_astral {
-                write_string(&mut out, &text);
-            } else {
-                write_string_as_text(&mut out, &text);
-            }
-            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), escaped_char_by_char(&text, escape_astral));
+            proptest::prop_assert_eq!(escaped(&text, escape_astral), escaped_char_by_char(&text, escape_astral));
         }
     }
 }
