@@ -277,18 +277,28 @@ struct NodeConfig {
 }
 
 impl Node {
+    /// A single-node broker on free ports. Ports are free when chosen, but a test binary
+    /// running beside this one may take one before the broker binds it: then on new ports.
     fn start() -> Result<Self> {
-        let port = crate::net::free_port();
-        let controller = crate::net::free_port();
-        let node = Self::configure(&NodeConfig {
-            id: 1,
-            port,
-            controller,
-            voters: format!("1@127.0.0.1:{controller}"),
-            extra: String::new(),
-            scram: Vec::new(),
-        })?;
-        Self::launched(node)
+        let mut attempt = 0;
+        loop {
+            let port = crate::net::free_port();
+            let controller = crate::net::free_port();
+            let node = Self::configure(&NodeConfig {
+                id: 1,
+                port,
+                controller,
+                voters: format!("1@127.0.0.1:{controller}"),
+                extra: String::new(),
+                scram: Vec::new(),
+            })?;
+            match Self::launched(node) {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("Address already in use") => {
+                    attempt += 1;
+                }
+                started => return started,
+            }
+        }
     }
 
     fn launched(mut node: Self) -> Result<Self> {
