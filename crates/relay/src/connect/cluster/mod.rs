@@ -13,8 +13,6 @@ pub mod status;
 pub mod transport;
 pub mod wire;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -139,7 +137,14 @@ pub async fn compacted_topic_writer(
     partitions: i32,
     replication: i32,
 ) -> Result<rdkafka::producer::FutureProducer, String> {
-    create_topic(client, topic, partitions, replication, "compact").await?;
+    crate::deliver::producer::create_topic_if_missing(
+        client,
+        topic,
+        partitions,
+        replication,
+        "compact",
+    )
+    .await?;
     client
         .clone()
         .set("acks", "all")
@@ -147,37 +152,6 @@ pub async fn compacted_topic_writer(
         .set("partitioner", "murmur2_random")
         .create()
         .map_err(|e| format!("Kafka producer: {e}"))
-}
-
-/// A topic of `cleanup.policy` `policy`, created when missing.
-pub async fn create_topic(
-    client: &ClientConfig,
-    topic: &str,
-    partitions: i32,
-    replication: i32,
-    policy: &str,
-) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = client
-        .create()
-        .map_err(|e| format!("Kafka admin client: {e}"))?;
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication))
-        .set("cleanup.policy", policy);
-    let timeout = Duration::from_secs(30);
-    let options = AdminOptions::new()
-        .operation_timeout(Some(timeout))
-        .request_timeout(Some(timeout));
-    let results = tokio::time::timeout(timeout, admin.create_topics([&new], &options))
-        .await
-        .map_err(|_| format!("creating {topic}: no answer within {} s", timeout.as_secs()))?
-        .map_err(|e| format!("creating {topic}: {e}"))?;
-    for result in results {
-        match result {
-            Ok(_) => tracing::info!(%topic, "created"),
-            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(format!("creating {topic}: {code}")),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

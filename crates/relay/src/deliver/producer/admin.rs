@@ -489,3 +489,38 @@ impl KafkaProducer {
         None
     }
 }
+
+/// A topic of `cleanup.policy` `policy`, created when missing.
+pub async fn create_topic_if_missing(
+    client: &rdkafka::ClientConfig,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    policy: &str,
+) -> Result<(), String> {
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = client
+        .create()
+        .map_err(|e| format!("Kafka admin client: {e}"))?;
+    let new = rdkafka::admin::NewTopic::new(
+        topic,
+        partitions,
+        rdkafka::admin::TopicReplication::Fixed(replication),
+    )
+    .set("cleanup.policy", policy);
+    let timeout = std::time::Duration::from_secs(30);
+    let options = rdkafka::admin::AdminOptions::new()
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
+    let results = tokio::time::timeout(timeout, admin.create_topics([&new], &options))
+        .await
+        .map_err(|_| format!("creating {topic}: no answer within {} s", timeout.as_secs()))?
+        .map_err(|e| format!("creating {topic}: {e}"))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!(%topic, "created"),
+            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(format!("creating {topic}: {code}")),
+        }
+    }
+    Ok(())
+}

@@ -13,6 +13,7 @@
 //! acknowledgement tracker count it.
 
 mod admin;
+pub use admin::create_topic_if_missing;
 mod first_writes;
 mod outcomes;
 mod reports;

@@ -27,7 +27,7 @@ pub async fn ensure_kafka_topic(
     if let Some(servers) = &settings.kafka_bootstrap_servers {
         config.set("bootstrap.servers", servers);
     }
-    crate::connect::cluster::create_topic(
+    crate::deliver::producer::create_topic_if_missing(
         &config,
         topic,
         1,
