@@ -750,17 +750,7 @@ async fn broker_alone(
             }
             n += rate / 100;
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while sent
-            .keys()
-            .any(|k| !received.lock().unwrap().contains_key(k))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the probe's records did not all arrive"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        all_arrived(sent.keys(), &received, "the probe's records").await;
         out.push((rate, live::delays(&sent, &received.lock().unwrap())));
     }
     stop.store(true, Ordering::Relaxed);
@@ -839,17 +829,7 @@ async fn walsender_alone(
             }
             n += rate / 100;
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while sent
-            .keys()
-            .any(|k| !arrived.lock().unwrap().contains_key(k))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the walsender's changes did not all arrive"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        all_arrived(sent.keys(), &arrived, "the walsender's changes").await;
         let arrived = arrived.lock().unwrap();
         out.push((
             rate,
@@ -865,6 +845,22 @@ async fn walsender_alone(
         .await
         .unwrap();
     out
+}
+
+/// Waits (a minute at most) until every one of `keys` arrived in `arrived`.
+async fn all_arrived<'k, V>(
+    keys: impl Iterator<Item = &'k u64> + Clone,
+    arrived: &Mutex<HashMap<u64, V>>,
+    what: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while keys
+        .clone()
+        .any(|k| !arrived.lock().unwrap().contains_key(k))
+    {
+        assert!(Instant::now() < deadline, "{what} did not all arrive");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The event number of a test_decoding line of an outbox insert (`aggregate_id[…]:'e-<n>'`).

@@ -2159,15 +2159,10 @@ fn json_worker(stack: &Stack) -> String {
     )
 }
 
-/// Debezium's `source.snapshot` markers on the rows of an initial snapshot of three outbox
-/// tables, the middle one empty (`first`, `true`, `last_in_data_collection`, then the last
-/// table's single row `last`), copied into a header by `HeaderFrom$Value` before the
-/// EventRouter: the relay's are Debezium's itself, table by table, on the same rows.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn snapshot_markers_are_debeziums() {
-    use outbox_relay_testkit::debezium::ConnectStandalone;
-    let stack = Stack::start().await;
-    for (table, rows) in [("outbox_a", 3u64), ("outbox_b", 0), ("outbox_c", 1)] {
+/// Outbox tables like `public.outbox`, each with `rows` events of aggregate type the table
+/// name's last letter (upper case).
+async fn outbox_tables_of(stack: &Stack, tables: &[(&str, u64)]) {
+    for (table, rows) in tables {
         stack
             .db
             .batch_execute(&format!(
@@ -2180,6 +2175,17 @@ async fn snapshot_markers_are_debeziums() {
             .await
             .unwrap();
     }
+}
+
+/// Debezium's `source.snapshot` markers on the rows of an initial snapshot of three outbox
+/// tables, the middle one empty (`first`, `true`, `last_in_data_collection`, then the last
+/// table's single row `last`), copied into a header by `HeaderFrom$Value` before the
+/// EventRouter: the relay's are Debezium's itself, table by table, on the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_markers_are_debeziums() {
+    use outbox_relay_testkit::debezium::ConnectStandalone;
+    let stack = Stack::start().await;
+    outbox_tables_of(&stack, &[("outbox_a", 3), ("outbox_b", 0), ("outbox_c", 1)]).await;
     let config = |side: &str| {
         beside_debezium(
             &stack,
@@ -3176,19 +3182,7 @@ async fn every_snapshot_mode_starts_as_debeziums() {
 async fn initial_snapshot_notifications_of_several_tables_are_debeziums() {
     use outbox_relay_testkit::debezium::ConnectStandalone;
     let stack = Stack::start().await;
-    for (table, rows) in [("outbox_x", 2u64), ("outbox_y", 0), ("outbox_z", 3)] {
-        stack
-            .db
-            .batch_execute(&format!(
-                "CREATE TABLE public.{table} (LIKE public.outbox INCLUDING ALL);
-                 INSERT INTO public.{table} (id, aggregate_type, aggregate_id, event_type, payload)
-                 SELECT gen_random_uuid(), upper(right('{table}', 1)), 'k' || g, 'Created',
-                        jsonb_build_object('n', g)
-                 FROM generate_series(1, {rows}) g;"
-            ))
-            .await
-            .unwrap();
-    }
+    outbox_tables_of(&stack, &[("outbox_x", 2), ("outbox_y", 0), ("outbox_z", 3)]).await;
     let config = |side: &str| {
         beside_debezium(
             &stack,
