@@ -97,6 +97,23 @@ async fn drop_slot(db: &tokio_postgres::Client, slot: &str) {
         .unwrap();
 }
 
+/// `pg_recvlogical` of this cluster's `postgres` database, started on `slot`.
+fn recvlogical_command(pg: &PgCluster, slot: &str) -> Command {
+    let mut command = Command::new(pg.bin("pg_recvlogical"));
+    command.args([
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "--slot",
+        slot,
+    ]);
+    command.args(["-p", &pg.port().to_string(), "--start"]);
+    command
+}
+
 /// `pg_recvlogical` streaming `slot` to /dev/null up to `end`, with pgoutput `options`.
 async fn recvlogical(
     pg: &PgCluster,
@@ -106,26 +123,13 @@ async fn recvlogical(
     options: &[&str],
 ) -> Run {
     let t = Instant::now();
-    let mut command = Command::new(pg.bin("pg_recvlogical"));
-    command
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--slot",
-            slot,
-            "--start",
-        ])
-        .args(["-p", &pg.port().to_string(), "-o", "proto_version=1"])
-        .args([
-            "-E",
-            &format!("{:X}/{:X}", end >> 32, end & 0xFFFF_FFFF),
-            "-f",
-            "/dev/null",
-        ]);
+    let mut command = recvlogical_command(pg, slot);
+    command.args(["-o", "proto_version=1"]).args([
+        "-E",
+        &format!("{:X}/{:X}", end >> 32, end & 0xFFFF_FFFF),
+        "-f",
+        "/dev/null",
+    ]);
     for option in options {
         command.args(["-o", option]);
     }
@@ -776,26 +780,8 @@ async fn walsender_alone(
     ))
     .await
     .unwrap();
-    let mut child = Command::new(pg.bin("pg_recvlogical"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--slot",
-            SLOT,
-        ])
-        .args([
-            "-p",
-            &pg.port().to_string(),
-            "--start",
-            "-f",
-            "-",
-            "-o",
-            "skip-empty-xacts=1",
-        ])
+    let mut child = recvlogical_command(pg, SLOT)
+        .args(["-f", "-", "-o", "skip-empty-xacts=1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -245,17 +245,25 @@ fn progress_error<'a>(
     }
 }
 
+/// Whether the progress table exists (nothing was saved before it did).
+async fn progress_table_exists(
+    client: &tokio_postgres::Client,
+    home: &TableName,
+) -> Result<bool, RelayError> {
+    let table = TableName {
+        schema: home.schema.clone(),
+        name: PROGRESS_TABLE.to_owned(),
+    };
+    crate::source::catalog::table_exists(client, &table).await
+}
+
 /// The progress saved for `slot`, if a snapshot was under way.
 pub async fn load(
     client: &tokio_postgres::Client,
     home: &TableName,
     slot: &str,
 ) -> Result<Option<Progress>, RelayError> {
-    let marker = TableName {
-        schema: home.schema.clone(),
-        name: PROGRESS_TABLE.to_owned(),
-    };
-    if !crate::source::catalog::table_exists(client, &marker).await? {
+    if !progress_table_exists(client, home).await? {
         return Ok(None);
     }
     let row = client
@@ -285,11 +293,7 @@ pub async fn save(
 ) -> Result<(), RelayError> {
     let table = progress_table(home);
     if !progress.running() {
-        let marker = TableName {
-            schema: home.schema.clone(),
-            name: PROGRESS_TABLE.to_owned(),
-        };
-        if crate::source::catalog::table_exists(client, &marker).await? {
+        if progress_table_exists(client, home).await? {
             client
                 .execute(
                     &format!("DELETE FROM {table} WHERE slot_name = $1"),
