@@ -185,6 +185,33 @@ fn relay_args(pg: &PgCluster, broker: &Broker, slot: &str, metrics_address: &str
     args
 }
 
+/// What `binary` holds idle: started on a fresh slot with nothing to stream, connected to a
+/// broker of its own, its RSS once the slot is held and a few seconds passed. The catch-up's
+/// peak is reported against it (target: at most twice).
+async fn idle_rss(pg: &PgCluster, db: &tokio_postgres::Client, binary: &Binary) -> f64 {
+    let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
+    let slot = format!("idle_{}", binary.name);
+    create_slot(db, &slot).await;
+    let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
+    let mut args = relay_args(pg, &broker, &slot, &metrics_address);
+    args.extend(binary.args.iter().cloned());
+    let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
+    let t = Instant::now();
+    while slot_pid(db, &slot).await.is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "relay did not start; log:\n{}",
+            relay.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss = kib(relay.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0;
+    relay.terminate(Duration::from_secs(30)).unwrap();
+    drop_slot(db, &slot).await;
+    rss
+}
+
 /// A relay streaming `slot` up to `end` to a broker of its own (fresh, in memory: no round
 /// pays for the records of the ones before it).
 async fn relay_catch_up(
@@ -937,6 +964,10 @@ fn main() {
         ))
         .await
         .unwrap();
+        let mut idle = Vec::new();
+        for b in &binaries {
+            idle.push(idle_rss(&pg, &db, b).await);
+        }
         let mut results: Vec<(u64, Vec<Round>, f64)> = Vec::new();
         for &per_tx in &shapes {
             let mut done = Vec::new();
@@ -1059,6 +1090,15 @@ fn main() {
                 println!(
                     "{}: throughput ratio min {t0:.2} / median {t1:.2} / max {t2:.2} (target ≥ 0.95 every round); CPU ratio {c0:.2} / {c1:.2} / {c2:.2} (target ≤ 0.5); relay µs/event {m0:.2} / {m1:.2} / {m2:.2}",
                     b.name
+                );
+                let (r0, r1, r2) = spread(&rounds.iter().map(|r| r.relays[i].peak_rss).collect::<Vec<_>>());
+                println!(
+                    "{}: catch-up peak RSS min {r0:.1} / median {r1:.1} / max {r2:.1} MiB; idle {:.1} MiB; peak ÷ idle {:.2} / {:.2} / {:.2} (target ≤ 2.0)",
+                    b.name,
+                    idle[i],
+                    r0 / idle[i],
+                    r1 / idle[i],
+                    r2 / idle[i]
                 );
                 if rounds[0].relays[i].instructions > 0.0 {
                     let per: Vec<f64> =

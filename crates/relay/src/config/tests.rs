@@ -128,7 +128,7 @@ fn the_mode_is_a_value_and_polling_options_need_it() {
 #[test]
 fn in_flight_bytes_default_and_refusal_name_the_option() {
     let s = resolve(base()).unwrap();
-    assert_eq!(s.kafka.max_in_flight_bytes, 64 << 20);
+    assert_eq!(s.kafka.max_in_flight_bytes, 4 << 20);
     let err = resolve(RunOptions {
         max_in_flight_bytes: Some(10),
         ..base()

@@ -46,6 +46,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+/// WAL messages read from the replication connection and not yet decoded, at most: enough to
+/// keep the connection's reader ahead of the decoder, which runs on the same two cores, and
+/// little enough that a catch-up's memory is the producer's in-flight window, not this
+/// buffer's (the crate's defaults are 8,192 messages and 32 MiB). A larger message still
+/// passes, alone.
+const REPLICATION_BUFFER_EVENTS: usize = 256;
+const REPLICATION_BUFFER_BYTES: usize = 1 << 20;
+
 /// CDC mode, session after session.
 pub struct Replication<'a> {
     settings: &'a Settings,
@@ -150,6 +158,8 @@ impl<'a> Replication<'a> {
         .with_status_interval(self.cdc.status_interval)
         .with_application_name("outbox-relay")
         .with_options(postgres::SESSION_OPTIONS)
+        .with_buffer_size(REPLICATION_BUFFER_EVENTS)
+        .with_buffer_bytes(REPLICATION_BUFFER_BYTES)
     }
 
     /// A replication session that has not started streaming, the server it reached, and
