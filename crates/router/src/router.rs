@@ -38,6 +38,8 @@ pub struct Router {
     topics: TopicCache,
     /// The envelope schema names Debezium's EventRouter would keep (Connect output).
     envelope_names: connect_record::EnvelopeNames,
+    /// Where the Debezium mode's direct way writes keys and values.
+    direct_out: connect_record::WriteBuffer,
     /// Column positions of the Insert being routed by [`Router::route_message`] (reused).
     positions: Vec<RawColumn>,
     /// Where the change being routed is, for the change events of the transforms before
@@ -72,6 +74,7 @@ impl Router {
             facts: HashMap::default(),
             topics: TopicCache::default(),
             envelope_names: Default::default(),
+            direct_out: Default::default(),
             positions: Vec::new(),
             position: SourcePosition::default(),
             clock: system_clock,
@@ -404,7 +407,13 @@ impl Router {
             };
             if let Some(record) = direct
                 .then(|| {
-                    connect.route_direct(&insert.new_tuple, format, &self.config, &mut self.topics)
+                    connect.route_direct(
+                        &insert.new_tuple,
+                        format,
+                        &self.config,
+                        &mut self.topics,
+                        &mut self.direct_out,
+                    )
                 })
                 .flatten()
             {
@@ -535,7 +544,13 @@ impl Router {
         let (Some(connect), Output::Connect(format)) = (&plan.connect, &self.config.output) else {
             return None;
         };
-        connect.route_direct(row, format, &self.config, &mut self.topics)
+        connect.route_direct(
+            row,
+            format,
+            &self.config,
+            &mut self.topics,
+            &mut self.direct_out,
+        )
     }
 
     /// The native record: column text as it is. Column values are borrowed, and cloned

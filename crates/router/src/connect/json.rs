@@ -7,14 +7,52 @@
 //! `1.0E10`). Text Jackson writes to a `String` (`writeValueAsString`, e.g. Debezium's hstore
 //! JSON) keeps those characters as they are: [`write_string_as_text`].
 
+/// Where JSON text is appended: a `Vec`, or the `BytesMut` records are split off (see
+/// `WriteBuffer` in `connect_record.rs`).
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_byte(&mut self, byte: u8);
+    fn reserve_for(&mut self, additional: usize);
+}
+
+impl Sink for Vec<u8> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    #[inline(always)]
+    fn put_byte(&mut self, byte: u8) {
+        self.push(byte);
+    }
+    #[inline(always)]
+    fn reserve_for(&mut self, additional: usize) {
+        self.reserve(additional);
+    }
+}
+
+impl Sink for bytes::BytesMut {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    #[inline(always)]
+    fn put_byte(&mut self, byte: u8) {
+        self.extend_from_slice(&[byte]);
+    }
+    #[inline(always)]
+    fn reserve_for(&mut self, additional: usize) {
+        self.reserve(additional);
+    }
+}
+
 /// Appends `text` as a JSON string literal, quotes included, as JsonConverter writes it.
-pub fn write_string(out: &mut Vec<u8>, text: &str) {
+pub fn write_string(out: &mut impl Sink, text: &str) {
     write_escaped::<true>(out, text);
 }
 
 /// Appends `text` as a JSON string literal as Jackson writes it to a `String`
 /// (`ObjectMapper.writeValueAsString`): characters outside the BMP as they are.
-pub fn write_string_as_text(out: &mut Vec<u8>, text: &str) {
+pub fn write_string_as_text(out: &mut impl Sink, text: &str) {
     write_escaped::<false>(out, text);
 }
 
@@ -71,14 +109,14 @@ fn specials16<const ESCAPE_ASTRAL: bool>(bytes: &[u8], at: usize) -> u32 {
 /// `at`; returns where the next run starts (after that character).
 #[inline(always)]
 fn escape_at<const ESCAPE_ASTRAL: bool>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     text: &str,
     start: usize,
     at: usize,
 ) -> usize {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let unicode_escape = |out: &mut Vec<u8>, unit: u32| {
-        out.extend_from_slice(&[
+    let unicode_escape = |out: &mut dyn FnMut(&[u8]), unit: u32| {
+        out(&[
             b'\\',
             b'u',
             HEX[((unit >> 12) & 0xF) as usize],
@@ -88,24 +126,24 @@ fn escape_at<const ESCAPE_ASTRAL: bool>(
         ]);
     };
     let bytes = text.as_bytes();
-    out.extend_from_slice(&bytes[start..at]);
+    out.put(&bytes[start..at]);
     let b = bytes[at];
     match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        0x0C => out.extend_from_slice(b"\\f"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        0..=0x1F => unicode_escape(out, u32::from(b)),
+        b'"' => out.put(b"\\\""),
+        b'\\' => out.put(b"\\\\"),
+        0x08 => out.put(b"\\b"),
+        b'\t' => out.put(b"\\t"),
+        b'\n' => out.put(b"\\n"),
+        0x0C => out.put(b"\\f"),
+        b'\r' => out.put(b"\\r"),
+        0..=0x1F => unicode_escape(&mut |b| out.put(b), u32::from(b)),
         // The lead byte of a 4-byte sequence: a character outside the BMP, as its two
         // UTF-16 surrogates.
         _ => {
             let c = text[at..].chars().next().expect("a character starts here");
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
-                unicode_escape(out, u32::from(*unit));
+                unicode_escape(&mut |b| out.put(b), u32::from(*unit));
             }
             return at + c.len_utf8();
         }
@@ -117,10 +155,10 @@ fn escape_at<const ESCAPE_ASTRAL: bool>(
 /// bytes are searched at once; every byte a block's mask names is escaped from the mask,
 /// without searching the block again, so that JSON text, with a quote every few bytes, costs
 /// little more than a plain run.
-fn write_escaped<const ESCAPE_ASTRAL: bool>(out: &mut Vec<u8>, text: &str) {
+fn write_escaped<const ESCAPE_ASTRAL: bool>(out: &mut impl Sink, text: &str) {
     let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
+    out.reserve_for(bytes.len() + 2);
+    out.put_byte(b'"');
     // The bytes before `start` are written.
     let mut start = 0;
     let mut block = 0;
@@ -162,8 +200,8 @@ fn write_escaped<const ESCAPE_ASTRAL: bool>(out: &mut Vec<u8>, text: &str) {
             start = escape_at::<ESCAPE_ASTRAL>(out, text, start, at);
         }
     }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
+    out.put(&bytes[start..]);
+    out.put_byte(b'"');
 }
 
 /// Appends `value` the way Java's `Double.toString` prints it: shortest round-trip digits,

@@ -12,7 +12,7 @@ use crate::connect::{
 };
 use crate::kafka_record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
 use crate::{BeforeRouter, SourcePosition};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use pgoutput::{ColumnValue, Relation};
 use std::sync::Arc;
 
@@ -267,6 +267,7 @@ impl ConnectPlan {
         format: &ConnectFormat,
         config: &RouterConfig,
         topics: &mut TopicCache,
+        out: &mut WriteBuffer,
     ) -> Option<OutboxRecord> {
         if self.unsupported.is_some() {
             return None;
@@ -278,6 +279,7 @@ impl ConnectPlan {
             format,
             config,
             topics,
+            out,
         )
     }
 
@@ -676,6 +678,27 @@ impl ConnectPlan {
     }
 }
 
+/// Where the direct path writes keys and values: each is split off one buffer, so that a
+/// record's key and value cost no allocation of their own. A fresh buffer is taken when the
+/// one in use has no room for the next part (every [`WriteBuffer::CHUNK`] bytes or so); a
+/// buffer is freed with the last part split off it, which is once librdkafka copied the
+/// records (or a dead letter went), so only the records in the delivery stage hold buffers.
+#[derive(Debug, Default)]
+pub(crate) struct WriteBuffer(BytesMut);
+
+impl WriteBuffer {
+    const CHUNK: usize = 64 << 10;
+
+    /// What `write` appends, as its own `Bytes`; `need`: about how many bytes it writes.
+    fn write(&mut self, need: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+        if self.0.capacity() - self.0.len() < need {
+            self.0.reserve(need.max(Self::CHUNK));
+        }
+        write(&mut self.0);
+        self.0.split().freeze()
+    }
+}
+
 /// The Kafka record of a row written straight from its text, as the general path would write
 /// it, where nothing but the converters stands between the EventRouter and Kafka: no
 /// transform, no envelope, no trace context, no timestamp field; key, payload, `id` and the
@@ -782,6 +805,7 @@ impl Direct {
     }
 
     /// The record, or `None` for the general path.
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &self,
         row: &impl RowColumns,
@@ -790,6 +814,7 @@ impl Direct {
         format: &ConnectFormat,
         config: &RouterConfig,
         topics: &mut TopicCache,
+        out: &mut WriteBuffer,
     ) -> Option<OutboxRecord> {
         // The column's text (present, in text format): the converters refuse text that is
         // not UTF-8.
@@ -806,21 +831,21 @@ impl Direct {
             ColumnRef::Null | ColumnRef::UnchangedToast => return None,
         };
         let topic = topics.topic_for(routing, config).ok()?;
-        let write = |part: &DirectPart, (position, text): (usize, &str)| -> Option<Bytes> {
+        let mut write = |part: &DirectPart, (position, text): (usize, &str)| -> Option<Bytes> {
             Some(match part {
                 DirectPart::Text => row.owned(position),
                 DirectPart::Json { prefix } => {
-                    let mut out = Vec::with_capacity(
-                        prefix.as_ref().map_or(0, Vec::len) + text.len() + text.len() / 8 + 3,
-                    );
-                    if let Some(prefix) = prefix {
-                        out.extend_from_slice(prefix);
-                    }
-                    crate::connect::json::write_string(&mut out, text);
-                    if prefix.is_some() {
-                        out.push(b'}');
-                    }
-                    out.into()
+                    let need =
+                        prefix.as_ref().map_or(0, Vec::len) + text.len() + text.len() / 8 + 3;
+                    out.write(need, |out| {
+                        if let Some(prefix) = prefix {
+                            out.extend_from_slice(prefix);
+                        }
+                        crate::connect::json::write_string(out, text);
+                        if prefix.is_some() {
+                            out.extend_from_slice(b"}");
+                        }
+                    })
                 }
                 DirectPart::Expanded => {
                     crate::connect::payload_json::expanded(text.as_bytes())?.into()
