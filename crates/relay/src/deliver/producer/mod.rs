@@ -15,6 +15,7 @@
 mod admin;
 pub use admin::create_topic_if_missing;
 mod first_writes;
+mod native;
 mod outcomes;
 mod reports;
 mod topic_rules;
@@ -45,8 +46,7 @@ use outbox_router::OutboxRecord;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer as _, ThreadedProducer};
+use rdkafka::producer::{Producer as _, ThreadedProducer};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
@@ -160,6 +160,8 @@ enum Configs {
 
 /// The librdkafka producer and the admin client that creates its topics.
 pub struct KafkaProducer {
+    /// Dropped before `producer`, whose topics they are.
+    topic_handles: native::TopicHandles,
     producer: RdProducer,
     reports: Arc<Reports>,
     /// Reports taken from the queue and not yet handed to the delivery stage.
@@ -248,6 +250,7 @@ impl KafkaProducer {
         let gapless = config.get("enable.gapless.guarantee") == Some("true");
         Ok(Self {
             gapless,
+            topic_handles: native::TopicHandles::default(),
             producer,
             reports,
             taken: VecDeque::new(),
@@ -352,33 +355,13 @@ impl KafkaProducer {
 
     /// Hands `record` to librdkafka with the opaque `slot`.
     fn hand_over(
-        &self,
+        &mut self,
         record: &OutboxRecord,
         partition: Option<i32>,
         slot: usize,
     ) -> Result<(), KafkaError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (name, value) in &record.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: value.as_deref(),
-            });
-        }
-        let mut base: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(&record.topic, slot).headers(headers);
-        if let Some(p) = partition {
-            base = base.partition(p);
-        }
-        if let Some(t) = record.timestamp_ms {
-            base = base.timestamp(t);
-        }
-        if let Some(k) = &record.key {
-            base = base.key(&k[..]);
-        }
-        if let Some(v) = &record.value {
-            base = base.payload(&v[..]);
-        }
-        self.producer.send(base).map_err(|(error, _)| error)
+        let client = self.producer.client().native_ptr();
+        native::produce(client, &mut self.topic_handles, record, partition, slot)
     }
 
     /// What librdkafka's refusal to take `record` (for `partition`) means.
@@ -676,8 +659,13 @@ impl Producer for KafkaProducer {
             &mut self.producer,
             Self::create_producer(&self.settings, &self.reports)?,
         );
+        // The old client's topic handles go before it.
+        let handles = std::mem::take(&mut self.topic_handles);
         // Dropping a librdkafka client flushes and joins its threads: not on a runtime thread.
-        tokio::task::spawn_blocking(move || drop(old));
+        tokio::task::spawn_blocking(move || {
+            drop(handles);
+            drop(old)
+        });
         // A new producer id: Kafka holds no sequence of it anywhere.
         self.first_writes = FirstWrites::default();
         self.batch_size = batch_size;
