@@ -645,8 +645,9 @@ fn message_prefix_lists_and_the_decode_transform() {
 }
 
 /// `snapshot.fetch.size` bounds the rows of each snapshot fetch; a value that is not a
-/// positive number is refused naming the option. `producer.buffer.memory` bounds the
-/// producer's queue in bytes, as it bounds the Java producer's buffer.
+/// positive number is refused naming the option. `max.queue.size` is the in-flight window in
+/// events; `producer.buffer.memory` bounds the producer's queue in bytes, as it bounds the
+/// Java producer's buffer.
 #[test]
 fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
     assert_eq!(
@@ -666,6 +667,12 @@ fn snapshot_fetch_size_and_buffer_memory_are_honoured() {
         let e = translate(&config(&[("snapshot.fetch.size", bad)]), None).unwrap_err();
         assert!(e.to_string().contains("snapshot.fetch.size"), "{e}");
     }
+    // Debezium's queue of records: the relay's in-flight window in events.
+    let s = translate(&config(&[("max.queue.size", "20000")]), None).unwrap();
+    assert_eq!(s.options.max_in_flight, Some(20_000));
+    assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    let e = translate(&config(&[("max.queue.size", "many")]), None).unwrap_err();
+    assert!(e.to_string().contains("max.queue.size"), "{e}");
     let s = translate(
         &config(&[("producer.override.buffer.memory", "16777216")]),
         None,
