@@ -2540,6 +2540,10 @@ async fn signals_beside_debezium(
             })
             .await;
     }
+    debezium
+        .wait_streaming("inc", Duration::from_secs(120))
+        .await
+        .unwrap();
     (debezium, relay)
 }
 
@@ -2659,19 +2663,20 @@ async fn incremental_snapshots_resend_the_outbox_as_debezium_does() {
     .await;
     // New events stream while the snapshot reads.
     insert_events(&stack.db, 7, 3, 1, 3).await.unwrap();
-    let (dbz, ours) = rows_until(&stack, logs, |r| {
-        r.len() >= 10 && incremental_rows(r).len() >= 7
-    })
-    .await;
     // The rows there before the signal, read by both; the three inserted meanwhile are read
     // too when they committed before the snapshot took its maximum key (on each side alike:
-    // streamed or read, or both).
+    // streamed or read, or both). Waited for by those seven: counting every row read would
+    // stop early where a side read some of the three before its last chunk of the seven.
     let before_signal = |rows: &[SideRow]| -> Vec<SideRow> {
         incremental_rows(rows)
             .into_iter()
             .filter(|r| (0..7).any(|n| r.3 == event_uuid(n)))
             .collect()
     };
+    let (dbz, ours) = rows_until(&stack, logs, |r| {
+        r.len() >= 10 && before_signal(r).len() >= 7
+    })
+    .await;
     assert_eq!(before_signal(&ours).len(), 7, "{ours:#?}");
     assert_eq!(before_signal(&ours), before_signal(&dbz));
     assert!(
@@ -3101,6 +3106,14 @@ async fn every_snapshot_mode_starts_as_debeziums() {
                 })
                 .await;
         }
+    }
+    // A held slot is not yet Debezium's position (no_data): every connector streaming before
+    // the event its stream must carry.
+    for i in 0..modes.len() {
+        debezium
+            .wait_streaming(&format!("m{i}"), Duration::from_secs(120))
+            .await
+            .unwrap();
     }
     // One event streamed to every mode.
     insert_events(&stack.db, 3, 1, 1, 2).await.unwrap();

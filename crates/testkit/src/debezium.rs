@@ -198,6 +198,25 @@ impl ConnectStandalone {
         std::fs::read_to_string(self.dir.path().join("connect.log")).unwrap_or_default()
     }
 
+    /// Waits until connector `name`'s task streams: Debezium has read its start position and
+    /// opened its replication stream (its log says so). A slot held is not that: without a
+    /// snapshot (`no_data`) Debezium reads the server's WAL position only once its task runs,
+    /// and a row committed before then is not in its stream.
+    pub async fn wait_streaming(&self, name: &str, timeout: Duration) -> Result<()> {
+        let line = format!("[{name}|task-0] Starting replication stream");
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(&line) {
+            if Instant::now() >= deadline {
+                bail!(
+                    "Debezium's {name} did not start streaming within {timeout:?}; its log:\n{}",
+                    self.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
     /// Its REST API's address (`host:port`).
     pub fn rest_address(&self) -> String {
         format!("127.0.0.1:{}", self.rest_port)
