@@ -589,6 +589,50 @@ struct SteadyRun {
 async fn settle_postgres(db: &tokio_postgres::Client) {
     db.batch_execute("VACUUM (ANALYZE) outbox").await.unwrap();
     db.batch_execute("CHECKPOINT").await.unwrap();
+    settle_machine().await;
+}
+
+/// The machine's CPU time spent busy, and in all, from `/proc/stat` (jiffies).
+fn cpu_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    // idle and iowait
+    let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// Waits (up to 60 s) until the machine is quiet: less than a tenth of its CPU busy over half a
+/// second. What an earlier phase left running (a killed JVM exiting, a broker's files going
+/// away) would otherwise land inside the next measurement and not in the one after it.
+async fn settle_machine() {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        let Some((busy0, total0)) = cpu_jiffies() else {
+            return;
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let Some((busy1, total1)) = cpu_jiffies() else {
+            return;
+        };
+        let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64;
+        if busy < 0.1 {
+            if t.elapsed() > Duration::from_secs(2) {
+                eprintln!(
+                    "the machine was busy for {:.1?} before this measurement",
+                    t.elapsed()
+                );
+            }
+            return;
+        }
+    }
+    eprintln!("the machine stayed busy for 60 s: measuring anyway");
 }
 
 /// A relay on a fresh slot and broker: its RSS once started and idle, then commit → consumer
