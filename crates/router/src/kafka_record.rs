@@ -19,6 +19,38 @@ pub struct OutboxRecord {
     pub timestamp_ms: Option<i64>,
 }
 
+/// Bytes in an allocation of their own when they are small: a record kept for long (parked
+/// behind a partition's first write, refused and waiting for its dead letter) then holds only
+/// its own bytes, not the whole buffer they were split off (a replication message's read
+/// buffer, the Debezium mode's write buffer). Larger bytes have an allocation of their own
+/// already and are shared, not copied.
+pub fn detached(bytes: &Bytes) -> Bytes {
+    const SHARED_ABOVE: usize = 64 << 10;
+    if bytes.len() > SHARED_ABOVE {
+        bytes.clone()
+    } else {
+        Bytes::copy_from_slice(bytes)
+    }
+}
+
+impl OutboxRecord {
+    /// The record with [`detached`] bytes: for one kept beyond its hand-over.
+    pub fn detached(&self) -> OutboxRecord {
+        OutboxRecord {
+            topic: self.topic.clone(),
+            key: self.key.as_ref().map(detached),
+            value: self.value.as_ref().map(detached),
+            headers: self
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.as_ref().map(detached)))
+                .collect(),
+            partition: self.partition,
+            timestamp_ms: self.timestamp_ms,
+        }
+    }
+}
+
 /// An outbox row that cannot be routed; the relay dead-letters it with `reason`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidRow {
@@ -81,4 +113,38 @@ pub struct PendingRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeEventAt {
     pub relation_id: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_detached_record_holds_its_own_bytes_only() {
+        let shared = Bytes::from(vec![b'a'; 100_000]);
+        let record = OutboxRecord {
+            topic: "t".into(),
+            key: Some(shared.slice(0..3)),
+            value: Some(shared.slice(10..20)),
+            headers: vec![
+                ("id".into(), Some(shared.slice(30..40))),
+                ("n".into(), None),
+            ],
+            partition: Some(1),
+            timestamp_ms: Some(7),
+        };
+        let detached = record.detached();
+        assert_eq!(detached, record);
+        // Small parts are copies (another address); a part above 64 KiB is shared.
+        assert_ne!(
+            detached.key.as_ref().unwrap().as_ptr(),
+            record.key.as_ref().unwrap().as_ptr()
+        );
+        assert_ne!(
+            detached.value.as_ref().unwrap().as_ptr(),
+            record.value.as_ref().unwrap().as_ptr()
+        );
+        let big = shared.slice(0..70_000);
+        assert_eq!(super::detached(&big).as_ptr(), big.as_ptr());
+    }
 }

@@ -22,7 +22,9 @@ pub use config::{
     TransactionMetadata,
 };
 pub use error::ConfigError;
-pub use kafka_record::{ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome};
+pub use kafka_record::{
+    detached, ChangeEventAt, InvalidRow, OutboxRecord, PendingRecord, RouteOutcome,
+};
 pub use router::{
     change_event_topic, java_hash_set_order, BeforeRouter, Notification, Router, SourcePosition,
     TransactionMark,

@@ -691,11 +691,24 @@ impl WriteBuffer {
 
     /// What `write` appends, as its own `Bytes`; `need`: about how many bytes it writes.
     fn write(&mut self, need: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+        if need > Self::CHUNK {
+            // A part larger than a chunk gets an allocation of its own, freed with it: the
+            // shared buffer never keeps the size of the largest event.
+            let mut own = BytesMut::with_capacity(need);
+            write(&mut own);
+            return own.freeze();
+        }
         if self.0.capacity() - self.0.len() < need {
-            self.0.reserve(need.max(Self::CHUNK));
+            self.0.reserve(Self::CHUNK);
         }
         write(&mut self.0);
-        self.0.split().freeze()
+        let part = self.0.split().freeze();
+        if self.0.capacity() > 2 * Self::CHUNK {
+            // A write outgrew its estimate (escapes) and the buffer grew with it: the grown
+            // buffer goes with the parts split off it.
+            self.0 = BytesMut::new();
+        }
+        part
     }
 }
 
@@ -1348,4 +1361,38 @@ fn trace_headers(context: &[u8]) -> Vec<(Arc<str>, Bytes)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod write_buffer_tests {
+    use super::WriteBuffer;
+
+    #[test]
+    fn parts_are_their_own_bytes_and_the_buffer_stays_a_chunk() {
+        let mut out = WriteBuffer::default();
+        let a = out.write(3, |b| b.extend_from_slice(b"key"));
+        let b = out.write(5, |b| b.extend_from_slice(b"value"));
+        assert_eq!((&a[..], &b[..]), (&b"key"[..], &b"value"[..]));
+        // One part larger than a chunk: an allocation of its own, the shared buffer untouched.
+        let large = vec![b'x'; 3 * WriteBuffer::CHUNK];
+        let big = out.write(large.len(), |b| b.extend_from_slice(&large));
+        assert_eq!(big.len(), large.len());
+        assert!(
+            out.0.capacity() <= WriteBuffer::CHUNK,
+            "{}",
+            out.0.capacity()
+        );
+        // A write far past its estimate grows the buffer once; it is not kept.
+        let grown = out.write(1, |b| b.extend_from_slice(&large));
+        assert_eq!(grown, big);
+        assert!(
+            out.0.capacity() <= 2 * WriteBuffer::CHUNK,
+            "{}",
+            out.0.capacity()
+        );
+        // The parts split off before are intact.
+        assert_eq!((&a[..], &b[..]), (&b"key"[..], &b"value"[..]));
+        let c = out.write(4, |b| b.extend_from_slice(b"next"));
+        assert_eq!(&c[..], b"next");
+    }
 }

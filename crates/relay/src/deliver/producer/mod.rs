@@ -512,7 +512,7 @@ impl Producer for KafkaProducer {
                     return Sent::Refused(tag, reason, refused_record(record).oversized());
                 }
                 self.first_writes
-                    .park(&record.topic, p, slot, record.clone());
+                    .park(&record.topic, p, slot, record.detached());
                 return Sent::Accepted;
             }
         }

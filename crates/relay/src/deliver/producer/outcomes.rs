@@ -234,13 +234,13 @@ pub(super) fn is_refusal(code: RDKafkaErrorCode) -> bool {
 pub fn refused_record(record: &OutboxRecord) -> RefusedRecord {
     RefusedRecord {
         topic: record.topic.to_string(),
-        key: record.key.clone(),
+        key: record.key.as_ref().map(outbox_router::detached),
         event_id: record
             .headers
             .iter()
             .find(|(k, _)| &**k == "id")
-            .and_then(|(_, v)| v.clone()),
-        value: record.value.clone(),
+            .and_then(|(_, v)| v.as_ref().map(outbox_router::detached)),
+        value: record.value.as_ref().map(outbox_router::detached),
         value_len: record.value.as_ref().map_or(0, |v| v.len()),
     }
 }
