@@ -185,6 +185,21 @@ fn relay_args(pg: &PgCluster, broker: &Broker, slot: &str, metrics_address: &str
     args
 }
 
+/// `binary` streaming `slot` to `broker` with the bench's arguments and its own, and the
+/// address of its metrics.
+fn spawn_relay(
+    pg: &PgCluster,
+    broker: &Broker,
+    binary: &Binary,
+    slot: &str,
+) -> (RelayProcess, String) {
+    let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
+    let mut args = relay_args(pg, broker, slot, &metrics_address);
+    args.extend(binary.args.iter().cloned());
+    let relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
+    (relay, metrics_address)
+}
+
 /// What `binary` holds idle: started on a fresh slot with nothing to stream, connected to a
 /// broker of its own, its RSS once the slot is held and a few seconds passed. The catch-up's
 /// peak is reported against it (target: at most twice).
@@ -192,10 +207,7 @@ async fn idle_rss(pg: &PgCluster, db: &tokio_postgres::Client, binary: &Binary) 
     let broker = Broker::start(Storage::Memory).expect("Apache Kafka (scripts/install-kafka.sh)");
     let slot = format!("idle_{}", binary.name);
     create_slot(db, &slot).await;
-    let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
-    let mut args = relay_args(pg, &broker, &slot, &metrics_address);
-    args.extend(binary.args.iter().cloned());
-    let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
+    let (mut relay, _) = spawn_relay(pg, &broker, binary, &slot);
     let t = Instant::now();
     while slot_pid(db, &slot).await.is_none() {
         assert!(
@@ -652,10 +664,7 @@ async fn steady_state(
     settle_postgres(db).await;
     let slot = format!("steady_{}", binary.name);
     create_slot(db, &slot).await;
-    let metrics_address = format!("127.0.0.1:{}", outbox_relay_testkit::net::free_port());
-    let mut args = relay_args(pg, &broker, &slot, &metrics_address);
-    args.extend(binary.args.iter().cloned());
-    let mut relay = RelayProcess::spawn(&binary.path, &args, &[("RUST_LOG", "warn")]).unwrap();
+    let (mut relay, metrics_address) = spawn_relay(pg, &broker, binary, &slot);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_rss = kib(relay.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0;
     let mib = |field| kib(relay.pid(), field).unwrap_or(0) as f64 / 1024.0;
