@@ -99,18 +99,8 @@ async fn drop_slot(db: &tokio_postgres::Client, slot: &str) {
 
 /// `pg_recvlogical` of this cluster's `postgres` database, started on `slot`.
 fn recvlogical_command(pg: &PgCluster, slot: &str) -> Command {
-    let mut command = Command::new(pg.bin("pg_recvlogical"));
-    command.args([
-        "-h",
-        "127.0.0.1",
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "--slot",
-        slot,
-    ]);
-    command.args(["-p", &pg.port().to_string(), "--start"]);
+    let mut command = pg.client("pg_recvlogical");
+    command.args(["--slot", slot, "--start"]);
     command
 }
 

@@ -39,21 +39,9 @@ async fn setup_sql_gives_a_least_privilege_role_that_check_accepts_and_run_works
     let (code, sql) = relay(&["setup-sql"]);
     assert_eq!(code, 0);
     // As a DBA would: through psql, one statement at a time.
-    let mut psql = Command::new(pg.bin("psql"))
-        .args([
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-p",
-        ])
-        .arg(pg.port().to_string())
+    let mut psql = pg
+        .client("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -86,19 +86,10 @@ async fn a_standby_takes_over_as_fast_from_a_server_that_speaks_french() {
     // The relay makes its slot and publication, then another client holds the slot.
     let mut first = stack.spawn_relay_and_wait_for_slot(SLOT, &[]).await;
     first.terminate(Duration::from_secs(20)).unwrap();
-    let mut active = std::process::Command::new(stack.pg.bin("pg_recvlogical"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--slot",
-            SLOT,
-            "--start",
-        ])
-        .args(["-p", &stack.pg.port().to_string(), "-o", "proto_version=1"])
+    let mut active = stack
+        .pg
+        .client("pg_recvlogical")
+        .args(["--slot", SLOT, "--start", "-o", "proto_version=1"])
         .args(["-o", "publication_names=outbox_relay", "-f", "/dev/null"])
         .spawn()
         .expect("pg_recvlogical");

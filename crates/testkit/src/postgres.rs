@@ -209,6 +209,15 @@ impl PgCluster {
         self.bin_dir.join(name)
     }
 
+    /// PostgreSQL's client `program` (psql, pg_recvlogical, …) connected to this cluster's
+    /// `postgres` database as `postgres`.
+    pub fn client(&self, program: &str) -> Command {
+        let mut c = Command::new(self.bin(program));
+        c.args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-p"])
+            .arg(self.port.to_string());
+        c
+    }
+
     fn command(&self, program: &str) -> Command {
         let path = self.bin_dir.join(program);
         let mut c = if self.run_as_postgres {
