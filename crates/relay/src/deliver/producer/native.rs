@@ -151,7 +151,14 @@ pub(super) fn produce(
         if error.is_null() {
             return Ok(());
         }
-        let code = rd::rd_kafka_error_code(error);
+        // A producer in a fatal state answers with the error that made it so; the variadic
+        // call (`send`) answered `__FATAL` then, and so does this: no record is judged by the
+        // code of an earlier failure (which could read as a refusal of this one).
+        let code = if rd::rd_kafka_error_is_fatal(error) != 0 {
+            rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FATAL
+        } else {
+            rd::rd_kafka_error_code(error)
+        };
         rd::rd_kafka_error_destroy(error);
         rd::rd_kafka_headers_destroy(headers);
         Err(KafkaError::MessageProduction(RDKafkaErrorCode::from(code)))
