@@ -1223,26 +1223,22 @@ fn main() {
                 );
             }
         }
-        for (rate, parts) in &alone {
-            let ms = live::totals(parts);
-            let q = |x| live::quantile(&ms, x);
-            println!(
-                "| the broker alone (commit → produced at once → consumer) | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
-                q(0.5),
-                q(0.99),
-                q(0.999),
-                q(1.0)
-            );
-        }
-        for (rate, ms) in &walsender {
+        // A row of the floor's parts: p50, p99, p99.9 and max of `ms`.
+        let floor_row = |what: &str, rate: u64, ms: &[f64]| {
             let q = |x| live::quantile(ms, x);
             println!(
-                "| the walsender alone (commit → pg_recvlogical's line) | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
+                "| {what} | {rate} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | | | |",
                 q(0.5),
                 q(0.99),
                 q(0.999),
                 q(1.0)
             );
+        };
+        for (rate, parts) in &alone {
+            floor_row("the broker alone (commit → produced at once → consumer)", *rate, &live::totals(parts));
+        }
+        for (rate, ms) in &walsender {
+            floor_row("the walsender alone (commit → pg_recvlogical's line)", *rate, ms);
         }
         println!("(target p99 ≤ 10 ms and p99.9 ≤ 20 ms at the consumer)");
         // The floor: the broker alone plus the walsender alone, quantile by quantile.
